@@ -1,0 +1,144 @@
+/*
+** repl.c -- the interactive loop, behaving like Lua 5.4's: a line is first tried as an
+** expression and its values printed; an incomplete statement reads continuation lines;
+** prompts come from _PROMPT and _PROMPT2; complete entries go to the history when line
+** editing (libedit) is built in.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+
+#include "host.h"
+
+#define PROMPT  "> "
+#define PROMPT2 ">> "
+#define MAXINPUT 512
+
+#if defined(NDPLAN_USE_LIBEDIT)
+#include <stdlib.h>
+#include <editline/readline.h>
+#define nd_readline(L, b, p) ((void)L, ((b) = readline(p)) != NULL)
+#define nd_saveline(L, line) ((void)L, add_history(line))
+#define nd_freeline(L, b) ((void)L, free(b))
+#else
+#define nd_readline(L, b, p) \
+  ((void)L, fputs(p, stdout), fflush(stdout), fgets(b, MAXINPUT, stdin) != NULL)
+#define nd_saveline(L, line) { (void)L; (void)line; }
+#define nd_freeline(L, b) { (void)L; (void)b; }
+#endif
+
+static const char *get_prompt (lua_State *L, int firstline) {
+  if (lua_getglobal(L, firstline ? "_PROMPT" : "_PROMPT2") == LUA_TNIL)
+    return firstline ? PROMPT : PROMPT2;
+  else {
+    const char *p = luaL_tolstring(L, -1, NULL);
+    lua_remove(L, -2);
+    return p;
+  }
+}
+
+#define EOFMARK "<eof>"
+#define marklen (sizeof(EOFMARK) / sizeof(char) - 1)
+
+/* Is this a syntax error caused by input that stops early? */
+static int incomplete (lua_State *L, int status) {
+  if (status == LUA_ERRSYNTAX) {
+    size_t lmsg;
+    const char *msg = lua_tolstring(L, -1, &lmsg);
+    if (lmsg >= marklen && strcmp(msg + lmsg - marklen, EOFMARK) == 0) {
+      lua_pop(L, 1);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Reads a line into a string on the stack; returns 0 at end of input. */
+static int pushline (lua_State *L, int firstline) {
+#if defined(NDPLAN_USE_LIBEDIT)
+  char *b = NULL;
+#else
+  char buffer[MAXINPUT];
+  char *b = buffer;
+#endif
+  size_t l;
+  const char *prmt = get_prompt(L, firstline);
+  int readstatus = nd_readline(L, b, prmt);
+  lua_pop(L, 1);  /* the prompt */
+  if (readstatus == 0) return 0;
+  l = strlen(b);
+  if (l > 0 && b[l - 1] == '\n') b[--l] = '\0';
+  if (firstline && b[0] == '=')  /* 5.2 habit: "=x" means "return x" */
+    lua_pushfstring(L, "return %s", b + 1);
+  else
+    lua_pushlstring(L, b, l);
+  nd_freeline(L, b);
+  return 1;
+}
+
+/* Tries the line as "return <line>;" so expressions print their values. */
+static int addreturn (lua_State *L) {
+  const char *line = lua_tostring(L, -1);
+  const char *retline = lua_pushfstring(L, "return %s;", line);
+  int status = luaL_loadbuffer(L, retline, strlen(retline), "=stdin");
+  if (status == LUA_OK) {
+    lua_remove(L, -2);
+    if (line[0] != '\0') nd_saveline(L, line);
+  }
+  else lua_pop(L, 2);
+  return status;
+}
+
+/* Reads continuation lines while the statement is incomplete. */
+static int multiline (lua_State *L) {
+  for (;;) {
+    size_t len;
+    const char *line = lua_tolstring(L, 1, &len);
+    int status = luaL_loadbuffer(L, line, len, "=stdin");
+    if (!incomplete(L, status) || !pushline(L, 0)) {
+      nd_saveline(L, line);
+      return status;
+    }
+    lua_pushliteral(L, "\n");
+    lua_insert(L, -2);
+    lua_concat(L, 3);
+  }
+}
+
+/* Reads one complete entry and compiles it; -1 at end of input. */
+static int loadline (lua_State *L) {
+  int status;
+  lua_settop(L, 0);
+  if (!pushline(L, 1)) return -1;
+  if ((status = addreturn(L)) != LUA_OK) status = multiline(L);
+  lua_remove(L, 1);
+  return status;
+}
+
+/* Prints whatever values the entry returned, through the global print. */
+static void print_results (lua_State *L) {
+  int n = lua_gettop(L);
+  if (n > 0) {
+    luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+    lua_getglobal(L, "print");
+    lua_insert(L, 1);
+    if (lua_pcall(L, n, 0, 0) != LUA_OK) {
+      lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1));
+      nd_report(L, LUA_ERRRUN);
+    }
+  }
+}
+
+void nd_repl (lua_State *L) {
+  int status;
+  while ((status = loadline(L)) != -1) {
+    if (status == LUA_OK) status = nd_docall(L, 0, LUA_MULTRET);
+    if (status == LUA_OK) print_results(L);
+    else nd_report(L, status);
+  }
+  lua_settop(L, 0);
+  fputs("\n", stdout);
+  fflush(stdout);
+}

@@ -1,0 +1,19 @@
+/*
+** The Lua bindings of ndplan: one opener per binding file (engine/bind/).
+** luaopen_ndplan assembles the `ndplan` module: it registers every binding in
+** package.preload as "ndplan.c.<name>", installs the searcher for the bundled Lua library
+** and runs lua/ndplan/init.lua. Include lua.h before this header.
+*/
+#ifndef NDPLAN_LUA_H
+#define NDPLAN_LUA_H
+
+#define NDPLAN_ROOT_ENV "NDPLAN_ROOT"  /* load bundled files from this source tree instead */
+
+int luaopen_ndplan(lua_State *L);          /* module.c: the assembled module */
+int luaopen_ndplan_bundle(lua_State *L);   /* lbundle.c: bundled files and the searcher */
+int luaopen_ndplan_yaml(lua_State *L);     /* lyaml.c: libyaml loader with line/column */
+int luaopen_ndplan_units(lua_State *L);    /* lunits.c: byte/time/rate formatting */
+int luaopen_ndplan_model(lua_State *L);    /* lmodel.c: model spec, layer stack, params */
+int luaopen_ndplan_device(lua_State *L);   /* ldevice.c: device records */
+
+#endif

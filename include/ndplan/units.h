@@ -1,0 +1,23 @@
+/*
+** ndplan/units.h -- unit constants and formatting. Quantities inside ndplan are plain
+** SI base units held in doubles: bytes, seconds, FLOP, bytes per second, FLOP/s.
+** Decimal (kB, MB, GB) and binary (KiB, MiB, GiB) prefixes are kept apart.
+*/
+#ifndef NDPLAN_UNITS_H
+#define NDPLAN_UNITS_H
+
+#include <stddef.h>
+
+#define ND_KB  1e3
+#define ND_MB  1e6
+#define ND_GB  1e9
+#define ND_TB  1e12
+#define ND_KIB 1024.0
+#define ND_MIB (1024.0 * 1024.0)
+#define ND_GIB (1024.0 * 1024.0 * 1024.0)
+#define ND_TIB (1024.0 * 1024.0 * 1024.0 * 1024.0)
+
+char *nd_format_bytes (char *buf, size_t size, double bytes, int binary);
+char *nd_format_seconds (char *buf, size_t size, double seconds);
+
+#endif
