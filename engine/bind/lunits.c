@@ -1,12 +1,33 @@
 /*
-** lunits.c -- Lua binding: ndplan.c.units (placeholder until filled in).
+** lunits.c -- Lua binding ndplan.c.units: the core's unit formatting, so the CLI and the
+** C core print sizes and times the same way.
 */
 #include <lua.h>
 #include <lauxlib.h>
 
 #include "ndplan/ndplan_lua.h"
+#include "ndplan/units.h"
+
+/* bytes(n [, "binary"|"decimal"]) -> "80.0 GiB"; binary is the default */
+static int u_bytes (lua_State *L) {
+  static const char *const modes[] = {"binary", "decimal", NULL};
+  char buf[64];
+  double n = luaL_checknumber(L, 1);
+  int binary = luaL_checkoption(L, 2, "binary", modes) == 0;
+  lua_pushstring(L, nd_format_bytes(buf, sizeof buf, n, binary));
+  return 1;
+}
+
+/* seconds(s) -> "1.42 s", "350 ms", ... */
+static int u_seconds (lua_State *L) {
+  char buf[64];
+  lua_pushstring(L, nd_format_seconds(buf, sizeof buf, luaL_checknumber(L, 1)));
+  return 1;
+}
 
 static const luaL_Reg funcs[] = {
+  {"bytes", u_bytes},
+  {"seconds", u_seconds},
   {NULL, NULL}
 };
 

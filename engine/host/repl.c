@@ -4,7 +4,9 @@
 ** prompts come from _PROMPT and _PROMPT2; complete entries go to the history when line
 ** editing (libedit) is built in.
 */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lua.h>
@@ -16,18 +18,47 @@
 #define PROMPT2 ">> "
 #define MAXINPUT 512
 
+#include <unistd.h>
+
 #if defined(NDPLAN_USE_LIBEDIT)
-#include <stdlib.h>
 #include <editline/readline.h>
-#define nd_readline(L, b, p) ((void)L, ((b) = readline(p)) != NULL)
-#define nd_saveline(L, line) ((void)L, add_history(line))
-#define nd_freeline(L, b) ((void)L, free(b))
-#else
-#define nd_readline(L, b, p) \
-  ((void)L, fputs(p, stdout), fflush(stdout), fgets(b, MAXINPUT, stdin) != NULL)
-#define nd_saveline(L, line) { (void)L; (void)line; }
-#define nd_freeline(L, b) { (void)L; (void)b; }
 #endif
+
+/*
+** Line editing only on a terminal: piped input goes through fgets, so the prompts are
+** printed as the user (or a test) would see them and no terminal codes are emitted.
+*/
+static int use_editor (void) {
+#if defined(NDPLAN_USE_LIBEDIT)
+  static int tty = -1;
+  if (tty < 0) tty = isatty(0);
+  return tty;
+#else
+  return 0;
+#endif
+}
+
+/* Reads one line into a fresh buffer the caller frees; NULL at end of input. */
+static char *read_line (const char *prompt) {
+  char *b;
+#if defined(NDPLAN_USE_LIBEDIT)
+  if (use_editor()) return readline(prompt);
+#endif
+  fputs(prompt, stdout);
+  fflush(stdout);
+  b = (char *)malloc(MAXINPUT);
+  if (b == NULL) return NULL;
+  if (fgets(b, MAXINPUT, stdin) == NULL) { free(b); return NULL; }
+  return b;
+}
+
+static void save_line (const char *line) {
+#if defined(NDPLAN_USE_LIBEDIT)
+  if (use_editor()) add_history(line);
+#else
+  (void)line;
+#endif
+}
 
 static const char *get_prompt (lua_State *L, int firstline) {
   if (lua_getglobal(L, firstline ? "_PROMPT" : "_PROMPT2") == LUA_TNIL)
@@ -57,24 +88,17 @@ static int incomplete (lua_State *L, int status) {
 
 /* Reads a line into a string on the stack; returns 0 at end of input. */
 static int pushline (lua_State *L, int firstline) {
-#if defined(NDPLAN_USE_LIBEDIT)
-  char *b = NULL;
-#else
-  char buffer[MAXINPUT];
-  char *b = buffer;
-#endif
   size_t l;
-  const char *prmt = get_prompt(L, firstline);
-  int readstatus = nd_readline(L, b, prmt);
+  char *b = read_line(get_prompt(L, firstline));
   lua_pop(L, 1);  /* the prompt */
-  if (readstatus == 0) return 0;
+  if (b == NULL) return 0;
   l = strlen(b);
   if (l > 0 && b[l - 1] == '\n') b[--l] = '\0';
   if (firstline && b[0] == '=')  /* 5.2 habit: "=x" means "return x" */
     lua_pushfstring(L, "return %s", b + 1);
   else
     lua_pushlstring(L, b, l);
-  nd_freeline(L, b);
+  free(b);
   return 1;
 }
 
@@ -85,7 +109,7 @@ static int addreturn (lua_State *L) {
   int status = luaL_loadbuffer(L, retline, strlen(retline), "=stdin");
   if (status == LUA_OK) {
     lua_remove(L, -2);
-    if (line[0] != '\0') nd_saveline(L, line);
+    if (line[0] != '\0') save_line(line);
   }
   else lua_pop(L, 2);
   return status;
@@ -98,7 +122,7 @@ static int multiline (lua_State *L) {
     const char *line = lua_tolstring(L, 1, &len);
     int status = luaL_loadbuffer(L, line, len, "=stdin");
     if (!incomplete(L, status) || !pushline(L, 0)) {
-      nd_saveline(L, line);
+      save_line(line);
       return status;
     }
     lua_pushliteral(L, "\n");

@@ -1,4 +1,5 @@
 -- The ndplan module: what `require "ndplan"` returns, and the REPL's global `nd`.
+-- Submodules load on first use, so `ndplan models` does not pay for the YAML loader.
 local bundle = require "ndplan.c.bundle"
 
 local nd = {
@@ -6,4 +7,31 @@ local nd = {
   bundle = bundle,
 }
 
-return nd
+-- nd.model(x): a bundled name, a config.json/.yaml path or a table -> model | nil, message
+function nd.model(x) return require("ndplan.model").load(x) end
+-- nd.models(): sorted names of the bundled models
+function nd.models() return require("ndplan.model").names() end
+-- nd.device(x): a bundled name, a YAML path or a table -> device | nil, message
+function nd.device(x) return require("ndplan.device").load(x) end
+-- nd.devices(): sorted names of the bundled devices
+function nd.devices() return require("ndplan.device").names() end
+
+-- Data and small languages: nd.json, nd.yaml, nd.grammar, nd.units.
+local lazy = {
+  json = "ndplan.json",
+  yaml = "ndplan.yaml",
+  grammar = "ndplan.grammar",
+  units = "ndplan.c.units",
+  files = "ndplan.files",
+  cli = "ndplan.cli",
+}
+
+return setmetatable(nd, {
+  __index = function(t, k)
+    local name = lazy[k]
+    if name == nil then return nil end
+    local m = require(name)
+    rawset(t, k, m)
+    return m
+  end,
+})

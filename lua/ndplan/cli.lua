@@ -1,0 +1,181 @@
+-- Command-line plumbing shared by the bundled scripts: options declared as data (so
+-- `--help` is generated from the same table that parses), one-line failures with
+-- documented exit codes, aligned tables, and the list of commands.
+local bundle = require "ndplan.c.bundle"
+
+local M = {}
+
+-- Exit codes (documented in the README).
+M.EXIT_ERROR = 1     -- bad input or a failure while running
+M.EXIT_USAGE = 2     -- bad command line
+M.EXIT_NO_FIT = 3    -- no strategy fits (used by search)
+
+local failure_mt = {__tostring = function(e) return e.message end}
+
+-- fail(message [, code]): stop the command with one line on stderr and an exit code.
+-- The host prints "ndplan: message" without a traceback.
+function M.fail(message, code)
+  error(setmetatable({message = message, exit = code or M.EXIT_ERROR}, failure_mt), 0)
+end
+
+-- check(value, message, ...): value, or fail with the message of a `nil, message` return.
+function M.check(value, message, ...)
+  if value == nil then M.fail(message or "failed") end
+  return value, message, ...
+end
+
+local function option_label(o)
+  local s = (o.short and ("-" .. o.short .. ", ") or "    ") .. "--" .. o.name
+  if o.arg then s = s .. " " .. o.arg end
+  return s
+end
+
+-- help(spec) -> the text of `ndplan NAME --help`
+function M.help(spec)
+  local out = {string.format("usage: ndplan %s %s", spec.name, spec.usage or "[options]"),
+               spec.summary or "", ""}
+  if spec.description then out[#out + 1] = spec.description; out[#out + 1] = "" end
+  out[#out + 1] = "options:"
+  local all = {}
+  for _, o in ipairs(spec.options or {}) do all[#all + 1] = o end
+  all[#all + 1] = {name = "help", short = "h", help = "show this help and exit"}
+  local width = 0
+  for _, o in ipairs(all) do width = math.max(width, #option_label(o)) end
+  for _, o in ipairs(all) do
+    local line = string.format("  %-" .. width .. "s  %s", option_label(o), o.help or "")
+    if o.default ~= nil then line = line .. string.format(" (default: %s)", o.default) end
+    out[#out + 1] = line
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+--[[
+parse(spec, args) -> opts, positional | nil (help was printed)
+spec = {name=, summary=, usage=, options = {{name="model", short="m", arg="NAME",
+        help=..., default=..., required=true}, {name="json", help=...} (a flag) ...}}
+Accepts --name value, --name=value, -s value; flags take no value. Unknown options and
+missing values fail with EXIT_USAGE.
+]]
+function M.parse(spec, args)
+  local by_long, by_short = {}, {}
+  for _, o in ipairs(spec.options or {}) do
+    by_long[o.name] = o
+    if o.short then by_short[o.short] = o end
+  end
+  local opts, positional = {}, {}
+  local function usage_error(msg)
+    M.fail(string.format("%s (see 'ndplan %s --help')", msg, spec.name), M.EXIT_USAGE)
+  end
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    local o, value
+    if a == "--" then
+      for j = i + 1, #args do positional[#positional + 1] = args[j] end
+      break
+    elseif a == "-h" or a == "--help" then
+      io.write(M.help(spec))
+      return nil
+    elseif a:sub(1, 2) == "--" then
+      local name, v = a:match("^%-%-([^=]+)=(.*)$")
+      name = name or a:sub(3)
+      o, value = by_long[name], v
+      if not o then usage_error(string.format("unknown option '--%s'", name)) end
+    elseif a:sub(1, 1) == "-" and #a > 1 then
+      o = by_short[a:sub(2, 2)]
+      if not o or #a > 2 then usage_error(string.format("unknown option '%s'", a)) end
+    else
+      positional[#positional + 1] = a
+    end
+    if o then
+      if o.arg then
+        if value == nil then
+          i = i + 1
+          value = args[i]
+          if value == nil then
+            usage_error(string.format("option '--%s' needs a value (%s)", o.name, o.arg))
+          end
+        end
+        opts[o.name] = value
+      else
+        if value ~= nil then
+          usage_error(string.format("option '--%s' takes no value", o.name))
+        end
+        opts[o.name] = true
+      end
+    end
+    i = i + 1
+  end
+  for _, o in ipairs(spec.options or {}) do
+    if opts[o.name] == nil then opts[o.name] = o.default end
+    if o.required and opts[o.name] == nil then
+      usage_error(string.format("option '--%s' is required", o.name))
+    end
+  end
+  return opts, positional
+end
+
+--[[
+format_table(columns, rows) -> text. columns = {{key=, title=, align="right"|"left",
+fmt=function(v, row)}}; rows = array of tables. Columns are padded to their widest cell.
+]]
+function M.format_table(columns, rows)
+  local cells, widths = {}, {}
+  for c, col in ipairs(columns) do widths[c] = #col.title end
+  for r, row in ipairs(rows) do
+    cells[r] = {}
+    for c, col in ipairs(columns) do
+      local v = row[col.key]
+      local s = col.fmt and col.fmt(v, row) or (v == nil and "-" or tostring(v))
+      cells[r][c] = s
+      widths[c] = math.max(widths[c], #s)
+    end
+  end
+  local function line(values)
+    local parts = {}
+    for c, col in ipairs(columns) do
+      local w = widths[c]
+      parts[c] = col.align == "right" and string.format("%" .. w .. "s", values[c])
+                 or string.format("%-" .. w .. "s", values[c])
+    end
+    return (table.concat(parts, "  "):gsub("%s+$", ""))
+  end
+  local titles = {}
+  for c, col in ipairs(columns) do titles[c] = col.title end
+  local out = {line(titles)}
+  for r = 1, #rows do out[#out + 1] = line(cells[r]) end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- A count in readable form: 70.55B, 37.5M, 4096.
+function M.count(n)
+  if n == nil then return "-" end
+  local a = math.abs(n)
+  if a >= 1e12 then return string.format("%.3fT", n / 1e12) end
+  if a >= 1e9 then return string.format("%.3fB", n / 1e9) end
+  if a >= 1e6 then return string.format("%.2fM", n / 1e6) end
+  if a >= 1e4 then return string.format("%.1fk", n / 1e3) end
+  return string.format("%d", math.tointeger(n) or n)
+end
+
+-- command_list() -> "commands:\n  models  list ..." from each script's first comment line.
+function M.command_list()
+  local rows = {}
+  for _, path in ipairs(bundle.list("scripts")) do
+    local name = path:match("^scripts/([%w_%-]+)%.lua$")
+    if name then
+      local text = bundle.read(path) or ""
+      local summary = text:match("^%-%-%s*ndplan%s+[%w_%-]+:%s*([^\n]*)") or ""
+      rows[#rows + 1] = {name = name, summary = summary}
+    end
+  end
+  local width = 0
+  for _, r in ipairs(rows) do width = math.max(width, #r.name) end
+  local out = {"commands:"}
+  for _, r in ipairs(rows) do
+    out[#out + 1] = string.format("  %-" .. width .. "s  %s", r.name, r.summary)
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+return M

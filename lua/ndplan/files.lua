@@ -1,0 +1,44 @@
+-- Reading and writing files the way every ndplan command does: reads return
+-- `nil, message` naming the file; writes go to a temporary file renamed into place, so an
+-- earlier result is never left half-overwritten.
+local M = {}
+
+-- read(path) -> text | nil, "path: reason"
+function M.read(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text, rerr = f:read("a")
+  f:close()
+  if not text then return nil, path .. ": " .. tostring(rerr) end
+  return text
+end
+
+-- write_atomic(path, text) -> true | nil, message: write beside the target, then rename.
+function M.write_atomic(path, text)
+  local tmp = string.format("%s.tmp-%d", path, math.random(1, 1 << 30))
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  local ok, werr = f:write(text)
+  local cok, cerr = f:close()
+  if not ok or not cok then
+    os.remove(tmp)
+    return nil, path .. ": " .. tostring(werr or cerr)
+  end
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then
+    os.remove(tmp)
+    return nil, rerr
+  end
+  return true
+end
+
+-- Line and column (both from 1) of byte offset `pos` in `text`.
+function M.line_col(text, pos)
+  local line, last_nl = 1, 0
+  for nl in text:sub(1, pos - 1):gmatch("()\n") do
+    line, last_nl = line + 1, nl
+  end
+  return line, pos - last_nl
+end
+
+return M
