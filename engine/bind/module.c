@@ -14,6 +14,7 @@ static const luaL_Reg bindings[] = {
   {"ndplan.c.units", luaopen_ndplan_units},
   {"ndplan.c.model", luaopen_ndplan_model},
   {"ndplan.c.device", luaopen_ndplan_device},
+  {"ndplan.c.estimate", luaopen_ndplan_estimate},
   {NULL, NULL}
 };
 

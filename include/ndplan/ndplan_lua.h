@@ -15,5 +15,6 @@ int luaopen_ndplan_yaml(lua_State *L);     /* lyaml.c: libyaml loader with line/
 int luaopen_ndplan_units(lua_State *L);    /* lunits.c: byte/time/rate formatting */
 int luaopen_ndplan_model(lua_State *L);    /* lmodel.c: model spec, layer stack, params */
 int luaopen_ndplan_device(lua_State *L);   /* ldevice.c: device records */
+int luaopen_ndplan_estimate(lua_State *L); /* lestimate.c: memory and step-time estimators */
 
 #endif

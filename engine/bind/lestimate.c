@@ -1,0 +1,315 @@
+/*
+** lestimate.c -- Lua binding ndplan.c.estimate: prices one strategy with the C estimators
+** and returns the result as a plain table (the fields of `ndplan estimate --json`).
+*/
+#include <string.h>
+#include <time.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+
+#include "ndplan/estimate.h"
+#include "ndplan/ndplan_lua.h"
+#include "ldevice.h"
+#include "lmodel.h"
+
+/* Named cost fields: the Lua name and its slot in nd_costs. */
+typedef struct cost_field { const char *name; size_t offset; } cost_field;
+#define COST(f) {#f, offsetof(nd_costs, f)}
+static const cost_field cost_fields[] = {
+  COST(weight_bytes), COST(grad_bytes), COST(master_bytes), COST(optimizer_bytes),
+  COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
+  COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(zero3_overlap),
+  COST(memory_ops), COST(kernel_overhead), COST(optimizer_traffic),
+  {NULL, 0}
+};
+
+static double *cost_slot (nd_costs *c, const cost_field *f) {
+  return (double *)(void *)((char *)c + f->offset);
+}
+
+static void read_costs (lua_State *L, int t, nd_costs *c) {
+  nd_costs_init(c);
+  if (lua_isnoneornil(L, t)) return;
+  luaL_checktype(L, t, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const cost_field *f;
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    for (f = cost_fields; f->name; f++)
+      if (strcmp(f->name, key) == 0) break;
+    if (!f->name) luaL_error(L, "costs: unknown field '%s'", key);
+    if (!lua_isnumber(L, -1)) luaL_error(L, "costs.%s: expected a number", key);
+    *cost_slot(c, f) = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+}
+
+static int get_int (lua_State *L, int t, const char *key, int dflt) {
+  int isnum;
+  lua_Integer v;
+  if (lua_getfield(L, t, key) == LUA_TNIL) { lua_pop(L, 1); return dflt; }
+  v = lua_tointegerx(L, -1, &isnum);
+  if (!isnum) luaL_error(L, "%s: expected an integer, got %s", key, luaL_typename(L, -1));
+  if (v < -1000000000 || v > 1000000000) luaL_error(L, "%s: %I is out of range", key, v);
+  lua_pop(L, 1);
+  return (int)v;
+}
+
+static int get_bool (lua_State *L, int t, const char *key, int dflt) {
+  int v;
+  if (lua_getfield(L, t, key) == LUA_TNIL) { lua_pop(L, 1); return dflt; }
+  if (lua_isboolean(L, -1)) v = lua_toboolean(L, -1);
+  else if (lua_isinteger(L, -1)) v = lua_tointeger(L, -1) != 0;
+  else return luaL_error(L, "%s: expected a boolean, got %s", key, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+static const char *const strategy_keys[] = {
+  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
+  "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
+  NULL
+};
+
+/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. */
+static void read_strategy (lua_State *L, int t, nd_strategy *st) {
+  nd_strategy_init(st);
+  luaL_checktype(L, t, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *const *k;
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    for (k = strategy_keys; *k; k++)
+      if (strcmp(*k, key) == 0) break;
+    if (!*k) luaL_error(L, "strategy: unknown field '%s'", key);
+    lua_pop(L, 1);
+  }
+  st->dp = get_int(L, t, "dp", 0);
+  st->tp = get_int(L, t, "tp", 1);
+  st->pp = get_int(L, t, "pp", 1);
+  st->vpp = get_int(L, t, "vpp", 1);
+  st->cp = get_int(L, t, "cp", 1);
+  st->ep = get_int(L, t, "ep", 1);
+  st->etp = get_int(L, t, "etp", 1);
+  st->sp = get_bool(L, t, "sp", 0);
+  st->zero = get_int(L, t, "zero", 0);
+  st->mbs = get_int(L, t, "mbs", 1);
+  st->mb = get_int(L, t, "mb", 0);
+  st->flash_attention = get_bool(L, t, "flash_attention", 1);
+  if (lua_getfield(L, t, "schedule") != LUA_TNIL
+      && nd_schedule_parse(luaL_checkstring(L, -1), &st->schedule) != 0)
+    luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe or zb, got '%s'",
+               lua_tostring(L, -1));
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "precision") != LUA_TNIL
+      && nd_precision_parse(luaL_checkstring(L, -1), &st->precision) != 0)
+    luaL_error(L, "precision: expected bf16, fp16 or fp8, got '%s'", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "recompute") != LUA_TNIL
+      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0)
+    luaL_error(L, "recompute: expected none, selective or full, got '%s'",
+               lua_tostring(L, -1));
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > ND_MAX_LAYERS) luaL_error(L, "layer_recompute: more than %d layers", ND_MAX_LAYERS);
+    st->per_layer = 1;
+    for (i = 1; i <= n; i++) {
+      nd_recompute r;
+      lua_geti(L, -1, i);
+      if (nd_recompute_parse(luaL_checkstring(L, -1), &r) != 0)
+        luaL_error(L, "layer_recompute[%I]: unknown mode '%s'", i, lua_tostring(L, -1));
+      st->layer_recompute[i - 1] = (unsigned char)r;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "stage_layers") != LUA_TNIL) {
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > ND_MAX_STAGES) luaL_error(L, "stage_layers: more than %d stages", ND_MAX_STAGES);
+    for (i = 1; i <= n; i++) {
+      lua_geti(L, -1, i);
+      st->stage_layers[i - 1] = (int)luaL_checkinteger(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static void read_job (lua_State *L, int t, nd_job *job) {
+  luaL_checktype(L, t, LUA_TTABLE);
+  job->devices = get_int(L, t, "devices", 0);
+  job->seq_len = get_int(L, t, "seq_len", 0);
+  if (lua_getfield(L, t, "global_batch") == LUA_TNIL) job->global_batch = 0;
+  else job->global_batch = (long long)luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+}
+
+static void setnum (lua_State *L, const char *k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void setint (lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void push_strategy (lua_State *L, const nd_strategy *st) {
+  lua_createtable(L, 0, 16);
+  setint(L, "dp", st->dp); setint(L, "tp", st->tp); setint(L, "pp", st->pp);
+  setint(L, "vpp", st->vpp); setint(L, "cp", st->cp); setint(L, "ep", st->ep);
+  setint(L, "etp", st->etp); setint(L, "zero", st->zero);
+  setint(L, "mbs", st->mbs); setint(L, "mb", st->mb);
+  lua_pushboolean(L, st->sp); lua_setfield(L, -2, "sp");
+  lua_pushboolean(L, st->flash_attention); lua_setfield(L, -2, "flash_attention");
+  lua_pushstring(L, nd_schedule_name(st->schedule)); lua_setfield(L, -2, "schedule");
+  lua_pushstring(L, st->per_layer ? "per_layer" : nd_recompute_name(st->recompute));
+  lua_setfield(L, -2, "recompute");
+  lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
+}
+
+static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
+  lua_createtable(L, 0, 7);
+  setnum(L, "weights", se->weights); setnum(L, "grads", se->grads);
+  setnum(L, "optimizer", se->optimizer); setnum(L, "activations", se->activations);
+  setnum(L, "buffers", se->buffers); setnum(L, "reserve", se->reserve);
+  setnum(L, "peak", se->peak);
+}
+
+static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
+                         const nd_model_spec *m) {
+  int i;
+  nd_params p;
+  lua_createtable(L, 0, 16);
+  lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
+  push_strategy(L, st); lua_setfield(L, -2, "strategy");
+  setnum(L, "step_time_s", e->step_time);
+  setnum(L, "tokens_per_s", e->tokens_per_s);
+  setnum(L, "mfu", e->mfu);
+  setnum(L, "hfu", e->hfu);
+  setnum(L, "model_flops", e->model_flops);
+  setnum(L, "hardware_flops", e->hardware_flops);
+  setnum(L, "peak_memory_bytes", e->peak);
+  setint(L, "heaviest_stage", e->heaviest);
+  push_memory_parts(L, &e->stage[e->heaviest]);
+  lua_setfield(L, -2, "memory_parts_bytes");
+  lua_createtable(L, 0, ND_T_COUNT);
+  for (i = 0; i < ND_T_COUNT; i++) setnum(L, nd_time_part_name(i), e->time_parts[i]);
+  lua_setfield(L, -2, "time_parts_s");
+  lua_createtable(L, e->stages, 0);
+  for (i = 0; i < e->stages; i++) {
+    const nd_stage_estimate *se = &e->stage[i];
+    push_memory_parts(L, se);
+    setint(L, "stage", i);
+    setint(L, "layers", se->layers);
+    setnum(L, "params", se->params);
+    setnum(L, "inflight", se->inflight);
+    setnum(L, "forward_s", se->fwd_s);
+    setnum(L, "backward_s", se->bwd_s);
+    setnum(L, "recompute_s", se->recompute_s);
+    setnum(L, "comm_s", se->comm_s);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "stages");
+  lua_createtable(L, 0, ND_GROUP_COUNT);
+  for (i = 0; i < ND_GROUP_COUNT; i++) {
+    const nd_topology_entry *g = &e->topology[i];
+    lua_createtable(L, 0, 4);
+    setint(L, "size", g->size); setint(L, "stride", g->stride); setint(L, "local", g->local);
+    lua_pushstring(L, g->size <= 1 ? "none" : g->local >= g->size ? "scale-up"
+                      : g->local > 1 ? "scale-up+scale-out" : "scale-out");
+    lua_setfield(L, -2, "link");
+    lua_setfield(L, -2, nd_group_name(i));
+  }
+  lua_setfield(L, -2, "topology");
+  nd_model_params(m, &p);
+  lua_createtable(L, 0, 2);
+  setnum(L, "total", (double)p.total); setnum(L, "active", (double)p.active);
+  lua_setfield(L, -2, "params");
+}
+
+/*
+** run(model, device, job, strategy [, costs]) -> result | nil, reason.
+** A refused strategy is an expected failure; malformed arguments raise.
+*/
+static int e_run (lua_State *L) {
+  const nd_model_spec *m = nd_checkmodel(L, 1);
+  const nd_device *dev = nd_checkdevice(L, 2);
+  nd_job job;
+  nd_strategy *st;
+  nd_costs costs;
+  nd_estimate *e;
+  char err[256];
+  read_job(L, 3, &job);
+  read_costs(L, 5, &costs);
+  lua_settop(L, 5);
+  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);  /* GC-owned scratch */
+  read_strategy(L, 4, st);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  if (nd_estimate_run(m, dev, &job, st, &costs, e, err, sizeof err) != 0) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  push_result(L, e, st, m);
+  return 1;
+}
+
+/* costs() -> the default named costs */
+static int e_costs (lua_State *L) {
+  nd_costs c;
+  const cost_field *f;
+  read_costs(L, 1, &c);
+  lua_newtable(L);
+  for (f = cost_fields; f->name; f++) setnum(L, f->name, *cost_slot(&c, f));
+  return 1;
+}
+
+/* bench(model, device, job, strategy, n [, costs]) -> seconds of CPU time for n estimates */
+static int e_bench (lua_State *L) {
+  const nd_model_spec *m = nd_checkmodel(L, 1);
+  const nd_device *dev = nd_checkdevice(L, 2);
+  nd_job job;
+  nd_strategy *st, *work;
+  nd_costs costs;
+  nd_estimate *e;
+  lua_Integer i, n = luaL_checkinteger(L, 5);
+  char err[256];
+  clock_t t0;
+  double sink = 0.0;
+  read_job(L, 3, &job);
+  read_costs(L, 6, &costs);
+  lua_settop(L, 6);
+  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);
+  work = (nd_strategy *)lua_newuserdatauv(L, sizeof *work, 0);
+  read_strategy(L, 4, st);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  t0 = clock();
+  for (i = 0; i < n; i++) {
+    *work = *st;
+    if (nd_estimate_run(m, dev, &job, work, &costs, e, err, sizeof err) != 0)
+      return luaL_error(L, "bench: %s", err);
+    sink += e->step_time;
+  }
+  lua_pushnumber(L, (double)(clock() - t0) / CLOCKS_PER_SEC);
+  lua_pushnumber(L, sink);
+  return 2;
+}
+
+static const luaL_Reg funcs[] = {
+  {"run", e_run},
+  {"costs", e_costs},
+  {"bench", e_bench},
+  {NULL, NULL}
+};
+
+int luaopen_ndplan_estimate (lua_State *L) {
+  luaL_newlib(L, funcs);
+  return 1;
+}

@@ -1,0 +1,503 @@
+/*
+** estimate.c -- memory per pipeline stage and step time of one strategy.
+**
+** Each distinct layer kind (attention x MLP x MTP) is priced once per call: activation
+** bytes it holds under each recompute mode, forward GEMM/core/element-wise time, the
+** communication of one forward pass, its local parameters. Stages add up their layers;
+** the pipeline schedule decides how many micro-batches each stage keeps in flight and how
+** long the bubble is. Formulas: Korthikanti et al. 2022 for activations (generalised to
+** GQA, MLA, gated MLPs, MoE and linear attention), the ZeRO paper and Megatron for
+** parameter/gradient/optimizer bytes, Narayanan et al. 2021 for the schedules.
+*/
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ndplan/estimate.h"
+
+void nd_costs_init (nd_costs *c) {
+  c->weight_bytes = 2.0;        /* bf16 working weights */
+  c->grad_bytes = 4.0;          /* fp32 main gradients (Megatron) */
+  c->master_bytes = 4.0;        /* fp32 master weights */
+  c->optimizer_bytes = 8.0;     /* Adam: two fp32 moments */
+  c->activation_bytes = 2.0;    /* bf16 activations */
+  c->dropout = 0.0;             /* modern LLM recipes train without dropout */
+  c->capacity_factor = 1.0;     /* dropless, balanced routing */
+  c->dp_overlap = 1.0;          /* Megatron --overlap-grad-reduce */
+  c->tp_overlap = 0.0;          /* TP collectives exposed (no comm/GEMM overlap) */
+  c->cp_overlap = 1.0;          /* ring attention hides KV exchange behind the core */
+  c->ep_overlap = 0.0;          /* all-to-all exposed */
+  c->zero3_overlap = 1.0;       /* prefetched gathers */
+  c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
+  c->kernel_overhead = 20e-6;   /* ~10 kernels of ~2 us launch/sync per layer per pass */
+  c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
+}
+
+static const char *const time_part_names[ND_T_COUNT] = {
+  "forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
+  "optimizer", "bubble"
+};
+static const char *const group_names[ND_GROUP_COUNT] = {"tp", "cp", "dp", "pp", "ep", "etp",
+                                                        "edp"};
+
+const char *nd_time_part_name (int part) {
+  return part >= 0 && part < ND_T_COUNT ? time_part_names[part] : NULL;
+}
+
+const char *nd_group_name (int group) {
+  return group >= 0 && group < ND_GROUP_COUNT ? group_names[group] : NULL;
+}
+
+/* One layer kind, priced for one device and one micro-batch. */
+typedef struct layer_cost {
+  int ready;
+  double act[ND_RECOMPUTE_COUNT];  /* activation bytes held per micro-batch */
+  double gemm_s, core_s, mem_s;    /* forward: GEMMs, attention core, element-wise */
+  double core_mem_s;               /* element-wise work selective recompute repeats */
+  double tp_s, cp_s, ep_s;         /* communication of one forward pass (before overlap) */
+  double flops_token;              /* model FLOPs of one forward per token, unsharded */
+  double core_flops_token;         /* of which the attention core (for HFU of selective) */
+  double p_dense, p_expert;        /* local parameters: dense (TP-sharded or replicated),
+                                      routed experts */
+  double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
+} layer_cost;
+
+#define KIND_SLOTS (ND_ATTN_KINDS * ND_MLP_KINDS * 2)
+
+typedef struct ctx {
+  const nd_model_spec *m;
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_strategy *st;
+  const nd_costs *c;
+  nd_fabric fabric;
+  nd_group g[ND_GROUP_COUNT];
+  double peak;         /* FLOP/s at the strategy's precision */
+  double hbm;          /* achievable HBM bytes/s */
+  double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
+  double r;            /* 1/tp with sequence parallelism, else 1 */
+  double vocab;        /* padded vocabulary */
+  layer_cost kind[KIND_SLOTS];
+} ctx;
+
+static double gemm_time (const ctx *x, double flops) {
+  double eff;
+  if (flops <= 0.0) return 0.0;
+  eff = nd_device_gemm_efficiency(x->dev, flops);
+  return eff > 0.0 ? flops / (x->peak * eff) : 0.0;
+}
+
+/* Keys one query attends to, on average: executed (flash skips masked blocks) or model. */
+static double keys_per_query (const ctx *x, int sliding, int executed) {
+  double s = (double)x->job->seq_len;
+  double w = (double)x->m->sliding_window;
+  if (sliding && w > 0 && w < s) return w;
+  return (executed && !x->st->flash_attention) ? s : s / 2.0;
+}
+
+/*
+** Activation bytes of one layer by class: rep = whole-sequence tensors outside the TP
+** regions (split by tp only with SP); dev = bytes already counted per device; core = the
+** attention-core tensors that selective recompute drops.
+*/
+typedef struct act_parts { double rep, dev, core; } act_parts;
+
+static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double dm = x->c->dropout, keys, keys_model, hq, dqk, dv;
+  double core_flops, tok;
+  int sliding = attn == ND_ATTN_SLIDING;
+  if (attn == ND_ATTN_LINEAR) {
+    double kd = (double)(m->linear_k_heads * m->linear_k_dim);
+    double vd = (double)(m->linear_v_heads * m->linear_v_dim);
+    double nv = (double)m->linear_v_heads, dk = (double)m->linear_k_dim;
+    double dvv = (double)m->linear_v_dim, chunk = 64.0;
+    double per_tok_core = nv * (4.0 * dk * dvv + 2.0 * chunk * (dk + dvv));
+    lc->gemm_s += gemm_time(x, 2 * T * h * (2 * kd + 2 * vd + 2 * nv) / t)
+                + gemm_time(x, 2 * T * vd * h / t);
+    lc->core_s += gemm_time(x, T * per_tok_core / t);
+    a->rep += 2 * ab * T * h;
+    a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (2 * kd + vd) + 2 * vd) / t;
+    a->core += 4.0 * (T / chunk) * nv * dk * dvv / t;  /* fp32 chunk states */
+    lc->flops_token += 2 * h * (2 * kd + 2 * vd + 2 * nv) + 2 * vd * h + per_tok_core;
+    lc->core_flops_token += per_tok_core;
+    return;
+  }
+  keys = keys_per_query(x, sliding, 1);
+  keys_model = keys_per_query(x, sliding, 0);
+  hq = (double)m->num_heads;
+  if (attn == ND_ATTN_MLA) {
+    double ql = (double)m->q_lora_rank, kvl = (double)m->kv_lora_rank;
+    double rope = (double)m->qk_rope_head_dim;
+    dqk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
+    dv = (double)m->v_head_dim;
+    if (ql > 0) {
+      lc->gemm_s += gemm_time(x, 2 * T * h * ql) + gemm_time(x, 2 * T * ql * hq * dqk / t);
+      a->dev += 2 * ab * T * ql;  /* compressed q and its norm, on every TP rank */
+      tok = 2 * h * ql + 2 * ql * hq * dqk;
+    }
+    else {
+      lc->gemm_s += gemm_time(x, 2 * T * h * hq * dqk / t);
+      tok = 2 * h * hq * dqk;
+    }
+    lc->gemm_s += gemm_time(x, 2 * T * h * (kvl + rope))
+                + gemm_time(x, 2 * T * kvl * hq * (dqk - rope + dv) / t)
+                + gemm_time(x, 2 * T * hq * dv * h / t);
+    a->dev += ab * T * (2 * kvl + rope);
+    a->rep += 2 * ab * T * h;
+    a->dev += ab * T * hq * (2 * dqk + 2 * dv) / t;
+    tok += 2 * h * (kvl + rope) + 2 * kvl * hq * (dqk - rope + dv) + 2 * hq * dv * h;
+  }
+  else {
+    double kv = (double)m->num_kv_heads, d = (double)m->head_dim;
+    double kv_loc = (kv >= t ? kv / t : 1.0) * d, q_loc = hq * d / t;
+    double gate = m->attn_output_gate ? q_loc : 0.0;
+    dqk = dv = d;
+    lc->gemm_s += gemm_time(x, 2 * T * h * (q_loc + gate + 2 * kv_loc))
+                + gemm_time(x, 2 * T * q_loc * h);
+    a->rep += 2 * ab * T * h;
+    a->dev += ab * T * (2 * q_loc + gate + 2 * kv_loc);
+    tok = 2 * h * (hq * d * (m->attn_output_gate ? 2 : 1) + 2 * kv * d) + 2 * hq * d * h;
+  }
+  /* core: QK^T and AV over the keys each query sees */
+  core_flops = 2.0 * T * keys * (hq / t) * (dqk + dv);
+  lc->core_s += gemm_time(x, core_flops);
+  if (x->st->flash_attention) a->core += 4.0 * (hq / t) * T;  /* fp32 log-sum-exp */
+  else {
+    a->core += (ab + dm * (1.0 + ab)) * (hq / t) * T * keys;  /* softmax, mask, dropout */
+    lc->core_mem_s += x->c->memory_ops * (ab + dm * (1.0 + ab)) * (hq / t) * T * keys / x->hbm;
+  }
+  a->rep += dm * T * h;  /* attention dropout mask */
+  lc->flops_token += tok + 2.0 * keys_model * hq * (dqk + dv);
+  lc->core_flops_token += 2.0 * keys_model * hq * (dqk + dv);
+}
+
+static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double mats = m->gated_mlp ? 3.0 : 2.0, shared = 0.0;
+  a->rep += 2 * ab * T * h + x->c->dropout * T * h;  /* norm input, MLP input, mask */
+  if (mlp == ND_MLP_DENSE) shared = (double)m->ffn_size;
+  else {
+    double E = (double)m->num_experts, k = (double)m->top_k, mf = (double)m->moe_ffn_size;
+    double etp = x->st->etp, ep = x->st->ep, cf = x->c->capacity_factor;
+    double Te = T * k * cf * etp / t;          /* token copies one device computes */
+    double per_expert = Te / (E / ep);         /* grouped-GEMM size per local expert */
+    double send = ab * h * T * x->r * k * cf;  /* all-to-all send buffer per device */
+    lc->gemm_s += (E / ep) * (gemm_time(x, 2 * per_expert * h * (mats - 1) * mf / etp)
+                              + gemm_time(x, 2 * per_expert * (mf / etp) * h));
+    lc->gemm_s += gemm_time(x, 2 * T * x->r * h * E);  /* router */
+    a->dev += 8.0 * T * x->r * E;                    /* fp32 router logits and probs */
+    a->dev += ab * Te * (2 * h + mats * mf / etp);  /* dispatched in, hidden, out */
+    lc->ep_s += 2.0 * nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_EP], send);
+    if (etp > 1)
+      lc->ep_s += nd_allgather_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te)
+                + nd_reducescatter_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te);
+    lc->flops_token += 2 * k * mats * h * mf + 2 * h * E;
+    shared = (double)m->shared_ffn_size;
+  }
+  if (shared > 0) {
+    lc->gemm_s += gemm_time(x, 2 * T * h * (mats - 1) * shared / t)
+                + gemm_time(x, 2 * T * (shared / t) * h);
+    a->dev += ab * T * mats * shared / t;  /* gate/up outputs and activation output */
+    lc->flops_token += 2 * mats * h * shared;
+  }
+}
+
+/* Prices layer kind (attn, mlp, mtp) once; layer is one representative index. */
+static layer_cost *price_kind (ctx *x, int layer) {
+  const nd_model_spec *m = x->m;
+  const nd_layer_kind *k = &m->layer[layer];
+  int slot = (k->attention * ND_MLP_KINDS + k->mlp) * 2 + (k->mtp ? 1 : 0);
+  layer_cost *lc = &x->kind[slot];
+  act_parts a = {0, 0, 0};
+  double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double act_all, tp_bytes;
+  nd_layer_buckets pb;
+  if (lc->ready) return lc;
+  memset(lc, 0, sizeof *lc);
+  price_attention(x, k->attention, lc, &a);
+  price_mlp(x, k->mlp, lc, &a);
+  if (m->norms_per_layer > 2) a.rep += (m->norms_per_layer - 2) * ab * T * h;
+  if (k->mtp) {  /* DeepSeek MTP: two norms, the 2h concatenation, its own logits */
+    a.rep += 4 * ab * T * h;
+    lc->gemm_s += gemm_time(x, 2 * T * 2 * h * h / t) + gemm_time(x, 2 * T * h * x->vocab / t);
+    a.dev += 4.0 * T * x->vocab / t;
+    lc->flops_token += 2 * 2 * h * h + 2 * h * x->vocab;
+  }
+  /* bytes held per micro-batch under each mode */
+  act_all = a.rep * x->r + a.dev + a.core;
+  lc->act[ND_RECOMPUTE_NONE] = act_all;
+  lc->act[ND_RECOMPUTE_SELECTIVE] = act_all - (x->st->flash_attention ? 0.0 : a.core);
+  lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
+  lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s
+            + x->c->kernel_overhead;
+  /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
+  tp_bytes = ab * T * h;
+  if (t > 1) {
+    int blocks = (k->mlp == ND_MLP_DENSE || m->shared_ffn_size > 0) ? 2 : 1;
+    const nd_group *g = &x->g[ND_GROUP_TP];
+    double one = x->st->sp ? nd_allgather_time(&x->fabric, g, tp_bytes)
+                             + nd_reducescatter_time(&x->fabric, g, tp_bytes)
+                           : nd_allreduce_time(&x->fabric, g, tp_bytes);
+    lc->tp_s = blocks * one * (1.0 - x->c->tp_overlap);
+  }
+  /* context parallelism: ring exchange of K and V, cp-1 steps */
+  if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR) {
+    double kvw = k->attention == ND_ATTN_MLA
+      ? (double)m->num_heads / t * (m->qk_nope_head_dim + m->qk_rope_head_dim + m->v_head_dim)
+      : 2.0 * (m->num_kv_heads >= t ? m->num_kv_heads / t : 1.0) * m->head_dim;
+    lc->cp_s = (x->st->cp - 1) * nd_p2p_time(&x->fabric, x->g[ND_GROUP_CP].stride,
+                                             ab * T * kvw);
+  }
+  /* parameters held by one device */
+  nd_layer_params(m, layer, &pb);
+  lc->p_dense = (double)(pb.attention + pb.dense_mlp + pb.shared_experts + pb.mtp_proj) / t
+              + (double)(pb.attention_replicated + pb.router + pb.norms);
+  lc->p_expert = (double)pb.routed_experts / ((double)x->st->ep * x->st->etp);
+  lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert);
+  lc->ready = 1;
+  return lc;
+}
+
+double nd_inflight (const nd_strategy *st, int s) {
+  int p = st->pp, m = st->mb, v = st->vpp;
+  switch (st->schedule) {
+    case ND_SCHED_GPIPE: return m;
+    case ND_SCHED_INTERLEAVED: {
+      /* Megatron's warm-up: (p - s - 1)*2 + (v - 1)*p chunk forwards, plus the one in
+         progress, each holding 1/v of the stage's layers */
+      int w = (p - s - 1) * 2 + (v - 1) * p + 1;
+      if (w > m * v) w = m * v;
+      return (double)w / v;
+    }
+    default: return p - s < m ? p - s : m;
+  }
+}
+
+/* Accumulates a stage's layers: called through nd_stage_foreach. */
+typedef struct stage_sum {
+  ctx *x;
+  double act, fwd, bwd, rec, tp, cp, ep, p_dense, p_expert, gather, flops_rec;
+  double core_token_rec, layers;
+} stage_sum;
+
+static void add_layer (int layer, int chunk, void *ud) {
+  stage_sum *ss = (stage_sum *)ud;
+  ctx *x = ss->x;
+  layer_cost *lc = price_kind(x, layer);
+  int mode = x->st->per_layer ? x->st->layer_recompute[layer] : (int)x->st->recompute;
+  double fwd = lc->gemm_s + lc->core_s + lc->mem_s;
+  (void)chunk;
+  ss->layers += 1;
+  ss->act += lc->act[mode];
+  ss->fwd += fwd;
+  ss->bwd += 2.0 * (lc->gemm_s + lc->core_s) + 2.0 * (lc->mem_s - x->c->kernel_overhead)
+           + x->c->kernel_overhead;
+  ss->tp += 2.0 * lc->tp_s;  /* forward and backward */
+  ss->ep += 2.0 * lc->ep_s * (1.0 - x->c->ep_overlap);
+  ss->cp += 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
+  if (mode == ND_RECOMPUTE_FULL) {
+    ss->rec += fwd;
+    ss->tp += lc->tp_s;
+    ss->ep += lc->ep_s * (1.0 - x->c->ep_overlap);
+    ss->flops_rec += lc->flops_token;
+  }
+  else if (mode == ND_RECOMPUTE_SELECTIVE && !x->st->flash_attention) {
+    ss->rec += lc->core_s + lc->core_mem_s;
+    ss->flops_rec += lc->core_flops_token;
+  }
+  /* CP traffic hides behind the attention core, forward and backward */
+  ss->p_dense += lc->p_dense;
+  ss->p_expert += lc->p_expert;
+  if (lc->gather_bytes > ss->gather) ss->gather = lc->gather_bytes;
+  ss->core_token_rec += lc->core_s;
+}
+
+static void place_groups (ctx *x) {
+  const nd_strategy *st = x->st;
+  int dense = st->tp * st->cp * st->dp;
+  x->g[ND_GROUP_TP] = nd_group_place(&x->fabric, st->tp, 1);
+  x->g[ND_GROUP_CP] = nd_group_place(&x->fabric, st->cp, st->tp);
+  x->g[ND_GROUP_DP] = nd_group_place(&x->fabric, st->dp * st->cp, st->tp);  /* grads: DPxCP */
+  x->g[ND_GROUP_PP] = nd_group_place(&x->fabric, st->pp, dense);
+  x->g[ND_GROUP_ETP] = nd_group_place(&x->fabric, st->etp, 1);
+  x->g[ND_GROUP_EP] = nd_group_place(&x->fabric, st->ep, st->etp);
+  x->g[ND_GROUP_EDP] = nd_group_place(&x->fabric, dense / (st->ep * st->etp), st->ep * st->etp);
+}
+
+int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                     nd_strategy *st, const nd_costs *costs, nd_estimate *out,
+                     char *err, size_t errlen) {
+  ctx x;
+  int s, p, i;
+  double h = (double)m->hidden_size, ab = costs->activation_bytes, dpc, edp;
+  double slow = -1.0, tokens, step;
+  double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
+  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
+  memset(&x, 0, sizeof x - sizeof x.kind);
+  for (i = 0; i < KIND_SLOTS; i++) x.kind[i].ready = 0;
+  x.m = m; x.dev = dev; x.job = job; x.st = st; x.c = costs;
+  x.peak = nd_device_peak_flops(dev, st->precision);
+  if (x.peak <= 0.0) {
+    snprintf(err, errlen, "precision: the device has no %s peak",
+             nd_precision_name(st->precision));
+    return -1;
+  }
+  x.hbm = dev->hbm_bandwidth * dev->efficiency.hbm;
+  x.fabric.domain = dev->scale_up.domain_size > 0 ? dev->scale_up.domain_size : 1;
+  x.fabric.up.bandwidth = dev->scale_up.bandwidth * dev->efficiency.scale_up;
+  x.fabric.up.latency = dev->scale_up.latency;
+  x.fabric.out.bandwidth = dev->scale_out.bandwidth * dev->efficiency.scale_out;
+  x.fabric.out.latency = dev->scale_out.latency;
+  x.T = (double)st->mbs * job->seq_len / st->cp;
+  x.r = st->sp ? 1.0 / st->tp : 1.0;
+  {  /* Megatron pads the vocabulary to a multiple of 128 * tp */
+    double unit = 128.0 * st->tp;
+    x.vocab = ceil((double)m->vocab_size / unit) * unit;
+  }
+  place_groups(&x);
+  memset(out, 0, sizeof *out - sizeof out->stage);
+  p = st->pp;
+  out->stages = p;
+  dpc = (double)st->dp * st->cp;
+  edp = (double)st->tp * st->cp * st->dp / ((double)st->ep * st->etp);
+  pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
+  for (s = 0; s < p; s++) {
+    nd_stage_estimate *se = &out->stage[s];
+    stage_sum ss;
+    double pd, pe, inflight, extra_act = 0.0, buffers, zfac_w, zfac_g, zfac_o, t_mb;
+    double dp_time;
+    memset(&ss, 0, sizeof ss);
+    ss.x = &x;
+    nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, add_layer, &ss);
+    pd = ss.p_dense;
+    pe = ss.p_expert;
+    if (s == 0) {  /* embedding (and learned positions) */
+      pd += (double)m->vocab_size * h / st->tp;
+      extra_act += 8.0 * x.T + costs->dropout * x.T * h * x.r;  /* ids, embedding mask */
+    }
+    if (s == p - 1) {  /* final norm, head (a copy when tied across stages) */
+      pd += h;
+      if (!m->tie_embeddings || p > 1) pd += x.vocab * h / st->tp;
+      ss.fwd += gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
+              + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
+      ss.bwd += 2.0 * gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
+              + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
+    }
+    /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
+    zfac_w = st->zero >= 3 ? 1.0 : 0.0;
+    zfac_g = st->zero >= 2 ? 1.0 : 0.0;
+    zfac_o = st->zero >= 1 ? 1.0 : 0.0;
+    se->layers = (int)ss.layers;
+    se->params = pd + pe;
+    se->weights = costs->weight_bytes * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
+    se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
+    se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
+                  * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
+    inflight = nd_inflight(st, s);
+    se->inflight = inflight;
+    se->activations = (ss.act + extra_act) * inflight;
+    if (s == p - 1)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
+      se->activations += 4.0 * x.T * h * x.r + 4.0 * x.T * x.vocab / st->tp;
+    /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather */
+    buffers = st->tp > 1 ? ab * x.T * h : 0.0;
+    if (st->zero >= 3 && 2.0 * ss.gather > buffers) buffers = 2.0 * ss.gather;
+    se->buffers = buffers;
+    se->reserve = dev->reserve_bytes;
+    se->peak = se->weights + se->grads + se->optimizer + se->activations + se->buffers
+             + se->reserve;
+    if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
+    /* time per micro-batch on this stage */
+    se->fwd_s = ss.fwd;
+    se->bwd_s = ss.bwd;
+    se->recompute_s = ss.rec;
+    {
+      double cp_exposed = ss.cp - costs->cp_overlap * 3.0 * ss.core_token_rec;
+      if (cp_exposed < 0.0) cp_exposed = 0.0;
+      se->comm_s = ss.tp + ss.ep + cp_exposed;
+      t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s;
+      if (t_mb > slow) {
+        slow = t_mb;
+        out->time_parts[ND_T_FORWARD] = ss.fwd;
+        out->time_parts[ND_T_BACKWARD] = ss.bwd;
+        out->time_parts[ND_T_RECOMPUTE] = ss.rec;
+        out->time_parts[ND_T_TP] = ss.tp;
+        out->time_parts[ND_T_CP] = cp_exposed;
+        out->time_parts[ND_T_EP] = ss.ep;
+      }
+    }
+    /* data parallelism: gradient reduction (and parameter gather after a sharded step) */
+    {
+      const nd_group *gd = &x.g[ND_GROUP_DP], *ge = &x.g[ND_GROUP_EDP];
+      if (st->zero == 0)
+        dp_time = nd_allreduce_time(&x.fabric, gd, costs->grad_bytes * pd)
+                + nd_allreduce_time(&x.fabric, ge, costs->grad_bytes * pe);
+      else if (st->zero <= 2)
+        dp_time = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
+                + nd_allgather_time(&x.fabric, gd, costs->weight_bytes * pd)
+                + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe)
+                + nd_allgather_time(&x.fabric, ge, costs->weight_bytes * pe);
+      else {  /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch */
+        double per_mb = 2.0 * nd_allgather_time(&x.fabric, gd, costs->weight_bytes * pd)
+                      + nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
+                      + 2.0 * nd_allgather_time(&x.fabric, ge, costs->weight_bytes * pe)
+                      + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe);
+        double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
+        dp_time = st->mb * (per_mb > hidden ? per_mb - hidden : 0.0);
+      }
+      if (st->zero < 3) {
+        dp_time -= costs->dp_overlap * ss.bwd;
+        if (dp_time < 0.0) dp_time = 0.0;
+      }
+      if (dp_time > dp_exposed) dp_exposed = dp_time;
+    }
+    {  /* optimizer step: streams the local shard of weights, grads and states */
+      double local = st->zero >= 1 ? pd / dpc + pe / edp : pd + pe;
+      double t_opt = costs->optimizer_traffic * local / x.hbm;
+      if (t_opt > opt_time) opt_time = t_opt;
+    }
+    flops_rec_total += ss.flops_rec;
+  }
+  /* the pipeline: m micro-batches at the pace of the slowest stage, plus the bubble */
+  {
+    double mb = st->mb, v = st->vpp, bubble;
+    switch (st->schedule) {
+      case ND_SCHED_INTERLEAVED: bubble = (p - 1) * slow / v; break;
+      case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
+        bubble = (p - 1) * (slow - 0.5 * out->time_parts[ND_T_BACKWARD]); break;
+      default: bubble = (p - 1) * slow; break;
+    }
+    for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
+    out->time_parts[ND_T_PP] = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
+    out->time_parts[ND_T_DP] = dp_exposed;
+    out->time_parts[ND_T_OPTIMIZER] = opt_time;
+    out->time_parts[ND_T_BUBBLE] = bubble;
+  }
+  step = 0.0;
+  for (i = 0; i < ND_T_COUNT; i++) step += out->time_parts[i];
+  out->step_time = step;
+  tokens = (double)job->global_batch * job->seq_len;
+  out->tokens_per_s = tokens / step;
+  /* model FLOPs: 3 x forward (no recompute), causal attention halved, plus the head */
+  {
+    double per_token = 0.0, rec_per_token;
+    int L = (int)(m->num_layers + m->mtp_layers);
+    for (i = 0; i < L; i++) per_token += price_kind(&x, i)->flops_token;
+    per_token += 2.0 * h * (double)m->vocab_size;
+    out->model_flops = 3.0 * per_token * tokens;
+    /* flops_rec_total sums one replica's stages: per token it is already unsharded */
+    rec_per_token = flops_rec_total;
+    out->hardware_flops = out->model_flops + rec_per_token * tokens;
+    out->mfu = out->model_flops / ((double)job->devices * x.peak * step);
+    out->hfu = out->hardware_flops / ((double)job->devices * x.peak * step);
+  }
+  for (i = 0; i < ND_GROUP_COUNT; i++) {
+    out->topology[i].size = x.g[i].size;
+    out->topology[i].stride = x.g[i].stride;
+    out->topology[i].local = x.g[i].local;
+  }
+  return 0;
+}

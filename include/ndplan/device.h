@@ -1,0 +1,93 @@
+/*
+** ndplan/device.h -- one accelerator as the estimators see it. Plain C, SI units throughout:
+** bytes, seconds, FLOP/s, and bytes per second *per direction per device* for every link
+** (datasheets often quote the bidirectional sum: halve it). Peaks are dense (no 2:4
+** sparsity). Efficiencies are fractions in (0, 1] of the matching peak.
+*/
+#ifndef NDPLAN_DEVICE_H
+#define NDPLAN_DEVICE_H
+
+#include <stddef.h>
+
+typedef enum nd_precision {
+  ND_PREC_BF16 = 0,
+  ND_PREC_FP16,
+  ND_PREC_FP8,
+  ND_PREC_COUNT
+} nd_precision;
+
+#define ND_DEVICE_NAME_MAX 64    /* including the terminating NUL */
+#define ND_DEVICE_DESC_MAX 256
+
+/* The fast domain: NVLink/NVSwitch, Infinity Fabric, HCCS. */
+typedef struct nd_scale_up {
+  int domain_size;        /* devices reachable through it (8 for HGX, 72 for NVL72) */
+  double bandwidth;       /* bytes/s per direction per device */
+  double latency;         /* seconds per collective step */
+} nd_scale_up;
+
+/*
+** A link without a domain: the scale-out network (this device's share of the NICs) or the
+** host link. Raw link numbers: unlike comm.h's nd_link, no efficiency is applied here.
+*/
+typedef struct nd_device_link {
+  double bandwidth;       /* bytes/s per direction per device */
+  double latency;         /* seconds */
+} nd_device_link;
+
+/*
+** Achievable fractions of the peaks. The estimators multiply peaks by these; calibration
+** adjusts them rather than the datasheet numbers.
+*/
+typedef struct nd_efficiency {
+  double gemm;            /* best fraction of peak FLOP/s, reached by large GEMMs */
+  double gemm_half_size;  /* GEMM FLOPs at which efficiency is gemm/2 (0: no size effect;
+                             the Lua loader defaults it to 1 us of work at bf16 peak) */
+  double hbm;             /* fraction of HBM bandwidth for streaming kernels */
+  double scale_up;        /* bus-bandwidth fraction on the scale-up links */
+  double scale_out;       /* bus-bandwidth fraction on the scale-out network */
+} nd_efficiency;
+
+typedef struct nd_device {
+  char name[ND_DEVICE_NAME_MAX];
+  char description[ND_DEVICE_DESC_MAX];
+  double peak_flops[ND_PREC_COUNT];   /* dense FLOP/s; 0 = precision not supported */
+  double hbm_bytes;
+  double hbm_bandwidth;               /* bytes/s */
+  nd_scale_up scale_up;
+  nd_device_link scale_out;
+  nd_device_link host_link;           /* device <-> host memory (PCIe, NVLink-C2C) */
+  nd_efficiency efficiency;
+  double reserve_bytes;               /* HBM never available to the model: runtime context,
+                                         communicator buffers, allocator fragmentation */
+} nd_device;
+
+/* "bf16", "fp16", "fp8"; NULL for an invalid value. */
+const char *nd_precision_name (nd_precision p);
+/* Parses a precision name (lower case). Returns 0 and sets *out, or -1 if unknown. */
+int nd_precision_parse (const char *name, nd_precision *out);
+
+/*
+** Zeroes the hardware numbers and sets the modelling knobs to ndplan's defaults
+** (efficiencies, latencies, reserve); see device.c for where each comes from.
+*/
+void nd_device_init (nd_device *dev);
+
+/*
+** Checks every field. Returns 0 if the device is usable; otherwise -1 and a message naming
+** the field (e.g. "hbm_bytes must be positive, got 0") in err (if err is not NULL).
+*/
+int nd_device_validate (const nd_device *dev, char *err, size_t len);
+
+/* Peak dense FLOP/s at precision p (0 if unsupported or p is out of range). */
+double nd_device_peak_flops (const nd_device *dev, nd_precision p);
+
+/*
+** Achievable fraction of peak for one GEMM of `flops` FLOPs: a saturating curve
+** gemm * flops / (flops + gemm_half_size). Monotone increasing in flops, 0 at 0, below
+** `gemm` everywhere, and gemm/2 at gemm_half_size. Small GEMMs lose to wave quantization
+** and launch overhead; this is the smooth version of Calculon's size-step table.
+*/
+double nd_device_gemm_efficiency (const nd_device *dev, double flops);
+
+#endif

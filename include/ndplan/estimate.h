@@ -1,0 +1,93 @@
+/*
+** ndplan/estimate.h -- the two estimators: memory per pipeline stage (with a breakdown)
+** and step time (seconds, with a breakdown), for one model, device, job and strategy.
+** Every assumption that is not a model, device or strategy field lives in nd_costs, with
+** a name and a documented default, so the user can override it.
+*/
+#ifndef NDPLAN_ESTIMATE_H
+#define NDPLAN_ESTIMATE_H
+
+#include <stddef.h>
+
+#include "ndplan/comm.h"
+#include "ndplan/device.h"
+#include "ndplan/model.h"
+#include "ndplan/strategy.h"
+
+/* Named, overridable assumptions of the estimators (defaults in nd_costs_init). */
+typedef struct nd_costs {
+  double weight_bytes;      /* bytes per parameter of the working weights (bf16: 2) */
+  double grad_bytes;        /* bytes per gradient element (Megatron fp32 main grads: 4) */
+  double master_bytes;      /* fp32 master copy of the weights (4; 0 without one) */
+  double optimizer_bytes;   /* optimizer states per parameter (Adam, 2 x fp32: 8) */
+  double activation_bytes;  /* bytes per stored activation element (bf16: 2) */
+  double dropout;           /* 1 when dropout masks are kept (1 byte per element), else 0 */
+  double capacity_factor;   /* MoE tokens per expert over the balanced share (1.0) */
+  double dp_overlap;        /* share of the last micro-batch's backward that hides the
+                               data-parallel gradient reduction (0..1) */
+  double tp_overlap;        /* share of TP communication hidden behind GEMMs (0: exposed) */
+  double cp_overlap;        /* share of ring-attention KV exchange hidden by attention (0..1) */
+  double ep_overlap;        /* share of MoE all-to-all hidden (0..1) */
+  double zero3_overlap;     /* share of ZeRO-3 parameter gathers hidden by compute (0..1) */
+  double memory_ops;        /* bytes moved by element-wise kernels per stored activation
+                               byte (read + write: 2) */
+  double kernel_overhead;   /* seconds of launch and synchronisation per layer per pass */
+  double optimizer_traffic; /* HBM bytes moved per locally updated parameter in the
+                               optimizer step (Adam with fp32 master: 32) */
+} nd_costs;
+
+void nd_costs_init (nd_costs *c);
+
+/* Memory of one pipeline stage, bytes per device. */
+typedef struct nd_stage_estimate {
+  int layers;               /* body + MTP layers on the stage */
+  double inflight;          /* micro-batches whose activations are held at the peak */
+  double params;            /* parameters held by one device of the stage */
+  double weights, grads, optimizer, activations, buffers, reserve, peak;
+  double fwd_s, bwd_s, recompute_s;     /* compute per micro-batch (all chunks) */
+  double comm_s;                        /* exposed TP + CP + EP per micro-batch */
+} nd_stage_estimate;
+
+/* Which links each parallel group crosses. */
+typedef struct nd_topology_entry {
+  int size;                 /* ranks in one group */
+  int stride;               /* distance between them in the rank order */
+  int local;                /* members sharing one scale-up domain */
+} nd_topology_entry;
+
+enum { ND_GROUP_TP, ND_GROUP_CP, ND_GROUP_DP, ND_GROUP_PP, ND_GROUP_EP, ND_GROUP_ETP,
+       ND_GROUP_EDP, ND_GROUP_COUNT };
+
+/* Time parts of one step, seconds. */
+enum { ND_T_FORWARD, ND_T_BACKWARD, ND_T_RECOMPUTE, ND_T_TP, ND_T_CP, ND_T_EP, ND_T_PP,
+       ND_T_DP, ND_T_OPTIMIZER, ND_T_BUBBLE, ND_T_COUNT };
+
+typedef struct nd_estimate {
+  double step_time;         /* seconds per optimizer step */
+  double tokens_per_s;
+  double mfu, hfu;          /* model / hardware FLOPs over devices x peak x step time */
+  double model_flops;       /* per step, no recompute, causal attention halved */
+  double hardware_flops;    /* per step, with recompute */
+  double peak;              /* bytes on the heaviest stage */
+  int heaviest;             /* its index */
+  double time_parts[ND_T_COUNT];  /* on the critical path; they add up to step_time */
+  nd_topology_entry topology[ND_GROUP_COUNT];
+  int stages;
+  nd_stage_estimate stage[ND_MAX_STAGES];
+} nd_estimate;
+
+/*
+** Prices one strategy. st is resolved first (nd_strategy_resolve); returns 0, or -1 with
+** the reason in err when the strategy is refused.
+*/
+int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                     nd_strategy *st, const nd_costs *costs, nd_estimate *out,
+                     char *err, size_t errlen);
+
+/* Micro-batches whose activations stage s holds at its peak (fractional when interleaved). */
+double nd_inflight (const nd_strategy *st, int s);
+
+const char *nd_time_part_name (int part);
+const char *nd_group_name (int group);
+
+#endif

@@ -1,0 +1,161 @@
+/*
+** ndplan/model.h -- the canonical model spec, its layer stack and its parameter counts.
+**
+** nd_model_spec is plain data (fixed arrays, no pointers) so the estimators can copy it and
+** price it in tight loops. Field names are the canonical names also used on the Lua side
+** (the binding and lua/ndplan/hfconfig.lua), so a message such as "num_kv_heads: ..." means
+** the same thing in C and Lua.
+**
+** Every function that counts parameters expects a spec that passed nd_model_validate: the
+** bounds checked there are what keeps the int64_t arithmetic from overflowing.
+*/
+#ifndef NDPLAN_MODEL_H
+#define NDPLAN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ND_MAX_LAYERS 1024     /* body plus MTP layers */
+#define ND_NAME_MAX   64       /* name and family, including the terminating zero */
+
+/* Attention kind of one layer. */
+enum {
+  ND_ATTN_FULL,      /* full causal attention (GQA/MQA/MHA) */
+  ND_ATTN_SLIDING,   /* same weights, windowed: differs only in activations and KV cache */
+  ND_ATTN_LINEAR,    /* Gated DeltaNet (Qwen3-Next, Qwen3.5) */
+  ND_ATTN_MLA,       /* multi-head latent attention (DeepSeek-V2/V3) */
+  ND_ATTN_KINDS
+};
+
+/* MLP kind of one layer. */
+enum { ND_MLP_DENSE, ND_MLP_MOE, ND_MLP_KINDS };
+
+enum { ND_POS_ROPE, ND_POS_LEARNED, ND_POS_NONE, ND_POS_KINDS };  /* NONE: ALiBi, NoPE */
+enum { ND_NORM_RMS, ND_NORM_LAYER, ND_NORM_KINDS };  /* RMSNorm: weight; LayerNorm: +bias */
+
+typedef struct nd_layer_kind {
+  unsigned char attention;  /* ND_ATTN_* */
+  unsigned char mlp;        /* ND_MLP_* */
+  unsigned char mtp;        /* 1 for the multi-token-prediction layers after the body */
+} nd_layer_kind;
+
+typedef struct nd_model_spec {
+  char name[ND_NAME_MAX];
+  char family[ND_NAME_MAX];          /* HF model_type, e.g. "deepseek_v3" */
+  int64_t hidden_size;
+  int64_t num_layers;                /* body layers, MTP excluded */
+  int64_t num_heads;
+  int64_t num_kv_heads;              /* nominal (ignored) for MLA layers */
+  int64_t head_dim;                  /* q/k/v width per head for full and sliding layers */
+  int64_t ffn_size;                  /* dense MLP width; 0 when every layer is MoE */
+  int64_t vocab_size;
+  int64_t max_position;              /* 0 when unknown */
+  int position;                      /* ND_POS_* */
+  int64_t position_count;            /* rows of the learned position table (OPT: max + 2) */
+  int tie_embeddings;
+  int qkv_bias, o_bias, mlp_bias;
+  int qk_norm;                       /* a norm of width head_dim on q and on k */
+  int attn_sinks;                    /* one learned logit per head (GPT-OSS) */
+  int norm;                          /* ND_NORM_* */
+  int norms_per_layer;               /* 2 for most; 4 for Gemma 2/3 */
+  int final_norm;                    /* a norm before the head (OPT-350m has none) */
+  int embed_norm;                    /* a norm after the embedding (BLOOM) */
+  int64_t embed_proj;                /* OPT word_embed_proj_dim when it differs from hidden */
+  int gated_mlp;                     /* SwiGLU/GeGLU: 3 matrices; else 2 */
+  int attn_output_gate;              /* q projection doubled to carry a sigmoid gate */
+  /* MLA: q_lora_rank 0 means a plain q projection */
+  int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  /* MoE: moe_ffn_size per routed expert; shared_ffn_size is the total shared width */
+  int64_t num_experts, top_k, moe_ffn_size, num_shared_experts, shared_ffn_size;
+  int shared_expert_gate;            /* an h x 1 sigmoid gate on the shared expert (Qwen) */
+  int router_bias;                   /* E extra router params (GPT-OSS bias, DeepSeek-V3 */
+                                     /* score-correction bias) */
+  int expert_bias;                   /* biases inside each expert MLP (GPT-OSS) */
+  /* Gated DeltaNet */
+  int64_t linear_k_heads, linear_v_heads, linear_k_dim, linear_v_dim, conv_kernel;
+  int64_t sliding_window;            /* 0 when no layer is sliding */
+  int64_t mtp_layers;
+  nd_layer_kind layer[ND_MAX_LAYERS];  /* num_layers + mtp_layers entries */
+} nd_model_spec;
+
+/*
+** Parameters of one layer, in buckets that shard differently. The buckets are disjoint and
+** sum to total; routed_active (the top_k share of routed_experts) is not a bucket.
+*/
+typedef struct nd_layer_buckets {
+  int64_t attention;             /* q/k/v/o and up-projections: TP-sharded */
+  int64_t attention_replicated;  /* MLA down-projections: replicated across TP */
+  int64_t dense_mlp;             /* TP-sharded */
+  int64_t shared_experts;        /* TP-sharded */
+  int64_t routed_experts;        /* all experts: expert-sharded */
+  int64_t router;                /* router and shared-expert gate: replicated */
+  int64_t norms;                 /* replicated */
+  int64_t mtp_proj;              /* MTP layers: the 2h -> h projection, TP-sharded */
+  int64_t routed_active;         /* top_k of the routed experts */
+  int64_t total;
+  int64_t active;                /* total with routed_active in place of routed_experts */
+} nd_layer_buckets;
+
+/* Whole-model totals. The breakdown covers the main model; MTP layers are all in mtp. */
+typedef struct nd_params {
+  int64_t total;            /* main model, MTP excluded (DeepSeek-V3: 671.0B) */
+  int64_t active;           /* main model with top_k routed experts per token */
+  int64_t total_with_mtp;
+  int64_t active_with_mtp;
+  int64_t embedding;        /* word embeddings, learned positions, OPT projections */
+  int64_t attention;        /* both attention buckets */
+  int64_t dense_mlp;
+  int64_t routed_experts;
+  int64_t shared_experts;
+  int64_t norms;            /* per-layer, final and embedding norms */
+  int64_t router;
+  int64_t head;             /* 0 when tied */
+  int64_t mtp;              /* whole MTP modules; they share embedding and head */
+} nd_params;
+
+typedef struct nd_layer_group {
+  int first;                /* 0-based index of the first layer */
+  int count;
+  int attention, mlp, mtp;
+} nd_layer_group;
+
+/* Zeroes m and sets the defaults: RMSNorm, 2 norms per layer, final norm, gated MLP, RoPE. */
+void nd_model_init (nd_model_spec *m);
+
+/*
+** Fills layer[] for num_layers + mtp_layers layers from the other fields: MLA when
+** kv_lora_rank > 0 else full attention; MoE when num_experts > 0 else dense.
+** Returns -1 (and changes nothing) when the layer count is out of range.
+*/
+int nd_model_default_stack (nd_model_spec *m);
+
+/* 0 when m is consistent, else -1 with "field: problem" in err (NUL-terminated, truncated). */
+int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen);
+
+/* Parameters of layer `layer` (0-based, MTP layers after the body). -1 when out of range. */
+int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *out);
+
+void nd_model_params (const nd_model_spec *m, nd_params *out);
+
+/*
+** Runs of consecutive layers of the same kind; the body/MTP boundary always starts a new
+** group. Writes at most max groups and returns how many there are (like snprintf).
+*/
+int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max);
+
+/* Names: "full", "sliding", "linear", "mla"; "dense", "moe"; "rope", "learned", "none";
+** "rmsnorm", "layernorm". NULL when out of range. */
+const char *nd_attention_name (int kind);
+const char *nd_mlp_name (int kind);
+const char *nd_position_name (int kind);
+const char *nd_norm_name (int kind);
+/* The inverses: -1 for an unknown name. */
+int nd_attention_kind (const char *name);
+int nd_mlp_kind (const char *name);
+int nd_position_kind (const char *name);
+int nd_norm_kind (const char *name);
+
+/* "dense", "moe", "sliding-dense", "linear-moe", "mla-moe", ...: full attention is implied. */
+const char *nd_layer_kind_name (int attention, int mlp);
+
+#endif

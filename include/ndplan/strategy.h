@@ -1,0 +1,76 @@
+/*
+** ndplan/strategy.h -- one parallel strategy: the degrees of every dimension, the
+** micro-batching, the pipeline schedule and layout, recompute, offload and precision.
+** Plain data, copied freely; nd_strategy_validate refuses what cannot run, with a reason.
+*/
+#ifndef NDPLAN_STRATEGY_H
+#define NDPLAN_STRATEGY_H
+
+#include <stddef.h>
+
+#include "ndplan/device.h"
+#include "ndplan/model.h"
+
+#define ND_MAX_STAGES 512
+
+typedef enum nd_schedule {
+  ND_SCHED_1F1B = 0,     /* PipeDream-flush: stage s keeps min(p - s, m) micro-batches */
+  ND_SCHED_INTERLEAVED,  /* Megatron interleaved 1F1B over vpp chunks per stage */
+  ND_SCHED_GPIPE,        /* all forwards, then all backwards: m micro-batches in flight */
+  ND_SCHED_ZB,           /* zero-bubble ZB-H1: 1F1B memory, weight-gradient work fills bubbles */
+  ND_SCHED_COUNT
+} nd_schedule;
+
+typedef enum nd_recompute {
+  ND_RECOMPUTE_NONE = 0,   /* keep every activation */
+  ND_RECOMPUTE_SELECTIVE,  /* recompute the attention core (scores, softmax, dropout) */
+  ND_RECOMPUTE_FULL,       /* keep the layer input only; recompute the layer's forward */
+  ND_RECOMPUTE_COUNT
+} nd_recompute;
+
+typedef struct nd_strategy {
+  int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
+  int sp;                  /* sequence parallel (activations outside TP regions split by tp) */
+  int zero;                /* 0 none, 1 optimizer states, 2 + gradients, 3 + parameters */
+  int mbs;                 /* micro-batch size (sequences) */
+  int mb;                  /* micro-batches per step per pipeline; 0 = from the global batch */
+  nd_schedule schedule;
+  nd_recompute recompute;  /* whole-model mode, used when per_layer is 0 */
+  int per_layer;           /* 1: layer_recompute[] gives each layer's mode */
+  unsigned char layer_recompute[ND_MAX_LAYERS];
+  int offload;             /* activations of recomputed-free layers copied to host (share 0..1) */
+  nd_precision precision;
+  int flash_attention;     /* 1 (default): no s^2 score tensors kept, causal blocks skipped */
+  int stage_layers[ND_MAX_STAGES];  /* body+MTP layers per stage; all 0 = even split */
+} nd_strategy;
+
+/* The job a strategy runs: model, global batch and sequence, device count. */
+typedef struct nd_job {
+  int devices;
+  long long global_batch;  /* sequences per step */
+  int seq_len;
+} nd_job;
+
+void nd_strategy_init (nd_strategy *st);
+
+/*
+** Checks a strategy against a model and job; fills in derived fields (mb from the global
+** batch, dp from the device count when 0) and the stage layout. Returns 0, or -1 with a
+** one-line reason in err (the search turns these into refusal labels).
+*/
+int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
+                         char *err, size_t errlen);
+
+/*
+** Calls fn(layer, chunk, ud) for every layer (0-based, body then MTP) that pipeline stage s
+** of a resolved strategy holds, chunk by chunk.
+*/
+void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
+                       void (*fn)(int layer, int chunk, void *ud), void *ud);
+
+const char *nd_schedule_name (nd_schedule s);
+const char *nd_recompute_name (nd_recompute r);
+int nd_schedule_parse (const char *name, nd_schedule *out);
+int nd_recompute_parse (const char *name, nd_recompute *out);
+
+#endif

@@ -1,0 +1,120 @@
+-- Models: load one from a bundled name, a config file or a table; list the bundled names.
+--
+--   load(x) -> model | nil, message
+--     x: a bundled name ("llama3.1-8b", any case), a path to a config.json/.json/.yaml/.yml
+--     file or to a directory holding config.json, a Lua table in config.json form (or, with
+--     model_type = "ndplan", in canonical form: see ndplan.c.model.fields()), or a model.
+--   names() -> sorted array of the bundled model names
+--
+-- The model is an ndplan.c.model userdata: model:params(), model:layers(), model:spec(),
+-- model:warnings() (what the loader had to assume), model.source (where it came from).
+local bundle = require "ndplan.c.bundle"
+local cmodel = require "ndplan.c.model"
+local json = require "ndplan.json"
+local hfconfig = require "ndplan.hfconfig"
+
+local M = {}
+
+local DIR = "examples/models"
+local NAME_MAX = 63  -- ND_NAME_MAX - 1
+
+function M.names()
+  local names = {}
+  for _, path in ipairs(bundle.list(DIR)) do
+    local n = path:match("([^/]+)%.json$")
+    if n then names[#names + 1] = n end
+  end
+  table.sort(names)
+  return names
+end
+
+local function bundled_name(x)
+  local lower = x:lower()
+  for _, n in ipairs(M.names()) do
+    if n:lower() == lower then return n end
+  end
+  return nil
+end
+
+-- The name a file gives its model: the file's base name, or its directory's for config.json.
+local function name_from_path(path)
+  local dir, base = path:match("^(.-)([^/]*)$")
+  local stem = base:gsub("%.[^.]*$", "")
+  if stem == "config" then
+    local parent = dir:gsub("/+$", ""):match("([^/]+)$")
+    if parent and parent ~= "." and parent ~= ".." then stem = parent end
+  end
+  if stem == "" then stem = "model" end
+  return stem:sub(1, NAME_MAX)
+end
+
+local function decode_file(path)
+  if path:lower():match("%.ya?ml$") then
+    return require("ndplan.yaml").load_file(path)  -- loaded only when a YAML file comes
+  end
+  return json.load_file(path)
+end
+
+local function is_file(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  -- a directory opens on Linux but reading fails; an empty file reads nil with no error
+  local data, err = f:read(0)
+  f:close()
+  return data ~= nil or err == nil
+end
+
+-- A config table -> model | nil, message (messages start with the source).
+local function from_config(cfg, name, source)
+  if type(cfg) ~= "table" then
+    return nil, ("%s: expected an object of config fields, got %s"):format(source, type(cfg))
+  end
+  local spec, warnings
+  if cfg.model_type == "ndplan" then  -- already canonical: only drop the marker
+    spec, warnings = {}, {}
+    for k, v in pairs(cfg) do
+      if k ~= "model_type" then spec[k] = v end
+    end
+    if spec.name == nil then spec.name = name end
+  else
+    spec, warnings = hfconfig.to_spec(cfg, {source = source, name = name})
+    if not spec then return nil, warnings end
+  end
+  local model, err = cmodel.new(spec, {source = source, warnings = warnings})
+  if not model then return nil, source .. ": " .. err end
+  return model
+end
+
+local function from_file(path, name)
+  local cfg, err = decode_file(path)
+  if cfg == nil then return nil, err end
+  return from_config(cfg, name or name_from_path(path), path)
+end
+
+function M.load(x)
+  if cmodel.is(x) then return x end
+  if type(x) == "table" then
+    local name = type(x.name) == "string" and x.name:sub(1, NAME_MAX) or "custom"
+    return from_config(x, name, "(table)")
+  end
+  if type(x) ~= "string" then
+    error("ndplan.model.load: expected a model name, a path or a table, got " .. type(x), 2)
+  end
+  local lower = x:lower()
+  if lower:match("%.json$") or lower:match("%.ya?ml$") then return from_file(x) end
+  local name = bundled_name(x)
+  if name then
+    local text, shown = bundle.read(DIR .. "/" .. name .. ".json")
+    if not text then return nil, shown end
+    local cfg, err = json.decode(text, shown)
+    if cfg == nil then return nil, err end
+    return from_config(cfg, name, shown)
+  end
+  local dir_config = x:gsub("/+$", "") .. "/config.json"
+  if is_file(dir_config) then return from_file(dir_config) end
+  if is_file(x) then return from_file(x) end
+  return nil, ("unknown model '%s': not a bundled model (%s) nor a readable file")
+                :format(x, table.concat(M.names(), ", "))
+end
+
+return M

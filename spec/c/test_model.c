@@ -1,0 +1,199 @@
+/*
+** test_model.c -- the model core without Lua: parameter totals of models built by hand,
+** the layer stack and groups, and validation messages. Exits non-zero on the first failure.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndplan/model.h"
+
+static int failures = 0;
+
+#define CHECK(cond, ...) \
+  do { if (!(cond)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+                      fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } \
+  while (0)
+
+#define CHECK_EQ(got, want, what) \
+  CHECK((got) == (want), "%s: got %lld, want %lld", what, (long long)(got), (long long)(want))
+
+static void llama31_8b (nd_model_spec *m) {
+  nd_model_init(m);
+  strcpy(m->name, "llama3.1-8b");
+  strcpy(m->family, "llama");
+  m->hidden_size = 4096; m->num_layers = 32; m->num_heads = 32; m->num_kv_heads = 8;
+  m->head_dim = 128; m->ffn_size = 14336; m->vocab_size = 128256; m->max_position = 131072;
+  nd_model_default_stack(m);
+}
+
+static void deepseek_v3 (nd_model_spec *m) {
+  int i;
+  nd_model_init(m);
+  strcpy(m->name, "deepseek-v3");
+  m->hidden_size = 7168; m->num_layers = 61; m->num_heads = 128; m->num_kv_heads = 128;
+  m->head_dim = 192; m->ffn_size = 18432; m->vocab_size = 129280;
+  m->q_lora_rank = 1536; m->kv_lora_rank = 512; m->qk_nope_head_dim = 128;
+  m->qk_rope_head_dim = 64; m->v_head_dim = 128;
+  m->num_experts = 256; m->top_k = 8; m->moe_ffn_size = 2048;
+  m->num_shared_experts = 1; m->shared_ffn_size = 2048; m->router_bias = 1;
+  m->mtp_layers = 1;
+  nd_model_default_stack(m);
+  for (i = 0; i < 3; i++) m->layer[i].mlp = ND_MLP_DENSE;  /* first_k_dense_replace */
+}
+
+static void test_llama (void) {
+  nd_model_spec m;
+  nd_params p;
+  nd_layer_buckets lp;
+  nd_layer_group g[4];
+  char err[256];
+  llama31_8b(&m);
+  CHECK(nd_model_validate(&m, err, sizeof err) == 0, "llama validate: %s", err);
+  nd_model_params(&m, &p);
+  CHECK_EQ(p.total, INT64_C(8030261248), "llama3.1-8b total");
+  CHECK_EQ(p.active, p.total, "llama3.1-8b active");
+  CHECK_EQ(p.total_with_mtp, p.total, "llama3.1-8b with mtp");
+  CHECK_EQ(p.embedding, INT64_C(525336576), "llama3.1-8b embedding");
+  CHECK_EQ(p.head, INT64_C(525336576), "llama3.1-8b head");
+  CHECK_EQ(p.attention, 32 * INT64_C(41943040), "llama3.1-8b attention");
+  CHECK_EQ(p.norms, 32 * 2 * 4096 + 4096, "llama3.1-8b norms");
+  CHECK_EQ(p.embedding + p.attention + p.dense_mlp + p.routed_experts + p.shared_experts
+           + p.norms + p.router + p.head, p.total, "llama3.1-8b breakdown sums to total");
+  CHECK(nd_layer_params(&m, 0, &lp) == 0, "layer 0 exists");
+  CHECK_EQ(lp.dense_mlp, INT64_C(3) * 4096 * 14336, "llama3.1-8b layer mlp");
+  CHECK(nd_layer_params(&m, 32, &lp) == -1, "layer 32 is out of range");
+  CHECK(nd_layer_params(&m, -1, &lp) == -1, "layer -1 is out of range");
+  CHECK_EQ(nd_model_groups(&m, g, 4), 1, "llama groups");
+  CHECK(g[0].first == 0 && g[0].count == 32 && !g[0].mtp, "llama group 0 is all layers");
+  CHECK(strcmp(nd_layer_kind_name(g[0].attention, g[0].mlp), "dense") == 0,
+        "llama kind is %s", nd_layer_kind_name(g[0].attention, g[0].mlp));
+  m.tie_embeddings = 1;
+  nd_model_params(&m, &p);
+  CHECK_EQ(p.total, INT64_C(8030261248) - INT64_C(525336576), "tied llama drops the head");
+  CHECK_EQ(p.head, 0, "tied head");
+}
+
+static void test_deepseek (void) {
+  nd_model_spec m;
+  nd_params p;
+  nd_layer_buckets lp;
+  nd_layer_group g[8];
+  char err[256];
+  int n;
+  deepseek_v3(&m);
+  CHECK(nd_model_validate(&m, err, sizeof err) == 0, "deepseek validate: %s", err);
+  nd_model_params(&m, &p);
+  CHECK_EQ(p.total, INT64_C(671026419200), "deepseek-v3 total (main model)");
+  CHECK_EQ(p.active, INT64_C(37552297472), "deepseek-v3 active");
+  CHECK_EQ(p.mtp, INT64_C(11610068224), "deepseek-v3 MTP module");
+  CHECK_EQ(p.total_with_mtp, p.total + p.mtp, "deepseek-v3 total with MTP");
+  n = nd_model_groups(&m, g, 8);
+  CHECK_EQ(n, 3, "deepseek-v3 groups");
+  CHECK(g[0].first == 0 && g[0].count == 3 && g[0].mlp == ND_MLP_DENSE && !g[0].mtp,
+        "group 0: 3 dense layers from 0");
+  CHECK(g[1].first == 3 && g[1].count == 58 && g[1].mlp == ND_MLP_MOE && !g[1].mtp,
+        "group 1: 58 MoE layers from 3");
+  CHECK(g[2].first == 61 && g[2].count == 1 && g[2].mlp == ND_MLP_MOE && g[2].mtp,
+        "group 2: 1 MTP MoE layer at 61");
+  CHECK(strcmp(nd_layer_kind_name(g[1].attention, g[1].mlp), "mla-moe") == 0,
+        "deepseek kind is %s", nd_layer_kind_name(g[1].attention, g[1].mlp));
+  CHECK_EQ(nd_model_groups(&m, g, 1), 3, "groups count even when out is short");
+  CHECK(g[0].count == 3, "first group still right with max 1");
+  /* the MLA buckets of one layer */
+  nd_layer_params(&m, 10, &lp);
+  CHECK_EQ(lp.attention_replicated, INT64_C(7168) * 1536 + INT64_C(7168) * 576,
+           "MLA down-projections");
+  CHECK_EQ(lp.attention + lp.attention_replicated + (lp.norms - 2 * 7168),
+           INT64_C(187107328), "MLA attention with its latent norms");
+  CHECK_EQ(lp.routed_experts, INT64_C(256) * 3 * 7168 * 2048, "routed experts");
+  CHECK_EQ(lp.routed_active, INT64_C(8) * 3 * 7168 * 2048, "active routed experts");
+  CHECK_EQ(lp.router, INT64_C(7168) * 256 + 256, "router with score-correction bias");
+  nd_layer_params(&m, 61, &lp);
+  CHECK_EQ(lp.mtp_proj, INT64_C(2) * 7168 * 7168, "MTP eh_proj");
+}
+
+/* Megatron GPT: learned positions, LayerNorm with biases, 4h MLP, tied head. */
+static void test_gpt3 (void) {
+  nd_model_spec m;
+  nd_params p;
+  char err[256];
+  int64_t l = 96, h = 12288, narayanan;
+  nd_model_init(&m);
+  strcpy(m.name, "gpt3-175b");
+  m.hidden_size = h; m.num_layers = l; m.num_heads = 96; m.num_kv_heads = 96;
+  m.head_dim = 128; m.ffn_size = 4 * h; m.vocab_size = 51200; m.max_position = 2048;
+  m.position = ND_POS_LEARNED; m.position_count = 2048; m.tie_embeddings = 1;
+  m.qkv_bias = m.o_bias = m.mlp_bias = 1; m.norm = ND_NORM_LAYER; m.gated_mlp = 0;
+  nd_model_default_stack(&m);
+  CHECK(nd_model_validate(&m, err, sizeof err) == 0, "gpt3 validate: %s", err);
+  nd_model_params(&m, &p);
+  /* 12lh^2 (1 + 13/(12h) + (V+s)/(12lh)), written without division; the final norm
+     (2h) is the only term the paper's formula leaves out */
+  narayanan = 12 * l * h * h + 13 * l * h + (51200 + 2048) * h;
+  CHECK_EQ(p.total, narayanan + 2 * h, "gpt3-175b vs Narayanan");
+}
+
+static void expect_invalid (nd_model_spec *m, const char *prefix, const char *what) {
+  char err[256];
+  err[0] = '\0';
+  CHECK(nd_model_validate(m, err, sizeof err) == -1, "%s: should be rejected", what);
+  CHECK(strncmp(err, prefix, strlen(prefix)) == 0, "%s: message '%s' should start '%s'",
+        what, err, prefix);
+}
+
+static void test_validation (void) {
+  nd_model_spec m;
+  llama31_8b(&m); m.num_kv_heads = 6;
+  expect_invalid(&m, "num_kv_heads: must divide num_heads (32), got 6", "kv heads");
+  llama31_8b(&m); m.hidden_size = 0;
+  expect_invalid(&m, "hidden_size:", "zero hidden");
+  llama31_8b(&m); m.name[0] = '\0';
+  expect_invalid(&m, "name:", "empty name");
+  llama31_8b(&m); m.ffn_size = 0;
+  expect_invalid(&m, "ffn_size:", "dense without ffn");
+  llama31_8b(&m); m.layer[3].mlp = ND_MLP_MOE;
+  expect_invalid(&m, "num_experts:", "moe layer without experts");
+  llama31_8b(&m); m.layer[3].attention = ND_ATTN_SLIDING;
+  expect_invalid(&m, "sliding_window:", "sliding layer without window");
+  llama31_8b(&m); m.layer[3].attention = ND_ATTN_LINEAR;
+  expect_invalid(&m, "linear_k_heads:", "linear layer without dims");
+  llama31_8b(&m); m.layer[3].mtp = 1;
+  expect_invalid(&m, "mtp:", "MTP flag in the body");
+  llama31_8b(&m); m.num_layers = ND_MAX_LAYERS + 1;
+  expect_invalid(&m, "num_layers:", "too many layers");
+  deepseek_v3(&m); m.top_k = 300;
+  expect_invalid(&m, "top_k:", "top_k above experts");
+  deepseek_v3(&m); m.num_shared_experts = 0;
+  expect_invalid(&m, "shared_ffn_size:", "shared width without count");
+  llama31_8b(&m); m.position = ND_POS_LEARNED;
+  expect_invalid(&m, "position_count:", "learned positions without a count");
+}
+
+static void test_names (void) {
+  int k;
+  for (k = 0; k < ND_ATTN_KINDS; k++)
+    CHECK(nd_attention_kind(nd_attention_name(k)) == k, "attention name %d round-trips", k);
+  for (k = 0; k < ND_MLP_KINDS; k++)
+    CHECK(nd_mlp_kind(nd_mlp_name(k)) == k, "mlp name %d round-trips", k);
+  CHECK(nd_attention_kind("bogus") == -1, "unknown attention name");
+  CHECK(nd_attention_name(ND_ATTN_KINDS) == NULL, "attention name out of range");
+  CHECK(strcmp(nd_layer_kind_name(ND_ATTN_LINEAR, ND_MLP_MOE), "linear-moe") == 0,
+        "linear-moe name");
+  CHECK(strcmp(nd_layer_kind_name(ND_ATTN_SLIDING, ND_MLP_DENSE), "sliding-dense") == 0,
+        "sliding-dense name");
+}
+
+int main (void) {
+  test_llama();
+  test_deepseek();
+  test_gpt3();
+  test_validation();
+  test_names();
+  if (failures) {
+    fprintf(stderr, "test_model: %d check(s) failed\n", failures);
+    return EXIT_FAILURE;
+  }
+  printf("test_model: all checks passed\n");
+  return EXIT_SUCCESS;
+}
