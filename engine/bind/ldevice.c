@@ -108,13 +108,19 @@ static void push_group (lua_State *L, const nd_device *dev, const char *group) {
   }
 }
 
-static int field_error (lua_State *L, const field *f, const char *fmt, const char *arg) {
+/* Pushes nil, "field 'group.key'<sep><message>"; returns 0. */
+static int field_error (lua_State *L, const field *f, const char *sep, const char *fmt,
+                        const char *arg) {
   luaL_pushfail(L);
-  if (f->group) lua_pushfstring(L, "field '%s.%s': ", f->group, f->key);
-  else lua_pushfstring(L, "field '%s': ", f->key);
+  if (f->group) lua_pushfstring(L, "field '%s.%s'%s", f->group, f->key, sep);
+  else lua_pushfstring(L, "field '%s'%s", f->key, sep);
   lua_pushfstring(L, fmt, arg);
   lua_concat(L, 2);
   return 0;
+}
+
+static int missing (lua_State *L, const field *f) {
+  return field_error(L, f, " ", "%s", "is missing");
 }
 
 /*
@@ -128,7 +134,7 @@ static int read_field (lua_State *L, int t, const field *f, nd_device *dev) {
     type = lua_getfield(L, t, f->group);
     if (type == LUA_TNIL) {
       lua_pop(L, 1);
-      return f->required ? field_error(L, f, "%s", "is missing") : 2;
+      return f->required ? missing(L, f) : 2;
     }
     if (type != LUA_TTABLE) {
       luaL_pushfail(L);
@@ -142,17 +148,17 @@ static int read_field (lua_State *L, int t, const field *f, nd_device *dev) {
   else type = lua_getfield(L, t, f->key);
   if (type == LUA_TNIL) {
     lua_pop(L, 1);
-    return f->required ? field_error(L, f, "%s", "is missing") : 2;
+    return f->required ? missing(L, f) : 2;
   }
   switch (f->type) {
     case F_STRING: {
       size_t len;
       const char *s;
       if (type != LUA_TSTRING)
-        return field_error(L, f, "expected a string, got %s", luaL_typename(L, -1));
+        return field_error(L, f, ": ", "expected a string, got %s", luaL_typename(L, -1));
       s = lua_tolstring(L, -1, &len);
       if (len >= field_size(f) || strlen(s) != len)
-        return field_error(L, f, "%s", "is too long or contains a NUL byte");
+        return field_error(L, f, " ", "%s", "is too long or contains a NUL byte");
       memcpy(p, s, len + 1);
       break;
     }
@@ -160,14 +166,14 @@ static int read_field (lua_State *L, int t, const field *f, nd_device *dev) {
       int isint;
       lua_Integer v = lua_tointegerx(L, -1, &isint);
       if (type != LUA_TNUMBER || !isint || v < 0 || v > 1 << 24)
-        return field_error(L, f, "expected a whole number of devices, got %s",
+        return field_error(L, f, ": ", "expected a whole number of devices, got %s",
                            luaL_tolstring(L, -1, NULL));
       *(int *)(void *)p = (int)v;
       break;
     }
     default:
       if (type != LUA_TNUMBER)
-        return field_error(L, f, "expected a number, got %s", luaL_typename(L, -1));
+        return field_error(L, f, ": ", "expected a number, got %s", luaL_typename(L, -1));
       *(double *)(void *)p = (double)lua_tonumber(L, -1);
       break;
   }

@@ -17,8 +17,7 @@
 
 #include "ndplan/model.h"
 #include "ndplan/ndplan_lua.h"
-
-#define NDPLAN_MODEL "ndplan.model"
+#include "lmodel.h"  /* ND_MODEL_MT, shared with the bindings that take a model */
 
 /* {======================================================================
 ** Canonical fields: the one table both new() and spec()/__index read
@@ -273,7 +272,7 @@ static const char *read_spec (lua_State *L, int t, int lookup, nd_model_spec *m)
 /* }====================================================================== */
 
 static nd_model_spec *check_model (lua_State *L, int i) {
-  return (nd_model_spec *)luaL_checkudata(L, i, NDPLAN_MODEL);
+  return (nd_model_spec *)luaL_checkudata(L, i, ND_MODEL_MT);
 }
 
 /*
@@ -319,12 +318,12 @@ static int m_new (lua_State *L) {
   }
   lua_setfield(L, -2, "warnings");
   lua_setiuservalue(L, 3, 1);
-  luaL_setmetatable(L, NDPLAN_MODEL);
+  luaL_setmetatable(L, ND_MODEL_MT);
   return 1;
 }
 
 static int m_is (lua_State *L) {
-  lua_pushboolean(L, luaL_testudata(L, 1, NDPLAN_MODEL) != NULL);
+  lua_pushboolean(L, luaL_testudata(L, 1, ND_MODEL_MT) != NULL);
   return 1;
 }
 
@@ -493,7 +492,7 @@ static void push_lookup (lua_State *L) {
 
 /* Builds the metatable once; __index closes over the methods and the lookup table. */
 static void create_meta (lua_State *L) {
-  if (!luaL_newmetatable(L, NDPLAN_MODEL)) { lua_pop(L, 1); return; }
+  if (!luaL_newmetatable(L, ND_MODEL_MT)) { lua_pop(L, 1); return; }
   luaL_newlib(L, methods);
   push_lookup(L);
   lua_pushcclosure(L, m_index, 2);

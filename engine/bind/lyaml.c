@@ -351,9 +351,11 @@ static int is_null (lua_State *L, int idx) {
 */
 static int copy_top (lua_State *L, reader *r, const yaml_mark_t *m, int depth) {
   if (++r->alias_nodes > MAX_ALIAS_NODES)
-    return fail_mark(r, m, "aliases expand to more than %s nodes", "100000");
+    return fail_at(r, m->line, m->column, "aliases expand to more than %d nodes",
+                   MAX_ALIAS_NODES);
   if (!lua_istable(L, -1)) return 1;
-  if (depth > MAX_DEPTH) return fail_mark(r, m, "alias nests deeper than %s levels", "200");
+  if (depth > MAX_DEPTH)
+    return fail_at(r, m->line, m->column, "alias nests deeper than %d levels", MAX_DEPTH);
   luaL_checkstack(L, 4, "yaml: nesting too deep");
   lua_newtable(L);                    /* src dst */
   lua_pushnil(L);
@@ -485,7 +487,8 @@ static int parse_node (lua_State *L, reader *r, int depth) {
   const unsigned char *anchor = NULL;
   int ok;
   if (depth > MAX_DEPTH)
-    return fail_mark(r, &e->start_mark, "nesting deeper than %s levels", "200");
+    return fail_at(r, e->start_mark.line, e->start_mark.column,
+                   "nesting deeper than %d levels", MAX_DEPTH);
   luaL_checkstack(L, 8, "yaml: nesting too deep");
   switch (e->type) {
     case YAML_ALIAS_EVENT: {

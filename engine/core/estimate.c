@@ -325,7 +325,9 @@ static void place_groups (ctx *x) {
   x->g[ND_GROUP_PP] = nd_group_place(&x->fabric, st->pp, dense);
   x->g[ND_GROUP_ETP] = nd_group_place(&x->fabric, st->etp, 1);
   x->g[ND_GROUP_EP] = nd_group_place(&x->fabric, st->ep, st->etp);
-  x->g[ND_GROUP_EDP] = nd_group_place(&x->fabric, dense / (st->ep * st->etp), st->ep * st->etp);
+  /* expert data parallelism exists only where there are experts */
+  x->g[ND_GROUP_EDP] = nd_group_place(&x->fabric, x->m->num_experts > 0
+                                      ? dense / (st->ep * st->etp) : 1, st->ep * st->etp);
 }
 
 int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,

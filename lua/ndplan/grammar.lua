@@ -52,37 +52,44 @@ local ws = S" \t"^0
 local idchar = R("az", "AZ", "09") + P"_"
 local finish = expect(ws * -1, "the end of the text")
 
--- 80, 1.5, .5, 1e9, 2.5E-3 (no sign: none of these quantities can be negative)
+-- 80, 1.5, .5, 1e9, 2.5E-3 (no sign: none of these quantities can be negative). Captured
+-- as text, so that decimal units can shift the exponent instead of multiplying.
 local number = expect(C((digit^1 * (P"." * digit^0)^-1 + P"." * digit^1)
-                        * (S"eE" * S"+-"^-1 * digit^1)^-1) / tonumber, "a number")
+                        * (S"eE" * S"+-"^-1 * digit^1)^-1), "a number")
+
+-- numstr * 10^exp10 * factor. The power of ten goes into the text, so "3.35" TB/s is the
+-- double nearest 3.35e12 (as the literal is) rather than 3.35 * 1e12 rounded twice; the
+-- remaining factors (2^k, 1/8, 60, 3600) are exact or integral.
+local function scaled(numstr, exp10, factor)
+  local mant, e = numstr:match("^([^eE]*)[eE]([-+]?%d+)$")
+  if not mant then mant, e = numstr, "0" end
+  return tonumber(mant .. "e" .. (tonumber(e) + exp10)) * factor
+end
 
 local posint = Cp() * (C(digit^1) / tonumber)
 
-local DECIMAL = {k = 1e3, m = 1e6, g = 1e9, t = 1e12, p = 1e15, e = 1e18}
+local POWER = {k = 1, m = 2, g = 3, t = 4, p = 5, e = 6}
 
--- A prefix captures its multiplier; no prefix is 1.
+-- A prefix captures (exp10, factor): G is (9, 1), Gi is (0, 2^30); no prefix is (0, 1).
 local prefix = (C(S"kKmMgGtTpPeE") * (S"iI" * Cc(true) + Cc(false))) / function(p, binary)
-  local k = p:lower()
-  if binary then
-    local power = ({k = 1, m = 2, g = 3, t = 4, p = 5, e = 6})[k]
-    return 1024.0 ^ power
-  end
-  return DECIMAL[k]
-end + Cc(1)
+  local n = POWER[p:lower()]
+  if binary then return 0, 1024.0 ^ n end
+  return 3 * n, 1
+end + Cc(0, 1)
 
 -- B is a byte, b a bit.
-local byte_unit = prefix * (P"B" * Cc(1) + P"b" * Cc(0.125)) / function(m, u) return m * u end
+local byte_unit = prefix * (P"B" * Cc(1) + P"b" * Cc(0.125))
+  / function(e, f, u) return e, f * u end
 
 local per_second = P"/" * ws * P"s" + P"ps"
 
-local function times(n, m) return n * m end
 
 ---------------------------------------------------------------------------------------------
 -- Quantities
 ---------------------------------------------------------------------------------------------
 local SIZE_UNITS = "a unit like B, GB, GiB or Gb"
 local size_pattern = ws * number * ws
-  * (byte_unit * finish + expect(ws * -1, SIZE_UNITS) * Cc(1)) / times
+  * (byte_unit * finish + expect(ws * -1, SIZE_UNITS) * Cc(0, 1)) / scaled
 
 -- size("80GB") -> 8e10 bytes; "80GiB", "512 MiB", "400Gb" (bits), "1024" (plain bytes)
 function M.size(s)
@@ -93,7 +100,7 @@ end
 
 local rate_pattern = ws * number * ws
   * expect(byte_unit * ws * per_second, "a rate unit like GB/s, GiB/s or Gb/s") * finish
-  / times
+  / scaled
 
 -- rate("450GB/s") -> 4.5e11 bytes/s; "400Gb/s" -> 5e10; "25GBps"
 function M.rate(s)
@@ -102,10 +109,11 @@ function M.rate(s)
   return v + 0.0
 end
 
-local time_unit = P"ns" * Cc(1e-9) + (P"us" + P"\194\181s" + P"\206\188s") * Cc(1e-6)
-  + P"ms" * Cc(1e-3) + P"min" * Cc(60) + P"s" * Cc(1) + P"h" * Cc(3600)
+-- (exp10, factor) as for sizes; µ is accepted as the micro sign and as Greek mu
+local time_unit = P"ns" * Cc(-9, 1) + (P"us" + P"\194\181s" + P"\206\188s") * Cc(-6, 1)
+  + P"ms" * Cc(-3, 1) + P"min" * Cc(0, 60) + P"s" * Cc(0, 1) + P"h" * Cc(0, 3600)
 local time_pattern = ws * number * ws
-  * expect(time_unit, "a time unit (ns, us, ms, s, min, h)") * finish / times
+  * expect(time_unit, "a time unit (ns, us, ms, s, min, h)") * finish / scaled
 
 -- time("2us") -> 2e-6 seconds; "5 µs", "1.5ms", "3s"
 function M.time(s)
@@ -114,11 +122,11 @@ function M.time(s)
   return v + 0.0
 end
 
-local flop_prefix = (C(S"kMGTPE") / function(p) return DECIMAL[p:lower()] end)
+local flop_prefix = C(S"kMGTPE") / function(p) return 3 * POWER[p:lower()], 1 end
 local flop_word = P"FLOPs" + P"FLOP" + P"flops" + P"flop"
 local flop_pattern = ws * number * ws
-  * ((flop_prefix + Cc(1)) * flop_word * finish
-     + expect(ws * -1, "a unit like GFLOP or TFLOP") * Cc(1)) / times
+  * ((flop_prefix + Cc(0, 1)) * flop_word * finish
+     + expect(ws * -1, "a unit like GFLOP or TFLOP") * Cc(0, 1)) / scaled
 
 -- flop("1GFLOP") -> 1e9; "2.5 TFLOP", "1e9" (a plain count)
 function M.flop(s)
@@ -135,7 +143,8 @@ end
 local DIM = "a positive whole number"
 local dim_int = expect(Ct(posint), DIM)
 local dims_pattern = ws * (
-    P"auto" * finish * Cc("auto")
+    expect(P"auto" * -idchar, "a list like 1,2,4,8, a range like 2..16 or auto") * finish
+    * Cc("auto")
   + Ct(Cc("range") * dim_int * ws * P".." * ws * dim_int * finish)
   + Ct(Cc("list") * dim_int * (ws * P"," * ws * dim_int)^0 * finish)
 )

@@ -16,6 +16,10 @@ function nd.device(x) return require("ndplan.device").load(x) end
 -- nd.devices(): sorted names of the bundled devices
 function nd.devices() return require("ndplan.device").names() end
 
+-- nd.estimate{model=, device=, devices=, global_batch=, seq_len=, tp=, ...}
+--   -> result | nil, message: memory per stage and step time of one strategy
+function nd.estimate(args) return require("ndplan.estimate").estimate(args) end
+
 -- Data and small languages: nd.json, nd.yaml, nd.grammar, nd.units.
 local lazy = {
   json = "ndplan.json",

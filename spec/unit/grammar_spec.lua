@@ -17,6 +17,8 @@ describe("grammar.size", function()
     assert.equal(512 * 2^20, g.size("512MiB"))
     assert.equal(2048, g.size("2KiB"))
     assert.equal(1e3, g.size("1kB"))
+    assert.equal(1.6e12, g.size("1.6TB"))
+    assert.equal(2.5e15, g.size("2.5e3TB"))
   end)
 
   it("allows spaces and plain byte counts", function()
@@ -56,6 +58,8 @@ describe("grammar.rate", function()
     assert.equal(450e9, g.rate("450GB/s"))
     assert.equal(50e9, g.rate("400Gb/s"))
     assert.equal(3.35e12, g.rate("3.35TB/s"))
+    assert.equal(1.555e12, g.rate("1555GB/s"))
+    assert.equal(6.92 * 2^30, g.rate("6.92GiB/s"))
     assert.equal(25e9, g.rate("25GBps"))
     assert.equal(25e9, g.rate("200Gbps"))
     assert.equal(16 * 2^30, g.rate("16GiB/s"))
@@ -117,7 +121,8 @@ describe("grammar.dims", function()
   it("refuses zero, negatives, reversed ranges and stray commas", function()
     assert.equal("expected a positive whole number (got 0) at column 3 of '1,0,2'",
                  err_of(g.dims, "1,0,2"))
-    assert.equal("expected a positive whole number at column 1 of '-1'", err_of(g.dims, "-1"))
+    assert.equal("expected a list like 1,2,4,8, a range like 2..16 or auto at column 1 of '-1'",
+                 err_of(g.dims, "-1"))
     assert.equal("range 16..2 is reversed at column 1 of '16..2'", err_of(g.dims, "16..2"))
     assert.matches("column 3", err_of(g.dims, "1,,2"))
     assert.matches("column 4", err_of(g.dims, "2.."))
@@ -157,7 +162,7 @@ describe("grammar.recompute", function()
                  err_of(g.recompute, "5-2:full"))
     assert.equal("layers 0-5 and 3-8 overlap at column 10 of '0-5:full,3-8:none'",
                  err_of(g.recompute, "0-5:full,3-8:none"))
-    assert.equal("layers 0-5 and 5-5 overlap at column 1 of '5:none,0-5:full'",
+    assert.equal("layers 0-5 and 5-5 overlap at column 8 of '5:none,0-5:full'",
                  err_of(g.recompute, "5:none,0-5:full"))
   end)
 

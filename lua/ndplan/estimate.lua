@@ -1,0 +1,69 @@
+-- nd.estimate{...}: one strategy priced by the C estimators, with the memory budget
+-- applied. Arguments are one table, the way users type them in the REPL:
+--   nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
+--               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
+--               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
+local core = require "ndplan.c.estimate"
+
+local M = {}
+
+local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
+                       "schedule", "recompute", "layer_recompute", "offload", "precision",
+                       "flash_attention", "stage_layers"}
+local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
+                    seq_len = true, max_mem = true, costs = true}
+
+local function resolve(kind, x)
+  if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
+    return require("ndplan")[kind](x)
+  end
+  if x == nil then return nil, kind .. ": missing" end
+  return x
+end
+
+-- The memory budget: an explicit max_mem (bytes or a size string), else the device's
+-- capacity; the device's runtime reserve is part of every stage's peak.
+function M.budget(device, max_mem)
+  if max_mem == nil then return device:totable().hbm_bytes end
+  if type(max_mem) == "number" then return max_mem end
+  local bytes, err = require("ndplan.grammar").size(max_mem)
+  if not bytes then return nil, "max_mem: " .. err end
+  return bytes
+end
+
+-- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
+function M.estimate(args)
+  if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
+  for k in pairs(args) do
+    local known = OTHER_KEYS[k]
+    for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
+    if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
+  end
+  local model, merr = resolve("model", args.model)
+  if not model then return nil, merr end
+  local device, derr = resolve("device", args.device)
+  if not device then return nil, derr end
+  local strategy = {}
+  for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = args[k] end
+  local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
+  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
+    if math.type(job[k]) ~= "integer" or job[k] < 1 then
+      return nil, string.format("%s: expected a positive integer, got %s", k, tostring(job[k]))
+    end
+  end
+  local budget, berr = M.budget(device, args.max_mem)
+  if not budget then return nil, berr end
+  local result, why = core.run(model, device, job, strategy, args.costs)
+  if not result then return nil, why end
+  result.budget_bytes = budget
+  result.fits = result.peak_memory_bytes <= budget
+  result.over_bytes = math.max(0, result.peak_memory_bytes - budget)
+  result.model = model.name
+  result.device = device.name
+  result.job = job
+  return result
+end
+
+M.costs = core.costs
+
+return M

@@ -1,0 +1,223 @@
+-- Published measured training runs as test cases for the estimators: each table of
+-- ../shared/validation (read from there, never copied) becomes a list of cases
+-- {label, group, model, job, strategy, costs, measured_s}; metrics compare predictions.
+local files = require "ndplan.files"
+
+local M = {}
+
+-- Tables and how each was run (facts from ../shared/validation/README.md).
+M.TABLES = {
+  {name = "narayanan2021_table1", file = "narayanan2021_table1.csv", what = "Narayanan 2021 Table 1"},
+  {name = "narayanan2021_table2", file = "narayanan2021_table2.csv", what = "Narayanan 2021 Table 2"},
+  {name = "korthikanti2022", file = "korthikanti2022.csv", what = "Korthikanti 2022 Table 5"},
+  {name = "vtrain_multi", file = "vtrain_ground_truth_multi.csv", what = "vTrain multi-node"},
+  {name = "vtrain_single", file = "vtrain_ground_truth_single.csv", what = "vTrain single-node"},
+}
+
+-- The default data folder: shared/ beside the checkout, as laid out for CI.
+function M.default_dir()
+  local root = require("ndplan.c.bundle").root() or "."
+  return root .. "/../shared/validation"
+end
+
+-- read_csv(path) -> array of rows keyed by header | nil, message. No quoted fields occur
+-- in these files; a UTF-8 byte-order mark on the header is dropped.
+function M.read_csv(path)
+  local text, err = files.read(path)
+  if not text then return nil, err end
+  text = text:gsub("^\239\187\191", "")
+  local header, rows = nil, {}
+  for line in text:gmatch("[^\r\n]+") do
+    local cells = {}
+    for cell in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = cell end
+    if not header then header = cells
+    else
+      local row = {}
+      for i, k in ipairs(header) do row[k] = cells[i] end
+      rows[#rows + 1] = row
+    end
+  end
+  return rows
+end
+
+-- A Megatron GPT model of the validation runs: learned positions, LayerNorm, biases, 4h MLP.
+local function gpt(layers, hidden, heads, vocab, seq)
+  return {model_type = "gpt2", n_layer = layers, n_embd = hidden, n_head = heads,
+          vocab_size = vocab, n_positions = seq, tie_word_embeddings = true,
+          _name = string.format("gpt-%dx%d", layers, hidden)}
+end
+
+local function num(v) return tonumber(v) end
+local function int(v) return math.tointeger(tonumber(v)) end
+
+-- Megatron of 2021-22: dropout masks kept, no flash attention.
+local MEGATRON_2021 = {dropout = 1}
+
+local builders = {}
+
+function builders.narayanan2021_table1(row)
+  local vpp = int(row.vpp_chunks) or 1
+  local costs = {dropout = 1}
+  -- Megatron's "local" DDP (models >= 39B) reduces gradients after the backward pass
+  if num(row.params_b) >= 39 then costs.dp_overlap = 0 end
+  return {
+    label = row.model, group = "all",
+    model = gpt(int(row.layers), int(row.hidden), int(row.heads), int(row.vocab), int(row.seq_len)),
+    job = {devices = int(row.gpus), global_batch = int(row.gbs), seq_len = int(row.seq_len)},
+    strategy = {tp = int(row.tp), pp = int(row.pp), vpp = vpp, mbs = int(row.mbs),
+                recompute = "full", flash_attention = false, precision = "fp16"},
+    costs = costs, measured_s = num(row.iter_time_s_derived),
+  }
+end
+
+function builders.narayanan2021_table2(row)
+  local zero3 = row.scheme == "ZeRO-3"
+  return {
+    label = row.scheme .. " " .. row.model .. " " .. row.gpus, group = row.scheme,
+    model = gpt(int(row.layers), int(row.hidden), int(row.heads), int(row.vocab), int(row.seq_len)),
+    job = {devices = int(row.gpus), global_batch = int(row.gbs), seq_len = int(row.seq_len)},
+    strategy = {tp = int(row.tp), pp = int(row.pp), mbs = int(row.mbs), zero = zero3 and 3 or 0,
+                recompute = "full", flash_attention = false, precision = "fp16"},
+    costs = zero3 and {dropout = 1} or {dropout = 1, dp_overlap = 0},
+    measured_s = num(row.iter_time_s_derived),
+  }
+end
+
+function builders.korthikanti2022(row)
+  if row.iter_time_s == nil or row.iter_time_s == "" then return nil end
+  local rec = row.recompute == "selective" and "selective" or row.recompute == "full" and "full"
+              or "none"
+  return {
+    label = row.model .. " " .. row.setting, group = row.setting,
+    model = gpt(int(row.layers), int(row.hidden), int(row.heads), int(row.vocab), int(row.seq_len)),
+    job = {devices = int(row.gpus), global_batch = int(row.gbs), seq_len = int(row.seq_len)},
+    strategy = {tp = int(row.tp), pp = int(row.pp), vpp = int(row.interleave) or 1,
+                mbs = int(row.mbs), sp = row.sequence_parallel == "true", recompute = rec,
+                flash_attention = false, precision = "bf16"},
+    costs = MEGATRON_2021, measured_s = num(row.iter_time_s),
+  }
+end
+
+local function vtrain(row, group)
+  local hidden, layers = int(row["hidden size"]), int(row["# layers"])
+  return {
+    label = string.format("%s tp%s pp%s dp%s mbs%s", group, row["tensor parallelism"],
+                          row["pipeline parallelism"], row["data parallelism"], row["micro batch"]),
+    group = group,
+    model = gpt(layers, hidden, int(row["attention heads"]), 50257, int(row["sequence length"])),
+    job = {devices = int(row["# GPUs"]), global_batch = int(row["global batch"]),
+           seq_len = int(row["sequence length"])},
+    strategy = {tp = int(row["tensor parallelism"]), pp = int(row["pipeline parallelism"]),
+                dp = int(row["data parallelism"]), mbs = int(row["micro batch"]),
+                recompute = "full", flash_attention = false, precision = "fp16"},
+    costs = MEGATRON_2021, measured_s = num(row["iteration time (ms)"]) / 1000,
+  }
+end
+
+function builders.vtrain_multi(row)
+  return vtrain(row, row["Parameters (billion)"] .. "B")
+end
+
+function builders.vtrain_single(row)
+  return vtrain(row, string.format("%sgpu-h%s-l%s", row["# GPUs"], row["hidden size"],
+                                   row["# layers"]))
+end
+
+-- cases(dir, name) -> array of cases | nil, message
+function M.cases(dir, name)
+  local t
+  for _, x in ipairs(M.TABLES) do if x.name == name then t = x end end
+  if not t then return nil, "unknown validation table '" .. tostring(name) .. "'" end
+  local rows, err = M.read_csv(dir .. "/" .. t.file)
+  if not rows then return nil, err end
+  local out = {}
+  for _, row in ipairs(rows) do
+    local c = builders[name](row)
+    if c then out[#out + 1] = c end
+  end
+  return out
+end
+
+-- Ranks with ties averaged, for Spearman's correlation.
+local function ranks(xs)
+  local idx = {}
+  for i = 1, #xs do idx[i] = i end
+  table.sort(idx, function(a, b) return xs[a] < xs[b] end)
+  local r, i = {}, 1
+  while i <= #idx do
+    local j = i
+    while j < #idx and xs[idx[j + 1]] == xs[idx[i]] do j = j + 1 end
+    for k = i, j do r[idx[k]] = (i + j) / 2 end
+    i = j + 1
+  end
+  return r
+end
+
+-- spearman(a, b) -> rank correlation, nil for fewer than 3 pairs
+function M.spearman(a, b)
+  local n = #a
+  if n < 3 then return nil end
+  local ra, rb = ranks(a), ranks(b)
+  local ma, mb = 0, 0
+  for i = 1, n do ma, mb = ma + ra[i], mb + rb[i] end
+  ma, mb = ma / n, mb / n
+  local sab, saa, sbb = 0, 0, 0
+  for i = 1, n do
+    sab = sab + (ra[i] - ma) * (rb[i] - mb)
+    saa = saa + (ra[i] - ma) ^ 2
+    sbb = sbb + (rb[i] - mb) ^ 2
+  end
+  if saa == 0 or sbb == 0 then return nil end
+  return sab / math.sqrt(saa * sbb)
+end
+
+-- run(cases, device, extra_costs) -> cases with predicted_s, error_pct (nil when refused)
+function M.run(cases, device, extra_costs)
+  local nd = require "ndplan"
+  for _, c in ipairs(cases) do
+    local args = {device = device, costs = {}}
+    for k, v in pairs(c.strategy) do args[k] = v end
+    for k, v in pairs(c.job) do args[k] = v end
+    for k, v in pairs(c.costs or {}) do args.costs[k] = v end
+    for k, v in pairs(extra_costs or {}) do args.costs[k] = v end
+    c.model_obj = c.model_obj or assert(nd.model(c.model))
+    args.model = c.model_obj
+    local r, why = nd.estimate(args)
+    if r then
+      c.predicted_s = r.step_time_s
+      c.error_pct = 100 * (r.step_time_s - c.measured_s) / c.measured_s
+      c.result = r
+      c.refused = nil
+    else
+      c.predicted_s, c.error_pct, c.refused = nil, nil, why
+    end
+  end
+  return cases
+end
+
+-- summary(cases) -> {n, refused, mape, max_abs, spearman_min, groups = {name = rho}}
+function M.summary(cases)
+  local s = {n = 0, refused = 0, sum = 0, max_abs = 0, groups = {}}
+  local by = {}
+  for _, c in ipairs(cases) do
+    if c.error_pct then
+      s.n = s.n + 1
+      s.sum = s.sum + math.abs(c.error_pct)
+      s.max_abs = math.max(s.max_abs, math.abs(c.error_pct))
+      by[c.group] = by[c.group] or {p = {}, m = {}}
+      table.insert(by[c.group].p, c.predicted_s)
+      table.insert(by[c.group].m, c.measured_s)
+    else s.refused = s.refused + 1 end
+  end
+  s.mape = s.n > 0 and s.sum / s.n or nil
+  for g, v in pairs(by) do
+    local rho = M.spearman(v.p, v.m)
+    if rho then
+      s.groups[g] = rho
+      s.spearman_min = math.min(s.spearman_min or 1, rho)
+    end
+  end
+  return s
+end
+
+return M

@@ -1,0 +1,61 @@
+-- ndplan validate: compare predicted step times with published measured runs
+local cli = require "ndplan.cli"
+local json = require "ndplan.json"
+local V = require "ndplan.validate"
+
+local spec = {
+  name = "validate",
+  summary = "Compare predicted step times with published measured runs (shared/validation).",
+  options = {
+    {name = "data", arg = "DIR", help = "folder of the validation CSVs (default: ../shared/validation)"},
+    {name = "device-type", short = "A", arg = "NAME|PATH", default = "a100-80gb",
+     help = "device (or a calibrated override file)"},
+    {name = "table", arg = "NAME", help = "only this table"},
+    {name = "costs", arg = "K=V,...", help = "override named costs in every row, e.g. kernel_overhead=1e-4"},
+    {name = "rows", help = "print every row's predicted and measured step time"},
+    {name = "json", help = "print one JSON document"},
+  },
+}
+
+local opts = cli.parse(spec, {...})
+if not opts then return end
+local dir = opts.data or V.default_dir()
+local device = cli.check(nd.device(opts["device-type"]))
+local extra
+if opts.costs then
+  extra = {}
+  for k, v in opts.costs:gmatch("([%w_]+)=([^,]+)") do
+    extra[k] = tonumber(v) or cli.fail("--costs: " .. k .. " needs a number", cli.EXIT_USAGE)
+  end
+end
+
+local report = {schema = "ndplan.validate/1", device = device.name, tables = {}}
+local lines = {}
+for _, t in ipairs(V.TABLES) do
+  if not opts.table or opts.table == t.name then
+    local cases = cli.check(V.cases(dir, t.name))
+    V.run(cases, device, extra)
+    local s = V.summary(cases)
+    local entry = {name = t.name, what = t.what, rows = s.n, refused = s.refused,
+                   mape_pct = s.mape, max_abs_pct = s.max_abs, spearman_min = s.spearman_min,
+                   spearman_groups = s.groups, cases = {}}
+    for _, c in ipairs(cases) do
+      entry.cases[#entry.cases + 1] = {label = c.label, group = c.group, measured_s = c.measured_s,
+                                       predicted_s = c.predicted_s, error_pct = c.error_pct,
+                                       refused = c.refused}
+    end
+    report.tables[#report.tables + 1] = entry
+    lines[#lines + 1] = string.format("%-22s %4d rows  MAPE %5.1f%%  max %5.1f%%  Spearman min %s%s",
+      t.name, s.n, s.mape or 0, s.max_abs, s.spearman_min and string.format("%.3f", s.spearman_min) or "-",
+      s.refused > 0 and string.format("  (%d refused)", s.refused) or "")
+    if opts.rows then
+      for _, c in ipairs(cases) do
+        lines[#lines + 1] = string.format("    %-34s measured %9.3f s  predicted %s  %s", c.label,
+          c.measured_s, c.predicted_s and string.format("%9.3f s", c.predicted_s) or "        -",
+          c.error_pct and string.format("%+6.1f%%", c.error_pct) or ("refused: " .. tostring(c.refused)))
+      end
+    end
+  end
+end
+if opts.json then io.write(json.encode(report), "\n")
+else io.write(table.concat(lines, "\n"), "\n") end
