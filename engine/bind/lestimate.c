@@ -261,6 +261,45 @@ static int e_run (lua_State *L) {
   return 1;
 }
 
+/*
+** layer(model, device, job, strategy, i [, costs]) -> {activations = {none=, selective=,
+** full=}, forward_s=, tp_comm_s=, cp_comm_s=, ep_comm_s=, params=, flops_token=}
+** for layer i (0-based) alone, per device and micro-batch | nil, reason.
+*/
+static int e_layer (lua_State *L) {
+  const nd_model_spec *m = nd_checkmodel(L, 1);
+  const nd_device *dev = nd_checkdevice(L, 2);
+  int layer = (int)luaL_checkinteger(L, 5);
+  nd_job job;
+  nd_strategy *st;
+  nd_costs costs;
+  nd_layer_estimate le;
+  char err[256];
+  int i;
+  read_job(L, 3, &job);
+  read_costs(L, 6, &costs);
+  lua_settop(L, 6);
+  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);
+  read_strategy(L, 4, st);
+  if (nd_estimate_layer(m, dev, &job, st, &costs, layer, &le, err, sizeof err) != 0) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, ND_RECOMPUTE_COUNT);
+  for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
+    setnum(L, nd_recompute_name((nd_recompute)i), le.activations[i]);
+  lua_setfield(L, -2, "activations");
+  setnum(L, "forward_s", le.forward_s);
+  setnum(L, "tp_comm_s", le.tp_comm_s);
+  setnum(L, "cp_comm_s", le.cp_comm_s);
+  setnum(L, "ep_comm_s", le.ep_comm_s);
+  setnum(L, "params", le.params);
+  setnum(L, "flops_token", le.flops_token);
+  return 1;
+}
+
 /* costs() -> the default named costs */
 static int e_costs (lua_State *L) {
   nd_costs c;
@@ -305,6 +344,7 @@ static int e_bench (lua_State *L) {
 static const luaL_Reg funcs[] = {
   {"run", e_run},
   {"costs", e_costs},
+  {"layer", e_layer},
   {"bench", e_bench},
   {NULL, NULL}
 };

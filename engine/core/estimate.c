@@ -330,6 +330,38 @@ static void place_groups (ctx *x) {
                                       ? dense / (st->ep * st->etp) : 1, st->ep * st->etp);
 }
 
+static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
+                      const nd_job *job, const nd_strategy *st, const nd_costs *costs) {
+  int i;
+  memset(x, 0, sizeof *x - sizeof x->kind);
+  for (i = 0; i < KIND_SLOTS; i++) x->kind[i].ready = 0;
+  x->m = m; x->dev = dev; x->job = job; x->st = st; x->c = costs;
+}
+
+/* Fills the per-call context: peaks, fabric, tokens per rank, groups. */
+static int setup (ctx *x_, char *err, size_t errlen) {
+  x_->peak = nd_device_peak_flops(x_->dev, x_->st->precision);
+  if (x_->peak <= 0.0) {
+    snprintf(err, errlen, "precision: the device has no %s peak",
+             nd_precision_name(x_->st->precision));
+    return -1;
+  }
+  x_->hbm = x_->dev->hbm_bandwidth * x_->dev->efficiency.hbm;
+  x_->fabric.domain = x_->dev->scale_up.domain_size > 0 ? x_->dev->scale_up.domain_size : 1;
+  x_->fabric.up.bandwidth = x_->dev->scale_up.bandwidth * x_->dev->efficiency.scale_up;
+  x_->fabric.up.latency = x_->dev->scale_up.latency;
+  x_->fabric.out.bandwidth = x_->dev->scale_out.bandwidth * x_->dev->efficiency.scale_out;
+  x_->fabric.out.latency = x_->dev->scale_out.latency;
+  x_->T = (double)x_->st->mbs * x_->job->seq_len / x_->st->cp;
+  x_->r = x_->st->sp ? 1.0 / x_->st->tp : 1.0;
+  {  /* Megatron pads the vocabulary to a multiple of 128 * tp */
+    double unit = 128.0 * x_->st->tp;
+    x_->vocab = ceil((double)x_->m->vocab_size / unit) * unit;
+  }
+  place_groups(x_);
+  return 0;
+}
+
 int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                      nd_strategy *st, const nd_costs *costs, nd_estimate *out,
                      char *err, size_t errlen) {
@@ -338,32 +370,14 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   double h = (double)m->hidden_size, ab = costs->activation_bytes, dpc, edp;
   double slow = -1.0, tokens, step;
   double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
+  int64_t outer_first, outer_last, tied_copy;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
-  memset(&x, 0, sizeof x - sizeof x.kind);
-  for (i = 0; i < KIND_SLOTS; i++) x.kind[i].ready = 0;
-  x.m = m; x.dev = dev; x.job = job; x.st = st; x.c = costs;
-  x.peak = nd_device_peak_flops(dev, st->precision);
-  if (x.peak <= 0.0) {
-    snprintf(err, errlen, "precision: the device has no %s peak",
-             nd_precision_name(st->precision));
-    return -1;
-  }
-  x.hbm = dev->hbm_bandwidth * dev->efficiency.hbm;
-  x.fabric.domain = dev->scale_up.domain_size > 0 ? dev->scale_up.domain_size : 1;
-  x.fabric.up.bandwidth = dev->scale_up.bandwidth * dev->efficiency.scale_up;
-  x.fabric.up.latency = dev->scale_up.latency;
-  x.fabric.out.bandwidth = dev->scale_out.bandwidth * dev->efficiency.scale_out;
-  x.fabric.out.latency = dev->scale_out.latency;
-  x.T = (double)st->mbs * job->seq_len / st->cp;
-  x.r = st->sp ? 1.0 / st->tp : 1.0;
-  {  /* Megatron pads the vocabulary to a multiple of 128 * tp */
-    double unit = 128.0 * st->tp;
-    x.vocab = ceil((double)m->vocab_size / unit) * unit;
-  }
-  place_groups(&x);
+  init_ctx(&x, m, dev, job, st, costs);
+  if (setup(&x, err, errlen) != 0) return -1;
   memset(out, 0, sizeof *out - sizeof out->stage);
   p = st->pp;
   out->stages = p;
+  nd_model_outer_params(m, &outer_first, &outer_last, &tied_copy);
   dpc = (double)st->dp * st->cp;
   edp = (double)st->tp * st->cp * st->dp / ((double)st->ep * st->etp);
   pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
@@ -377,13 +391,12 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, add_layer, &ss);
     pd = ss.p_dense;
     pe = ss.p_expert;
-    if (s == 0) {  /* embedding (and learned positions) */
-      pd += (double)m->vocab_size * h / st->tp;
+    if (s == 0) {  /* embedding side: vocabulary-parallel over TP */
+      pd += (double)outer_first / st->tp;
       extra_act += 8.0 * x.T + costs->dropout * x.T * h * x.r;  /* ids, embedding mask */
     }
     if (s == p - 1) {  /* final norm, head (a copy when tied across stages) */
-      pd += h;
-      if (!m->tie_embeddings || p > 1) pd += x.vocab * h / st->tp;
+      pd += (double)outer_last / st->tp + (p > 1 ? (double)tied_copy / st->tp : 0.0);
       ss.fwd += gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
               + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
       ss.bwd += 2.0 * gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
@@ -501,5 +514,29 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     out->topology[i].stride = x.g[i].stride;
     out->topology[i].local = x.g[i].local;
   }
+  return 0;
+}
+
+int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                       nd_strategy *st, const nd_costs *costs, int layer,
+                       nd_layer_estimate *out, char *err, size_t errlen) {
+  ctx x;
+  layer_cost *lc;
+  int i;
+  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
+  if (layer < 0 || layer >= m->num_layers + m->mtp_layers) {
+    snprintf(err, errlen, "layer: %d is not a layer of the model", layer);
+    return -1;
+  }
+  init_ctx(&x, m, dev, job, st, costs);
+  if (setup(&x, err, errlen) != 0) return -1;
+  lc = price_kind(&x, layer);
+  for (i = 0; i < ND_RECOMPUTE_COUNT; i++) out->activations[i] = lc->act[i];
+  out->forward_s = lc->gemm_s + lc->core_s + lc->mem_s;
+  out->tp_comm_s = lc->tp_s;
+  out->cp_comm_s = lc->cp_s;
+  out->ep_comm_s = lc->ep_s;
+  out->params = lc->p_dense + lc->p_expert;
+  out->flops_token = lc->flops_token;
   return 0;
 }

@@ -307,6 +307,17 @@ int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *p) {
   return 0;
 }
 
+void nd_model_outer_params (const nd_model_spec *m, int64_t *first, int64_t *last,
+                            int64_t *tied_copy) {
+  int64_t h = m->hidden_size;
+  int64_t e = m->embed_proj > 0 ? m->embed_proj : h;
+  *first = m->vocab_size * e + (m->embed_proj > 0 ? 2 * e * h : 0)
+         + (m->position == ND_POS_LEARNED ? m->position_count * h : 0)
+         + (m->embed_norm ? norm_size(m, h) : 0);
+  *last = (m->tie_embeddings ? 0 : m->vocab_size * e) + (m->final_norm ? norm_size(m, h) : 0);
+  *tied_copy = m->tie_embeddings ? m->vocab_size * e : 0;
+}
+
 void nd_model_params (const nd_model_spec *m, nd_params *out) {
   int64_t h = m->hidden_size;
   int64_t e = m->embed_proj > 0 ? m->embed_proj : h;  /* width of the word embedding */

@@ -84,6 +84,19 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
                      nd_strategy *st, const nd_costs *costs, nd_estimate *out,
                      char *err, size_t errlen);
 
+/* One layer priced alone, per device and micro-batch (for checks and the recompute planner). */
+typedef struct nd_layer_estimate {
+  double activations[ND_RECOMPUTE_COUNT];  /* bytes held under none, selective, full */
+  double forward_s;         /* GEMMs + attention core + element-wise */
+  double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
+  double params;            /* parameters one device holds */
+  double flops_token;       /* model FLOPs of one forward per token, unsharded */
+} nd_layer_estimate;
+
+int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                       nd_strategy *st, const nd_costs *costs, int layer,
+                       nd_layer_estimate *out, char *err, size_t errlen);
+
 /* Micro-batches whose activations stage s holds at its peak (fractional when interleaved). */
 double nd_inflight (const nd_strategy *st, int s);
 

@@ -138,6 +138,15 @@ int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *out);
 void nd_model_params (const nd_model_spec *m, nd_params *out);
 
 /*
+** Parameters outside the layer stack, by where a pipeline puts them: the embedding side
+** (word and position embeddings, embedding norm) on the first stage, the final norm and
+** untied head on the last; tied_copy is the head a last stage must hold when the tied
+** embedding lives on another stage (Megatron keeps a synchronised copy).
+*/
+void nd_model_outer_params (const nd_model_spec *m, int64_t *first, int64_t *last,
+                            int64_t *tied_copy);
+
+/*
 ** Runs of consecutive layers of the same kind; the body/MTP boundary always starts a new
 ** group. Writes at most max groups and returns how many there are (like snprintf).
 */

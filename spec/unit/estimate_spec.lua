@@ -1,0 +1,165 @@
+-- Exact checks of the estimators against published formulas and byte counts.
+require "ndplan"
+local nd = require "ndplan"
+local core = require "ndplan.c.estimate"
+
+local function gpt(layers, hidden, heads)
+  return assert(nd.model{model_type = "gpt2", n_layer = layers, n_embd = hidden,
+                         n_head = heads, vocab_size = 51200, n_positions = 2048})
+end
+
+local a100 = assert(nd.device("a100-80gb"))
+
+local function rel(got, want) return math.abs(got - want) / math.abs(want) end
+
+describe("activation memory per layer (Korthikanti et al. 2022, Table 2)", function()
+  -- s = 2048, b = 4, and the four models of the paper; flash attention off, dropout kept.
+  local configs = {{48, 6144, 64}, {96, 12288, 96}, {105, 20480, 128}, {128, 25600, 160}}
+  local s, b, t = 2048, 4, 8
+  for _, c in ipairs(configs) do
+    local L, h, a = c[1], c[2], c[3]
+    local m = gpt(L, h, a)
+    local sbh = s * b * h
+    local function layer(strategy, mode)
+      strategy.mbs = b
+      strategy.flash_attention = false
+      local r = assert(core.layer(m, a100, {devices = strategy.tp or 1, global_batch = b,
+                                            seq_len = s}, strategy, 3, {dropout = 1}))
+      return r.activations[mode]
+    end
+    local name = string.format("%d layers, h %d", L, h)
+    it(name .. ": no parallelism", function()
+      assert.is_true(rel(layer({tp = 1}, "none"), sbh * (34 + 5 * a * s / h)) < 1e-9)
+    end)
+    it(name .. ": TP only", function()
+      assert.is_true(rel(layer({tp = t}, "none"), sbh * (10 + 24 / t + 5 * a * s / (h * t))) < 1e-9)
+    end)
+    it(name .. ": TP + SP", function()
+      assert.is_true(rel(layer({tp = t, sp = true}, "none"), sbh * (34 / t + 5 * a * s / (h * t))) < 1e-9)
+    end)
+    it(name .. ": TP + selective", function()
+      assert.is_true(rel(layer({tp = t}, "selective"), sbh * (10 + 24 / t)) < 1e-9)
+    end)
+    it(name .. ": TP + SP + selective", function()
+      assert.is_true(rel(layer({tp = t, sp = true}, "selective"), sbh * 34 / t) < 1e-9)
+    end)
+    it(name .. ": full recompute keeps the layer input", function()
+      assert.is_true(rel(layer({tp = t}, "full"), 2 * sbh) < 1e-9)
+    end)
+  end
+
+  it("flash attention removes the s^2 score term", function()
+    local m = gpt(48, 6144, 64)
+    local job = {devices = 8, global_batch = 4, seq_len = 2048}
+    local off = assert(core.layer(m, a100, job, {tp = 8, mbs = 4, flash_attention = false}, 0,
+                                  {dropout = 1}))
+    local on = assert(core.layer(m, a100, job, {tp = 8, mbs = 4}, 0, {dropout = 1}))
+    assert.is_true(off.activations.none - on.activations.none > 5 * 64 * 2048 * 2048 * 4 / 8 * 0.99)
+  end)
+end)
+
+describe("parameter, gradient and optimizer bytes", function()
+  local m = gpt(36, 4096, 32)  -- the 7.5B model of Narayanan et al. Table 1
+  local psi = m:params().total
+
+  local function states(zero, dp)
+    local r = assert(nd.estimate{model = m, device = a100, devices = dp, global_batch = dp,
+                                 seq_len = 2048, zero = zero,
+                                 costs = {grad_bytes = 2, master_bytes = 4, optimizer_bytes = 8}})
+    local p = r.memory_parts_bytes
+    return p.weights + p.grads + p.optimizer
+  end
+
+  it("matches the ZeRO paper for 7.5B on 64 devices: 120, 31.4, 16.6, 1.9 GB", function()
+    assert.is_true(rel(psi, 7.5e9) < 0.02)
+    assert.is_true(rel(states(0, 64), 16 * psi) < 1e-6)
+    assert.is_true(rel(states(1, 64), 4 * psi + 12 * psi / 64) < 1e-6)
+    assert.is_true(rel(states(2, 64), 2 * psi + 14 * psi / 64) < 1e-6)
+    assert.is_true(rel(states(3, 64), 16 * psi / 64) < 1e-6)
+    -- the paper's rounded figures, with its Psi = 7.5e9
+    local k = 7.5e9 / psi
+    assert.is_true(rel(states(0, 64) * k, 120e9) < 0.005)
+    assert.is_true(rel(states(1, 64) * k, 31.4e9) < 0.005)
+    assert.is_true(rel(states(2, 64) * k, 16.6e9) < 0.005)
+    assert.is_true(rel(states(3, 64) * k, 1.875e9) < 0.005)
+  end)
+
+  it("keeps 18 bytes per parameter with Megatron's defaults and no distributed optimizer", function()
+    local r = assert(nd.estimate{model = m, device = a100, devices = 8, global_batch = 8,
+                                 seq_len = 2048})
+    local p = r.memory_parts_bytes
+    assert.is_true(rel((p.weights + p.grads + p.optimizer) / r.stages[1].params, 18) < 1e-9)
+  end)
+
+  it("never raises per-device weights when TP doubles", function()
+    local prev
+    for _, tp in ipairs({1, 2, 4, 8}) do
+      local r = assert(nd.estimate{model = m, device = a100, devices = 8, global_batch = 8,
+                                   seq_len = 2048, tp = tp})
+      if prev then assert.is_true(r.memory_parts_bytes.weights < prev) end
+      prev = r.memory_parts_bytes.weights
+    end
+  end)
+end)
+
+describe("pipeline schedules", function()
+  it("keeps 16 - s micro-batches in flight on stage s of DeepSeek-V3 (PP 16, 32 micro-batches)", function()
+    local r = assert(nd.estimate{model = "deepseek-v3", device = "h800", devices = 2048,
+                                 global_batch = 4096, seq_len = 4096, pp = 16, ep = 64, mbs = 1,
+                                 recompute = "full"})
+    assert.equal(32, r.strategy.mb)
+    for s = 0, 15 do assert.equal(16 - s, r.stages[s + 1].inflight) end
+    assert.equal(0, r.heaviest_stage == 0 and 0 or r.heaviest_stage)
+  end)
+
+  it("interleaving multiplies the first stage's activations by 1 + (p-1)/(p*v)", function()
+    local m = gpt(96, 12288, 96)
+    local base = {model = m, device = a100, devices = 64, global_batch = 64, seq_len = 2048,
+                  tp = 8, pp = 8, sp = true, recompute = "selective", flash_attention = false}
+    local plain = assert(nd.estimate(base))
+    base.vpp = 3
+    local inter = assert(nd.estimate(base))
+    assert.equal(8, plain.stages[1].inflight)
+    assert.is_true(rel(inter.stages[1].inflight, 8 * (1 + 7 / 24)) < 1e-9)
+  end)
+
+  it("shrinks the bubble with interleaving and prices it in seconds", function()
+    local m = gpt(96, 12288, 96)
+    local base = {model = m, device = a100, devices = 64, global_batch = 64, seq_len = 2048,
+                  tp = 8, pp = 8, sp = true, recompute = "selective"}
+    local plain = assert(nd.estimate(base))
+    base.vpp = 3
+    local inter = assert(nd.estimate(base))
+    assert.is_true(inter.time_parts_s.bubble < plain.time_parts_s.bubble)
+    local sum = 0
+    for _, v in pairs(plain.time_parts_s) do sum = sum + v end
+    assert.is_true(rel(sum, plain.step_time_s) < 1e-12)
+  end)
+end)
+
+describe("strategy validation", function()
+  local m = gpt(24, 2304, 24)
+  local function refuse(args)
+    local base = {model = m, device = a100, devices = 32, global_batch = 512, seq_len = 2048}
+    for k, v in pairs(args) do base[k] = v end
+    local r, why = nd.estimate(base)
+    assert.is_nil(r)
+    return why
+  end
+  it("refuses degrees that do not multiply to the device count", function()
+    assert.matches("devices", refuse{tp = 8, dp = 2})
+  end)
+  it("refuses a TP degree that does not divide the heads", function()
+    assert.matches("heads", refuse{tp = 16})
+  end)
+  it("refuses a global batch that dp*mbs does not divide", function()
+    assert.matches("global batch", refuse{mbs = 5})
+  end)
+  it("refuses EP on a dense model", function()
+    assert.matches("no experts", refuse{ep = 2})
+  end)
+  it("raises on misuse: an unknown strategy field", function()
+    assert.has_error(function() nd.estimate{model = m, device = a100, devices = 8,
+                                            global_batch = 8, seq_len = 2048, tpp = 2} end)
+  end)
+end)
