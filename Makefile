@@ -2,6 +2,7 @@
 #   make demo     install missing Debian packages, build, run the main job on the default example
 #   make test     the same set-up, then every test through ctest
 #   make test-sanitize   the tests again, built with AddressSanitizer + UBSan
+#   make bench    print speed figures
 #   make install  cmake --install (PREFIX=/usr/local by default)
 BUILD_DIR    ?= build
 SANITIZE_DIR ?= build-sanitize
@@ -56,6 +57,10 @@ test-sanitize: deps
 	$(CMAKE) --build $(SANITIZE_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS)
+
+# Speed figures (benchmarks, not tests): estimates per second per core.
+bench: build
+	$(BUILD_DIR)/ndplan spec/bench/estimate_bench.lua
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR)

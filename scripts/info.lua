@@ -34,7 +34,7 @@ say("shape     %d layers, hidden %d, %d heads / %d KV heads of %d, vocab %d",
     s.num_layers, s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size)
 if (s.num_experts or 0) > 0 then
   say("experts   %d routed (top-%d, width %d), %d shared", s.num_experts, s.top_k,
-      s.moe_ffn, s.num_shared_experts or 0)
+      s.moe_ffn_size, s.num_shared_experts or 0)
 end
 if (s.mtp_layers or 0) > 0 then say("mtp       %d layer(s)", s.mtp_layers) end
 say("params    %s total, %s active", cli.count(p.total), cli.count(p.active))

@@ -277,43 +277,65 @@ double nd_inflight (const nd_strategy *st, int s) {
   }
 }
 
-/* Accumulates a stage's layers: called through nd_stage_foreach. */
+/* A stage's layers, summed. */
 typedef struct stage_sum {
   ctx *x;
   double act, fwd, bwd, rec, tp, cp, ep, p_dense, p_expert, gather, flops_rec;
-  double core_token_rec, layers;
+  double core_token_rec, layers, flops_model;
+  int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
+  int example[KIND_SLOTS];                    /* one layer of each kind */
 } stage_sum;
 
-static void add_layer (int layer, int chunk, void *ud) {
-  stage_sum *ss = (stage_sum *)ud;
-  ctx *x = ss->x;
-  layer_cost *lc = price_kind(x, layer);
-  int mode = x->st->per_layer ? x->st->layer_recompute[layer] : (int)x->st->recompute;
+/* Adds n layers of one priced kind, all under recompute mode `mode`, to a stage. */
+static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n) {
+  const ctx *x = ss->x;
   double fwd = lc->gemm_s + lc->core_s + lc->mem_s;
-  (void)chunk;
-  ss->layers += 1;
-  ss->act += lc->act[mode];
-  ss->fwd += fwd;
-  ss->bwd += 2.0 * (lc->gemm_s + lc->core_s) + 2.0 * (lc->mem_s - x->c->kernel_overhead)
-           + x->c->kernel_overhead;
-  ss->tp += 2.0 * lc->tp_s;  /* forward and backward */
-  ss->ep += 2.0 * lc->ep_s * (1.0 - x->c->ep_overlap);
-  ss->cp += 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
-  if (mode == ND_RECOMPUTE_FULL) {
-    ss->rec += fwd;
-    ss->tp += lc->tp_s;
-    ss->ep += lc->ep_s * (1.0 - x->c->ep_overlap);
-    ss->flops_rec += lc->flops_token;
+  double ep = lc->ep_s * (1.0 - x->c->ep_overlap);
+  ss->layers += n;
+  ss->flops_model += n * lc->flops_token;
+  ss->act += n * lc->act[mode];
+  ss->fwd += n * fwd;
+  ss->bwd += n * (2.0 * (lc->gemm_s + lc->core_s) + 2.0 * (lc->mem_s - x->c->kernel_overhead)
+                  + x->c->kernel_overhead);
+  ss->tp += n * 2.0 * lc->tp_s;  /* forward and backward */
+  ss->ep += n * 2.0 * ep;
+  ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
+  if (mode == ND_RECOMPUTE_FULL) {  /* the forward again, with its communication */
+    ss->rec += n * fwd;
+    ss->tp += n * lc->tp_s;
+    ss->ep += n * ep;
+    ss->flops_rec += n * lc->flops_token;
   }
   else if (mode == ND_RECOMPUTE_SELECTIVE && !x->st->flash_attention) {
-    ss->rec += lc->core_s + lc->core_mem_s;
-    ss->flops_rec += lc->core_flops_token;
+    ss->rec += n * (lc->core_s + lc->core_mem_s);
+    ss->flops_rec += n * lc->core_flops_token;
   }
-  /* CP traffic hides behind the attention core, forward and backward */
-  ss->p_dense += lc->p_dense;
-  ss->p_expert += lc->p_expert;
+  ss->p_dense += n * lc->p_dense;
+  ss->p_expert += n * lc->p_expert;
   if (lc->gather_bytes > ss->gather) ss->gather = lc->gather_bytes;
-  ss->core_token_rec += lc->core_s;
+  ss->core_token_rec += n * lc->core_s;  /* CP traffic hides behind the attention core */
+}
+
+/*
+** Called through nd_stage_foreach for each layer of a stage: only counts layers per
+** (kind, mode); stage_total prices each count once, since every sum is linear.
+*/
+static void count_layer (int layer, int chunk, void *ud) {
+  stage_sum *ss = (stage_sum *)ud;
+  const nd_layer_kind *k = &ss->x->m->layer[layer];
+  int slot = (k->attention * ND_MLP_KINDS + k->mlp) * 2 + (k->mtp ? 1 : 0);
+  int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
+                                  : (int)ss->x->st->recompute;
+  (void)chunk;
+  if (ss->count[slot][mode]++ == 0) ss->example[slot] = layer;
+}
+
+static void stage_total (stage_sum *ss) {
+  int slot, mode;
+  for (slot = 0; slot < KIND_SLOTS; slot++)
+    for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++)
+      if (ss->count[slot][mode] > 0)
+        add_layers(ss, price_kind(ss->x, ss->example[slot]), mode, ss->count[slot][mode]);
 }
 
 static void place_groups (ctx *x) {
@@ -370,6 +392,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   double h = (double)m->hidden_size, ab = costs->activation_bytes, dpc, edp;
   double slow = -1.0, tokens, step;
   double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
+  double flops_model_total = 0.0;
   int64_t outer_first, outer_last, tied_copy;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   init_ctx(&x, m, dev, job, st, costs);
@@ -388,7 +411,8 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     double dp_time;
     memset(&ss, 0, sizeof ss);
     ss.x = &x;
-    nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, add_layer, &ss);
+    nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, count_layer, &ss);
+    stage_total(&ss);
     pd = ss.p_dense;
     pe = ss.p_expert;
     if (s == 0) {  /* embedding side: vocabulary-parallel over TP */
@@ -475,6 +499,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
       if (t_opt > opt_time) opt_time = t_opt;
     }
     flops_rec_total += ss.flops_rec;
+    flops_model_total += ss.flops_model;
   }
   /* the pipeline: m micro-batches at the pace of the slowest stage, plus the bubble */
   {
@@ -498,10 +523,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   out->tokens_per_s = tokens / step;
   /* model FLOPs: 3 x forward (no recompute), causal attention halved, plus the head */
   {
-    double per_token = 0.0, rec_per_token;
-    int L = (int)(m->num_layers + m->mtp_layers);
-    for (i = 0; i < L; i++) per_token += price_kind(&x, i)->flops_token;
-    per_token += 2.0 * h * (double)m->vocab_size;
+    double per_token = flops_model_total + 2.0 * h * (double)m->vocab_size, rec_per_token;
     out->model_flops = 3.0 * per_token * tokens;
     /* flops_rec_total sums one replica's stages: per token it is already unsharded */
     rec_per_token = flops_rec_total;

@@ -1,0 +1,131 @@
+-- The bundled commands as a user runs them: models, devices, info, estimate, validate.
+local R = dofile("spec/support/run.lua")
+local cjson = require "cjson"
+
+local MODELS = {"llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "qwen2.5-72b", "qwen3-32b",
+  "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b",
+  "qwen3-next-80b-a3b", "gemma3-12b", "gpt3-175b", "megatron-22b", "mt-nlg-530b", "megatron-1t"}
+
+describe("ndplan models", function()
+  it("lists every bundled model with its parameter count", function()
+    local r = R.run({"models"})
+    assert.equal(0, r.code)
+    for _, name in ipairs(MODELS) do assert.matches("\n" .. name:gsub("%p", "%%%0") .. " ", r.out) end
+    assert.matches("deepseek%-v3%s+deepseek_v3.-671%.0%d%dB", r.out)
+  end)
+
+  it("prints JSON with --json", function()
+    local r = R.run({"models", "--json"})
+    local doc = cjson.decode(r.out)
+    assert.equal("ndplan.models/1", doc.schema)
+    assert.equal(#MODELS, #doc.models)
+  end)
+end)
+
+describe("ndplan devices", function()
+  it("lists the bundled devices", function()
+    local r = R.run({"devices"})
+    assert.equal(0, r.code)
+    for _, name in ipairs({"a100-40gb", "a100-80gb", "h100", "h800", "h200", "b200", "gb200",
+                           "mi300x", "a2", "a3"}) do
+      assert.matches("\n" .. name:gsub("%p", "%%%0") .. " ", r.out)
+    end
+  end)
+end)
+
+describe("ndplan info", function()
+  it("prints the layer stack and parameter breakdown", function()
+    local r = R.run({"info", "--model", "deepseek-v3"})
+    assert.equal(0, r.code)
+    assert.matches("671%.0%d%dB total, 37%.5%d%dB active", r.out)
+    assert.matches("0%-2%s+3%s+mla%-dense", r.out)
+    assert.matches("3%-60%s+58%s+mla%-moe", r.out)
+    assert.matches("61%s+1%s+mla%-moe %(mtp%)", r.out)
+  end)
+
+  it("names the option that is missing", function()
+    local r = R.run({"info"})
+    assert.equal(2, r.code)
+    assert.equal("ndplan: option '--model' is required (see 'ndplan info --help')\n", r.err)
+  end)
+
+  it("generates --help from the option table", function()
+    local r = R.run({"info", "--help"})
+    assert.equal(0, r.code)
+    assert.matches("%-m, %-%-model NAME|PATH", r.out)
+  end)
+
+  it("reports a malformed config.json in one line with file, line and column", function()
+    local path = R.tempfile('{\n  "hidden_size": 4096,\n  "num_hidden_layers": ,\n}\n', ".json")
+    local r = R.run({"info", "--model", path})
+    os.remove(path)
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: [^\n]*%.json:3:%d+: invalid JSON[^\n]*\n$", r.err)
+  end)
+
+  it("names a missing field", function()
+    local path = R.tempfile('{"model_type": "llama", "num_hidden_layers": 2}\n', ".json")
+    local r = R.run({"info", "--model", path})
+    os.remove(path)
+    assert.equal(1, r.code)
+    assert.matches("hidden_size", r.err)
+  end)
+
+  it("reports malformed YAML with line and column", function()
+    local path = R.tempfile("hidden_size: 4096\n  num_hidden_layers: 2\n: x\n", ".yaml")
+    local r = R.run({"info", "--model", path})
+    os.remove(path)
+    assert.equal(1, r.code)
+    assert.matches("%.yaml:%d+:%d+:", r.err)
+  end)
+
+  it("warns about an unknown model_type but still loads it", function()
+    local path = R.tempfile('{"model_type": "mystery", "hidden_size": 1024, "num_hidden_layers": 4,'
+                            .. ' "num_attention_heads": 8, "vocab_size": 1000, "intermediate_size": 4096}',
+                            ".json")
+    local r = R.run({"info", "--model", path})
+    os.remove(path)
+    assert.equal(0, r.code)
+    assert.matches("warning", r.err)
+    assert.matches("mystery", r.err)
+  end)
+end)
+
+describe("ndplan estimate", function()
+  local base = {"estimate", "-m", "llama3.1-70b", "-A", "h100", "-d", "64", "-b", "512",
+                "--seq-len", "8192", "--tp", "8", "--pp", "4", "--sp", "--zero", "1"}
+
+  it("prints the step time and the per-stage memory", function()
+    local r = R.run(base)
+    assert.equal(0, r.code)
+    assert.matches("step time [%d%.]+ s", r.out)
+    assert.matches("peak [%d%.]+ GiB on stage 0 of 4", r.out)
+  end)
+
+  it("prints the estimate/1 JSON document", function()
+    local args = {table.unpack(base)}
+    args[#args + 1] = "--json"
+    local doc = cjson.decode(R.run(args).out)
+    assert.equal("ndplan.estimate/1", doc.schema)
+    assert.equal(4, #doc.stages)
+    for _, k in ipairs({"forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm",
+                        "pp_comm", "dp_comm", "optimizer", "bubble"}) do
+      assert.is_number(doc.time_parts_s[k])
+    end
+    assert.equal("scale-up", doc.topology.tp.link)
+    assert.is_true(doc.mfu > 0 and doc.mfu < 1)
+  end)
+
+  it("refuses a strategy with its reason", function()
+    local r = R.run({"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--tp", "3"})
+    assert.equal(1, r.code)
+    assert.matches("strategy refused: ", r.err)
+  end)
+
+  it("exits 3 when the strategy does not fit the budget", function()
+    local r = R.run({"estimate", "-m", "llama3.1-70b", "-A", "h100", "-d", "8", "-b", "8",
+                     "--seq-len", "4096"})
+    assert.equal(3, r.code)
+    assert.matches("over by", r.out)
+  end)
+end)
