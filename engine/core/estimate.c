@@ -29,6 +29,7 @@ void nd_costs_init (nd_costs *c) {
   c->cp_overlap = 1.0;          /* ring attention hides KV exchange behind the core */
   c->ep_overlap = 0.0;          /* all-to-all exposed */
   c->zero3_overlap = 1.0;       /* prefetched gathers */
+  c->zero3_flat_ring = 0.0;     /* 0: hierarchical NCCL rings over all NICs of a node */
   c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
   c->kernel_overhead = 20e-6;   /* ~10 kernels of ~2 us launch/sync per layer per pass */
   c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
@@ -480,10 +481,16 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe)
                 + nd_allgather_time(&x.fabric, ge, costs->weight_bytes * pe);
       else {  /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch */
-        double per_mb = 2.0 * nd_allgather_time(&x.fabric, gd, costs->weight_bytes * pd)
-                      + nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
-                      + 2.0 * nd_allgather_time(&x.fabric, ge, costs->weight_bytes * pe)
-                      + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe);
+        /* gathers for forward, backward and (full recompute) the repeated forward; a
+           flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
+        nd_group fd = *gd, fe = *ge;
+        double gathers = 2.0 + (ss.rec > 0.0 ? 1.0 : 0.0);
+        double per_mb;
+        if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
+        per_mb = gathers * nd_allgather_time(&x.fabric, &fd, costs->weight_bytes * pd)
+               + nd_reducescatter_time(&x.fabric, &fd, costs->grad_bytes * pd)
+               + gathers * nd_allgather_time(&x.fabric, &fe, costs->weight_bytes * pe)
+               + nd_reducescatter_time(&x.fabric, &fe, costs->grad_bytes * pe);
         double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
         dp_time = st->mb * (per_mb > hidden ? per_mb - hidden : 0.0);
       }

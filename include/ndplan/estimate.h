@@ -29,6 +29,8 @@ typedef struct nd_costs {
   double cp_overlap;        /* share of ring-attention KV exchange hidden by attention (0..1) */
   double ep_overlap;        /* share of MoE all-to-all hidden (0..1) */
   double zero3_overlap;     /* share of ZeRO-3 parameter gathers hidden by compute (0..1) */
+  double zero3_flat_ring;   /* 1: ZeRO-3 collectives as one flat ring limited by a single
+                               device's NIC share (DeepSpeed 2021, Narayanan Table 2); 0 */
   double memory_ops;        /* bytes moved by element-wise kernels per stored activation
                                byte (read + write: 2) */
   double kernel_overhead;   /* seconds of launch and synchronisation per layer per pass */
