@@ -48,6 +48,9 @@ build: configure
 
 demo: build
 	$(BUILD_DIR)/ndplan info --model llama3.1-70b
+	@echo
+	$(BUILD_DIR)/ndplan estimate --model llama3.1-70b --device-type h100 --devices 64 \
+	  --global-batch-size 512 --seq-len 8192 --tp 8 --pp 4 --sp --zero 1 --recompute selective
 
 test: build
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
