@@ -207,12 +207,16 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
   }
 }
 
+/* Cache slot of a layer's kind: attention x MLP x MTP. */
+static int kind_slot (const nd_layer_kind *k) {
+  return (k->attention * ND_MLP_KINDS + k->mlp) * 2 + (k->mtp ? 1 : 0);
+}
+
 /* Prices layer kind (attn, mlp, mtp) once; layer is one representative index. */
 static layer_cost *price_kind (ctx *x, int layer) {
   const nd_model_spec *m = x->m;
   const nd_layer_kind *k = &m->layer[layer];
-  int slot = (k->attention * ND_MLP_KINDS + k->mlp) * 2 + (k->mtp ? 1 : 0);
-  layer_cost *lc = &x->kind[slot];
+  layer_cost *lc = &x->kind[kind_slot(k)];
   act_parts a = {0, 0, 0};
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double act_all, tp_bytes;
@@ -282,7 +286,7 @@ double nd_inflight (const nd_strategy *st, int s) {
 typedef struct stage_sum {
   ctx *x;
   double act, fwd, bwd, rec, tp, cp, ep, p_dense, p_expert, gather, flops_rec;
-  double core_token_rec, layers, flops_model;
+  double core_s_total, layers, flops_model;
   int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
   int example[KIND_SLOTS];                    /* one layer of each kind */
 } stage_sum;
@@ -314,7 +318,7 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n)
   ss->p_dense += n * lc->p_dense;
   ss->p_expert += n * lc->p_expert;
   if (lc->gather_bytes > ss->gather) ss->gather = lc->gather_bytes;
-  ss->core_token_rec += n * lc->core_s;  /* CP traffic hides behind the attention core */
+  ss->core_s_total += n * lc->core_s;  /* CP traffic hides behind the attention core */
 }
 
 /*
@@ -323,8 +327,7 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n)
 */
 static void count_layer (int layer, int chunk, void *ud) {
   stage_sum *ss = (stage_sum *)ud;
-  const nd_layer_kind *k = &ss->x->m->layer[layer];
-  int slot = (k->attention * ND_MLP_KINDS + k->mlp) * 2 + (k->mtp ? 1 : 0);
+  int slot = kind_slot(&ss->x->m->layer[layer]);
   int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
                                   : (int)ss->x->st->recompute;
   (void)chunk;
@@ -455,7 +458,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     se->bwd_s = ss.bwd;
     se->recompute_s = ss.rec;
     {
-      double cp_exposed = ss.cp - costs->cp_overlap * 3.0 * ss.core_token_rec;
+      double cp_exposed = ss.cp - costs->cp_overlap * 3.0 * ss.core_s_total;
       if (cp_exposed < 0.0) cp_exposed = 0.0;
       se->comm_s = ss.tp + ss.ep + cp_exposed;
       t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s;
