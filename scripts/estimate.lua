@@ -64,12 +64,13 @@ if opts.recompute then
   local r = opts.recompute
   if r == "none" or r == "off" or r == "selective" or r == "full" then args.recompute = r
   else
-    local ranges = cli.check(nd.grammar.recompute(r, model.num_layers + (model:spec().mtp_layers or 0)))
+    local layers = model.num_layers + model.mtp_layers
+    local ranges = cli.check(nd.grammar.recompute(r, layers))
     local per = {}
     for _, rg in ipairs(ranges) do
       for i = rg.first, rg.last do per[i + 1] = rg.mode end
     end
-    for i = 1, model.num_layers + (model:spec().mtp_layers or 0) do per[i] = per[i] or "none" end
+    for i = 1, layers do per[i] = per[i] or "none" end
     args.layer_recompute = per
   end
 end
@@ -80,12 +81,7 @@ if opts["stage-layers"] then
   end
   args.stage_layers = list
 end
-if opts.costs then
-  args.costs = {}
-  for k, v in opts.costs:gmatch("([%w_]+)=([^,]+)") do
-    args.costs[k] = tonumber(v) or cli.fail("--costs: " .. k .. " needs a number", cli.EXIT_USAGE)
-  end
-end
+if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 
 local r, why = nd.estimate(args)
 if not r then cli.fail("strategy refused: " .. why) end

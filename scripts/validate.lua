@@ -21,13 +21,7 @@ local opts = cli.parse(spec, {...})
 if not opts then return end
 local dir = opts.data or V.default_dir()
 local device = cli.check(nd.device(opts["device-type"]))
-local extra
-if opts.costs then
-  extra = {}
-  for k, v in opts.costs:gmatch("([%w_]+)=([^,]+)") do
-    extra[k] = tonumber(v) or cli.fail("--costs: " .. k .. " needs a number", cli.EXIT_USAGE)
-  end
-end
+local extra = opts.costs and cli.parse_costs(opts.costs)
 
 local report = {schema = "ndplan.validate/1", device = device.name, tables = {}}
 local lines = {}

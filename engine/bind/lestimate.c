@@ -235,30 +235,45 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   lua_setfield(L, -2, "params");
 }
 
+/* The arguments every entry point shares: model, device, job and strategy at 1-4. */
+typedef struct call_args {
+  const nd_model_spec *m;
+  const nd_device *dev;
+  nd_job job;
+  nd_costs costs;
+  nd_strategy *st;  /* GC-owned scratch: a raise while reading leaks nothing */
+} call_args;
+
+/* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there. */
+static void read_call (lua_State *L, int costs_index, call_args *a) {
+  a->m = nd_checkmodel(L, 1);
+  a->dev = nd_checkdevice(L, 2);
+  read_job(L, 3, &a->job);
+  read_costs(L, costs_index, &a->costs);
+  lua_settop(L, costs_index);
+  a->st = (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
+  read_strategy(L, 4, a->st);
+}
+
+static int push_refusal (lua_State *L, const char *why) {
+  luaL_pushfail(L);
+  lua_pushstring(L, why);
+  return 2;
+}
+
 /*
 ** run(model, device, job, strategy [, costs]) -> result | nil, reason.
 ** A refused strategy is an expected failure; malformed arguments raise.
 */
 static int e_run (lua_State *L) {
-  const nd_model_spec *m = nd_checkmodel(L, 1);
-  const nd_device *dev = nd_checkdevice(L, 2);
-  nd_job job;
-  nd_strategy *st;
-  nd_costs costs;
+  call_args a;
   nd_estimate *e;
   char err[256];
-  read_job(L, 3, &job);
-  read_costs(L, 5, &costs);
-  lua_settop(L, 5);
-  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);  /* GC-owned scratch */
-  read_strategy(L, 4, st);
+  read_call(L, 5, &a);
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  if (nd_estimate_run(m, dev, &job, st, &costs, e, err, sizeof err) != 0) {
-    luaL_pushfail(L);
-    lua_pushstring(L, err);
-    return 2;
-  }
-  push_result(L, e, st, m);
+  if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, e, err, sizeof err) != 0)
+    return push_refusal(L, err);
+  push_result(L, e, a.st, a.m);
   return 1;
 }
 
@@ -268,25 +283,14 @@ static int e_run (lua_State *L) {
 ** for layer i (0-based) alone, per device and micro-batch | nil, reason.
 */
 static int e_layer (lua_State *L) {
-  const nd_model_spec *m = nd_checkmodel(L, 1);
-  const nd_device *dev = nd_checkdevice(L, 2);
   int layer = (int)luaL_checkinteger(L, 5);
-  nd_job job;
-  nd_strategy *st;
-  nd_costs costs;
+  call_args a;
   nd_layer_estimate le;
   char err[256];
   int i;
-  read_job(L, 3, &job);
-  read_costs(L, 6, &costs);
-  lua_settop(L, 6);
-  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);
-  read_strategy(L, 4, st);
-  if (nd_estimate_layer(m, dev, &job, st, &costs, layer, &le, err, sizeof err) != 0) {
-    luaL_pushfail(L);
-    lua_pushstring(L, err);
-    return 2;
-  }
+  read_call(L, 6, &a);
+  if (nd_estimate_layer(a.m, a.dev, &a.job, a.st, &a.costs, layer, &le, err, sizeof err) != 0)
+    return push_refusal(L, err);
   lua_createtable(L, 0, 8);
   lua_createtable(L, 0, ND_RECOMPUTE_COUNT);
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
@@ -313,27 +317,20 @@ static int e_costs (lua_State *L) {
 
 /* bench(model, device, job, strategy, n [, costs]) -> seconds of CPU time for n estimates */
 static int e_bench (lua_State *L) {
-  const nd_model_spec *m = nd_checkmodel(L, 1);
-  const nd_device *dev = nd_checkdevice(L, 2);
-  nd_job job;
-  nd_strategy *st, *work;
-  nd_costs costs;
-  nd_estimate *e;
   lua_Integer i, n = luaL_checkinteger(L, 5);
+  call_args a;
+  nd_strategy *work;
+  nd_estimate *e;
   char err[256];
   clock_t t0;
   double sink = 0.0;
-  read_job(L, 3, &job);
-  read_costs(L, 6, &costs);
-  lua_settop(L, 6);
-  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);
+  read_call(L, 6, &a);
   work = (nd_strategy *)lua_newuserdatauv(L, sizeof *work, 0);
-  read_strategy(L, 4, st);
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
   t0 = clock();
   for (i = 0; i < n; i++) {
-    *work = *st;
-    if (nd_estimate_run(m, dev, &job, work, &costs, e, err, sizeof err) != 0)
+    *work = *a.st;  /* resolution fills in derived fields: start each run afresh */
+    if (nd_estimate_run(a.m, a.dev, &a.job, work, &a.costs, e, err, sizeof err) != 0)
       return luaL_error(L, "bench: %s", err);
     sink += e->step_time;
   }

@@ -64,9 +64,8 @@ static void even_layout (nd_strategy *st, int body, int mtp) {
   int p = st->pp, s, base = body / p, extra = body % p;
   for (s = 0; s < p; s++) st->stage_layers[s] = base;
   /* extra < p, so stages 1..extra absorb it: stage 0 keeps the most micro-batches in
-     flight and the embedding, so it is the last to take more */
-  for (s = 1; extra > 0 && s < p; s++, extra--) st->stage_layers[s]++;
-  if (extra > 0) st->stage_layers[0]++;  /* pp == 1 */
+     flight and the embedding, so it never takes more */
+  for (s = 1; s <= extra; s++) st->stage_layers[s]++;
   st->stage_layers[p - 1] += mtp;
 }
 

@@ -147,6 +147,16 @@ function M.format_table(columns, rows)
   return table.concat(out, "\n") .. "\n"
 end
 
+-- parse_costs(text) -> {name = number} from "--costs a=1,b=2"; a bad value fails with
+-- EXIT_USAGE. Names are checked where the costs are used (ndplan.c.estimate).
+function M.parse_costs(text)
+  local costs = {}
+  for k, v in text:gmatch("([%w_]+)=([^,]+)") do
+    costs[k] = tonumber(v) or M.fail("--costs: " .. k .. " needs a number", M.EXIT_USAGE)
+  end
+  return costs
+end
+
 -- A count in readable form: 70.55B, 37.5M, 4096.
 function M.count(n)
   if n == nil then return "-" end

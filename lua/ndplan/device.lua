@@ -312,13 +312,7 @@ end
 
 -- names() -> sorted names of the bundled devices
 function M.names()
-  local out = {}
-  for _, p in ipairs(bundle.list(CATALOG)) do
-    local n = p:match("([^/]+)%.yaml$")
-    if n then out[#out + 1] = n end
-  end
-  table.sort(out)
-  return out
+  return require("ndplan.files").bundled_names(CATALOG, "yaml")
 end
 
 -- new(canonical) -> device | nil, message: from SI fields (what dev:totable() returns).

@@ -32,6 +32,17 @@ function M.write_atomic(path, text)
   return true
 end
 
+-- bundled_names(dir, ext) -> sorted base names of the bundled files dir/*.ext (the catalog)
+function M.bundled_names(dir, ext)
+  local names = {}
+  for _, path in ipairs(require("ndplan.c.bundle").list(dir)) do
+    local n = path:match("([^/]+)%." .. ext .. "$")
+    if n then names[#names + 1] = n end
+  end
+  table.sort(names)
+  return names
+end
+
 -- Line and column (both from 1) of byte offset `pos` in `text`.
 function M.line_col(text, pos)
   local line, last_nl = 1, 0

@@ -19,13 +19,7 @@ local DIR = "examples/models"
 local NAME_MAX = 63  -- ND_NAME_MAX - 1
 
 function M.names()
-  local names = {}
-  for _, path in ipairs(bundle.list(DIR)) do
-    local n = path:match("([^/]+)%.json$")
-    if n then names[#names + 1] = n end
-  end
-  table.sort(names)
-  return names
+  return require("ndplan.files").bundled_names(DIR, "json")
 end
 
 local function bundled_name(x)
