@@ -11,7 +11,7 @@ local spec = {
     {name = "device-type", short = "A", arg = "NAME|PATH", default = "a100-80gb",
      help = "device (or a calibrated override file)"},
     {name = "table", arg = "NAME", help = "only this table"},
-    {name = "costs", arg = "K=V,...", help = "override named costs in every row, e.g. kernel_overhead=1e-4"},
+    {name = "costs", arg = "K=V,...", help = "override named costs in every row, e.g. dp_overlap=0.5"},
     {name = "rows", help = "print every row's predicted and measured step time"},
     {name = "json", help = "print one JSON document"},
   },

@@ -5,7 +5,8 @@
 **   { name, description, peak_flops = {bf16, fp16, fp8}, hbm_bytes, hbm_bandwidth,
 **     scale_up = {domain_size, bandwidth, latency}, scale_out = {bandwidth, latency},
 **     host_link = {bandwidth, latency},
-**     efficiency = {gemm, gemm_half_size, hbm, scale_up, scale_out}, reserve_bytes }
+**     efficiency = {gemm, gemm_half_size, hbm, scale_up, scale_out, kernel_overhead},
+**     reserve_bytes }
 ** new(t) reads it, totable() writes it back, and __index serves the same names. One table
 ** of field descriptors drives all three, so they cannot drift apart.
 **
@@ -55,6 +56,7 @@ static const field fields[] = {
   {"efficiency", "hbm", OFF(efficiency.hbm), F_NUMBER, 0},
   {"efficiency", "scale_up", OFF(efficiency.scale_up), F_NUMBER, 0},
   {"efficiency", "scale_out", OFF(efficiency.scale_out), F_NUMBER, 0},
+  {"efficiency", "kernel_overhead", OFF(efficiency.kernel_overhead), F_NUMBER, 0},
   {NULL, "reserve_bytes", OFF(reserve_bytes), F_NUMBER, 0},
   {NULL, NULL, 0, F_NUMBER, 0}
 };

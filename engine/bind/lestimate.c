@@ -21,7 +21,7 @@ static const cost_field cost_fields[] = {
   COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
   COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(zero3_overlap),
   COST(zero3_flat_ring),
-  COST(memory_ops), COST(kernel_overhead), COST(optimizer_traffic),
+  COST(memory_ops), COST(optimizer_traffic),
   {NULL, 0}
 };
 

@@ -29,6 +29,7 @@ int nd_precision_parse (const char *name, nd_precision *out) {
 **   latencies 10 us / 20 us: Calculon's H100 system file (per collective step);
 **   gemm 0.8, hbm 0.85: assumed, typical of large BF16 GEMMs and streaming kernels on
 **   A100/H100; gemm_half_size stays 0 (no size effect) until a device file sets it;
+**   kernel_overhead 20 us: assumed, ~10 kernels of ~2 us launch/sync per layer per pass;
 **   reserve 2.5 GiB: assumed (CUDA context ~0.5-1 GiB, NCCL buffers, fragmentation).
 */
 void nd_device_init (nd_device *dev) {
@@ -42,6 +43,7 @@ void nd_device_init (nd_device *dev) {
   dev->efficiency.hbm = 0.85;
   dev->efficiency.scale_up = 0.65;
   dev->efficiency.scale_out = 0.9;
+  dev->efficiency.kernel_overhead = 20e-6;
   dev->reserve_bytes = 2.5 * 1024.0 * 1024.0 * 1024.0;
 }
 
@@ -96,7 +98,8 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
       || check_nonnegative("efficiency.gemm_half_size", e->gemm_half_size, err, len)
       || check_fraction("efficiency.hbm", e->hbm, err, len)
       || check_fraction("efficiency.scale_up", e->scale_up, err, len)
-      || check_fraction("efficiency.scale_out", e->scale_out, err, len))
+      || check_fraction("efficiency.scale_out", e->scale_out, err, len)
+      || check_nonnegative("efficiency.kernel_overhead", e->kernel_overhead, err, len))
     return -1;
   if (check_nonnegative("reserve_bytes", dev->reserve_bytes, err, len)) return -1;
   if (!(dev->reserve_bytes < dev->hbm_bytes))

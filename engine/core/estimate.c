@@ -31,7 +31,6 @@ void nd_costs_init (nd_costs *c) {
   c->zero3_overlap = 1.0;       /* prefetched gathers */
   c->zero3_flat_ring = 0.0;     /* 0: hierarchical NCCL rings over all NICs of a node */
   c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
-  c->kernel_overhead = 20e-6;   /* ~10 kernels of ~2 us launch/sync per layer per pass */
   c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
 }
 
@@ -238,7 +237,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->act[ND_RECOMPUTE_SELECTIVE] = act_all - (x->st->flash_attention ? 0.0 : a.core);
   lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
   lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s
-            + x->c->kernel_overhead;
+            + x->dev->efficiency.kernel_overhead;
   /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
   tp_bytes = ab * T * h;
   if (t > 1) {
@@ -300,8 +299,8 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n)
   ss->flops_model += n * lc->flops_token;
   ss->act += n * lc->act[mode];
   ss->fwd += n * fwd;
-  ss->bwd += n * (2.0 * (lc->gemm_s + lc->core_s) + 2.0 * (lc->mem_s - x->c->kernel_overhead)
-                  + x->c->kernel_overhead);
+  ss->bwd += n * (2.0 * (lc->gemm_s + lc->core_s) + 2.0 * (lc->mem_s - x->dev->efficiency.kernel_overhead)
+                  + x->dev->efficiency.kernel_overhead);
   ss->tp += n * 2.0 * lc->tp_s;  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */

@@ -46,6 +46,8 @@ typedef struct nd_efficiency {
   double hbm;             /* fraction of HBM bandwidth for streaming kernels */
   double scale_up;        /* bus-bandwidth fraction on the scale-up links */
   double scale_out;       /* bus-bandwidth fraction on the scale-out network */
+  double kernel_overhead; /* seconds of launch and synchronisation per layer per pass, paid
+                             on top of the work (dominates small models) */
 } nd_efficiency;
 
 typedef struct nd_device {

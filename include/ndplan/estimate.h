@@ -33,7 +33,6 @@ typedef struct nd_costs {
                                device's NIC share (DeepSpeed 2021, Narayanan Table 2); 0 */
   double memory_ops;        /* bytes moved by element-wise kernels per stored activation
                                byte (read + write: 2) */
-  double kernel_overhead;   /* seconds of launch and synchronisation per layer per pass */
   double optimizer_traffic; /* HBM bytes moved per locally updated parameter in the
                                optimizer step (Adam with fp32 master: 32) */
 } nd_costs;

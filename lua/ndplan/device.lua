@@ -15,7 +15,8 @@
 --   scale_out: {bandwidth: 400Gb/s, latency: 20us}             # this device's NIC share
 --   host_link: {bandwidth: 64GB/s, latency: 10us}
 --   efficiency: {gemm: 0.8, gemm_half_size: 1GFLOP, hbm: 0.85, scale_up: 0.65,
---                scale_out: 0.9}   # fractions of the peaks above
+--                scale_out: 0.9, kernel_overhead: 20us}  # fractions of the peaks above;
+--                              #   kernel_overhead: launch/sync time per layer per pass
 --   reserve: 2.5GiB            # HBM the model never gets (runtime, buffers, fragmentation)
 --
 -- Optional fields default to nd_device_init's values (latencies, efficiencies, reserve);
@@ -119,6 +120,7 @@ local SCHEMA = {
     hbm = {"fraction", "efficiency", "hbm"},
     scale_up = {"fraction", "efficiency", "scale_up"},
     scale_out = {"fraction", "efficiency", "scale_out"},
+    kernel_overhead = {"time", "efficiency", "kernel_overhead"},
   },
   reserve = {"size", "reserve_bytes"},
 }
