@@ -51,5 +51,31 @@ for _, t in ipairs(V.TABLES) do
     end
   end
 end
+for _, t in ipairs(V.MEMORY_TABLES) do
+  if not opts.table or opts.table == t.name then
+    local cases = cli.check(V.memory_cases(dir, t.name))
+    V.run_memory(cases, device)
+    local s = V.summary(cases)
+    local entry = {name = t.name, what = t.what, rows = s.n, refused = s.refused,
+                   mape_pct = s.mape, max_abs_pct = s.max_abs, cases = {}}
+    for _, c in ipairs(cases) do
+      entry.cases[#entry.cases + 1] = {label = c.label, group = c.group, quantity = c.quantity,
+                                       unit = c.unit, measured = c.measured,
+                                       predicted = c.predicted, error_pct = c.error_pct,
+                                       refused = c.refused}
+    end
+    report.tables[#report.tables + 1] = entry
+    lines[#lines + 1] = string.format("%-22s %4d rows  MAPE %5.1f%%  max %5.1f%%  (memory)%s",
+      t.name, s.n, s.mape or 0, s.max_abs,
+      s.refused > 0 and string.format("  (%d refused)", s.refused) or "")
+    if opts.rows then
+      for _, c in ipairs(cases) do
+        lines[#lines + 1] = string.format("    %-40s measured %8.2f %-3s predicted %s  %s", c.label,
+          c.measured, c.unit, c.predicted and string.format("%8.2f", c.predicted) or "       -",
+          c.error_pct and string.format("%+6.1f%%", c.error_pct) or ("refused: " .. tostring(c.refused)))
+      end
+    end
+  end
+end
 if opts.json then io.write(json.encode(report), "\n")
 else io.write(table.concat(lines, "\n"), "\n") end

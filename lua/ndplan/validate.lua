@@ -125,6 +125,107 @@ function builders.vtrain_single(row)
                                    row["# layers"]))
 end
 
+---------------------------------------------------------------------------------------------
+-- Memory: Korthikanti 2022 Figure 1 (GiB per GPU) and Figure 7 (% of the baseline)
+---------------------------------------------------------------------------------------------
+M.MEMORY_TABLES = {
+  {name = "korthikanti2022_memory", file = "korthikanti2022.csv",
+   what = "Korthikanti 2022 Fig. 1 and Fig. 7"},
+}
+
+local GIB = 2^30
+
+-- Figure 1 counts the transformer layers only, so model states are read off a stage that
+-- holds neither the embedding nor the head when there is one (pp > 2: stage 1).
+local function body_stage(r)
+  return #r.stages > 2 and r.stages[2] or r.stages[1]
+end
+
+local function korthikanti_strategy(row)
+  local rec = row.recompute == "selective" and "selective" or row.recompute == "full" and "full"
+              or "none"
+  return {tp = int(row.tp), pp = int(row.pp), vpp = int(row.interleave) or 1, mbs = int(row.mbs),
+          sp = row.sequence_parallel == "true", recompute = rec, flash_attention = false,
+          precision = "bf16"}
+end
+
+-- One row gives up to three memory cases; each has measured and a predict(r, layer, base)
+-- that reads the same quantity off an estimate r, or off one transformer layer priced
+-- alone under the row's strategy and under the baseline (no SP, no recompute): Figure 7 is
+-- a ratio of the per-layer formulas, without the embedding's mask or the logits.
+local function korthikanti_memory(row, out)
+  local base = korthikanti_strategy(row)
+  base.sp, base.recompute = false, "none"
+  local common = {
+    group = row.model,
+    model = gpt(int(row.layers), int(row.hidden), int(row.heads), int(row.vocab), int(row.seq_len)),
+    job = {devices = int(row.gpus), global_batch = int(row.gbs), seq_len = int(row.seq_len)},
+    strategy = korthikanti_strategy(row), baseline = base, costs = MEGATRON_2021,
+  }
+  local function add(quantity, measured, unit, predict)
+    local c = {label = row.model .. " " .. row.setting .. " " .. quantity, quantity = quantity,
+               measured = measured, unit = unit, predict = predict}
+    for k, v in pairs(common) do c[k] = v end
+    out[#out + 1] = c
+  end
+  if row.setting == "no_recompute" and num(row.params_opt_gib) then
+    add("params+optimizer", num(row.params_opt_gib), "GiB", function(r)
+      local st = body_stage(r)
+      return (st.weights + st.grads + st.optimizer) / GIB
+    end)
+  end
+  if num(row.activation_gib) then
+    add("activations", num(row.activation_gib), "GiB", function(r)
+      return r.stages[1].activations / GIB
+    end)
+  end
+  if num(row.activation_pct_of_baseline) and row.setting ~= "no_recompute" then
+    add("activations % of baseline", num(row.activation_pct_of_baseline), "%",
+        function(_, layer, base)
+          local mode = common.strategy.recompute
+          return 100 * layer.activations[mode] / base.activations.none
+        end)
+  end
+end
+
+-- memory_cases(dir, name) -> array of memory cases | nil, message
+function M.memory_cases(dir, name)
+  if name ~= "korthikanti2022_memory" then
+    return nil, "unknown memory validation table '" .. tostring(name) .. "'"
+  end
+  local rows, err = M.read_csv(dir .. "/" .. M.MEMORY_TABLES[1].file)
+  if not rows then return nil, err end
+  local out = {}
+  for _, row in ipairs(rows) do korthikanti_memory(row, out) end
+  return out
+end
+
+-- run_memory(cases, device) -> cases with predicted and error_pct (nil when refused)
+function M.run_memory(cases, device)
+  local nd = require "ndplan"
+  local core = require "ndplan.c.estimate"
+  local function price(c, strategy)
+    local args = {device = device, model = c.model_obj, costs = c.costs}
+    for k, v in pairs(strategy) do args[k] = v end
+    for k, v in pairs(c.job) do args[k] = v end
+    return nd.estimate(args)
+  end
+  for _, c in ipairs(cases) do
+    c.model_obj = c.model_obj or assert(nd.model(c.model))
+    local r, why = price(c, c.strategy)
+    local layer, lwhy = core.layer(c.model_obj, device, c.job, c.strategy, 0, c.costs)
+    local base, bwhy = core.layer(c.model_obj, device, c.job, c.baseline, 0, c.costs)
+    if r and layer and base then
+      c.predicted = c.predict(r, layer, base)
+      c.error_pct = 100 * (c.predicted - c.measured) / c.measured
+      c.refused = nil
+    else
+      c.predicted, c.error_pct, c.refused = nil, nil, why or lwhy or bwhy
+    end
+  end
+  return cases
+end
+
 -- cases(dir, name) -> array of cases | nil, message
 function M.cases(dir, name)
   local t
@@ -206,9 +307,11 @@ function M.summary(cases)
       s.n = s.n + 1
       s.sum = s.sum + math.abs(c.error_pct)
       s.max_abs = math.max(s.max_abs, math.abs(c.error_pct))
-      by[c.group] = by[c.group] or {p = {}, m = {}}
-      table.insert(by[c.group].p, c.predicted_s)
-      table.insert(by[c.group].m, c.measured_s)
+      if c.predicted_s then  -- rank correlation: step times only
+        by[c.group] = by[c.group] or {p = {}, m = {}}
+        table.insert(by[c.group].p, c.predicted_s)
+        table.insert(by[c.group].m, c.measured_s)
+      end
     else s.refused = s.refused + 1 end
   end
   s.mape = s.n > 0 and s.sum / s.n or nil
