@@ -19,7 +19,8 @@ typedef struct cost_field { const char *name; size_t offset; } cost_field;
 static const cost_field cost_fields[] = {
   COST(weight_bytes), COST(grad_bytes), COST(master_bytes), COST(optimizer_bytes),
   COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
-  COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(zero3_overlap),
+  COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(ep_node_dedup), COST(overlap_sm_share),
+  COST(zero3_overlap),
   COST(zero3_flat_ring),
   COST(memory_ops), COST(optimizer_traffic),
   {NULL, 0}

@@ -48,13 +48,20 @@ double nd_reducescatter_time (const nd_fabric *f, const nd_group *g, double byte
 ** All-to-all: each rank keeps 1/n of its buffer and sends the rest, (local-1)/n over the
 ** scale-up links and (n-local)/n over the network; the two proceed at the same time.
 */
+double nd_alltoall_split_time (const nd_fabric *f, const nd_group *g, double intra_bytes,
+                               double inter_bytes) {
+  double intra = 0.0, inter = 0.0;
+  if (g->size <= 1) return 0.0;
+  if (intra_bytes > 0.0) intra = intra_bytes / f->up.bandwidth + f->up.latency;
+  if (inter_bytes > 0.0) inter = inter_bytes / f->out.bandwidth + f->out.latency;
+  return intra > inter ? intra : inter;  /* both link classes run at once */
+}
+
 double nd_alltoall_time (const nd_fabric *f, const nd_group *g, double bytes) {
   int n = g->size, n1 = g->local;
-  double intra, inter;
   if (n <= 1 || bytes <= 0.0) return 0.0;
-  intra = (double)(n1 - 1) / n * bytes / f->up.bandwidth + (n1 > 1 ? f->up.latency : 0.0);
-  inter = (double)(n - n1) / n * bytes / f->out.bandwidth + (n > n1 ? f->out.latency : 0.0);
-  return intra > inter ? intra : inter;
+  return nd_alltoall_split_time(f, g, (double)(n1 - 1) / n * bytes,
+                                (double)(n - n1) / n * bytes);
 }
 
 double nd_p2p_time (const nd_fabric *f, int stride, double bytes) {

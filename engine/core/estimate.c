@@ -28,10 +28,34 @@ void nd_costs_init (nd_costs *c) {
   c->tp_overlap = 0.0;          /* TP collectives exposed (no comm/GEMM overlap) */
   c->cp_overlap = 1.0;          /* ring attention hides KV exchange behind the core */
   c->ep_overlap = 0.0;          /* all-to-all exposed */
+  c->overlap_sm_share = 20.0 / 132.0;  /* DeepSeek-V3 report, H800 */
+  c->ep_node_dedup = 1.0;       /* DeepEP-style dispatch (Megatron-Core's flex dispatcher) */
   c->zero3_overlap = 1.0;       /* prefetched gathers */
   c->zero3_flat_ring = 0.0;     /* 0: hierarchical NCCL rings over all NICs of a node */
   c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
   c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
+}
+
+int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
+  static const struct { const char *name; size_t off; double hi; } f[] = {
+#define F(n, hi) {#n, offsetof(nd_costs, n), hi}
+    F(weight_bytes, 64), F(grad_bytes, 64), F(master_bytes, 64), F(optimizer_bytes, 64),
+    F(activation_bytes, 64), F(dropout, 1), F(capacity_factor, 64), F(dp_overlap, 1),
+    F(tp_overlap, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
+    F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
+    F(optimizer_traffic, 1024)
+#undef F
+  };
+  size_t i;
+  for (i = 0; i < sizeof f / sizeof f[0]; i++) {
+    double v = *(const double *)(const void *)((const char *)c + f[i].off);
+    if (!(v >= 0.0 && v <= f[i].hi)) {
+      if (err && errlen) snprintf(err, errlen, "costs.%s: expected a number in [0, %g], got %g",
+                                  f[i].name, f[i].hi, v);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 static const char *const time_part_names[ND_T_COUNT] = {
@@ -174,6 +198,28 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   lc->core_flops_token += 2.0 * keys_model * hq * (dqk + dv);
 }
 
+/*
+** One MoE dispatch (or combine) of `copy` bytes per routed copy, k copies per token. With
+** node deduplication a token crosses the scale-out once per remote node it visits: of N
+** nodes in the EP group, k experts placed at random visit N(1 - (1 - 1/N)^k) of them, and
+** group-limited routing caps that at the nodes its groups_per_token groups span.
+*/
+static double dispatch_time (const ctx *x, double copy, double k) {
+  const nd_group *g = &x->g[ND_GROUP_EP];
+  const nd_model_spec *m = x->m;
+  double N = (double)g->size / g->local, visited, intra;
+  if (x->c->ep_node_dedup <= 0.0 || N <= 1.0)
+    return nd_alltoall_time(&x->fabric, g, copy * k);
+  visited = N * (1.0 - pow(1.0 - 1.0 / N, k));
+  if (m->expert_groups > 0) {
+    double span = (double)m->groups_per_token * N / (double)m->expert_groups;
+    if (span < (double)m->groups_per_token) span = (double)m->groups_per_token;
+    if (span < visited) visited = span;
+  }
+  intra = copy * k * (g->local - 1) / g->local;  /* every copy reaches its GPU in the node */
+  return nd_alltoall_split_time(&x->fabric, g, intra, copy * visited * (N - 1.0) / N);
+}
+
 static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
   const nd_model_spec *m = x->m;
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
@@ -191,7 +237,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     lc->gemm_s += gemm_time(x, 2 * T * x->r * h * E);  /* router */
     a->dev += 8.0 * T * x->r * E;                    /* fp32 router logits and probs */
     a->dev += ab * Te * (2 * h + mats * mf / etp);  /* dispatched in, hidden, out */
-    lc->ep_s += 2.0 * nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_EP], send);
+    lc->ep_s += 2.0 * dispatch_time(x, send / k, k);  /* dispatch and combine */
     if (etp > 1)
       lc->ep_s += nd_allgather_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te)
                 + nd_reducescatter_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te);
@@ -270,6 +316,7 @@ double nd_inflight (const nd_strategy *st, int s) {
   int p = st->pp, m = st->mb, v = st->vpp;
   switch (st->schedule) {
     case ND_SCHED_GPIPE: return m;
+    case ND_SCHED_DUALPIPE: return p + 1;  /* DualPipe README: PP + 1 stage activations */
     case ND_SCHED_INTERLEAVED: {
       /* Megatron's warm-up: (p - s - 1)*2 + (v - 1)*p chunk forwards, plus the one in
          progress, each holding 1/v of the stage's layers */
@@ -397,7 +444,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
   double flops_model_total = 0.0;
   int64_t outer_first, outer_last, tied_copy;
+  int dual, first_end, last_end;
+  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
+  dual = st->schedule == ND_SCHED_DUALPIPE;
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
   memset(out, 0, sizeof *out - sizeof out->stage);
@@ -418,16 +468,24 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     stage_total(&ss);
     pd = ss.p_dense;
     pe = ss.p_expert;
-    if (s == 0) {  /* embedding side: vocabulary-parallel over TP */
+    /* DualPipe: devices 0 and p-1 each hold both ends of the model */
+    first_end = s == 0 || (dual && s == p - 1);
+    last_end = s == p - 1 || (dual && s == 0);
+    if (first_end) {  /* embedding side: vocabulary-parallel over TP */
       pd += (double)outer_first / st->tp;
       extra_act += 8.0 * x.T + costs->dropout * x.T * h * x.r;  /* ids, embedding mask */
     }
-    if (s == p - 1) {  /* final norm, head (a copy when tied across stages) */
+    if (last_end) {  /* final norm, head (a copy when tied across stages) */
       pd += (double)outer_last / st->tp + (p > 1 ? (double)tied_copy / st->tp : 0.0);
       ss.fwd += gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
               + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
       ss.bwd += 2.0 * gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
               + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
+    }
+    if (dual) {  /* each direction carries half the micro-batches through one of the two
+                    stages: per micro-batch, the work and the activations of their mean */
+      ss.fwd *= 0.5; ss.bwd *= 0.5; ss.rec *= 0.5; ss.tp *= 0.5; ss.ep *= 0.5; ss.cp *= 0.5;
+      ss.core_s_total *= 0.5; ss.act *= 0.5; extra_act *= 0.5;
     }
     /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
     zfac_w = st->zero >= 3 ? 1.0 : 0.0;
@@ -442,7 +500,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     inflight = nd_inflight(st, s);
     se->inflight = inflight;
     se->activations = (ss.act + extra_act) * inflight;
-    if (s == p - 1)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
+    if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
       se->activations += 4.0 * x.T * h * x.r + 4.0 * x.T * x.vocab / st->tp;
     /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather */
     buffers = st->tp > 1 ? ab * x.T * h : 0.0;
@@ -459,6 +517,16 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     {
       double cp_exposed = ss.cp - costs->cp_overlap * 3.0 * ss.core_s_total;
       if (cp_exposed < 0.0) cp_exposed = 0.0;
+      if (dual) {  /* a forward and a backward chunk run together: each one's all-to-all
+                      hides behind the other's compute (DeepSeek-V3 report, DualPipe) */
+        double hidden;
+        if (ss.ep > 0.0) {  /* the overlap costs compute units */
+          double slowdown = 1.0 / (1.0 - costs->overlap_sm_share);
+          ss.fwd *= slowdown; ss.bwd *= slowdown; ss.rec *= slowdown;
+        }
+        hidden = ss.fwd + ss.bwd + ss.rec;
+        ss.ep = ss.ep > hidden ? ss.ep - hidden : 0.0;
+      }
       se->comm_s = ss.tp + ss.ep + cp_exposed;
       t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s;
       if (t_mb > slow) {
@@ -517,6 +585,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
       case ND_SCHED_INTERLEAVED: bubble = (p - 1) * slow / v; break;
       case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
         bubble = (p - 1) * (slow - 0.5 * out->time_parts[ND_T_BACKWARD]); break;
+      case ND_SCHED_DUALPIPE:  /* (p/2 - 1)(F&B + B - 3W), W = half the backward */
+        bubble = (p / 2 - 1) * (slow + out->time_parts[ND_T_RECOMPUTE]
+                                - 0.5 * out->time_parts[ND_T_BACKWARD]);
+        break;
       default: bubble = (p - 1) * slow; break;
     }
     for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
@@ -554,6 +626,7 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
   ctx x;
   layer_cost *lc;
   int i;
+  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   if (layer < 0 || layer >= m->num_layers + m->mtp_layers) {
     snprintf(err, errlen, "layer: %d is not a layer of the model", layer);

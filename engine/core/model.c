@@ -194,6 +194,13 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
     RANGE(num_experts, 1, MAX_EXPERTS);
     RANGE(top_k, 1, m->num_experts);
     RANGE(moe_ffn_size, 1, MAX_WIDTH);
+    RANGE(expert_groups, 0, m->num_experts);
+    if (m->expert_groups > 0) {
+      RANGE(groups_per_token, 1, m->expert_groups);
+      if (m->num_experts % m->expert_groups != 0)
+        return fail(err, errlen, "expert_groups: must divide num_experts (%lld), got %lld",
+                    (long long)m->num_experts, (long long)m->expert_groups);
+    }
   }
   RANGE(num_shared_experts, 0, MAX_EXPERTS);
   RANGE(shared_ffn_size, 0, MAX_WIDTH);

@@ -8,7 +8,8 @@
 
 #include "ndplan/strategy.h"
 
-static const char *const schedule_names[ND_SCHED_COUNT] = {"1f1b", "interleaved", "gpipe", "zb"};
+static const char *const schedule_names[ND_SCHED_COUNT] = {"1f1b", "interleaved", "gpipe", "zb",
+                                                            "dualpipe"};
 static const char *const recompute_names[ND_RECOMPUTE_COUNT] = {"none", "selective", "full"};
 
 const char *nd_schedule_name (nd_schedule s) {
@@ -146,6 +147,13 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
       return refuse(err, errlen, "filtered out: interleaving needs micro-batches (%d) to "
                     "be a multiple of pp (%d)", st->mb, st->pp);
   }
+  if (st->schedule == ND_SCHED_DUALPIPE) {  /* the DualPipe README's requirements */
+    if (st->pp < 2 || st->pp % 2 != 0)
+      return refuse(err, errlen, "filtered out: dualpipe needs an even pp >= 2, got %d", st->pp);
+    if (st->mb < 2 * st->pp || st->mb % 2 != 0)
+      return refuse(err, errlen, "filtered out: dualpipe needs an even number of "
+                    "micro-batches >= 2*pp = %d, got %d", 2 * st->pp, st->mb);
+  }
   if (st->zero == 3 && st->pp > 1)
     return refuse(err, errlen, "filtered out: ZeRO-3 does not combine with pipeline "
                   "parallelism");
@@ -176,7 +184,8 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
 }
 
 /*
-** Which layers a stage holds: contiguous for vpp = 1; with interleaving, chunk c of stage
+** Which layers a stage holds: contiguous for vpp = 1 (DualPipe adds stage pp-1-s as
+** chunk 1); with interleaving, chunk c of stage
 ** s holds body layers [(c*pp + s)*L/(pp*vpp), ...) and MTP layers go to the last stage.
 ** Calls fn(layer, chunk, ud) for each, in the order the stage runs its chunks.
 */
@@ -184,9 +193,13 @@ void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud) {
   int i, c;
   if (st->vpp <= 1) {
-    int first = 0;
+    int first = 0, mirror = st->pp - 1 - s;
     for (i = 0; i < s; i++) first += st->stage_layers[i];
     for (i = 0; i < st->stage_layers[s]; i++) fn(first + i, 0, ud);
+    if (st->schedule == ND_SCHED_DUALPIPE && mirror != s) {  /* the reverse direction's stage */
+      for (first = 0, i = 0; i < mirror; i++) first += st->stage_layers[i];
+      for (i = 0; i < st->stage_layers[mirror]; i++) fn(first + i, 1, ud);
+    }
     return;
   }
   {

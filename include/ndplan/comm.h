@@ -41,6 +41,13 @@ double nd_allreduce_time (const nd_fabric *f, const nd_group *g, double bytes);
 double nd_allgather_time (const nd_fabric *f, const nd_group *g, double bytes);
 double nd_reducescatter_time (const nd_fabric *f, const nd_group *g, double bytes);
 double nd_alltoall_time (const nd_fabric *f, const nd_group *g, double bytes);
+/*
+** An all-to-all whose traffic is given per link class: bytes each device sends to members
+** of its own scale-up domain and bytes it sends over the scale-out network (dispatchers
+** that send one copy per destination node and forward inside it, like DeepEP).
+*/
+double nd_alltoall_split_time (const nd_fabric *f, const nd_group *g, double intra_bytes,
+                               double inter_bytes);
 /* Point-to-point between neighbours `stride` ranks apart. */
 double nd_p2p_time (const nd_fabric *f, int stride, double bytes);
 

@@ -28,6 +28,10 @@ typedef struct nd_costs {
   double tp_overlap;        /* share of TP communication hidden behind GEMMs (0: exposed) */
   double cp_overlap;        /* share of ring-attention KV exchange hidden by attention (0..1) */
   double ep_overlap;        /* share of MoE all-to-all hidden (0..1) */
+  double overlap_sm_share;  /* share of the compute units communication kernels take while
+                               they overlap compute (DeepSeek-V3: 20 of 132 SMs) */
+  double ep_node_dedup;     /* 1: the dispatcher sends one copy of a token per destination
+                               node and forwards inside it (DeepEP); 0: one per expert */
   double zero3_overlap;     /* share of ZeRO-3 parameter gathers hidden by compute (0..1) */
   double zero3_flat_ring;   /* 1: ZeRO-3 collectives as one flat ring limited by a single
                                device's NIC share (DeepSpeed 2021, Narayanan Table 2); 0 */
@@ -38,6 +42,8 @@ typedef struct nd_costs {
 } nd_costs;
 
 void nd_costs_init (nd_costs *c);
+/* 0, or -1 with "costs.<field>: ..." in err: every cost finite and >= 0, shares <= 1. */
+int nd_costs_validate (const nd_costs *c, char *err, size_t errlen);
 
 /* Memory of one pipeline stage, bytes per device. */
 typedef struct nd_stage_estimate {

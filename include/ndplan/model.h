@@ -67,6 +67,9 @@ typedef struct nd_model_spec {
   int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
   /* MoE: moe_ffn_size per routed expert; shared_ffn_size is the total shared width */
   int64_t num_experts, top_k, moe_ffn_size, num_shared_experts, shared_ffn_size;
+  /* group-limited routing (DeepSeek n_group / topk_group): experts in expert_groups
+     groups, each token routed within groups_per_token of them; 0 = unlimited */
+  int64_t expert_groups, groups_per_token;
   int shared_expert_gate;            /* an h x 1 sigmoid gate on the shared expert (Qwen) */
   int router_bias;                   /* E extra router params (GPT-OSS bias, DeepSeek-V3 */
                                      /* score-correction bias) */

@@ -18,6 +18,8 @@ typedef enum nd_schedule {
   ND_SCHED_INTERLEAVED,  /* Megatron interleaved 1F1B over vpp chunks per stage */
   ND_SCHED_GPIPE,        /* all forwards, then all backwards: m micro-batches in flight */
   ND_SCHED_ZB,           /* zero-bubble ZB-H1: 1F1B memory, weight-gradient work fills bubbles */
+  ND_SCHED_DUALPIPE,     /* DeepSeek DualPipe: device s holds stages s and pp-1-s, fed from
+                            both ends; forward/backward pairs overlap the all-to-all */
   ND_SCHED_COUNT
 } nd_schedule;
 

@@ -234,6 +234,12 @@ local function read_experts(r, s, traits)
   if E == 0 then return false end
   s.top_k = r:int({"num_experts_per_tok", "experts_per_token", "moe_topk"},
                   "an integer: experts chosen per token", 1)
+  -- DeepSeek's group-limited routing: a token's experts lie in topk_group of n_group groups
+  local groups = r:int("n_group")
+  if groups and groups > 1 then
+    s.expert_groups = groups
+    s.groups_per_token = r:int("topk_group", "an integer: expert groups per token", 1)
+  end
   local per_expert = traits.moe == "per_expert"
   if per_expert then
     s.moe_ffn_size = r:int("intermediate_size", "an integer: the width of each expert", 1)

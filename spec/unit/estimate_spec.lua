@@ -137,6 +137,81 @@ describe("pipeline schedules", function()
   end)
 end)
 
+describe("DualPipe (DeepSeek-V3 report, DualPipe README)", function()
+  local v3 = {model = "deepseek-v3", device = "h800", devices = 2048, global_batch = 4096,
+              seq_len = 4096, pp = 16, ep = 64, recompute = "full", zero = 1}
+  local function with(t)
+    local a = {}
+    for k, v in pairs(v3) do a[k] = v end
+    for k, v in pairs(t) do a[k] = v end
+    return a
+  end
+
+  it("holds two stages' parameters and PP + 1 micro-batches on every device", function()
+    local one = assert(nd.estimate(v3))
+    local dual = assert(nd.estimate(with{schedule = "dualpipe"}))
+    for s = 1, 16 do assert.equal(17, dual.stages[s].inflight) end
+    -- device s holds stages s and 15 - s: twice a middle stage's parameters
+    assert.is_true(rel(dual.stages[5].params, one.stages[5].params + one.stages[12].params) < 1e-12)
+    -- both ends hold the embedding and the head
+    assert.is_true(rel(dual.stages[1].params, dual.stages[16].params) < 1e-12)
+  end)
+
+  it("hides the all-to-all behind paired compute and shrinks the bubble", function()
+    local one = assert(nd.estimate(v3))
+    local dual = assert(nd.estimate(with{schedule = "dualpipe"}))
+    assert.is_true(dual.time_parts_s.ep_comm < 0.5 * one.time_parts_s.ep_comm)
+    assert.is_true(dual.time_parts_s.bubble < one.time_parts_s.bubble)
+    assert.is_true(dual.step_time_s < one.step_time_s)
+  end)
+
+  it("needs an even pp and at least 2*pp micro-batches", function()
+    local r, why = nd.estimate(with{schedule = "dualpipe", global_batch = 2048})  -- mb 16
+    assert.is_nil(r)
+    assert.matches("dualpipe needs an even number of micro%-batches", why)
+    r, why = nd.estimate{model = "llama3.1-8b", device = "h100", devices = 24, global_batch = 96,
+                         seq_len = 4096, pp = 3, schedule = "dualpipe"}
+    assert.is_nil(r)
+    assert.matches("dualpipe needs an even pp", why)
+  end)
+end)
+
+describe("MoE dispatch over nodes", function()
+  local v3 = {model = "deepseek-v3", device = "h800", devices = 2048, global_batch = 4096,
+              seq_len = 4096, pp = 16, ep = 64, recompute = "full", zero = 1}
+  local function ep_time(costs, model)
+    local a = {}
+    for k, v in pairs(v3) do a[k] = v end
+    a.costs, a.model = costs, model or a.model
+    return assert(nd.estimate(a)).time_parts_s.ep_comm
+  end
+
+  it("sends one copy per destination node with DeepEP-style dispatch", function()
+    assert.is_true(ep_time({ep_node_dedup = 1}) < ep_time({ep_node_dedup = 0}))
+  end)
+
+  it("caps the nodes a token visits by group-limited routing (topk_group of n_group)", function()
+    local m = assert(nd.model("deepseek-v3"))
+    assert.equal(8, m.expert_groups)
+    assert.equal(4, m.groups_per_token)
+    local config = nd.json.decode(require("ndplan.c.bundle").read("examples/models/deepseek-v3.json"))
+    config.n_group, config.topk_group = 1, 1
+    local unlimited = assert(nd.model(config))
+    assert.equal(0, unlimited.expert_groups)
+    -- 8 nodes, 8 experts per token: about 5.3 nodes at random, at most 4 when group-limited
+    assert.is_true(ep_time(nil, m) < ep_time(nil, unlimited))
+  end)
+end)
+
+describe("costs", function()
+  it("refuses a cost out of its range with the field named", function()
+    local r, why = nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                               global_batch = 8, seq_len = 4096, costs = {dp_overlap = 2}}
+    assert.is_nil(r)
+    assert.matches("costs.dp_overlap: expected a number in %[0, 1%]", why)
+  end)
+end)
+
 describe("strategy validation", function()
   local m = gpt(24, 2304, 24)
   local function refuse(args)
