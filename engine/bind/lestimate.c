@@ -20,6 +20,7 @@ static const cost_field cost_fields[] = {
   COST(weight_bytes), COST(grad_bytes), COST(master_bytes), COST(optimizer_bytes),
   COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
   COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(ep_node_dedup), COST(overlap_sm_share),
+  COST(offload_overlap),
   COST(zero3_overlap),
   COST(zero3_flat_ring),
   COST(memory_ops), COST(optimizer_traffic),
@@ -97,11 +98,17 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->sp = get_bool(L, t, "sp", 0);
   st->zero = get_int(L, t, "zero", 0);
   st->mbs = get_int(L, t, "mbs", 1);
+  if (lua_getfield(L, t, "offload") != LUA_TNIL) {
+    if (!lua_isnumber(L, -1))
+      luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, -1));
+    st->offload = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
   st->mb = get_int(L, t, "mb", 0);
   st->flash_attention = get_bool(L, t, "flash_attention", 1);
   if (lua_getfield(L, t, "schedule") != LUA_TNIL
       && nd_schedule_parse(luaL_checkstring(L, -1), &st->schedule) != 0)
-    luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe or zb, got '%s'",
+    luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe, zb or dualpipe, got '%s'",
                lua_tostring(L, -1));
   lua_pop(L, 1);
   if (lua_getfield(L, t, "precision") != LUA_TNIL
@@ -174,6 +181,7 @@ static void push_strategy (lua_State *L, const nd_strategy *st) {
   lua_pushstring(L, st->per_layer ? "per_layer" : nd_recompute_name(st->recompute));
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
+  setnum(L, "offload", st->offload);
 }
 
 static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {

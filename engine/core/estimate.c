@@ -29,7 +29,8 @@ void nd_costs_init (nd_costs *c) {
   c->cp_overlap = 1.0;          /* ring attention hides KV exchange behind the core */
   c->ep_overlap = 0.0;          /* all-to-all exposed */
   c->overlap_sm_share = 20.0 / 132.0;  /* DeepSeek-V3 report, H800 */
-  c->ep_node_dedup = 1.0;       /* DeepEP-style dispatch (Megatron-Core's flex dispatcher) */
+  c->ep_node_dedup = 1.0;
+  c->offload_overlap = 1.0;     /* copies on their own stream, prefetched */       /* DeepEP-style dispatch (Megatron-Core's flex dispatcher) */
   c->zero3_overlap = 1.0;       /* prefetched gathers */
   c->zero3_flat_ring = 0.0;     /* 0: hierarchical NCCL rings over all NICs of a node */
   c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
@@ -43,7 +44,7 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
     F(activation_bytes, 64), F(dropout, 1), F(capacity_factor, 64), F(dp_overlap, 1),
     F(tp_overlap, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
-    F(optimizer_traffic, 1024)
+    F(optimizer_traffic, 1024), F(offload_overlap, 1)
 #undef F
   };
   size_t i;
@@ -60,7 +61,7 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
 
 static const char *const time_part_names[ND_T_COUNT] = {
   "forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
-  "optimizer", "bubble"
+  "optimizer", "bubble", "offload"
 };
 static const char *const group_names[ND_GROUP_COUNT] = {"tp", "cp", "dp", "pp", "ep", "etp",
                                                         "edp"};
@@ -461,7 +462,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     nd_stage_estimate *se = &out->stage[s];
     stage_sum ss;
     double pd, pe, inflight, extra_act = 0.0, buffers, zfac_w, zfac_g, zfac_o, t_mb;
-    double dp_time;
+    double dp_time, off_copy, off_s;
     memset(&ss, 0, sizeof ss);
     ss.x = &x;
     nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, count_layer, &ss);
@@ -499,7 +500,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
                   * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
     inflight = nd_inflight(st, s);
     se->inflight = inflight;
-    se->activations = (ss.act + extra_act) * inflight;
+    /* offload: of the micro-batches waiting for their backward, a share of each one's
+       layer activations sits in host memory; the one being computed stays */
+    off_copy = inflight > 1.0 ? st->offload * ss.act : 0.0;
+    se->activations = (ss.act + extra_act) * inflight - off_copy * (inflight - 1.0);
     if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
       se->activations += 4.0 * x.T * h * x.r + 4.0 * x.T * x.vocab / st->tp;
     /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather */
@@ -528,7 +532,14 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
         ss.ep = ss.ep > hidden ? ss.ep - hidden : 0.0;
       }
       se->comm_s = ss.tp + ss.ep + cp_exposed;
-      t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s;
+      off_s = 0.0;
+      if (off_copy > 0.0) {  /* out after the forward, back before the backward */
+        const nd_device_link *hl = &dev->host_link;
+        off_s = 2.0 * (off_copy / hl->bandwidth + hl->latency)
+              - costs->offload_overlap * (ss.fwd + ss.bwd + ss.rec);
+        if (off_s < 0.0) off_s = 0.0;
+      }
+      t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s + off_s;
       if (t_mb > slow) {
         slow = t_mb;
         out->time_parts[ND_T_FORWARD] = ss.fwd;
@@ -537,6 +548,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
         out->time_parts[ND_T_TP] = ss.tp;
         out->time_parts[ND_T_CP] = cp_exposed;
         out->time_parts[ND_T_EP] = ss.ep;
+        out->time_parts[ND_T_OFFLOAD] = off_s;
       }
     }
     /* data parallelism: gradient reduction (and parameter gather after a sharded step) */
@@ -592,6 +604,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
       default: bubble = (p - 1) * slow; break;
     }
     for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
+    out->time_parts[ND_T_OFFLOAD] *= mb;
     out->time_parts[ND_T_PP] = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
     out->time_parts[ND_T_DP] = dp_exposed;
     out->time_parts[ND_T_OPTIMIZER] = opt_time;

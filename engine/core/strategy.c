@@ -154,6 +154,8 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
       return refuse(err, errlen, "filtered out: dualpipe needs an even number of "
                     "micro-batches >= 2*pp = %d, got %d", 2 * st->pp, st->mb);
   }
+  if (!(st->offload >= 0.0 && st->offload <= 1.0))
+    return refuse(err, errlen, "offload: expected a share in [0, 1], got %g", st->offload);
   if (st->zero == 3 && st->pp > 1)
     return refuse(err, errlen, "filtered out: ZeRO-3 does not combine with pipeline "
                   "parallelism");

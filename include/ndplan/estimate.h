@@ -30,6 +30,8 @@ typedef struct nd_costs {
   double ep_overlap;        /* share of MoE all-to-all hidden (0..1) */
   double overlap_sm_share;  /* share of the compute units communication kernels take while
                                they overlap compute (DeepSeek-V3: 20 of 132 SMs) */
+  double offload_overlap;   /* share of the compute of a micro-batch that hides its activation
+                               copies to and from host memory (side stream: 1) */
   double ep_node_dedup;     /* 1: the dispatcher sends one copy of a token per destination
                                node and forwards inside it (DeepEP); 0: one per expert */
   double zero3_overlap;     /* share of ZeRO-3 parameter gathers hidden by compute (0..1) */
@@ -67,7 +69,7 @@ enum { ND_GROUP_TP, ND_GROUP_CP, ND_GROUP_DP, ND_GROUP_PP, ND_GROUP_EP, ND_GROUP
 
 /* Time parts of one step, seconds. */
 enum { ND_T_FORWARD, ND_T_BACKWARD, ND_T_RECOMPUTE, ND_T_TP, ND_T_CP, ND_T_EP, ND_T_PP,
-       ND_T_DP, ND_T_OPTIMIZER, ND_T_BUBBLE, ND_T_COUNT };
+       ND_T_DP, ND_T_OPTIMIZER, ND_T_BUBBLE, ND_T_OFFLOAD, ND_T_COUNT };
 
 typedef struct nd_estimate {
   double step_time;         /* seconds per optimizer step */

@@ -40,7 +40,8 @@ typedef struct nd_strategy {
   nd_recompute recompute;  /* whole-model mode, used when per_layer is 0 */
   int per_layer;           /* 1: layer_recompute[] gives each layer's mode */
   unsigned char layer_recompute[ND_MAX_LAYERS];
-  int offload;             /* activations of recomputed-free layers copied to host (share 0..1) */
+  double offload;          /* share (0..1) of the activations a stage holds for micro-batches
+                              not being computed that wait in host memory instead */
   nd_precision precision;
   int flash_attention;     /* 1 (default): no s^2 score tensors kept, causal blocks skipped */
   int stage_layers[ND_MAX_STAGES];  /* body+MTP layers per stage; all 0 = even split */

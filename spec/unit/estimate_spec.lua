@@ -203,6 +203,44 @@ describe("MoE dispatch over nodes", function()
   end)
 end)
 
+describe("activation offload", function()
+  local base = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+                seq_len = 8192, tp = 8, pp = 8, sp = true, recompute = "selective"}
+  local function with(share, costs)
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    a.offload, a.costs = share, costs
+    return assert(nd.estimate(a))
+  end
+
+  it("keeps only the running micro-batch's offloaded share on the device", function()
+    local none, half, all = with(0), with(0.5), with(1)
+    local s0 = none.stages[1]
+    assert.equal(8, s0.inflight)
+    -- 8 in flight: 1 + 7 * (1 - share) micro-batches of layer activations stay
+    local per_mb = (s0.activations - all.stages[1].activations) / 7
+    assert.is_true(rel(none.stages[1].activations - half.stages[1].activations, 3.5 * per_mb) < 1e-9)
+    assert.is_true(all.stages[1].activations < none.stages[1].activations / 4)
+    -- the last stage holds one micro-batch: nothing waits, nothing moves
+    assert.equal(none.stages[8].activations, all.stages[8].activations)
+  end)
+
+  it("prices the copies on the host link and hides them behind compute", function()
+    assert.equal(0, with(0.5).time_parts_s.offload)
+    assert.is_true(with(1).time_parts_s.offload > 0)
+    assert.is_true(with(0.5, {offload_overlap = 0}).time_parts_s.offload > 0)
+  end)
+
+  it("refuses a share outside [0, 1]", function()
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    a.offload = 1.5
+    local r, why = nd.estimate(a)
+    assert.is_nil(r)
+    assert.matches("offload: expected a share in %[0, 1%]", why)
+  end)
+end)
+
 describe("costs", function()
   it("refuses a cost out of its range with the field named", function()
     local r, why = nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
