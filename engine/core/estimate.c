@@ -283,8 +283,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->act[ND_RECOMPUTE_NONE] = act_all;
   lc->act[ND_RECOMPUTE_SELECTIVE] = act_all - (x->st->flash_attention ? 0.0 : a.core);
   lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
-  lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s
-            + x->dev->efficiency.kernel_overhead;
+  lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s;
   /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
   tp_bytes = ab * T * h;
   if (t > 1) {
@@ -339,16 +338,26 @@ typedef struct stage_sum {
 } stage_sum;
 
 /* Adds n layers of one priced kind, all under recompute mode `mode`, to a stage. */
+/*
+** A layer's pass on the device: its work, but no less than the time the host takes to
+** issue its kernels (kernel_overhead per pass, twice for the backward's two GEMMs per
+** weight). Small layers are launch-bound: vTrain's single-node runs take about the same
+** time per layer at 1 and 2 sequences per micro-batch.
+*/
+static double layer_pass (const ctx *x, double work, double passes) {
+  double floor = passes * x->dev->efficiency.kernel_overhead;
+  return work > floor ? work : floor;
+}
+
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n) {
   const ctx *x = ss->x;
-  double fwd = lc->gemm_s + lc->core_s + lc->mem_s;
+  double fwd = layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
   double ep = lc->ep_s * (1.0 - x->c->ep_overlap);
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
   ss->act += n * lc->act[mode];
   ss->fwd += n * fwd;
-  ss->bwd += n * (2.0 * (lc->gemm_s + lc->core_s) + 2.0 * (lc->mem_s - x->dev->efficiency.kernel_overhead)
-                  + x->dev->efficiency.kernel_overhead);
+  ss->bwd += n * layer_pass(x, 2.0 * (lc->gemm_s + lc->core_s + lc->mem_s), 2.0);
   ss->tp += n * 2.0 * lc->tp_s;  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
@@ -649,7 +658,7 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
   if (setup(&x, err, errlen) != 0) return -1;
   lc = price_kind(&x, layer);
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++) out->activations[i] = lc->act[i];
-  out->forward_s = lc->gemm_s + lc->core_s + lc->mem_s;
+  out->forward_s = layer_pass(&x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;

@@ -241,6 +241,24 @@ describe("activation offload", function()
   end)
 end)
 
+describe("kernel launch floor (device efficiency.kernel_overhead)", function()
+  it("makes a small layer's pass last no less than the host's issue time", function()
+    local m = gpt(4, 256, 4)
+    local job = {devices = 1, global_batch = 1, seq_len = 2048}
+    local fast = assert(core.layer(m, a100, job, {}, 0))
+    local slow_dev = assert(nd.device{base = "a100-80gb", name = "slow-host",
+                                      efficiency = {kernel_overhead = 0.25}})
+    local slow = assert(core.layer(m, slow_dev, job, {}, 0))
+    assert.is_true(fast.forward_s < 0.25)
+    assert.are.equal(0.25, slow.forward_s)
+    -- a forward, and a backward floored at two passes, per layer and micro-batch
+    local r = assert(nd.estimate{model = m, device = slow_dev, devices = 1, global_batch = 1,
+                                 seq_len = 2048})
+    assert.is_true(r.time_parts_s.forward >= 4 * 0.25)
+    assert.is_true(r.time_parts_s.backward >= 4 * 0.5)
+  end)
+end)
+
 describe("costs", function()
   it("refuses a cost out of its range with the field named", function()
     local r, why = nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
