@@ -342,7 +342,7 @@ static int m_newindex (lua_State *L) {
 static int m_tostring (lua_State *L) {
   const nd_device *dev = check_dev(L, 1);
   char hbm[32], hbw[32], up[32], out[32];
-  nd_format_bytes(hbm, sizeof hbm, dev->hbm_bytes, 0);
+  nd_format_bytes(hbm, sizeof hbm, dev->hbm_bytes, 1);  /* capacity in GiB, as tools show it */
   nd_format_bytes(hbw, sizeof hbw, dev->hbm_bandwidth, 0);
   nd_format_bytes(up, sizeof up, dev->scale_up.bandwidth, 0);
   nd_format_bytes(out, sizeof out, dev->scale_out.bandwidth, 0);
