@@ -36,7 +36,7 @@ io.write(cli.format_table({
   {key = "peak_flops", title = "fp8 TF/s", align = "right",
    fmt = function(v) return tflops(v and v.fp8) end},
   {key = "hbm_bytes", title = "HBM", align = "right",
-   fmt = function(v) return units.bytes(v, "decimal") end},
+   fmt = function(v) return units.bytes(v, "binary") end},
   {key = "hbm_bandwidth", title = "HBM BW", align = "right", fmt = rate},
   {key = "scale_up", title = "scale-up (per dir)", align = "right",
    fmt = function(v) return string.format("%d x %s", v.domain_size, rate(v.bandwidth)) end},
