@@ -2,6 +2,7 @@
 ** lestimate.c -- Lua binding ndplan.c.estimate: prices one strategy with the C estimators
 ** and returns the result as a plain table (the fields of `ndplan estimate --json`).
 */
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -9,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "ndplan/estimate.h"
+#include "ndplan/recompute.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
 #include "lmodel.h"
@@ -169,7 +171,7 @@ static void setint (lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
-static void push_strategy (lua_State *L, const nd_strategy *st) {
+static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
   lua_createtable(L, 0, 16);
   setint(L, "dp", st->dp); setint(L, "tp", st->tp); setint(L, "pp", st->pp);
   setint(L, "vpp", st->vpp); setint(L, "cp", st->cp); setint(L, "ep", st->ep);
@@ -182,6 +184,15 @@ static void push_strategy (lua_State *L, const nd_strategy *st) {
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
   setnum(L, "offload", st->offload);
+  if (st->per_layer) {  /* each layer's mode, body then MTP */
+    int i, n = (int)(m->num_layers + m->mtp_layers);
+    lua_createtable(L, n, 0);
+    for (i = 0; i < n; i++) {
+      lua_pushstring(L, nd_recompute_name((nd_recompute)st->layer_recompute[i]));
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "layer_recompute");
+  }
 }
 
 static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
@@ -198,7 +209,7 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   nd_params p;
   lua_createtable(L, 0, 16);
   lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
-  push_strategy(L, st); lua_setfield(L, -2, "strategy");
+  push_strategy(L, st, m); lua_setfield(L, -2, "strategy");
   setnum(L, "step_time_s", e->step_time);
   setnum(L, "tokens_per_s", e->tokens_per_s);
   setnum(L, "mfu", e->mfu);
@@ -348,8 +359,64 @@ static int e_bench (lua_State *L) {
   return 2;
 }
 
+/* Reads an array of mode names into a mask (all modes when absent). */
+static unsigned read_modes (lua_State *L, int t) {
+  unsigned modes = 0;
+  lua_Integer i, n;
+  if (lua_isnoneornil(L, t)) return ND_RECOMPUTE_ALL;
+  luaL_checktype(L, t, LUA_TTABLE);
+  n = luaL_len(L, t);
+  for (i = 1; i <= n; i++) {
+    nd_recompute r;
+    lua_geti(L, t, i);
+    if (lua_type(L, -1) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
+      luaL_error(L, "modes[%I]: expected none, selective or full", i);
+    modes |= ND_RECOMPUTE_MASK(r);
+    lua_pop(L, 1);
+  }
+  luaL_argcheck(L, modes != 0, t, "at least one recompute mode");
+  return modes;
+}
+
+/*
+** plan(model, device, job, strategy, budget [, costs [, modes]]) -> the estimate of the
+** strategy with per-layer recompute chosen under `budget` bytes (strategy.layer_recompute,
+** stage_savings_s, stage_need_bytes) | nil, reason ("over memory: ..." when no choice fits).
+*/
+static int e_plan (lua_State *L) {
+  call_args a;
+  nd_estimate *e;
+  nd_recompute_plan *plan;
+  char err[256];
+  double budget = luaL_checknumber(L, 5);
+  unsigned modes = read_modes(L, 7);
+  int i;
+  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
+  read_call(L, 6, &a);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  plan = (nd_recompute_plan *)lua_newuserdatauv(L, sizeof *plan, 0);
+  if (nd_recompute_plan_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, plan, e, err,
+                            sizeof err) != 0)
+    return push_refusal(L, err);
+  push_result(L, e, a.st, a.m);
+  lua_createtable(L, e->stages, 0);
+  for (i = 0; i < e->stages; i++) {
+    lua_pushnumber(L, plan->stage_savings[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "stage_savings_s");
+  lua_createtable(L, e->stages, 0);
+  for (i = 0; i < e->stages; i++) {
+    lua_pushnumber(L, plan->stage_need[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "stage_need_bytes");
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"plan", e_plan},
   {"costs", e_costs},
   {"layer", e_layer},
   {"bench", e_bench},

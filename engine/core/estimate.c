@@ -349,6 +349,14 @@ static double layer_pass (const ctx *x, double work, double passes) {
   return work > floor ? work : floor;
 }
 
+/* Compute a layer's recompute mode adds per micro-batch (its communication apart). */
+static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
+  if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
+  if (mode == ND_RECOMPUTE_SELECTIVE && !x->st->flash_attention)
+    return lc->core_s + lc->core_mem_s;
+  return 0.0;  /* flash attention recomputes the scores in any case */
+}
+
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n) {
   const ctx *x = ss->x;
   double fwd = layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
@@ -362,13 +370,13 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n)
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
   if (mode == ND_RECOMPUTE_FULL) {  /* the forward again, with its communication */
-    ss->rec += n * fwd;
+    ss->rec += n * recompute_time(x, lc, mode);
     ss->tp += n * lc->tp_s;
     ss->ep += n * ep;
     ss->flops_rec += n * lc->flops_token;
   }
   else if (mode == ND_RECOMPUTE_SELECTIVE && !x->st->flash_attention) {
-    ss->rec += n * (lc->core_s + lc->core_mem_s);
+    ss->rec += n * recompute_time(x, lc, mode);
     ss->flops_rec += n * lc->core_flops_token;
   }
   ss->p_dense += n * lc->p_dense;
@@ -657,7 +665,12 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
   lc = price_kind(&x, layer);
-  for (i = 0; i < ND_RECOMPUTE_COUNT; i++) out->activations[i] = lc->act[i];
+  for (i = 0; i < ND_RECOMPUTE_COUNT; i++) {
+    out->activations[i] = lc->act[i];
+    out->recompute_s[i] = recompute_time(&x, lc, i);
+    if (i == ND_RECOMPUTE_FULL)  /* the repeated forward's TP and EP traffic */
+      out->recompute_s[i] += lc->tp_s + lc->ep_s * (1.0 - costs->ep_overlap);
+  }
   out->forward_s = layer_pass(&x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;

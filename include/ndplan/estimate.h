@@ -96,6 +96,8 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
 /* One layer priced alone, per device and micro-batch (for checks and the recompute planner). */
 typedef struct nd_layer_estimate {
   double activations[ND_RECOMPUTE_COUNT];  /* bytes held under none, selective, full */
+  double recompute_s[ND_RECOMPUTE_COUNT];  /* time each mode adds per micro-batch, with the
+                                              repeated forward's communication */
   double forward_s;         /* GEMMs + attention core + element-wise */
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
   double params;            /* parameters one device holds */

@@ -3,6 +3,8 @@
 --   nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
 --               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
 --               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
+-- recompute = "per_layer" chooses every layer's mode (among recompute_modes, default all)
+-- so that each stage fits max_mem at the least recompute time (ndplan.c.estimate.plan).
 local core = require "ndplan.c.estimate"
 
 local M = {}
@@ -11,7 +13,7 @@ local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "stage_layers"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
-                    seq_len = true, max_mem = true, costs = true}
+                    seq_len = true, max_mem = true, costs = true, recompute_modes = true}
 
 local function resolve(kind, x)
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
@@ -53,7 +55,17 @@ function M.estimate(args)
   end
   local budget, berr = M.budget(device, args.max_mem)
   if not budget then return nil, berr end
-  local result, why = core.run(model, device, job, strategy, args.costs)
+  local result, why
+  if strategy.recompute == "per_layer" then
+    -- each layer's mode chosen under the budget: least recompute time that fits
+    strategy.recompute = nil
+    result, why = core.plan(model, device, job, strategy, budget, args.costs, args.recompute_modes)
+  else
+    if args.recompute_modes ~= nil then
+      error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
+    end
+    result, why = core.run(model, device, job, strategy, args.costs)
+  end
   if not result then return nil, why end
   result.budget_bytes = budget
   result.fits = result.peak_memory_bytes <= budget

@@ -1,0 +1,40 @@
+/*
+** ndplan/recompute.h -- per-layer recompute planning: for one strategy and a memory budget,
+** the recompute mode of every layer that keeps each pipeline stage within the budget at the
+** least recompute time (an exact multiple-choice knapsack per stage over the estimators'
+** own per-layer costs).
+*/
+#ifndef NDPLAN_RECOMPUTE_H
+#define NDPLAN_RECOMPUTE_H
+
+#include <stddef.h>
+
+#include "ndplan/estimate.h"
+
+/* Bit masks of the modes a plan may use. */
+#define ND_RECOMPUTE_MASK(mode) (1u << (mode))
+#define ND_RECOMPUTE_ALL \
+  (ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE) | ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE) \
+   | ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL))
+
+typedef struct nd_recompute_plan {
+  double stage_savings[ND_MAX_STAGES];  /* seconds per step each stage saves against every
+                                           layer fully recomputed */
+  double stage_need[ND_MAX_STAGES];     /* bytes each stage peaks at with its least-memory
+                                           choice (all full when full is allowed) */
+  int failed_stage;                     /* -1, or the first stage that cannot fit */
+} nd_recompute_plan;
+
+/*
+** Chooses st's per-layer recompute modes among `modes` so that every stage's peak stays
+** within `budget` bytes, each stage spending the least recompute time; on success st holds
+** the plan (per_layer = 1), out its estimate, and 0 is returned. Returns -1 with a reason
+** in err when the strategy is refused or a stage cannot fit even with its least-memory
+** choice ("over memory: ...", plan->failed_stage set).
+*/
+int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                           nd_strategy *st, const nd_costs *costs, double budget,
+                           unsigned modes, nd_recompute_plan *plan, nd_estimate *out,
+                           char *err, size_t errlen);
+
+#endif
