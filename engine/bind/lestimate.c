@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "ndplan/estimate.h"
+#include "ndplan/layout.h"
 #include "ndplan/recompute.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
@@ -184,6 +185,12 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
   setnum(L, "offload", st->offload);
+  if (st->vpp <= 1) {  /* the layout: body and MTP layers per stage */
+    int s;
+    lua_createtable(L, st->pp, 0);
+    for (s = 0; s < st->pp; s++) { lua_pushinteger(L, st->stage_layers[s]); lua_rawseti(L, -2, s + 1); }
+    lua_setfield(L, -2, "stage_layers");
+  }
   if (st->per_layer) {  /* each layer's mode, body then MTP */
     int i, n = (int)(m->num_layers + m->mtp_layers);
     lua_createtable(L, n, 0);
@@ -414,9 +421,34 @@ static int e_plan (lua_State *L) {
   return 1;
 }
 
+/*
+** balance(model, device, job, strategy, budget [, costs [, modes]]) -> the estimate of the
+** strategy with an uneven layout balancing the slowest stage within `budget` bytes
+** (layout_moves: layers moved from the even split); with modes, every layout tried gets
+** its own per-layer recompute plan among them | nil, reason.
+*/
+static int e_balance (lua_State *L) {
+  call_args a;
+  nd_estimate *e;
+  char err[256];
+  double budget = luaL_checknumber(L, 5);
+  unsigned modes = lua_isnoneornil(L, 7) ? 0u : read_modes(L, 7);
+  int moves;
+  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
+  read_call(L, 6, &a);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  if (nd_layout_balance(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, e, &moves, err,
+                        sizeof err) != 0)
+    return push_refusal(L, err);
+  push_result(L, e, a.st, a.m);
+  setint(L, "layout_moves", moves);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
   {"plan", e_plan},
+  {"balance", e_balance},
   {"costs", e_costs},
   {"layer", e_layer},
   {"bench", e_bench},

@@ -4,7 +4,9 @@
 --               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
 --               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
 -- recompute = "per_layer" chooses every layer's mode (among recompute_modes, default all)
--- so that each stage fits max_mem at the least recompute time (ndplan.c.estimate.plan).
+-- so that each stage fits max_mem at the least recompute time (ndplan.c.estimate.plan);
+-- layout = "balanced" moves layers between stages to balance the slowest one within
+-- max_mem (ndplan.c.estimate.balance); the default "even" keeps the even split.
 local core = require "ndplan.c.estimate"
 
 local M = {}
@@ -13,7 +15,8 @@ local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "stage_layers"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
-                    seq_len = true, max_mem = true, costs = true, recompute_modes = true}
+                    seq_len = true, max_mem = true, costs = true, recompute_modes = true,
+                    layout = true}
 
 local function resolve(kind, x)
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
@@ -56,9 +59,17 @@ function M.estimate(args)
   local budget, berr = M.budget(device, args.max_mem)
   if not budget then return nil, berr end
   local result, why
-  if strategy.recompute == "per_layer" then
+  local per_layer = strategy.recompute == "per_layer"
+  if per_layer then strategy.recompute = nil end
+  if args.layout == "balanced" then
+    -- uneven stages balancing the slowest one, each layout with its own recompute plan
+    result, why = core.balance(model, device, job, strategy, budget, args.costs,
+                               per_layer and (args.recompute_modes or {"none", "selective", "full"})
+                               or nil)
+  elseif args.layout ~= nil and args.layout ~= "even" then
+    error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
+  elseif per_layer then
     -- each layer's mode chosen under the budget: least recompute time that fits
-    strategy.recompute = nil
     result, why = core.plan(model, device, job, strategy, budget, args.costs, args.recompute_modes)
   else
     if args.recompute_modes ~= nil then

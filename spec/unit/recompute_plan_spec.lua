@@ -99,3 +99,43 @@ describe("per-layer recompute on DeepSeek-V3 (PP 16, EP 64, 2048 H800)", functio
     assert.is_true(prev > 0)
   end)
 end)
+
+describe("balanced pipeline layout", function()
+  local base = {model = "llama3.1-8b", device = "h100", devices = 32, global_batch = 256,
+                seq_len = 8192, tp = 8, pp = 4, sp = true}
+  local function est(extra)
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    for k, v in pairs(extra) do a[k] = v end
+    return nd.estimate(a)
+  end
+
+  it("moves layers off the head's stage and is never slower than the even split", function()
+    local even = assert(est{})
+    local bal = assert(est{layout = "balanced"})
+    assert.is_true(bal.step_time_s < even.step_time_s)
+    assert.is_true(bal.layout_moves >= 1)
+    local sum = 0
+    for _, n in ipairs(bal.strategy.stage_layers) do sum = sum + n end
+    assert.equal(32, sum)
+    assert.is_true(bal.strategy.stage_layers[4] < 8)  -- the LM head's stage holds fewer
+    -- the chosen layout priced on its own gives the same figures
+    local again = assert(est{stage_layers = bal.strategy.stage_layers})
+    assert.is_true(math.abs(again.step_time_s - bal.step_time_s) < 1e-12 * bal.step_time_s)
+  end)
+
+  it("balances with per-layer recompute inside the budget", function()
+    local r = assert(nd.estimate{model = "deepseek-v3", device = "h800", devices = 2048,
+                                 global_batch = 15360, seq_len = 4096, pp = 16, ep = 64,
+                                 zero = 1, precision = "fp8", recompute = "per_layer",
+                                 max_mem = "58GB", layout = "balanced"})
+    assert.is_true(r.fits)
+    assert.equal(#r.strategy.layer_recompute, 62)  -- 61 layers and the MTP layer
+  end)
+
+  it("refuses interleaved strategies", function()
+    local r, why = est{layout = "balanced", pp = 2, vpp = 2, devices = 16, global_batch = 256}
+    assert.is_nil(r)
+    assert.matches("balancing needs vpp = 1", why)
+  end)
+end)

@@ -1,0 +1,104 @@
+/*
+** layout.c -- uneven pipeline layouts by local search over stage boundaries.
+**
+** The step time follows the slowest stage, so only moves at that stage's two boundaries
+** can lower it: each round prices giving one of its layers to either neighbour and keeps
+** the better move if the step gets faster and every stage still fits. Each price is a full
+** estimate (with its own per-layer recompute plan when asked), so memory and time come
+** from the estimators alone.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndplan/layout.h"
+
+#define MAX_ROUNDS 256  /* a bound, never reached in practice: each round gains time */
+
+/* Per-micro-batch time of stage s: what the pipeline runs at the pace of. */
+static double stage_time (const nd_stage_estimate *se) {
+  return se->fwd_s + se->bwd_s + se->recompute_s + se->comm_s;
+}
+
+/* Prices st (a copy is planned or estimated); returns 0 and fills out when it fits. */
+static int price (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                  const nd_strategy *st, const nd_costs *costs, double budget, unsigned modes,
+                  nd_strategy *priced, nd_recompute_plan *plan, nd_estimate *out,
+                  char *err, size_t errlen) {
+  *priced = *st;
+  if (modes) {
+    priced->per_layer = 0;
+    return nd_recompute_plan_run(m, dev, job, priced, costs, budget, modes, plan, out, err,
+                                 errlen);
+  }
+  if (nd_estimate_run(m, dev, job, priced, costs, out, err, errlen) != 0) return -1;
+  if (out->peak > budget) {
+    snprintf(err, errlen, "over memory: stage %d peaks at %.2f GiB, budget %.2f GiB",
+             out->heaviest, out->peak / 1073741824.0, budget / 1073741824.0);
+    return -1;
+  }
+  return 0;
+}
+
+int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                       nd_strategy *st, const nd_costs *costs, double budget,
+                       unsigned per_layer_modes, nd_estimate *out, int *moves,
+                       char *err, size_t errlen) {
+  nd_strategy *best = NULL, *trial = NULL, *priced = NULL, *start = NULL;
+  nd_recompute_plan *plan = NULL;
+  nd_estimate *scratch = NULL;
+  double best_step;
+  int p, round, rc = -1;
+  *moves = 0;
+  best = (nd_strategy *)malloc(sizeof *best);
+  trial = (nd_strategy *)malloc(sizeof *trial);
+  priced = (nd_strategy *)malloc(sizeof *priced);
+  start = (nd_strategy *)malloc(sizeof *start);
+  plan = (nd_recompute_plan *)malloc(sizeof *plan);
+  scratch = (nd_estimate *)malloc(sizeof *scratch);
+  if (!best || !trial || !priced || !start || !plan || !scratch) {
+    snprintf(err, errlen, "layout: out of memory");
+    goto done;
+  }
+  /* the starting layout, resolved (an even split unless st gives one) */
+  if (price(m, dev, job, st, costs, budget, per_layer_modes, best, plan, out, err, errlen) != 0)
+    goto done;
+  p = best->pp;
+  if (best->vpp > 1 || best->schedule == ND_SCHED_DUALPIPE) {
+    snprintf(err, errlen, "layout: balancing needs vpp = 1 and a schedule other than dualpipe");
+    goto done;
+  }
+  best_step = out->step_time;
+  for (round = 0; round < MAX_ROUNDS && p > 1; round++) {
+    int s, slow = 0, dir, moved = 0;
+    double t_slow = -1.0, round_best = best_step;
+    for (s = 0; s < p; s++)
+      if (stage_time(&out->stage[s]) > t_slow) { t_slow = stage_time(&out->stage[s]); slow = s; }
+    if (best->stage_layers[slow] <= 1) break;
+    *start = *best;
+    for (dir = -1; dir <= 1; dir += 2) {  /* give a layer to the left, then the right */
+      int to = slow + dir;
+      if (to < 0 || to >= p) continue;
+      *trial = *start;
+      trial->stage_layers[slow]--;
+      trial->stage_layers[to]++;
+      if (price(m, dev, job, trial, costs, budget, per_layer_modes, priced, plan, scratch,
+                err, errlen) == 0
+          && scratch->step_time < round_best * (1.0 - 1e-12)) {
+        round_best = scratch->step_time;
+        *best = *priced;
+        memcpy(out, scratch, sizeof *out);
+        moved = 1;
+      }
+    }
+    if (!moved) break;
+    best_step = round_best;
+    ++*moves;
+  }
+  err[0] = '\0';
+  *st = *best;
+  rc = 0;
+done:
+  free(best); free(trial); free(priced); free(start); free(plan); free(scratch);
+  return rc;
+}
