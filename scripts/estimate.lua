@@ -10,10 +10,10 @@ local spec = {
   description = "Omitted degrees are 1; dp is derived from the device count. Times are seconds\n"
              .. "on the device's calibrated efficiencies (ndplan devices; --costs overrides).",
   options = {
-    {name = "model", short = "m", arg = "NAME|PATH", required = true, help = "model name or config"},
+    {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config (required without --from-megatron)"},
     {name = "device-type", short = "A", arg = "NAME|PATH", default = "h100", help = "device"},
-    {name = "devices", short = "d", arg = "N", required = true, help = "number of devices"},
-    {name = "global-batch-size", short = "b", arg = "B", required = true, help = "sequences per step"},
+    {name = "devices", short = "d", arg = "N", help = "number of devices (required)"},
+    {name = "global-batch-size", short = "b", arg = "B", help = "sequences per step (required)"},
     {name = "seq-len", arg = "S", default = "4096", help = "tokens per sequence"},
     {name = "tp", arg = "N", help = "tensor parallel degree"},
     {name = "pp", arg = "N", help = "pipeline stages"},
@@ -34,11 +34,21 @@ local spec = {
     {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
     {name = "json", help = "print one JSON document"},
+    {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script; options given here win"},
   },
 }
 
-local opts = cli.parse(spec, {...})
+local argv = {...}
+local opts = cli.parse(spec, argv)
 if not opts then return end
+
+-- --from-megatron: the script's flags fill every option not given on the command line.
+if opts["from-megatron"] then require("ndplan.megatron_script").fill_options(spec, argv, opts) end
+for _, name in ipairs({"model", "devices", "global-batch-size"}) do
+  if opts[name] == nil then
+    cli.fail(string.format("option '--%s' is required (see 'ndplan estimate --help')", name), cli.EXIT_USAGE)
+  end
+end
 
 local function int(name)
   local v = opts[name]

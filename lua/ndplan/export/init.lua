@@ -1,0 +1,312 @@
+-- Trainer config exporters: one module per trainer (ndplan.export.<name>), each with a
+-- `dialect` label, a default `filename`, `render(plan) -> text, notes, rounded` and
+-- `parse(text [, opts]) -> strategy, job`. This module is the registry plus what they share:
+-- the plan in one canonical shape (context), the per-layer recompute helpers, and the
+-- comparison that turns "what the plan said" vs "what the file says" into notes.
+--
+-- A plan: {model = name|table|model, strategy = <`ndplan estimate --json`'s strategy>,
+--          job = {devices, global_batch, seq_len}, layers = body layers (optional),
+--          stage_layers = body+MTP layers per stage (optional: else result.stages, else
+--          the engine's even layout), layer_recompute = {mode per layer} (when the strategy
+--          says per_layer), result = the estimate (optional)}.
+-- A note: {kind = "rounded" | "unsaid", field, plan, file, why}. "rounded": the file states
+-- something else than the plan, and `rounded` (estimate arguments) re-prices what the
+-- file says. "unsaid": the file cannot carry it; the trainer takes it from elsewhere.
+local M = {}
+
+M.NAMES = {"megatron", "torchtitan", "deepspeed", "mindformers", "hyper"}
+
+-- get(name) -> module | nil, message
+function M.get(name)
+  for _, n in ipairs(M.NAMES) do
+    if n == name then return (require("ndplan.export." .. n)) end
+  end
+  return nil, string.format("unknown export format '%s' (formats: %s)", tostring(name),
+                            table.concat(M.NAMES, ", "))
+end
+
+function M.list()
+  local out = {}
+  for i, n in ipairs(M.NAMES) do out[i] = n end
+  return out
+end
+
+-- export(name, plan [, opts]) -> text, notes, rounded | nil, message
+function M.export(name, plan, opts)
+  local mod, err = M.get(name)
+  if not mod then return nil, err end
+  return mod.render(plan, opts)
+end
+
+---------------------------------------------------------------------------------------------
+-- The canonical plan
+---------------------------------------------------------------------------------------------
+local MODE_RANK = {none = 0, selective = 1, full = 2}
+M.MODE_RANK = MODE_RANK
+
+-- The engine's even layout (engine/core/strategy.c): body layers over pp stages, the
+-- remainder to stages 1.., MTP layers on the last stage.
+function M.even_layout(body, mtp, pp)
+  local out, base, extra = {}, body // pp, body % pp
+  for s = 1, pp do out[s] = base + ((s - 1 >= 1 and s - 1 <= extra) and 1 or 0) end
+  out[pp] = out[pp] + mtp
+  return out
+end
+
+local DEFAULTS = {dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, sp = false,
+                  zero = 0, mbs = 1, schedule = "1f1b", precision = "bf16",
+                  flash_attention = true, recompute = "none"}
+
+local function copy(t)
+  if type(t) ~= "table" then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = copy(v) end
+  return out
+end
+M.copy = copy
+
+-- context(plan) -> ctx | nil, message. ctx.strategy has every field, with layer_recompute
+-- (one mode per body+MTP layer) and stage_layers (body+MTP per stage, vpp = 1 as well as
+-- the per-stage totals when vpp > 1); ctx.layers, ctx.mtp, ctx.model (or nil), ctx.job.
+function M.context(plan)
+  if type(plan) ~= "table" or type(plan.strategy) ~= "table" then
+    return nil, "export: the plan needs a strategy table"
+  end
+  local model
+  if plan.model ~= nil then
+    local m, err = require("ndplan").model(plan.model)
+    if not m then return nil, err end
+    model = m
+  end
+  local layers = plan.layers or (model and model.num_layers)
+  local mtp = plan.mtp_layers or (model and model.mtp_layers) or 0
+  if math.type(layers) ~= "integer" then return nil, "export: the plan needs the model or its layer count" end
+  local st = {}
+  for k, v in pairs(DEFAULTS) do st[k] = v end
+  for k, v in pairs(plan.strategy) do st[k] = copy(v) end
+  local job = copy(plan.job or (plan.result and plan.result.job) or {})
+  if st.mb == nil and job.global_batch then st.mb = job.global_batch // (st.dp * st.mbs) end
+  -- offload: the share of each waiting micro-batch's activations kept in host memory
+  st.offload = st.offload == true and 1 or tonumber(st.offload) or 0
+  -- one mode per layer, whatever form the plan gave
+  local per = plan.layer_recompute or st.layer_recompute
+  local total = layers + mtp
+  if st.recompute == "per_layer" or per then
+    if type(per) ~= "table" or #per ~= total then
+      return nil, string.format("export: a per-layer recompute plan needs layer_recompute for "
+                                .. "all %d layers", total)
+    end
+  else
+    per = {}
+    for i = 1, total do per[i] = st.recompute == "off" and "none" or st.recompute end
+  end
+  st.layer_recompute = per
+  st.recompute = M.uniform_mode(per) or "per_layer"
+  -- the stage layout
+  local stages = plan.stage_layers or st.stage_layers
+  if not stages and plan.result and plan.result.stages then
+    stages = {}
+    for i, s in ipairs(plan.result.stages) do stages[i] = s.layers end
+  end
+  st.stage_layers = copy(stages) or M.even_layout(layers, mtp, st.pp)
+  if #st.stage_layers ~= st.pp then
+    return nil, string.format("export: %d stage sizes for pp %d", #st.stage_layers, st.pp)
+  end
+  return {strategy = st, layers = layers, mtp = mtp, model = model, job = job, plan = plan}
+end
+
+-- uniform_mode(per) -> the mode every layer shares, or nil
+function M.uniform_mode(per)
+  local m = per[1]
+  for i = 2, #per do if per[i] ~= m then return nil end end
+  return m
+end
+
+-- groups(ctx, st) -> {{first, count}} (0-based first): the runs of layers a trainer's
+-- "first N layers" counts over: pipeline stages for vpp = 1, model chunks in model order
+-- otherwise (MTP layers join the final run, on the last stage).
+function M.groups(ctx, st)
+  st = st or ctx.strategy
+  local out, first = {}, 0
+  if st.vpp <= 1 then
+    for _, n in ipairs(st.stage_layers) do
+      out[#out + 1] = {first = first, count = n}
+      first = first + n
+    end
+  else
+    local per = ctx.layers // (st.pp * st.vpp)
+    for _ = 1, st.pp * st.vpp do
+      out[#out + 1] = {first = first, count = per}
+      first = first + per
+    end
+    out[#out].count = out[#out].count + ctx.mtp
+  end
+  return out
+end
+
+-- prefix_counts(ctx, st) -> full, touched: per group, how many leading layers a "first N"
+-- rule must cover so that no layer recomputes less than planned (N = 1 + the last local
+-- index with mode full; with any recompute).
+function M.prefix_counts(ctx, st)
+  st = st or ctx.strategy
+  local full, touched = {}, {}
+  for g, run in ipairs(M.groups(ctx, st)) do
+    full[g], touched[g] = 0, 0
+    for i = 0, run.count - 1 do
+      local m = st.layer_recompute[run.first + i + 1]
+      if m == "full" then full[g] = i + 1 end
+      if m ~= "none" then touched[g] = i + 1 end
+    end
+  end
+  return full, touched
+end
+
+-- from_prefixes(ctx, st, full, selective) -> per-layer modes: in group g the first full[g]
+-- layers full, the layers up to selective[g] selective, the rest none.
+function M.from_prefixes(ctx, st, full, selective)
+  local per = {}
+  for g, run in ipairs(M.groups(ctx, st)) do
+    for i = 0, run.count - 1 do
+      per[run.first + i + 1] = i < (full[g] or 0) and "full"
+        or i < (selective and selective[g] or 0) and "selective" or "none"
+    end
+  end
+  return per
+end
+
+-- describe_modes(per) -> "full" or "0-3:full,4-61:none" (the --recompute grammar)
+function M.describe_modes(per)
+  local u = M.uniform_mode(per)
+  if u then return u end
+  local parts, i = {}, 1
+  while i <= #per do
+    local j = i
+    while j < #per and per[j + 1] == per[i] do j = j + 1 end
+    parts[#parts + 1] = (i == j and tostring(i - 1) or (i - 1) .. "-" .. (j - 1)) .. ":" .. per[i]
+    i = j + 1
+  end
+  return table.concat(parts, ",")
+end
+
+---------------------------------------------------------------------------------------------
+-- Comparing the plan with what a file says
+---------------------------------------------------------------------------------------------
+local FIELDS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
+                "schedule", "precision", "flash_attention", "offload", "recompute",
+                "stage_layers"}
+M.FIELDS = FIELDS
+
+local function show(field, v)
+  if field == "recompute" then return M.describe_modes(v) end
+  if type(v) == "table" then
+    local t = {}
+    for i, x in ipairs(v) do t[i] = tostring(x) end
+    return table.concat(t, ",")
+  end
+  return tostring(v)
+end
+
+-- Values that cannot differ in effect are made equal: sp without tp, ZeRO without DP.
+local function effective(st, field)
+  if field == "recompute" then return st.layer_recompute end
+  if field == "sp" then return st.sp and st.tp > 1 end
+  if field == "zero" then return st.dp > 1 and st.zero or 0 end
+  if field == "schedule" then return st.pp > 1 and st.schedule or "-" end
+  if field == "stage_layers" then return st.vpp <= 1 and st.stage_layers or {} end
+  return st[field]
+end
+
+-- compare(ctx, said, why) -> notes: one "rounded" note per field where `said` (the
+-- strategy the file states) differs from the plan; why[field] explains.
+function M.compare(ctx, said, why)
+  local notes = {}
+  for _, f in ipairs(FIELDS) do
+    local a, b = show(f, effective(ctx.strategy, f)), show(f, effective(said, f))
+    if a ~= b then
+      notes[#notes + 1] = {kind = "rounded", field = f, plan = a, file = b, why = why and why[f]}
+    end
+  end
+  return notes
+end
+
+-- no_offload(said, why, reason): the file cannot keep activations on the host
+function M.no_offload(said, why, reason)
+  if said.offload > 0 then
+    said.offload = 0
+    why.offload = reason
+  end
+end
+
+-- finish(ctx, said, why, unsaid) -> notes, rounded: the notes, and the estimate arguments
+-- of what the file says when it differs from the plan (nil when nothing was rounded).
+function M.finish(ctx, said, why, unsaid)
+  local notes = M.compare(ctx, said, why)
+  local rounded = #notes > 0 and M.estimate_args(ctx, said) or nil
+  for _, u in ipairs(unsaid or {}) do
+    u.kind = "unsaid"
+    notes[#notes + 1] = u
+  end
+  return notes, rounded
+end
+
+-- estimate_args(ctx, st) -> the strategy as nd.estimate arguments (with model and job)
+function M.estimate_args(ctx, st)
+  local args = {model = ctx.model, devices = ctx.job.devices, global_batch = ctx.job.global_batch,
+                seq_len = ctx.job.seq_len}
+  for _, k in ipairs({"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
+                      "schedule", "precision", "flash_attention", "offload"}) do
+    args[k] = st[k]
+  end
+  local u = M.uniform_mode(st.layer_recompute)
+  if u then args.recompute = u else args.layer_recompute = copy(st.layer_recompute) end
+  if st.vpp <= 1 then args.stage_layers = copy(st.stage_layers) end
+  return args
+end
+
+-- format_note(note) -> one line for people
+function M.format_note(n)
+  if n.kind == "unsaid" then
+    return string.format("not in the file: %s %s%s", n.field, n.plan or "",
+                         n.why and (" (" .. n.why .. ")") or "")
+  end
+  return string.format("rounded %s: plan %s, file %s%s", n.field, n.plan, n.file,
+                       n.why and (" (" .. n.why .. ")") or "")
+end
+
+---------------------------------------------------------------------------------------------
+-- Small writers shared by the YAML exporters (ndplan has a YAML reader, not a writer)
+---------------------------------------------------------------------------------------------
+local function yaml_scalar(v)
+  if type(v) == "string" then
+    if v:match("^[%a_][%w_%-%.]*$") and not ({["true"] = 1, ["false"] = 1, null = 1,
+        yes = 1, no = 1, on = 1, off = 1, y = 1, n = 1})[v:lower()] then
+      return v
+    end
+    return '"' .. v:gsub('[\\"]', "\\%0") .. '"'
+  end
+  if type(v) == "table" then  -- a list, written in flow style
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = yaml_scalar(x) end
+    return "[" .. table.concat(parts, ", ") .. "]"
+  end
+  return tostring(v)
+end
+
+-- yaml(doc) -> text. doc is an ordered list of {key, value} or {key, {sub entries...},
+-- map = true}; `comment` entries {comment = "..."} become # lines.
+function M.yaml(entries, indent)
+  indent = indent or ""
+  local out = {}
+  for _, e in ipairs(entries) do
+    if e.comment then out[#out + 1] = indent .. "# " .. e.comment
+    elseif e.map then
+      out[#out + 1] = indent .. yaml_scalar(e[1]) .. ":"
+      out[#out + 1] = M.yaml(e[2], indent .. "  ")
+    else
+      out[#out + 1] = indent .. yaml_scalar(e[1]) .. ": " .. yaml_scalar(e[2])
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+return M

@@ -1,0 +1,280 @@
+-- Megatron launch scripts as input: the `--flag value` options of a `.sh` file (bash arrays,
+-- `VAR=value` assignments and `$VAR` references resolved; see ndplan.export.flags) turned
+-- into ndplan's model shape, strategy and job. Flag names and meanings are those of
+-- models-and-trainers.md §2.2 (Megatron-LM at d98e8a6) and §2.3 (MindSpeed-LLM, and the
+-- underscore spellings of Megatron-SWIFT).
+--
+--   read(text, source) -> info | nil, "source:line: --flag: message"
+--   load(path) -> info | nil, message
+--   info = {strategy = {...}, job = {global_batch, seq_len, devices}, shape = {...},
+--           stage_body = {body layers per stage} | nil, devices_error = message | nil}
+--   model_config(info) -> HF-style config table for nd.model | nil, message
+local flags = require "ndplan.export.flags"
+local files = require "ndplan.files"
+
+local M = {}
+
+-- The reader over parsed options: typed getters whose failures name the file, line and flag.
+local function reader(parsed)
+  local r = {}
+  local function fail(o, msg) error({message = string.format("%s:%d: %s: %s", parsed.source, o.line, o.flag, msg)}, 0) end
+  function r.has(flag) return parsed.last[flag] ~= nil end
+  function r.str(flag)
+    local o = parsed.last[flag]
+    if not o then return nil end
+    if o.missing then fail(o, "cannot resolve " .. o.missing .. " (set it in the script or pass the option on the command line)") end
+    if o.values[1] == nil then fail(o, "needs a value") end
+    return o.values[1]
+  end
+  function r.int(flag)
+    local s = r.str(flag)
+    if s == nil then return nil end
+    local n = math.tointeger(tonumber(s))
+    if not n then fail(parsed.last[flag], string.format("expected an integer, got '%s'", s)) end
+    return n
+  end
+  function r.list(flag)
+    local o = parsed.last[flag]
+    return o and o.values or nil
+  end
+  return r
+end
+
+-- Counts of each layer kind in a --pipeline-model-parallel-layout string (§2.2): stages
+-- split by |, x*N repeats one symbol, (…)*N repeats a group, commas are cosmetic.
+local function expand_layout(s)
+  local prev
+  repeat
+    prev = s
+    s = s:gsub("%(([^()]*)%)%*(%d+)", function(body, n) return body:rep(tonumber(n)) end)
+  until s == prev
+  s = s:gsub("(%a)%*(%d+)", function(c, n) return c:rep(tonumber(n)) end):gsub("[,%s]", "")
+  local stages = {}
+  for stage in (s .. "|"):gmatch("([^|]*)|") do
+    local _, t = stage:gsub("t", "")
+    local _, m = stage:gsub("m", "")
+    stages[#stages + 1] = {t = t, m = m}
+  end
+  return stages
+end
+M.expand_layout = expand_layout
+
+-- from_parsed(parsed) -> info (raises {message} on a bad value)
+local function from_parsed(parsed)
+  local r = reader(parsed)
+  local shape = {
+    num_layers = r.int("--num-layers"), hidden_size = r.int("--hidden-size"),
+    ffn_hidden_size = r.int("--ffn-hidden-size"), num_heads = r.int("--num-attention-heads"),
+    num_query_groups = r.has("--group-query-attention") and r.int("--num-query-groups") or nil,
+    kv_channels = r.int("--kv-channels"), max_position = r.int("--max-position-embeddings"),
+    vocab_size = r.int("--vocab-size") or r.int("--padded-vocab-size"),
+    swiglu = r.has("--swiglu"), rmsnorm = (r.str("--normalization") or ""):lower() == "rmsnorm",
+    untie = r.has("--untie-embeddings-and-output-weights"),
+    no_bias = r.has("--disable-bias-linear"), qkv_bias = r.has("--add-qkv-bias"),
+    num_experts = r.int("--num-experts"), top_k = r.int("--moe-router-topk"),
+    moe_ffn_size = r.int("--moe-ffn-hidden-size"), mtp_layers = r.int("--mtp-num-layers") or 0,
+  }
+  local tp = r.int("--tensor-model-parallel-size") or 1
+  local pp = r.int("--pipeline-model-parallel-size") or 1
+  local st = {
+    tp = tp, pp = pp, cp = r.int("--context-parallel-size") or 1,
+    ep = r.int("--expert-model-parallel-size") or 1,
+    sp = r.has("--sequence-parallel") or nil, mbs = r.int("--micro-batch-size"),
+  }
+  -- ETP defaults to TP in Megatron (§2.2), ndplan's to 1: only MoE models carry it
+  st.etp = r.int("--expert-tensor-parallel-size") or (shape.num_experts and tp or nil)
+  local L = shape.num_layers
+  if r.has("--num-virtual-stages-per-pipeline-rank") then
+    st.vpp = r.int("--num-virtual-stages-per-pipeline-rank")
+  elseif r.has("--num-layers-per-virtual-pipeline-stage") then
+    local per = r.int("--num-layers-per-virtual-pipeline-stage")
+    if L and per > 0 and L % (pp * per) == 0 then st.vpp = L // (pp * per)
+    else error({message = string.format("%s: --num-layers-per-virtual-pipeline-stage %d needs "
+                .. "--num-layers divisible by pp x %d", parsed.source, per, per)}, 0) end
+  end
+  -- ZeRO: the distributed optimizer shards optimizer states; Megatron-FSDP's strategies
+  -- name what is sharded (§2.2)
+  local fsdp = {no_shard = 0, optim = 1, optim_grads = 2, optim_grads_params = 3}
+  if r.has("--use-megatron-fsdp") or r.has("--data-parallel-sharding-strategy") then
+    st.zero = fsdp[r.str("--data-parallel-sharding-strategy") or "optim_grads_params"]
+  elseif r.has("--use-distributed-optimizer") then st.zero = 1 end
+  -- precision
+  if r.has("--fp8-format") then st.precision = "fp8"
+  elseif r.has("--bf16") then st.precision = "bf16"
+  elseif r.has("--fp16") then st.precision = "fp16" end
+  -- stage layout (body layers per stage)
+  local stage_body
+  if r.has("--pipeline-model-parallel-layout") then
+    local stages = expand_layout(r.str("--pipeline-model-parallel-layout"))
+    if #stages == pp then
+      stage_body = {}
+      for s, x in ipairs(stages) do stage_body[s] = x.t end
+    end
+  elseif L and (r.has("--decoder-first-pipeline-num-layers") or r.has("--decoder-last-pipeline-num-layers")) then
+    local first, last = r.int("--decoder-first-pipeline-num-layers"), r.int("--decoder-last-pipeline-num-layers")
+    local middle_stages = pp - (first and 1 or 0) - (last and 1 or 0)
+    local rest = L - (first or 0) - (last or 0)
+    if middle_stages > 0 and rest % middle_stages == 0 or middle_stages == 0 and rest == 0 then
+      stage_body = {}
+      for s = 1, pp do stage_body[s] = middle_stages > 0 and rest // middle_stages or 0 end
+      if first then stage_body[1] = first end
+      if last then stage_body[pp] = last end
+    end
+  end
+  if stage_body then
+    st.stage_layers = {}
+    for s, n in ipairs(stage_body) do st.stage_layers[s] = n end
+    st.stage_layers[pp] = st.stage_layers[pp] + shape.mtp_layers
+  end
+  -- recompute (§2.2): selective is global; full is uniform (every layer, in chunks) or
+  -- block (the first N layers of each pipeline stage, per model chunk)
+  local granularity = r.str("--recompute-granularity")
+  if granularity == nil and r.has("--recompute-activations") then granularity = "selective" end
+  if granularity == "selective" then st.recompute = "selective"
+  elseif granularity == "full" then
+    local method, n = r.str("--recompute-method") or "uniform", r.int("--recompute-num-layers") or 1
+    if method == "block" then
+      st.recompute_block = n
+    else
+      st.recompute = "full"
+    end
+  elseif granularity ~= nil then
+    error({message = string.format("%s:%d: --recompute-granularity: expected full or selective, got '%s'",
+                                   parsed.source, parsed.last["--recompute-granularity"].line, granularity)}, 0)
+  end
+  if r.has("--cpu-offloading") then
+    st.offload = true
+    st.offload_layers = r.int("--cpu-offloading-num-layers")
+  end
+  -- job; devices from torchrun's --nproc-per-node x --nnodes, read lazily
+  local job = {global_batch = r.int("--global-batch-size"), seq_len = r.int("--seq-length")}
+  local ok, devices = pcall(function()
+    local per, nodes = r.int("--nproc-per-node"), r.int("--nnodes") or 1
+    return per and per * nodes or nil
+  end)
+  local info = {strategy = st, job = job, shape = shape, stage_body = stage_body}
+  if ok then job.devices = devices else info.devices_error = devices.message end
+  return info
+end
+
+-- block_modes(info, layers, mtp) -> per-layer modes for `--recompute-method block`: the
+-- first N layers of each stage (each model chunk with VPP) full, the rest none.
+function M.block_modes(st, n, layers, mtp)
+  local export = require "ndplan.export"
+  local ctx = {layers = layers, mtp = mtp}
+  local s = {pp = st.pp or 1, vpp = st.vpp or 1,
+             stage_layers = st.stage_layers or export.even_layout(layers, mtp, st.pp or 1)}
+  local full = {}
+  for g = 1, #export.groups(ctx, s) do full[g] = n end
+  return export.from_prefixes(ctx, s, full)
+end
+
+function M.read(text, source)
+  source = source or "(script)"
+  local parsed, err = flags.parse(text, source)
+  if not parsed then return nil, err end
+  local ok, info = pcall(from_parsed, parsed)
+  if not ok then
+    if type(info) == "table" then return nil, info.message end
+    error(info, 0)
+  end
+  local st, L = info.strategy, info.shape.num_layers
+  if st.recompute_block and L then
+    st.layer_recompute = M.block_modes(st, st.recompute_block, L, info.shape.mtp_layers)
+    st.recompute = require("ndplan.export").uniform_mode(st.layer_recompute) or "per_layer"
+  end
+  return info
+end
+
+function M.load(path)
+  local text, err = files.read(path)
+  if not text then return nil, err end
+  return M.read(text, path)
+end
+
+-- model_config(info) -> an HF config table (llama with --swiglu, else GPT-2 style; mixtral
+-- with --num-experts) | nil, message naming the flag that is missing
+function M.model_config(info, source)
+  local s = info.shape
+  for _, need in ipairs({{"num_layers", "--num-layers"}, {"hidden_size", "--hidden-size"},
+                         {"num_heads", "--num-attention-heads"}, {"vocab_size", "--vocab-size"}}) do
+    if not s[need[1]] then
+      return nil, string.format("%s: no %s in the script: pass --model", source or "(script)", need[2])
+    end
+  end
+  local name = string.format("megatron-%dx%d", s.num_layers, s.hidden_size)
+  local ffn = s.ffn_hidden_size or 4 * s.hidden_size
+  if s.swiglu or s.num_experts then
+    local cfg = {model_type = s.num_experts and "mixtral" or "llama", name = name,
+                 hidden_size = s.hidden_size, num_hidden_layers = s.num_layers,
+                 num_attention_heads = s.num_heads,
+                 num_key_value_heads = s.num_query_groups or s.num_heads,
+                 intermediate_size = ffn, vocab_size = s.vocab_size,
+                 max_position_embeddings = s.max_position or info.job.seq_len or 4096,
+                 tie_word_embeddings = not s.untie, head_dim = s.kv_channels}
+    if s.num_experts then
+      cfg.num_local_experts = s.num_experts
+      cfg.num_experts_per_tok = s.top_k or 2
+      cfg.intermediate_size = s.moe_ffn_size or ffn
+    end
+    return cfg
+  end
+  return {model_type = "gpt2", name = name, n_layer = s.num_layers, n_embd = s.hidden_size,
+          n_head = s.num_heads, n_inner = s.ffn_hidden_size, vocab_size = s.vocab_size,
+          n_positions = s.max_position or info.job.seq_len or 4096,
+          tie_word_embeddings = not s.untie}
+end
+
+-- fill_options(spec, argv, opts): for `ndplan estimate/export --from-megatron FILE`, the
+-- script's values for every option of `spec` that `argv` does not give (the command line
+-- wins). Fails through ndplan.cli with the script's file:line:flag message.
+function M.fill_options(spec, argv, opts)
+  local cli = require "ndplan.cli"
+  local path = opts["from-megatron"]
+  local info = cli.check(M.load(path))
+  local function given(name)
+    for _, o in ipairs(spec.options) do
+      if o.name == name then
+        for _, a in ipairs(argv) do
+          if a == "--" .. name or a:sub(1, #name + 3) == "--" .. name .. "="
+             or (o.short and a == "-" .. o.short) then return true end
+        end
+      end
+    end
+    return false
+  end
+  local function fill(name, value)
+    if value ~= nil and not given(name) then opts[name] = tostring(value) end
+  end
+  local st = info.strategy
+  for _, k in ipairs({"tp", "pp", "vpp", "cp", "ep", "etp", "zero", "mbs", "precision"}) do
+    fill(k, st[k])
+  end
+  if st.sp and not given("sp") then opts.sp = true end
+  fill("global-batch-size", info.job.global_batch)
+  fill("seq-len", info.job.seq_len)
+  if not given("devices") then
+    if info.devices_error then cli.fail(info.devices_error) end
+    fill("devices", info.job.devices)
+  end
+  if st.stage_layers then
+    local list = {}
+    for i, n in ipairs(st.stage_layers) do list[i] = tostring(n) end
+    fill("stage-layers", table.concat(list, ","))
+  end
+  if not opts.model then opts.model = cli.check(M.model_config(info, path)) end
+  if st.recompute_block and not st.layer_recompute then  -- block needs the layer count
+    local m = cli.check(require("ndplan").model(opts.model))
+    st.layer_recompute = M.block_modes(st, st.recompute_block, m.num_layers, m.mtp_layers)
+  end
+  if not given("recompute") then
+    if st.layer_recompute then
+      opts.recompute = require("ndplan.export").describe_modes(st.layer_recompute)
+    else
+      fill("recompute", st.recompute)
+    end
+  end
+  return info
+end
+
+return M

@@ -1,0 +1,326 @@
+-- The trainer exporters: every file is parsed back (YAML and JSON through ndplan's own
+-- loaders, shell flags through ndplan.export.flags) and compared with the strategy the
+-- exporter says it wrote; rounding notes appear exactly when the file cannot say the plan.
+local nd = require "ndplan"
+local export = require "ndplan.export"
+local flags = require "ndplan.export.flags"
+local script = require "ndplan.megatron_script"
+
+local function plan_of(args)
+  local r = assert(nd.estimate(args))
+  return {model = args.model, strategy = r.strategy, job = r.job, result = r,
+          layer_recompute = args.layer_recompute}
+end
+
+local function modes(n, spec)
+  local per = {}
+  for _, rg in ipairs(assert(nd.grammar.recompute(spec, n))) do
+    for i = rg.first, rg.last do per[i + 1] = rg.mode end
+  end
+  for i = 1, n do per[i] = per[i] or "none" end
+  return per
+end
+
+local PLANS = {
+  dense = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+           seq_len = 8192, tp = 8, pp = 4, vpp = 2, sp = true, zero = 1, recompute = "selective"},
+  moe = {model = "deepseek-v3", device = "h100", devices = 1024, global_batch = 4096,
+         seq_len = 4096, pp = 16, ep = 64, recompute = "full",
+         stage_layers = {3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3}},
+  zero3 = {model = "llama3.1-8b", device = "h100", devices = 64, global_batch = 512,
+           seq_len = 4096, zero = 3, recompute = "full"},
+  -- per stage of 20 layers: the first 10 full, the next 10 selective in stage 0, none after
+  prefix = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+            seq_len = 8192, tp = 8, pp = 4, sp = true, zero = 1,
+            layer_recompute = modes(80, "0-9:full,10-19:selective,20-29:full")},
+  -- 45% of the waiting activations on the host
+  offload = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+             seq_len = 8192, tp = 8, pp = 4, vpp = 2, sp = true, zero = 1,
+             recompute = "selective", offload = 0.45},
+  -- full layers in the middle of each stage: no "first N" rule says that
+  scattered = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+               seq_len = 8192, tp = 8, pp = 4, sp = true, zero = 1,
+               layer_recompute = modes(80, "5-9:full,25-29:full,45-49:full,65-69:full")},
+}
+
+-- What each file can state, compared after parsing it back.
+local FIELDS = {
+  megatron = {"tp", "pp", "vpp", "cp", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers", "offload"},
+  torchtitan = {"dp", "tp", "pp", "vpp", "cp", "zero", "mbs", "mb", "recompute", "stage_layers"},
+  deepspeed = {"dp", "tp", "zero", "mbs", "mb", "precision", "recompute", "offload"},
+  mindformers = {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers"},
+  hyper = {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers"},
+}
+
+-- The strategy the file should state: the rounded one when there is one, else the plan.
+local function expected(plan, rounded)
+  local ctx = assert(export.context(plan))
+  local st = export.copy(ctx.strategy)
+  if rounded then
+    for k, v in pairs(rounded) do st[k] = v end
+    if rounded.recompute then
+      for i = 1, #st.layer_recompute do st.layer_recompute[i] = rounded.recompute end
+    end
+  end
+  return st, ctx
+end
+
+local function check_round_trip(name, plan)
+  local mod = export.get(name)
+  local text, notes, rounded = mod.render(plan)
+  assert.is_string(text)
+  local want, ctx = expected(plan, rounded)
+  local got, job = mod.parse(text, {layers = ctx.layers, mtp = ctx.mtp})
+  assert.is_table(got, tostring(job))
+  for _, f in ipairs(FIELDS[name]) do
+    local a, b = want[f], got[f]
+    if f == "recompute" then
+      a = want.layer_recompute
+      b = got.layer_recompute
+      if not b then
+        b = {}
+        for i = 1, #a do b[i] = got.recompute end
+      end
+    elseif f == "stage_layers" then
+      if want.vpp > 1 or want.pp == 1 then goto continue end
+      a = export.copy(want.stage_layers)
+      if name ~= "megatron" then a[#a] = a[#a] - ctx.mtp end  -- the others count body layers
+      b = got.stage_layers or (name == "megatron" and export.even_layout(ctx.layers, ctx.mtp, want.pp))
+    elseif f == "zero" then
+      a = want.dp > 1 and a or 0
+      b = want.dp > 1 and b or 0
+    elseif f == "sp" then
+      a = a and want.tp > 1
+      b = b and want.tp > 1 or false
+    end
+    assert.same(a, b, string.format("%s: %s", name, f))
+    ::continue::
+  end
+  if name ~= "deepspeed" or want.pp == 1 then
+    assert.equal(plan.job.global_batch, job.global_batch)
+  end
+  return notes, rounded
+end
+
+local function kinds(notes, kind)
+  local out = {}
+  for _, n in ipairs(notes) do
+    if n.kind == kind then out[#out + 1] = n.field end
+  end
+  table.sort(out)
+  return out
+end
+
+describe("ndplan.export", function()
+  local plans = {}
+  setup(function()
+    for k, args in pairs(PLANS) do plans[k] = plan_of(args) end
+  end)
+
+  it("lists five exporters, each with a dialect and a file name", function()
+    assert.same({"megatron", "torchtitan", "deepspeed", "mindformers", "hyper"}, export.list())
+    for _, name in ipairs(export.list()) do
+      local mod = export.get(name)
+      assert.is_string(mod.dialect)
+      assert.is_string(mod.filename)
+    end
+    assert.matches("2026", export.get("torchtitan").dialect)
+    local _, err = export.get("nemo")
+    assert.matches("unknown export format 'nemo'", err)
+  end)
+
+  for _, name in ipairs({"megatron", "torchtitan", "deepspeed", "mindformers", "hyper"}) do
+    it(name .. " files parse back to what they state, for every plan", function()
+      for _, key in ipairs({"dense", "moe", "zero3", "prefix", "scattered", "offload"}) do
+        local notes, rounded = check_round_trip(name, plans[key])
+        -- a rounded plan is re-priceable, and comes exactly with "rounded" notes
+        assert.equal(#kinds(notes, "rounded") > 0, rounded ~= nil, name .. " " .. key)
+        if rounded then
+          rounded.device = "h100"
+          assert.is_table(nd.estimate(rounded))
+        end
+      end
+    end)
+  end
+
+  it("rounds exactly what each trainer cannot say", function()
+    local function rounded_fields(name, key)
+      local _, notes = export.export(name, plans[key])
+      return kinds(notes, "rounded")
+    end
+    -- the dense plan: Megatron and MindFormers say it all
+    assert.same({}, rounded_fields("megatron", "dense"))
+    assert.same({}, rounded_fields("mindformers", "dense"))
+    assert.same({"recompute", "sp"}, rounded_fields("deepspeed", "dense"))
+    assert.same({"zero"}, rounded_fields("torchtitan", "dense"))
+    assert.same({"zero"}, rounded_fields("hyper", "dense"))
+    -- ZeRO-3 over DP only: every trainer but MindFormers' one switch
+    for _, name in ipairs({"megatron", "torchtitan", "deepspeed", "hyper"}) do
+      assert.same({}, rounded_fields(name, "zero3"), name)
+    end
+    assert.same({"zero"}, rounded_fields("mindformers", "zero3"))
+    -- per-layer plans: a prefix per stage is MindFormers' language, any plan HyperParallel's
+    assert.same({}, rounded_fields("mindformers", "prefix"))
+    assert.same({"recompute"}, rounded_fields("mindformers", "scattered"))
+    assert.same({"zero"}, rounded_fields("hyper", "scattered"))  -- ZeRO-1 only, recompute exact
+    for _, key in ipairs({"prefix", "scattered"}) do
+      assert.same({"recompute"}, rounded_fields("megatron", key))
+      assert.same({"recompute", "zero"}, rounded_fields("torchtitan", key))
+    end
+  end)
+
+  it("offloads whole layers in Megatron, all checkpoints in DeepSpeed, nothing elsewhere", function()
+    local function offload(name)
+      local text, notes, rounded = export.export(name, plans.offload)
+      local field
+      for _, n in ipairs(notes) do if n.field == "offload" then field = n end end
+      return rounded and rounded.offload, field and field.file, text
+    end
+    local share, shown, text = offload("megatron")
+    assert.equal(0.5, share)  -- 5 of a chunk's 10 layers
+    assert.equal("0.5", shown)
+    assert.matches("%-%-cpu%-offloading\n%s*%-%-cpu%-offloading%-num%-layers 5\n", text)
+    assert.equal(1, (offload("deepspeed")))
+    for _, name in ipairs({"torchtitan", "mindformers", "hyper"}) do
+      assert.equal(0, (offload(name)), name)
+    end
+  end)
+
+  it("rounds recompute up: no layer recomputes less than planned", function()
+    local rank = export.MODE_RANK
+    for _, name in ipairs({"megatron", "torchtitan", "deepspeed", "mindformers"}) do
+      local _, _, rounded = export.export(name, plans.scattered)
+      local per = rounded.layer_recompute
+      if not per then
+        per = {}
+        for i = 1, 80 do per[i] = rounded.recompute end
+      end
+      for i, m in ipairs(plans.scattered.layer_recompute) do
+        assert.is_true(rank[per[i]] >= rank[m], name .. " layer " .. (i - 1))
+      end
+    end
+    -- Megatron: block recompute of the first 10 layers of each stage of 20
+    local text = export.export("megatron", plans.scattered)
+    assert.matches("%-%-recompute%-method block\n%s*%-%-recompute%-num%-layers 10\n", text)
+  end)
+
+  it("writes DeepSeek-V3's uneven layout in each trainer's terms", function()
+    local text = export.export("megatron", plans.moe)
+    assert.matches("%-%-decoder%-first%-pipeline%-num%-layers 3\n", text)
+    assert.matches("%-%-decoder%-last%-pipeline%-num%-layers 2\n", text)  -- + the MTP layer
+    assert.matches("%-%-moe%-layer%-freq '%(%[0%]%*3%+%[1%]%*58%)'", text)
+    assert.matches("%-%-mtp%-num%-layers 1\n", text)
+    assert.matches("%-%-expert%-tensor%-parallel%-size 1\n", text)  -- Megatron's default is TP
+    local mf = export.export("mindformers", plans.moe)
+    assert.matches("offset: %[0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0%]", mf)
+    local _, notes = export.export("hyper", plans.moe)
+    assert.same({"mtp_layers"}, kinds(notes, "unsaid"))
+  end)
+
+  it("writes an explicit layout when first/last cannot say it", function()
+    local p = plan_of{model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+                      seq_len = 4096, pp = 4, stage_layers = {7, 9, 8, 8}}
+    local text, notes = export.export("megatron", p)
+    assert.matches("%-%-pipeline%-model%-parallel%-layout 'Et%*7|t%*9|t%*8|t%*8L'", text)
+    assert.same({}, notes)
+    assert.same({7, 9, 8, 8}, (export.get("megatron").parse(text)).stage_layers)
+    -- torchtitan states a first, middle and last size: the nearest is an even split
+    local tt, tnotes, trounded = export.export("torchtitan", p)
+    assert.same({{kind = "rounded", field = "stage_layers", plan = "7,9,8,8", file = "8,8,8,8",
+                  why = "torchtitan states layers per stage and how many fewer the first and last hold"}},
+                tnotes)
+    assert.same({8, 8, 8, 8}, trounded.stage_layers)
+    assert.matches("pipeline_parallel_layers_per_stage 8\n", tt)
+    assert.matches("offset: %[%-1, 1, 0, 0%]", (export.export("hyper", p)))
+    assert.matches("offset: %[%-1, 1, 0, 0%]", (export.export("mindformers", p)))
+  end)
+
+  it("writes per-layer recompute as HyperParallel's mode and layer ranges", function()
+    local text = export.export("hyper", plans.prefix)
+    -- the default is the recomputing mode most layers use (full: 20 layers, selective: 10)
+    assert.matches('activation_checkpoint:\n  mode: full\n  layers:\n    "10%-19": selective\n'
+                   .. '    "30%-79": "off"\n', text)
+  end)
+end)
+
+describe("ndplan.export.flags", function()
+  it("tokenises quotes, continuations, comments, arrays and variables", function()
+    local text = table.concat({
+      "#!/bin/bash",
+      "A=4   # --not-a-flag 1",
+      "export B=${B:-x y}",
+      "ARR=(",
+      "  --one $A --two \"$B\" # comment",
+      "  --three 'q \"u\" $A'",
+      ")",
+      "cmd --four=\"${A}0\" \\",
+      "    ${ARR[@]} --five 'six seven' 2>&1 | tee log; --seven",
+    }, "\n")
+    local p = assert(flags.parse(text, "t.sh"))
+    local seen = {}
+    for _, o in ipairs(p.options) do seen[#seen + 1] = o.flag .. "=" .. table.concat(o.values, "|") end
+    assert.same({"--one=4", "--two=x y", "--three=q \"u\" $A", "--four=40", "--one=4",
+                 "--two=x y", "--three=q \"u\" $A", "--five=six seven", "--seven="}, seen)
+    assert.equal(5, p.last["--two"].line)  -- expanded from the array: the line it was written on
+    assert.equal("4", p.vars.A)
+  end)
+
+  it("marks values it cannot resolve", function()
+    local p = assert(flags.parse("X=( --tp $TP --pp $((2*Y)) --cp `echo 1` --ep $(nproc) )\n", "u.sh"))
+    assert.equal("$TP", p.last["--tp"].missing)
+    assert.equal("$((2*Y))", p.last["--pp"].missing)
+    assert.equal("`echo 1`", p.last["--cp"].missing)
+    assert.equal("$(nproc)", p.last["--ep"].missing)
+  end)
+
+  it("does integer arithmetic over resolved variables", function()
+    local p = assert(flags.parse("G=8\nN=${N:-2}\nW=$(($G * N))\ncmd --world $W --half $(( (W - 2) / 2 % 5 ))\n", "w.sh"))
+    assert.equal("16", p.last["--world"].values[1])
+    assert.equal("2", p.last["--half"].values[1])
+  end)
+
+  it("skips here-documents and here-strings", function()
+    local p = assert(flags.parse("cat <<'EOF' > cfg.txt\n--tp 99\nEOF\nread x <<< \"--pp 3\"\n"
+                                 .. "run --cp 2 \\\n  --ep $((1+1))\n", "h.sh"))
+    assert.is_nil(p.last["--tp"])
+    assert.equal("2", p.last["--cp"].values[1])
+    assert.equal(6, p.last["--ep"].line)
+  end)
+
+  it("reports an unterminated quote with line and column", function()
+    local p, err = flags.parse("A=1\nB='open\n", "v.sh")
+    assert.is_nil(p)
+    assert.equal("v.sh:2:3: cannot read the shell script: an unterminated single quote", err)
+  end)
+end)
+
+describe("ndplan.megatron_script", function()
+  it("reads a launch script: shape, strategy, job and devices", function()
+    local info = assert(script.load("spec/fixtures/megatron_llama_pretrain.sh"))
+    assert.equal(32, info.shape.num_layers)
+    assert.equal(8, info.shape.num_query_groups)
+    assert.equal(128256, info.shape.vocab_size)
+    local st = info.strategy
+    assert.same({2, 2, true, 1, 2}, {st.tp, st.pp, st.sp, st.zero, st.mbs})
+    assert.same({devices = 16, global_batch = 256, seq_len = 8192}, info.job)
+    -- block recompute: the first 4 layers of each 16-layer stage
+    assert.equal("0-3:full,4-15:none,16-19:full,20-31:none", export.describe_modes(st.layer_recompute))
+    local m = assert(nd.model(assert(script.model_config(info))))
+    assert.equal(32, m.num_layers)
+  end)
+
+  it("expands Megatron's layout strings", function()
+    local stages = script.expand_layout("Et*3|(tt|)*29,m|L")
+    assert.equal(32, #stages)
+    assert.same({t = 3, m = 0}, stages[1])
+    assert.same({t = 2, m = 0}, stages[30])
+    assert.same({t = 0, m = 1}, stages[31])
+  end)
+
+  it("names the file, line and flag of a value it cannot resolve", function()
+    local info, err = script.read("TP=8\nARGS=(\n  --tensor-model-parallel-size $TP\n"
+                                  .. "  --pipeline-model-parallel-size $PP\n)\n", "run.sh")
+    assert.is_nil(info)
+    assert.matches("^run%.sh:4: %-%-pipeline%-model%-parallel%-size: cannot resolve %$PP", err)
+  end)
+end)
