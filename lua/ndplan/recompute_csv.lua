@@ -1,0 +1,210 @@
+--[[
+ndplan.recompute_csv: recompute_potentials.csv, one row per kept step per configuration.
+Columns: TOP, step, the degrees (the union of dimension names over all plans, first-seen
+order), changed_layer, full_layers, memory_mb, score, recompute_mode, recompute_layers,
+layer_recompute, stage_memory_mb, stage_savings, plan_scope.
+
+The text is byte-stable: RFC 4180 quoting (a field holding a comma, a quote or a line break
+is quoted, its quotes doubled), "\n" line ends, JSON with keys in a fixed order, and numbers
+in the shortest form that reads back to the same double (lua-cjson's encode keeps only 14
+significant digits and orders object keys by hash, so only strings go through it).
+]]
+local R = require "ndplan.recompute"
+local json = require "ndplan.json"
+local files = require "ndplan.files"
+
+local M = {}
+
+local function is_finite(x)
+  return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge
+end
+
+-- number_text(x): integral values without a fraction, others in the fewest digits that
+-- read back exactly; non-finite numbers as nan, inf, -inf.
+function M.number_text(x)
+  if math.type(x) == "integer" then return tostring(x) end
+  if x ~= x then return "nan" end
+  if x == math.huge then return "inf" elseif x == -math.huge then return "-inf" end
+  if x == math.floor(x) and math.abs(x) < 2^63 then return tostring(math.tointeger(x)) end
+  for digits = 15, 17 do
+    local s = string.format("%." .. digits .. "g", x)
+    if tonumber(s) == x then return s end
+  end
+end
+
+local function json_scalar(v)
+  if v == nil or v == json.null then return "null" end
+  if type(v) == "number" then return is_finite(v) and M.number_text(v) or "null" end
+  if type(v) == "boolean" then return tostring(v) end
+  return json.encode(tostring(v))
+end
+
+local function json_array(values)
+  local out = {}
+  for i, v in ipairs(values) do out[i] = json_scalar(v) end
+  return "[" .. table.concat(out, ",") .. "]"
+end
+
+-- An object from an ordered list of {key, text already encoded}.
+local function json_object(pairs_in_order)
+  local out = {}
+  for i, kv in ipairs(pairs_in_order) do out[i] = json.encode(kv[1]) .. ":" .. kv[2] end
+  return "{" .. table.concat(out, ",") .. "}"
+end
+
+-- The trainer's layers, keys ordered by their first layer: {"0-2":"full","5":"off"}
+local function layers_json(layers)
+  local keys = {}
+  for k in pairs(layers) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local fa, fb = tonumber(a:match("^%d+")), tonumber(b:match("^%d+"))
+    if fa ~= fb then return fa < fb end
+    return a < b
+  end)
+  local kv = {}
+  for i, k in ipairs(keys) do kv[i] = {k, json_scalar(layers[k])} end
+  return json_object(kv)
+end
+
+-- One record per range: first, count, kind, mode, recompute ("full", "none" or the list of
+-- recomputed ops; "selective" when the ops are not stated), offload_bytes when > 0.
+local function ranges_json(plan)
+  local ranges = {}
+  for i, r in ipairs(plan.ranges) do ranges[i] = r end
+  table.sort(ranges, function(a, b) return a.first < b.first end)
+  local records = {}
+  for i, r in ipairs(ranges) do
+    local mode = R.normalise_mode(r.mode)
+    local ops = R.recomputed_ops(r.option)
+    local recompute
+    if mode == "full" then recompute = json_scalar("full")
+    elseif mode == "off" then recompute = json_scalar("none")
+    elseif #ops > 0 then recompute = json_array(ops)
+    else recompute = json_scalar("selective") end
+    local kv = {{"first", json_scalar(r.first)}, {"count", json_scalar(r.count)},
+                {"kind", json_scalar(r.kind)}, {"mode", json_scalar(mode)},
+                {"recompute", recompute}}
+    local bytes = R.offload_bytes(r)
+    if bytes > 0 then kv[#kv + 1] = {"offload_bytes", json_scalar(bytes)} end
+    records[i] = json_object(kv)
+  end
+  return "[" .. table.concat(records, ",") .. "]"
+end
+
+-- RFC 4180: quote a field holding a comma, a quote or a line break; double its quotes.
+function M.csv_field(text)
+  if text:find('[,"\r\n]') then return '"' .. text:gsub('"', '""') .. '"' end
+  return text
+end
+
+local function cell(v)
+  if v == nil then return "" end
+  if type(v) == "number" then return M.number_text(v) end
+  return tostring(v)
+end
+
+-- Make the folder holding `path` when it is missing. Lua's standard library cannot create
+-- a folder without a shell, so this uses LuaFileSystem when it is installed (it is wherever
+-- busted is) and otherwise fails naming the folder.
+local function folder_exists(dir)
+  return os.rename(dir, dir) ~= nil
+end
+
+function M.ensure_parent(path)
+  local parent = path:match("^(.*)/[^/]*$")
+  if parent == nil or parent == "" or folder_exists(parent) then return true end
+  local ok, lfs = pcall(require, "lfs")
+  if not ok or type(lfs) ~= "table" or not lfs.mkdir then
+    error(string.format("cannot create folder '%s' for %s: creating folders needs LuaFileSystem "
+                        .. "(lfs); create the folder first", parent, path), 0)
+  end
+  local so_far = parent:sub(1, 1) == "/" and "" or "."
+  for part in parent:gmatch("[^/]+") do
+    so_far = so_far .. "/" .. part
+    if not folder_exists(so_far) then
+      local made, err = lfs.mkdir(so_far)
+      if not made and not folder_exists(so_far) then
+        error(string.format("cannot create folder '%s': %s", so_far, tostring(err)), 0)
+      end
+    end
+  end
+  return true
+end
+
+-- text(potentials) -> the CSV text; potentials = {{rank, dimensions, plans}, ...}
+function M.text(potentials)
+  local names, seen = {}, {}
+  local function dims(plan, config)
+    return plan.dimensions or config.dimensions or {}
+  end
+  for _, config in ipairs(potentials) do
+    for _, plan in ipairs(config.plans or {}) do
+      for _, pair in ipairs(dims(plan, config)) do
+        local name = R.dimension_pair(pair)
+        if not seen[name] then seen[name] = true; names[#names + 1] = name end
+      end
+    end
+  end
+  local header = {"TOP", "step"}
+  for _, n in ipairs(names) do header[#header + 1] = tostring(n) end
+  for _, c in ipairs({"changed_layer", "full_layers", "memory_mb", "score", "recompute_mode",
+                      "recompute_layers", "layer_recompute", "stage_memory_mb",
+                      "stage_savings", "plan_scope"}) do
+    header[#header + 1] = c
+  end
+  local lines = {}
+  local function emit(fields)
+    local out = {}
+    for i, f in ipairs(fields) do out[i] = M.csv_field(f) end
+    lines[#lines + 1] = table.concat(out, ",")
+  end
+  emit(header)
+  for _, config in ipairs(potentials) do
+    local previous
+    for step, plan in ipairs(config.plans or {}) do
+      local values = {}
+      for _, pair in ipairs(dims(plan, config)) do
+        local name, value = R.dimension_pair(pair)
+        values[name] = value
+      end
+      local row = {cell(config.rank), cell(step - 1)}
+      for _, n in ipairs(names) do row[#row + 1] = cell(values[n]) end
+      local changed = previous and R.changed_layers(previous, plan)
+      local changed_text = changed and table.concat(changed, ";") or ""
+      local mode, layers = R.trainer_plan(plan)
+      local per_layer = R.has_ranges(plan)
+      for _, v in ipairs({
+        changed_text,
+        cell(R.full_layers(plan)),
+        cell(plan.memory),
+        cell(plan.score),
+        cell(mode),
+        layers and layers_json(layers) or "",
+        per_layer and ranges_json(plan) or "",
+        plan.stage_memory and json_array(plan.stage_memory) or "",
+        plan.stage_savings and json_array(plan.stage_savings) or "",
+        R.plan_scope(plan),
+      }) do
+        row[#row + 1] = v
+      end
+      emit(row)
+      previous = plan
+    end
+  end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+-- write(potentials, path) -> true; creates missing parent folders and replaces the file
+-- atomically (a temporary file beside it, renamed into place).
+function M.write(potentials, path)
+  if type(path) ~= "string" or path == "" then
+    error("recompute.write_csv: expected a file path", 3)
+  end
+  local text = M.text(potentials)
+  M.ensure_parent(path)
+  local ok, err = files.write_atomic(path, text)
+  if not ok then error("recompute.write_csv: " .. tostring(err), 0) end
+  return true
+end
+
+return M
