@@ -3,6 +3,7 @@ local cli = require "ndplan.cli"
 local export = require "ndplan.export"
 local files = require "ndplan.files"
 local units = require "ndplan.c.units"
+local scli = require "ndplan.strategy_cli"
 
 -- The model, device, job and strategy options are estimate's (scripts/estimate.lua).
 local spec = {
@@ -12,54 +13,16 @@ local spec = {
   description = "Formats: " .. table.concat(export.NAMES, ", ") .. " (or all). Each file is written\n"
              .. "atomically into DIR. When a trainer cannot state the plan exactly, the nearest it\n"
              .. "can say is written, the rounding is listed and the rounded plan is priced again.",
-  options = {
+  options = scli.options({
     {name = "format", short = "f", arg = "LIST", required = true, help = "comma list of formats, or all"},
     {name = "output-dir", short = "o", arg = "DIR", default = ".", help = "where the files go"},
-    {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config (required without --from-megatron)"},
-    {name = "device-type", short = "A", arg = "NAME|PATH", default = "h100", help = "device"},
-    {name = "devices", short = "d", arg = "N", help = "number of devices (required)"},
-    {name = "global-batch-size", short = "b", arg = "B", help = "sequences per step (required)"},
-    {name = "seq-len", arg = "S", default = "4096", help = "tokens per sequence"},
-    {name = "tp", arg = "N", help = "tensor parallel degree"},
-    {name = "pp", arg = "N", help = "pipeline stages"},
-    {name = "vpp", arg = "N", help = "model chunks per stage"},
-    {name = "cp", arg = "N", help = "context parallel degree"},
-    {name = "ep", arg = "N", help = "expert parallel degree"},
-    {name = "etp", arg = "N", help = "expert tensor parallel degree"},
-    {name = "dp", arg = "N", help = "data parallel degree"},
-    {name = "sp", help = "sequence parallelism"},
-    {name = "zero", arg = "0-3", help = "ZeRO stage"},
-    {name = "mbs", arg = "N", help = "micro-batch size"},
-    {name = "mb", arg = "N", help = "micro-batches per step"},
-    {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe or zb"},
-    {name = "recompute", arg = "MODE", help = "none, selective, full or a per-layer spec"},
-    {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
-    {name = "no-flash", help = "attention without flash"},
-    {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
-    {name = "costs", arg = "K=V,...", help = "override named costs"},
-    {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script"},
-  },
+  }),
 }
 
 local argv = {...}
 local opts = cli.parse(spec, argv)
 if not opts then return end
-if opts["from-megatron"] then require("ndplan.megatron_script").fill_options(spec, argv, opts) end
-for _, name in ipairs({"model", "devices", "global-batch-size"}) do
-  if opts[name] == nil then
-    cli.fail(string.format("option '--%s' is required (see 'ndplan export --help')", name), cli.EXIT_USAGE)
-  end
-end
-
-local function int(name)
-  local v = opts[name]
-  if v == nil then return nil end
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 0 then
-    cli.fail(string.format("--%s: expected a non-negative integer, got '%s'", name, v), cli.EXIT_USAGE)
-  end
-  return n
-end
+local args, model = scli.args(spec, argv, opts)
 
 local formats = {}
 if opts.format == "all" then formats = export.list()
@@ -71,42 +34,10 @@ else
   end
 end
 
-local model = cli.check(nd.model(opts.model))
-local args = {
-  model = model, device = opts["device-type"], devices = int("devices"),
-  global_batch = int("global-batch-size"), seq_len = int("seq-len"),
-  tp = int("tp"), pp = int("pp"), vpp = int("vpp"), cp = int("cp"), ep = int("ep"),
-  etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),
-  sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
-  flash_attention = not opts["no-flash"],
-}
-if opts.recompute then
-  local r = opts.recompute
-  if r == "none" or r == "off" or r == "selective" or r == "full" then args.recompute = r
-  else
-    local layers = model.num_layers + model.mtp_layers
-    local per = {}
-    for _, rg in ipairs(cli.check(nd.grammar.recompute(r, layers))) do
-      for i = rg.first, rg.last do per[i + 1] = rg.mode end
-    end
-    for i = 1, layers do per[i] = per[i] or "none" end
-    args.layer_recompute = per
-  end
-end
-if opts["stage-layers"] then
-  local list = {}
-  for n in opts["stage-layers"]:gmatch("[^,]+") do
-    list[#list + 1] = math.tointeger(tonumber(n)) or cli.fail("--stage-layers: expected integers", cli.EXIT_USAGE)
-  end
-  args.stage_layers = list
-end
-if opts.costs then args.costs = cli.parse_costs(opts.costs) end
-
-local r, why = nd.estimate(args)
-if not r then cli.fail("strategy refused: " .. why) end
+local r = scli.estimate(args)
 
 local plan = {model = model, strategy = r.strategy, job = r.job, result = r,
-              layer_recompute = args.layer_recompute}
+              layer_recompute = args.layer_recompute or r.strategy.layer_recompute}
 local dir = opts["output-dir"]:gsub("/+$", "")
 if dir == "" then dir = "/" end
 local probe = io.open(dir, "r")

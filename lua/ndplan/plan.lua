@@ -1,0 +1,144 @@
+-- Plan objects (the stage-planning issue's shape) built from estimates, and the retained
+-- recompute potentials: from a per-layer plan, one more layer fully recomputed per step.
+--
+-- A plan: score (step time, s), memory (heaviest stage, MiB), dimensions ({name, value}
+-- pairs: DP, EP, TP, CP, PP, VPP, MB, MBS, SP, ZERO), ranges (consecutive layers of one
+-- kind and mode: first, count, kind, mode = off|selective|full, option = {switches,
+-- link_bandwidth}, offload_bytes), stage_memory (MiB per stage), stage_savings (s per step
+-- each stage saves against full recompute), score_parts (the estimate's time parts), mode
+-- (when one mode covers every layer), and layer_recompute and stage_layers (the
+-- estimator's per-layer modes and the layout, kept to re-price the plan).
+local M = {}
+
+local MiB = 2 ^ 20
+
+M.DIMENSIONS = {{"DP", "dp"}, {"EP", "ep"}, {"TP", "tp"}, {"CP", "cp"}, {"PP", "pp"},
+                {"VPP", "vpp"}, {"MB", "mb"}, {"MBS", "mbs"}, {"SP", "sp"}, {"ZERO", "zero"}}
+
+-- The estimator says "none" where plans say "off".
+local TO_PLAN = {none = "off", selective = "selective", full = "full"}
+local TO_ESTIMATOR = {off = "none", selective = "selective", full = "full"}
+
+-- What each mode recomputes, as op switches.
+local SWITCHES = {off = {}, selective = {"attention_core"}, full = {"layer"}}
+
+function M.dimensions(strategy)
+  local dims = {}
+  for _, d in ipairs(M.DIMENSIONS) do
+    local v = strategy[d[2]]
+    if type(v) == "boolean" then v = v and 1 or 0 end
+    dims[#dims + 1] = {d[1], v}
+  end
+  return dims
+end
+
+-- kinds(model) -> array of kind names, one per layer (body then MTP), 1-based
+function M.kinds(model)
+  local out = {}
+  for _, g in ipairs(model:layers()) do
+    local name = g.mtp and ("mtp-" .. g.kind) or g.kind
+    for i = 1, g.count do out[g.first + i] = name end
+  end
+  return out
+end
+
+-- layer_modes(result, n) -> per-layer plan modes, 1-based
+local function layer_modes(strategy, n)
+  local modes = {}
+  for i = 1, n do
+    local m = strategy.layer_recompute and strategy.layer_recompute[i] or strategy.recompute
+    modes[i] = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
+  end
+  return modes
+end
+
+-- from_estimate(result, model [, savings]) -> plan. result is an nd.estimate result.
+function M.from_estimate(result, model, savings)
+  local kinds = M.kinds(model)
+  local modes = layer_modes(result.strategy, #kinds)
+  local ranges = {}
+  for i = 1, #kinds do
+    local last = ranges[#ranges]
+    if last and last.kind == kinds[i] and last.mode == modes[i] then
+      last.count = last.count + 1
+    else
+      ranges[#ranges + 1] = {first = i - 1, count = 1, kind = kinds[i], mode = modes[i],
+                             option = {switches = SWITCHES[modes[i]], link_bandwidth = 0},
+                             offload_bytes = 0}
+    end
+  end
+  local stage_memory, stage_savings = {}, {}
+  for s, st in ipairs(result.stages) do
+    stage_memory[s] = st.peak / MiB
+    stage_savings[s] = (savings or result.stage_savings_s or {})[s] or 0
+  end
+  local per_layer = {}
+  for i = 1, #modes do per_layer[i] = TO_ESTIMATOR[modes[i]] end
+  local plan = {score = result.step_time_s, memory = result.peak_memory_bytes / MiB,
+                dimensions = M.dimensions(result.strategy), ranges = ranges,
+                stage_memory = stage_memory, stage_savings = stage_savings,
+                score_parts = result.time_parts_s, layer_recompute = per_layer,
+                stage_layers = result.strategy.stage_layers}
+  if result.strategy.recompute ~= "per_layer" then plan.mode = modes[1] end
+  return plan
+end
+
+-- Prices a per-layer mode list with the arguments of the plan's estimate.
+local function price(args, per_layer, stage_layers)
+  local a = {}
+  for k, v in pairs(args) do a[k] = v end
+  a.recompute, a.recompute_modes, a.layout = nil, nil, nil
+  a.layer_recompute, a.stage_layers = per_layer, stage_layers
+  return require("ndplan").estimate(a)
+end
+
+-- Stage savings of a fixed per-layer plan: recompute time it avoids against all full.
+local function savings_against_full(result, full)
+  local out = {}
+  for s, st in ipairs(result.stages) do
+    out[s] = (full.stages[s].recompute_s - st.recompute_s) * result.strategy.mb
+  end
+  return out
+end
+
+-- next_plans(args, model, plan) -> every plan with exactly one more layer fully recomputed
+-- than `plan` that still fits the budget, priced by the estimator.
+function M.next_plans(args, model, plan, full)
+  local out = {}
+  for i, mode in ipairs(plan.layer_recompute) do
+    if mode ~= "full" then
+      local per_layer = {}
+      for j, m in ipairs(plan.layer_recompute) do per_layer[j] = m end
+      per_layer[i] = "full"
+      local r = price(args, per_layer, plan.stage_layers)
+      if r and r.fits then
+        r.strategy.recompute = "per_layer"
+        out[#out + 1] = M.from_estimate(r, model, savings_against_full(r, full))
+      end
+    end
+  end
+  return out
+end
+
+-- potentials(args, model, first [, limit]) -> the retained sequence: first, then the
+-- fastest plan with one more full layer at each step (ndplan.recompute.keep_potential),
+-- until none qualifies or `limit` steps.
+function M.potentials(args, model, first, limit)
+  local recompute = require "ndplan.recompute"
+  local full_args = {}
+  for k, v in pairs(args) do full_args[k] = v end
+  full_args.recompute, full_args.recompute_modes, full_args.layout = "full", nil, nil
+  full_args.stage_layers = first.stage_layers
+  local full = assert(require("ndplan").estimate(full_args))
+  local kept = {first}
+  local current = first
+  while not limit or #kept <= limit do
+    local candidates = M.next_plans(args, model, current, full)
+    local nxt = recompute.keep_potential(current, kept, candidates)
+    if not nxt then break end
+    current = nxt
+  end
+  return kept
+end
+
+return M

@@ -1,0 +1,137 @@
+-- The model, device, job and strategy options every pricing command shares (estimate,
+-- export, recompute), and their translation into nd.estimate arguments.
+local cli = require "ndplan.cli"
+local nd = require "ndplan"
+
+local M = {}
+
+M.OPTIONS = {
+  {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config (required without --from-megatron)"},
+  {name = "device-type", short = "A", arg = "NAME|PATH", default = "h100", help = "device"},
+  {name = "devices", short = "d", arg = "N", help = "number of devices (required)"},
+  {name = "global-batch-size", short = "b", arg = "B", help = "sequences per step (required)"},
+  {name = "seq-len", arg = "S", default = "4096", help = "tokens per sequence"},
+  {name = "tp", arg = "N", help = "tensor parallel degree"},
+  {name = "pp", arg = "N", help = "pipeline stages"},
+  {name = "vpp", arg = "N", help = "model chunks per stage (interleaved schedule)"},
+  {name = "cp", arg = "N", help = "context parallel degree"},
+  {name = "ep", arg = "N", help = "expert parallel degree"},
+  {name = "etp", arg = "N", help = "expert tensor parallel degree"},
+  {name = "dp", arg = "N", help = "data parallel degree (default: devices / (tp*cp*pp))"},
+  {name = "sp", help = "sequence parallelism"},
+  {name = "zero", arg = "0-3", help = "what DP shards: 1 optimizer, 2 +grads, 3 +params"},
+  {name = "mbs", arg = "N", help = "micro-batch size"},
+  {name = "mb", arg = "N", help = "micro-batches per step (default: from the batch)"},
+  {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
+  {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M) or a per-layer spec"},
+  {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full)"},
+  {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
+  {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
+  {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
+  {name = "no-flash", help = "attention without flash (keeps the s^2 scores)"},
+  {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
+  {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
+  {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
+  {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script; options given here win"},
+}
+
+-- options(own) -> the command's own options followed by the shared ones
+function M.options(own)
+  local out = {}
+  for _, o in ipairs(own) do out[#out + 1] = o end
+  for _, o in ipairs(M.OPTIONS) do out[#out + 1] = o end
+  return out
+end
+
+-- A comma list of recompute mode names.
+local function mode_list(flag, text)
+  local out = {}
+  for m in text:gmatch("[^,]+") do
+    if m ~= "none" and m ~= "selective" and m ~= "full" then
+      cli.fail(string.format("--%s: expected none, selective or full, got '%s'", flag, m), cli.EXIT_USAGE)
+    end
+    out[#out + 1] = m
+  end
+  return out
+end
+
+-- args(spec, argv, opts) -> nd.estimate arguments, model. Fills options from
+-- --from-megatron first (command-line options win), then checks and converts; bad values
+-- stop with a usage error naming the flag.
+function M.args(spec, argv, opts)
+  if opts["from-megatron"] then require("ndplan.megatron_script").fill_options(spec, argv, opts) end
+  for _, name in ipairs({"model", "devices", "global-batch-size"}) do
+    if opts[name] == nil then
+      cli.fail(string.format("option '--%s' is required (see 'ndplan %s --help')", name, spec.name),
+               cli.EXIT_USAGE)
+    end
+  end
+  local function int(name)
+    local v = opts[name]
+    if v == nil then return nil end
+    local n = math.tointeger(tonumber(v))
+    if not n or n < 0 then
+      cli.fail(string.format("--%s: expected a non-negative integer, got '%s'", name, v), cli.EXIT_USAGE)
+    end
+    return n
+  end
+  local model = cli.check(nd.model(opts.model))
+  local args = {
+    model = model, device = opts["device-type"], devices = int("devices"),
+    global_batch = int("global-batch-size"), seq_len = int("seq-len"),
+    tp = int("tp"), pp = int("pp"), vpp = int("vpp"), cp = int("cp"), ep = int("ep"),
+    etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),
+    sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
+    flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
+  }
+  local r = opts.recompute
+  if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer" then
+    args.recompute = r == "off" and "none" or r
+  elseif r then  -- a per-layer spec, e.g. 0-9:full,10-79:selective
+    local layers = model.num_layers + model.mtp_layers
+    local per = {}
+    for _, rg in ipairs(cli.check(nd.grammar.recompute(r, layers))) do
+      for i = rg.first, rg.last do per[i + 1] = rg.mode end
+    end
+    for i = 1, layers do per[i] = per[i] or "none" end
+    args.layer_recompute = per
+  end
+  if opts["recompute-modes"] then
+    if args.recompute ~= "per_layer" then
+      cli.fail("--recompute-modes needs --recompute per_layer", cli.EXIT_USAGE)
+    end
+    args.recompute_modes = mode_list("recompute-modes", opts["recompute-modes"])
+  end
+  if opts["stage-layers"] then
+    local list = {}
+    for n in opts["stage-layers"]:gmatch("[^,]+") do
+      list[#list + 1] = math.tointeger(tonumber(n))
+                        or cli.fail("--stage-layers: expected integers", cli.EXIT_USAGE)
+    end
+    args.stage_layers = list
+  end
+  if opts.layout then
+    if opts.layout ~= "even" and opts.layout ~= "balanced" then
+      cli.fail("--layout: expected even or balanced, got '" .. opts.layout .. "'", cli.EXIT_USAGE)
+    end
+    args.layout = opts.layout
+  end
+  if opts.offload then
+    local share = tonumber(opts.offload)
+    if not share or share < 0 or share > 1 then
+      cli.fail("--offload: expected a share between 0 and 1, got '" .. opts.offload .. "'", cli.EXIT_USAGE)
+    end
+    args.offload = share
+  end
+  if opts.costs then args.costs = cli.parse_costs(opts.costs) end
+  return args, model
+end
+
+-- estimate(args) -> result, or stops with the refusal (costs errors name the field alone).
+function M.estimate(args)
+  local r, why = nd.estimate(args)
+  if not r then cli.fail((why:match("^costs%.") and "" or "strategy refused: ") .. why) end
+  return r
+end
+
+return M
