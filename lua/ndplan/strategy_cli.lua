@@ -127,10 +127,14 @@ function M.args(spec, argv, opts)
   return args, model
 end
 
--- estimate(args) -> result, or stops with the refusal (costs errors name the field alone).
+-- estimate(args) -> result, or stops with the refusal: exit 3 when a per-layer plan or
+-- layout cannot fit the budget, 1 otherwise (costs errors name the field alone).
 function M.estimate(args)
   local r, why = nd.estimate(args)
-  if not r then cli.fail((why:match("^costs%.") and "" or "strategy refused: ") .. why) end
+  if not r then
+    if why:match("^over memory") then cli.fail(why, cli.EXIT_NO_FIT) end
+    cli.fail((why:match("^costs%.") and "" or "strategy refused: ") .. why)
+  end
   return r
 end
 

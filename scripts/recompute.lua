@@ -1,0 +1,112 @@
+-- ndplan recompute: the per-layer recompute plan of one strategy under the memory budget,
+-- its stages, and the retained potentials (one more layer fully recomputed per step)
+local cli = require "ndplan.cli"
+local files = require "ndplan.files"
+local json = require "ndplan.json"
+local units = require "ndplan.c.units"
+local scli = require "ndplan.strategy_cli"
+local plans = require "ndplan.plan"
+local recompute = require "ndplan.recompute"
+
+local spec = {
+  name = "recompute",
+  usage = "--model M --devices N --global-batch-size B [estimate's options] [-o DIR]",
+  summary = "Choose each layer's recompute under the memory budget; show what more recompute costs.",
+  description = "Without --recompute the plan is per_layer: every layer's mode chosen so each stage\n"
+             .. "fits -M at the least recompute time. The potentials are the retained sequence from\n"
+             .. "that plan, each step one more layer fully recomputed, the fastest such plan first.\n"
+             .. "-o DIR writes recompute_potentials.csv and recompute_plot_groups.json.",
+  options = scli.options({
+    {name = "output-dir", short = "o", arg = "DIR", help = "write recompute_potentials.csv and recompute_plot_groups.json here"},
+    {name = "steps", arg = "N", help = "stop the potentials after N steps (default: until every layer is full)"},
+    {name = "json", help = "print one JSON document"},
+  }),
+}
+
+local argv = {...}
+local opts = cli.parse(spec, argv)
+if not opts then return end
+local args, model = scli.args(spec, argv, opts)
+if args.recompute == nil and args.layer_recompute == nil then args.recompute = "per_layer" end
+local steps
+if opts.steps then
+  steps = math.tointeger(tonumber(opts.steps))
+  if not steps or steps < 0 then cli.fail("--steps: expected a non-negative integer", cli.EXIT_USAGE) end
+end
+
+local r = scli.estimate(args)
+if not r.fits then
+  cli.fail(string.format("the plan peaks at %s, over the %s budget", units.bytes(r.peak_memory_bytes, "binary"),
+                         units.bytes(r.budget_bytes, "binary")), cli.EXIT_NO_FIT)
+end
+local first = plans.from_estimate(r, model)
+-- the potentials re-price fixed per-layer plans on the chosen layout
+local fixed = {}
+for k, v in pairs(args) do fixed[k] = v end
+local sequence = plans.potentials(fixed, model, first, steps)
+
+local potentials = {{rank = 1, dimensions = first.dimensions, plans = sequence}}
+local groups = recompute.plot_groups({{dimensions = first.dimensions, score = first.score,
+                                       plans = sequence}}, 1)
+
+if opts["output-dir"] then
+  local dir = opts["output-dir"]:gsub("/+$", "")
+  local ok, err = pcall(recompute.write_csv, potentials, dir .. "/recompute_potentials.csv")
+  if not ok then cli.fail(tostring(err)) end
+  local wrote, werr = files.write_atomic(dir .. "/recompute_plot_groups.json",
+                                         json.encode(recompute.plot_data(groups)) .. "\n")
+  if not wrote then cli.fail(tostring(werr)) end
+end
+
+if opts.json then
+  local steps_out = {}
+  for i, p in ipairs(sequence) do
+    steps_out[i] = {step = i - 1, score_s = p.score, memory_mib = p.memory,
+                    full_layers = recompute.full_layers(p),
+                    changed_layers = i > 1 and recompute.changed_layers(sequence[i - 1], p) or nil,
+                    layer_recompute = p.layer_recompute}
+  end
+  io.write(json.encode({schema = "ndplan.recompute/1", estimate = r, plan = first,
+                        potentials = steps_out}), "\n")
+  return
+end
+
+local out = {}
+local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+say("%s on %d x %s, budget %s: step time %s, peak %s on stage %d", r.model, r.job.devices,
+    r.device, units.bytes(r.budget_bytes, "binary"), units.seconds(r.step_time_s),
+    units.bytes(r.peak_memory_bytes, "binary"), r.heaviest_stage)
+say("")
+for _, rg in ipairs(first.ranges) do
+  local last = rg.first + rg.count - 1
+  say("layers %s (%s): %s", rg.count > 1 and (rg.first .. "-" .. last) or tostring(rg.first),
+      rg.kind, rg.mode)
+end
+say("")
+local rows = {}
+for s, st in ipairs(r.stages) do
+  rows[s] = {stage = s - 1, layers = st.layers, peak = st.peak,
+             saved = first.stage_savings[s] or 0}
+end
+out[#out + 1] = cli.format_table({
+  {key = "stage", title = "stage", align = "right"},
+  {key = "layers", title = "layers", align = "right"},
+  {key = "peak", title = "peak", align = "right", fmt = function(v) return units.bytes(v, "binary") end},
+  {key = "saved", title = "saved vs full", align = "right", fmt = function(v) return units.seconds(v) end},
+}, rows):gsub("\n$", "")
+say("")
+say("potentials: one more layer fully recomputed per step (%d steps)", #sequence - 1)
+local prows = {}
+for i, p in ipairs(sequence) do
+  local changed = i > 1 and recompute.changed_layers(sequence[i - 1], p) or {}
+  prows[i] = {step = i - 1, changed = #changed > 0 and table.concat(changed, ",") or "-",
+              full = recompute.full_layers(p), memory = p.memory * 2 ^ 20, score = p.score}
+end
+out[#out + 1] = cli.format_table({
+  {key = "step", title = "step", align = "right"},
+  {key = "changed", title = "changed layer", align = "right"},
+  {key = "full", title = "full layers", align = "right"},
+  {key = "memory", title = "peak", align = "right", fmt = function(v) return units.bytes(v, "binary") end},
+  {key = "score", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end},
+}, prows):gsub("\n$", "")
+io.write(table.concat(out, "\n"), "\n")
