@@ -40,9 +40,8 @@ local plan = {model = model, strategy = r.strategy, job = r.job, result = r,
               layer_recompute = args.layer_recompute or r.strategy.layer_recompute}
 local dir = opts["output-dir"]:gsub("/+$", "")
 if dir == "" then dir = "/" end
-local probe = io.open(dir, "r")
-if not probe then cli.fail(string.format("output directory '%s' does not exist", dir)) end
-probe:close()
+local made, merr = files.mkdir_p(dir)
+if not made then cli.fail("output directory: " .. tostring(merr)) end
 
 -- Render every format first, so a failure writes nothing.
 local outputs = {}

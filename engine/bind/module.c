@@ -15,6 +15,7 @@ static const luaL_Reg bindings[] = {
   {"ndplan.c.model", luaopen_ndplan_model},
   {"ndplan.c.device", luaopen_ndplan_device},
   {"ndplan.c.estimate", luaopen_ndplan_estimate},
+  {"ndplan.c.files", luaopen_ndplan_files},
   {NULL, NULL}
 };
 

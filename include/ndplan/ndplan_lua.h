@@ -16,5 +16,6 @@ int luaopen_ndplan_units(lua_State *L);    /* lunits.c: byte/time/rate formattin
 int luaopen_ndplan_model(lua_State *L);    /* lmodel.c: model spec, layer stack, params */
 int luaopen_ndplan_device(lua_State *L);   /* ldevice.c: device records */
 int luaopen_ndplan_estimate(lua_State *L); /* lestimate.c: memory and step-time estimators */
+int luaopen_ndplan_files(lua_State *L);    /* lfiles.c: mkdir and file kinds */
 
 #endif

@@ -32,6 +32,21 @@ function M.write_atomic(path, text)
   return true
 end
 
+-- mkdir_p(dir) -> true | nil, message: the folder and its missing parents.
+function M.mkdir_p(dir)
+  local cfiles = require "ndplan.c.files"
+  if dir == "" or cfiles.kind(dir) == "directory" then return true end
+  local parent = dir:match("^(.*[^/])/+[^/]+/*$")
+  if parent then
+    local ok, err = M.mkdir_p(parent)
+    if not ok then return nil, err end
+  end
+  return cfiles.mkdir(dir)
+end
+
+-- kind(path) -> "directory" | "file" | "other" | nil
+function M.kind(path) return require("ndplan.c.files").kind(path) end
+
 -- bundled_names(dir, ext) -> sorted base names of the bundled files dir/*.ext (the catalog)
 function M.bundled_names(dir, ext)
   local names = {}

@@ -103,31 +103,12 @@ local function cell(v)
   return tostring(v)
 end
 
--- Make the folder holding `path` when it is missing. Lua's standard library cannot create
--- a folder without a shell, so this uses LuaFileSystem when it is installed (it is wherever
--- busted is) and otherwise fails naming the folder.
-local function folder_exists(dir)
-  return os.rename(dir, dir) ~= nil
-end
-
+-- Make the folder holding `path` (and its parents) when it is missing.
 function M.ensure_parent(path)
   local parent = path:match("^(.*)/[^/]*$")
-  if parent == nil or parent == "" or folder_exists(parent) then return true end
-  local ok, lfs = pcall(require, "lfs")
-  if not ok or type(lfs) ~= "table" or not lfs.mkdir then
-    error(string.format("cannot create folder '%s' for %s: creating folders needs LuaFileSystem "
-                        .. "(lfs); create the folder first", parent, path), 0)
-  end
-  local so_far = parent:sub(1, 1) == "/" and "" or "."
-  for part in parent:gmatch("[^/]+") do
-    so_far = so_far .. "/" .. part
-    if not folder_exists(so_far) then
-      local made, err = lfs.mkdir(so_far)
-      if not made and not folder_exists(so_far) then
-        error(string.format("cannot create folder '%s': %s", so_far, tostring(err)), 0)
-      end
-    end
-  end
+  if parent == nil or parent == "" then return true end
+  local ok, err = require("ndplan.files").mkdir_p(parent)
+  if not ok then error(string.format("cannot create folder for %s: %s", path, tostring(err)), 0) end
   return true
 end
 

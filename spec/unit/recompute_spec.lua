@@ -482,15 +482,13 @@ describe("write_csv", function()
     assert.same({"out.csv"}, list(base))
   end)
 
-  it("fails naming the folder when it cannot create it (no LuaFileSystem)", function()
-    local saved_loaded, saved_preload = package.loaded.lfs, package.preload.lfs
-    package.loaded.lfs = nil
-    package.preload.lfs = function() error("lfs is absent") end
-    local ok, err = pcall(R.write_csv, POTENTIALS, base .. "/x/out.csv")
-    package.loaded.lfs, package.preload.lfs = saved_loaded, saved_preload
+  it("fails naming the folder when it cannot create it", function()
+    assert(os.execute("mkdir -p '" .. base .. "'"))
+    local f = assert(io.open(base .. "/x", "wb")); f:write("a file\n"); f:close()
+    local ok, err = pcall(R.write_csv, POTENTIALS, base .. "/x/y/out.csv")
     assert.is_false(ok)
-    assert.equal("cannot create folder '" .. base .. "/x' for " .. base .. "/x/out.csv: creating "
-                 .. "folders needs LuaFileSystem (lfs); create the folder first", err)
-    assert.is_nil(io.open(base .. "/x/out.csv"))
+    assert.equal("cannot create folder for " .. base .. "/x/y/out.csv: " .. base
+                 .. "/x: exists and is not a folder", err)
+    assert.is_nil(io.open(base .. "/x/y/out.csv"))
   end)
 end)
