@@ -75,6 +75,7 @@ static int get_bool (lua_State *L, int t, const char *key, int dflt) {
 static const char *const strategy_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
+  "selective_ops",
   NULL
 };
 
@@ -101,6 +102,21 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->sp = get_bool(L, t, "sp", 0);
   st->zero = get_int(L, t, "zero", 0);
   st->mbs = get_int(L, t, "mbs", 1);
+  if (lua_getfield(L, t, "selective_ops") != LUA_TNIL) {  /* array of op names */
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    st->selective_ops = 0;
+    for (i = 1; i <= n; i++) {
+      int op;
+      lua_geti(L, -1, i);
+      if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0)
+        luaL_error(L, "selective_ops[%I]: expected attn_core, norms, act or mla_up", i);
+      st->selective_ops |= ND_OP_BIT(op);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
   if (lua_getfield(L, t, "offload") != LUA_TNIL) {
     if (!lua_isnumber(L, -1))
       luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, -1));
@@ -185,6 +201,16 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
   setnum(L, "offload", st->offload);
+  {
+    int op, k = 0;
+    lua_createtable(L, ND_OP_COUNT, 0);
+    for (op = 0; op < ND_OP_COUNT; op++)
+      if (st->selective_ops & ND_OP_BIT(op)) {
+        lua_pushstring(L, nd_op_name(op));
+        lua_rawseti(L, -2, ++k);
+      }
+    lua_setfield(L, -2, "selective_ops");
+  }
   if (st->vpp <= 1) {  /* the layout: body and MTP layers per stage */
     int s;
     lua_createtable(L, st->pp, 0);
@@ -306,7 +332,8 @@ static int e_run (lua_State *L) {
 
 /*
 ** layer(model, device, job, strategy, i [, costs]) -> {activations = {none=, selective=,
-** full=}, forward_s=, tp_comm_s=, cp_comm_s=, ep_comm_s=, params=, flops_token=}
+** full=}, recompute_s = {none=, selective=, full=} (time each mode adds per micro-batch),
+** forward_s=, tp_comm_s=, cp_comm_s=, ep_comm_s=, params=, flops_token=}
 ** for layer i (0-based) alone, per device and micro-batch | nil, reason.
 */
 static int e_layer (lua_State *L) {
@@ -323,6 +350,10 @@ static int e_layer (lua_State *L) {
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
     setnum(L, nd_recompute_name((nd_recompute)i), le.activations[i]);
   lua_setfield(L, -2, "activations");
+  lua_createtable(L, 0, ND_RECOMPUTE_COUNT);
+  for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
+    setnum(L, nd_recompute_name((nd_recompute)i), le.recompute_s[i]);
+  lua_setfield(L, -2, "recompute_s");
   setnum(L, "forward_s", le.forward_s);
   setnum(L, "tp_comm_s", le.tp_comm_s);
   setnum(L, "cp_comm_s", le.cp_comm_s);

@@ -82,7 +82,10 @@ typedef struct layer_cost {
   double core_mem_s;               /* element-wise work selective recompute repeats */
   double tp_s, cp_s, ep_s;         /* communication of one forward pass (before overlap) */
   double flops_token;              /* model FLOPs of one forward per token, unsharded */
-  double core_flops_token;         /* of which the attention core (for HFU of selective) */
+  double core_flops_token;         /* of which the attention core */
+  double op_bytes[ND_OP_COUNT];    /* what each selective-recompute switch drops, bytes */
+  double op_time[ND_OP_COUNT];     /* and the forward work it repeats, seconds */
+  double op_flops[ND_OP_COUNT];    /* and those FLOPs per token (HFU) */
   double p_dense, p_expert;        /* local parameters: dense (TP-sharded or replicated),
                                       routed experts */
   double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
@@ -144,6 +147,7 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
                 + gemm_time(x, 2 * T * vd * h / t);
     lc->core_s += gemm_time(x, T * per_tok_core / t);
     a->rep += 2 * ab * T * h;
+    lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;  /* the norm output feeding the block */
     a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (2 * kd + vd) + 2 * vd) / t;
     a->core += 4.0 * (T / chunk) * nv * dk * dvv / t;  /* fp32 chunk states */
     lc->flops_token += 2 * h * (2 * kd + 2 * vd + 2 * nv) + 2 * vd * h + per_tok_core;
@@ -159,19 +163,29 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     dqk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
     dv = (double)m->v_head_dim;
     if (ql > 0) {
-      lc->gemm_s += gemm_time(x, 2 * T * h * ql) + gemm_time(x, 2 * T * ql * hq * dqk / t);
+      double up = gemm_time(x, 2 * T * ql * hq * dqk / t);
+      lc->gemm_s += gemm_time(x, 2 * T * h * ql) + up;
       a->dev += 2 * ab * T * ql;  /* compressed q and its norm, on every TP rank */
       tok = 2 * h * ql + 2 * ql * hq * dqk;
+      lc->op_bytes[ND_OP_MLA_UP] += ab * T * hq * dqk / t;  /* q, re-projected from its latent */
+      lc->op_time[ND_OP_MLA_UP] += up;
+      lc->op_flops[ND_OP_MLA_UP] += 2 * ql * hq * dqk;
     }
     else {
       lc->gemm_s += gemm_time(x, 2 * T * h * hq * dqk / t);
       tok = 2 * h * hq * dqk;
     }
-    lc->gemm_s += gemm_time(x, 2 * T * h * (kvl + rope))
-                + gemm_time(x, 2 * T * kvl * hq * (dqk - rope + dv) / t)
-                + gemm_time(x, 2 * T * hq * dv * h / t);
+    {  /* k and v come from the kv latent: up-projected, droppable */
+      double up = gemm_time(x, 2 * T * kvl * hq * (dqk - rope + dv) / t);
+      lc->gemm_s += gemm_time(x, 2 * T * h * (kvl + rope)) + up
+                  + gemm_time(x, 2 * T * hq * dv * h / t);
+      lc->op_bytes[ND_OP_MLA_UP] += ab * T * hq * (dqk + dv) / t;
+      lc->op_time[ND_OP_MLA_UP] += up;
+      lc->op_flops[ND_OP_MLA_UP] += 2 * kvl * hq * (dqk - rope + dv);
+    }
     a->dev += ab * T * (2 * kvl + rope);
     a->rep += 2 * ab * T * h;
+    lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
     a->dev += ab * T * hq * (2 * dqk + 2 * dv) / t;
     tok += 2 * h * (kvl + rope) + 2 * kvl * hq * (dqk - rope + dv) + 2 * hq * dv * h;
   }
@@ -183,6 +197,7 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     lc->gemm_s += gemm_time(x, 2 * T * h * (q_loc + gate + 2 * kv_loc))
                 + gemm_time(x, 2 * T * q_loc * h);
     a->rep += 2 * ab * T * h;
+    lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
     a->dev += ab * T * (2 * q_loc + gate + 2 * kv_loc);
     tok = 2 * h * (hq * d * (m->attn_output_gate ? 2 : 1) + 2 * kv * d) + 2 * hq * d * h;
   }
@@ -226,6 +241,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double mats = m->gated_mlp ? 3.0 : 2.0, shared = 0.0;
   a->rep += 2 * ab * T * h + x->c->dropout * T * h;  /* norm input, MLP input, mask */
+  lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;    /* the MLP input is the norm's output */
   if (mlp == ND_MLP_DENSE) shared = (double)m->ffn_size;
   else {
     double E = (double)m->num_experts, k = (double)m->top_k, mf = (double)m->moe_ffn_size;
@@ -238,6 +254,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     lc->gemm_s += gemm_time(x, 2 * T * x->r * h * E);  /* router */
     a->dev += 8.0 * T * x->r * E;                    /* fp32 router logits and probs */
     a->dev += ab * Te * (2 * h + mats * mf / etp);  /* dispatched in, hidden, out */
+    lc->op_bytes[ND_OP_ACT] += ab * Te * mf / etp;   /* the experts' activation output */
     lc->ep_s += 2.0 * dispatch_time(x, send / k, k);  /* dispatch and combine */
     if (etp > 1)
       lc->ep_s += nd_allgather_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te)
@@ -249,6 +266,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     lc->gemm_s += gemm_time(x, 2 * T * h * (mats - 1) * shared / t)
                 + gemm_time(x, 2 * T * (shared / t) * h);
     a->dev += ab * T * mats * shared / t;  /* gate/up outputs and activation output */
+    lc->op_bytes[ND_OP_ACT] += ab * T * shared / t;
     lc->flops_token += 2 * mats * h * shared;
   }
 }
@@ -271,7 +289,10 @@ static layer_cost *price_kind (ctx *x, int layer) {
   memset(lc, 0, sizeof *lc);
   price_attention(x, k->attention, lc, &a);
   price_mlp(x, k->mlp, lc, &a);
-  if (m->norms_per_layer > 2) a.rep += (m->norms_per_layer - 2) * ab * T * h;
+  if (m->norms_per_layer > 2) {  /* Gemma's extra norms: their outputs are droppable too */
+    a.rep += (m->norms_per_layer - 2) * ab * T * h;
+    lc->op_bytes[ND_OP_NORMS] += (m->norms_per_layer - 2) * ab * T * h * x->r;
+  }
   if (k->mtp) {  /* DeepSeek MTP: two norms, the 2h concatenation, its own logits */
     a.rep += 4 * ab * T * h;
     lc->gemm_s += gemm_time(x, 2 * T * 2 * h * h / t) + gemm_time(x, 2 * T * h * x->vocab / t);
@@ -281,9 +302,27 @@ static layer_cost *price_kind (ctx *x, int layer) {
   /* bytes held per micro-batch under each mode */
   act_all = a.rep * x->r + a.dev + a.core;
   lc->act[ND_RECOMPUTE_NONE] = act_all;
-  lc->act[ND_RECOMPUTE_SELECTIVE] = act_all - (x->st->flash_attention ? 0.0 : a.core);
   lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
   lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s;
+  /* selective switches: the attention core only matters without flash attention (flash
+     keeps no scores and recomputes them anyway); norms and activation functions repeat
+     element-wise work; MLA's up-projections repeat their GEMMs (set above) */
+  if (!x->st->flash_attention) {
+    lc->op_bytes[ND_OP_ATTN_CORE] = a.core;
+    lc->op_time[ND_OP_ATTN_CORE] = lc->core_s + lc->core_mem_s;
+    lc->op_flops[ND_OP_ATTN_CORE] = lc->core_flops_token;
+  }
+  lc->op_time[ND_OP_NORMS] = x->c->memory_ops * lc->op_bytes[ND_OP_NORMS] / x->hbm;
+  lc->op_time[ND_OP_ACT] = x->c->memory_ops * lc->op_bytes[ND_OP_ACT] / x->hbm;
+  {
+    double dropped = 0.0;
+    int op;
+    for (op = 0; op < ND_OP_COUNT; op++)
+      if (x->st->selective_ops & ND_OP_BIT(op)) dropped += lc->op_bytes[op];
+    lc->act[ND_RECOMPUTE_SELECTIVE] = act_all - dropped;
+    if (lc->act[ND_RECOMPUTE_SELECTIVE] < lc->act[ND_RECOMPUTE_FULL])
+      lc->act[ND_RECOMPUTE_SELECTIVE] = lc->act[ND_RECOMPUTE_FULL];
+  }
   /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
   tp_bytes = ab * T * h;
   if (t > 1) {
@@ -352,9 +391,14 @@ static double layer_pass (const ctx *x, double work, double passes) {
 /* Compute a layer's recompute mode adds per micro-batch (its communication apart). */
 static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
   if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
-  if (mode == ND_RECOMPUTE_SELECTIVE && !x->st->flash_attention)
-    return lc->core_s + lc->core_mem_s;
-  return 0.0;  /* flash attention recomputes the scores in any case */
+  if (mode == ND_RECOMPUTE_SELECTIVE) {
+    double t = 0.0;
+    int op;
+    for (op = 0; op < ND_OP_COUNT; op++)
+      if (x->st->selective_ops & ND_OP_BIT(op)) t += lc->op_time[op];
+    return t;
+  }
+  return 0.0;
 }
 
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n) {
@@ -375,9 +419,11 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n)
     ss->ep += n * ep;
     ss->flops_rec += n * lc->flops_token;
   }
-  else if (mode == ND_RECOMPUTE_SELECTIVE && !x->st->flash_attention) {
+  else if (mode == ND_RECOMPUTE_SELECTIVE) {
+    int op;
     ss->rec += n * recompute_time(x, lc, mode);
-    ss->flops_rec += n * lc->core_flops_token;
+    for (op = 0; op < ND_OP_COUNT; op++)
+      if (x->st->selective_ops & ND_OP_BIT(op)) ss->flops_rec += n * lc->op_flops[op];
   }
   ss->p_dense += n * lc->p_dense;
   ss->p_expert += n * lc->p_expert;

@@ -42,8 +42,22 @@ void nd_strategy_init (nd_strategy *st) {
   st->mbs = 1;
   st->schedule = ND_SCHED_1F1B;
   st->recompute = ND_RECOMPUTE_NONE;
+  st->selective_ops = ND_OP_BIT(ND_OP_ATTN_CORE);  /* Megatron's classic selective */
   st->precision = ND_PREC_BF16;
   st->flash_attention = 1;
+}
+
+static const char *const op_names[ND_OP_COUNT] = {"attn_core", "norms", "act", "mla_up"};
+
+const char *nd_op_name (int op) {
+  return op >= 0 && op < ND_OP_COUNT ? op_names[op] : NULL;
+}
+
+int nd_op_parse (const char *name, int *op) {
+  int i;
+  for (i = 0; i < ND_OP_COUNT; i++)
+    if (strcmp(name, op_names[i]) == 0) { *op = i; return 0; }
+  return -1;
 }
 
 static int refuse (char *err, size_t len, const char *fmt, ...) {

@@ -30,6 +30,19 @@ typedef enum nd_recompute {
   ND_RECOMPUTE_COUNT
 } nd_recompute;
 
+/*
+** What selective recompute repeats, as op switches (Megatron-Core's --recompute-modules):
+** each drops the tensors the op produces and repeats its forward in the backward pass.
+*/
+enum {
+  ND_OP_ATTN_CORE = 0,  /* scores, softmax, dropout (nothing kept without flash attention) */
+  ND_OP_NORMS,          /* norm outputs (the QKV and MLP inputs), kept: their inputs */
+  ND_OP_ACT,            /* the MLP / expert activation function's output */
+  ND_OP_MLA_UP,         /* MLA's up-projected q, k, v, kept: the compressed latents */
+  ND_OP_COUNT
+};
+#define ND_OP_BIT(op) (1u << (op))
+
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
   int sp;                  /* sequence parallel (activations outside TP regions split by tp) */
@@ -38,6 +51,7 @@ typedef struct nd_strategy {
   int mb;                  /* micro-batches per step per pipeline; 0 = from the global batch */
   nd_schedule schedule;
   nd_recompute recompute;  /* whole-model mode, used when per_layer is 0 */
+  unsigned selective_ops;  /* ND_OP_BIT mask of what "selective" repeats (attn_core) */
   int per_layer;           /* 1: layer_recompute[] gives each layer's mode */
   unsigned char layer_recompute[ND_MAX_LAYERS];
   double offload;          /* share (0..1) of the activations a stage holds for micro-batches
@@ -75,5 +89,7 @@ const char *nd_schedule_name (nd_schedule s);
 const char *nd_recompute_name (nd_recompute r);
 int nd_schedule_parse (const char *name, nd_schedule *out);
 int nd_recompute_parse (const char *name, nd_recompute *out);
+const char *nd_op_name (int op);   /* "attn_core", "norms", "act", "mla_up" */
+int nd_op_parse (const char *name, int *op);
 
 #endif

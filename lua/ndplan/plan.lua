@@ -19,8 +19,11 @@ M.DIMENSIONS = {{"DP", "dp"}, {"EP", "ep"}, {"TP", "tp"}, {"CP", "cp"}, {"PP", "
 local TO_PLAN = {none = "off", selective = "selective", full = "full"}
 local TO_ESTIMATOR = {off = "none", selective = "selective", full = "full"}
 
--- What each mode recomputes, as op switches.
-local SWITCHES = {off = {}, selective = {"attention_core"}, full = {"layer"}}
+-- What each mode recomputes, as op switches (selective: the strategy's selective_ops).
+local function switches(mode, strategy)
+  if mode == "selective" then return strategy.selective_ops or {"attn_core"} end
+  return mode == "full" and {"layer"} or {}
+end
 
 function M.dimensions(strategy)
   local dims = {}
@@ -63,7 +66,8 @@ function M.from_estimate(result, model, savings)
       last.count = last.count + 1
     else
       ranges[#ranges + 1] = {first = i - 1, count = 1, kind = kinds[i], mode = modes[i],
-                             option = {switches = SWITCHES[modes[i]], link_bandwidth = 0},
+                             option = {switches = switches(modes[i], result.strategy),
+                                       link_bandwidth = 0},
                              offload_bytes = 0}
     end
   end

@@ -25,6 +25,7 @@ M.OPTIONS = {
   {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
   {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M) or a per-layer spec"},
   {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full)"},
+  {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
   {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
@@ -101,6 +102,17 @@ function M.args(spec, argv, opts)
       cli.fail("--recompute-modes needs --recompute per_layer", cli.EXIT_USAGE)
     end
     args.recompute_modes = mode_list("recompute-modes", opts["recompute-modes"])
+  end
+  if opts["selective-ops"] then
+    local ops = {}
+    for op in opts["selective-ops"]:gmatch("[^,]+") do
+      if op ~= "attn_core" and op ~= "norms" and op ~= "act" and op ~= "mla_up" then
+        cli.fail("--selective-ops: expected attn_core, norms, act or mla_up, got '" .. op .. "'",
+                 cli.EXIT_USAGE)
+      end
+      ops[#ops + 1] = op
+    end
+    args.selective_ops = ops
   end
   if opts["stage-layers"] then
     local list = {}

@@ -294,3 +294,48 @@ describe("strategy validation", function()
                                             global_batch = 8, seq_len = 2048, tpp = 2} end)
   end)
 end)
+
+describe("selective recompute switches", function()
+  local base = {model = "deepseek-v3", device = "h800", devices = 2048, global_batch = 4096,
+                seq_len = 4096, pp = 16, ep = 64, zero = 1, recompute = "selective"}
+  local function layer0(ops)
+    local st = {pp = 16, ep = 64, zero = 1}
+    st.selective_ops = ops
+    local m = assert(nd.model("deepseek-v3"))
+    return assert(core.layer(m, assert(nd.device("h800")), {devices = 2048, global_batch = 4096,
+                                                            seq_len = 4096}, st, 3))
+  end
+  local function with(ops)
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    a.selective_ops = ops
+    return assert(nd.estimate(a))
+  end
+
+  it("keeps Megatron's attention-core default, which flash attention makes a no-op", function()
+    local l = layer0(nil)
+    assert.equal(l.activations.none, l.activations.selective)
+    assert.equal(0, l.recompute_s.selective)
+    assert.same({"attn_core"}, with(nil).strategy.selective_ops)
+  end)
+
+  it("drops more and repeats more with each switch (norms, act, mla_up)", function()
+    local prev = layer0({"attn_core"})
+    for _, ops in ipairs({{"norms"}, {"norms", "act"}, {"norms", "act", "mla_up"}}) do
+      local l = layer0(ops)
+      assert.is_true(l.activations.selective < prev.activations.selective, table.concat(ops, ","))
+      assert.is_true(l.recompute_s.selective > prev.recompute_s.selective, table.concat(ops, ","))
+      assert.is_true(l.activations.selective >= l.activations.full)
+      prev = l
+    end
+    local r = with({"norms", "act", "mla_up"})
+    assert.same({"norms", "act", "mla_up"}, r.strategy.selective_ops)
+    assert.is_true(r.peak_memory_bytes < with(nil).peak_memory_bytes)
+    assert.is_true(r.time_parts_s.recompute > 0)
+  end)
+
+  it("refuses an unknown switch", function()
+    assert.has_error(function() with({"everything"}) end,
+                     "selective_ops[1]: expected attn_core, norms, act or mla_up")
+  end)
+end)
