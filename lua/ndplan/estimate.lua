@@ -51,9 +51,14 @@ function M.estimate(args)
   local strategy = {}
   for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = args[k] end
   local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
+  -- the core counts devices and tokens in 32-bit ints: a billion is the documented ceiling
+  local LIMIT = {devices = 1e9, global_batch = 1e15, seq_len = 1e9}
   for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
     if math.type(job[k]) ~= "integer" or job[k] < 1 then
       return nil, string.format("%s: expected a positive integer, got %s", k, tostring(job[k]))
+    end
+    if job[k] > LIMIT[k] then
+      return nil, string.format("%s: %d is out of range (at most %.0f)", k, job[k], LIMIT[k])
     end
   end
   local budget, berr = M.budget(device, args.max_mem)

@@ -77,8 +77,20 @@ function M.args(spec, argv, opts)
     return n
   end
   local model = cli.check(nd.model(opts.model))
+  for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
+    io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
+  end
+  local device = cli.check(nd.device(opts["device-type"]))
+  local function one_of(flag, value, allowed)
+    if value == nil then return nil end
+    for _, a in ipairs(allowed) do if a == value then return value end end
+    cli.fail(string.format("--%s: expected %s, got '%s'", flag, table.concat(allowed, ", "), value),
+             cli.EXIT_USAGE)
+  end
+  one_of("schedule", opts.schedule, {"1f1b", "interleaved", "gpipe", "zb", "dualpipe"})
+  one_of("precision", opts.precision, {"bf16", "fp16", "fp8"})
   local args = {
-    model = model, device = opts["device-type"], devices = int("devices"),
+    model = model, device = device, devices = int("devices"),
     global_batch = int("global-batch-size"), seq_len = int("seq-len"),
     tp = int("tp"), pp = int("pp"), vpp = int("vpp"), cp = int("cp"), ep = int("ep"),
     etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),

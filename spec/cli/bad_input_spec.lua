@@ -1,0 +1,170 @@
+-- The README's bad-input table, one row per class: what ndplan answers (one line on stderr
+-- naming what was wrong and where, a documented exit code) and that nothing is lost.
+local R = dofile("spec/support/run.lua")
+
+local function tmpdir()
+  local base = os.tmpname()
+  os.remove(base)
+  assert(os.execute("mkdir -p " .. R.quote(base)))
+  return base
+end
+
+local function listing(dir)
+  local p = io.popen("ls -A " .. R.quote(dir))
+  local names = {}
+  for line in p:lines() do names[#names + 1] = line end
+  p:close()
+  table.sort(names)
+  return names
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local ESTIMATE = {"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--zero", "3"}
+local function estimate(extra)
+  local a = {table.unpack(ESTIMATE)}
+  for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+  return R.run(a)
+end
+
+-- one line on stderr, no traceback
+local function one_line(r)
+  assert.is_nil(r.err:find("stack traceback", 1, true), r.err)
+  assert.equal(1, select(2, r.err:gsub("\n", "")), r.err)
+end
+
+describe("bad input", function()
+  it("a missing file: names it, exit 1", function()
+    local r = R.run({"estimate", "-m", "/nonexistent/config.json", "-d", "8", "-b", "8"})
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: /nonexistent/config.json: No such file or directory", r.err)
+    one_line(r)
+  end)
+
+  it("invalid JSON: file, line and column, exit 1", function()
+    local path = R.tempfile('{"model_type": "llama",\n  "hidden_size": 4096,\n', ".json")
+    local r = R.run({"estimate", "-m", path, "-d", "8", "-b", "8"})
+    assert.equal(1, r.code)
+    assert.matches(path:gsub("%p", "%%%0") .. ":%d+:%d+: invalid JSON", r.err)
+    one_line(r)
+  end)
+
+  it("invalid YAML: file, line and column, exit 1", function()
+    local path = R.tempfile("name: X\npeak_tflops:\n  bf16: [1, 2\n", ".yaml")
+    local r = estimate({"-A", path})
+    assert.equal(1, r.code)
+    assert.matches(path:gsub("%p", "%%%0") .. ":%d+:%d+: did not find expected", r.err)
+    one_line(r)
+  end)
+
+  it("a field of the wrong type: file, field and what was expected, exit 1", function()
+    local dev = R.tempfile("base: h100\nhbm:\n  capacity: lots\n", ".yaml")
+    local r = estimate({"-A", dev})
+    assert.equal(1, r.code)
+    assert.matches(":3:3: field 'hbm.capacity': expected a size like 80GB or 80GiB, got 'lots'", r.err)
+    local cfg = R.tempfile('{"model_type":"llama","hidden_size":"big","num_hidden_layers":2,'
+                           .. '"num_attention_heads":4,"intermediate_size":64,"vocab_size":100}', ".json")
+    r = R.run({"estimate", "-m", cfg, "-d", "1", "-b", "1"})
+    assert.equal(1, r.code)
+    assert.matches("field 'hidden_size' must be an integer >= 1, got string", r.err)
+    one_line(r)
+  end)
+
+  it("negative, fractional or absurd numbers on the command line: exit 2", function()
+    for _, bad in ipairs({{"--tp", "-1"}, {"--tp", "1.5"}, {"--pp", "x"}}) do
+      local r = estimate(bad)
+      assert.equal(2, r.code, bad[1] .. " " .. bad[2])
+      assert.matches("^ndplan: " .. bad[1]:gsub("%-", "%%-") .. ": expected a non%-negative integer", r.err)
+      one_line(r)
+    end
+    local r = R.run({"estimate", "-m", "llama3.1-8b", "-d", "99999999999999999999", "-b", "8"})
+    assert.equal(2, r.code)
+  end)
+
+  it("zero degrees and numbers past the core's range are refused, no overflow: exit 1", function()
+    local r = estimate({"--tp", "0"})
+    assert.equal(1, r.code)
+    assert.matches("degree out of bounds: every degree must be at least 1", r.err)
+    r = R.run({"estimate", "-m", "llama3.1-8b", "-d", "2000000000", "-b", "8"})
+    assert.equal(1, r.code)
+    assert.matches("devices: 2000000000 is out of range", r.err)
+    one_line(r)
+  end)
+
+  it("unknown device, precision, schedule or flag", function()
+    local r = estimate({"-A", "tpu9"})
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: unknown device 'tpu9' %(bundled: ", r.err)
+    r = estimate({"--precision", "fp4"})
+    assert.equal(2, r.code)
+    assert.matches("%-%-precision: expected bf16, fp16, fp8, got 'fp4'", r.err)
+    r = estimate({"--schedule", "magic"})
+    assert.equal(2, r.code)
+    assert.matches("%-%-schedule: expected 1f1b, interleaved, gpipe, zb, dualpipe", r.err)
+    r = estimate({"--bogus"})
+    assert.equal(2, r.code)
+    assert.matches("unknown option '%-%-bogus'", r.err)
+    one_line(r)
+  end)
+
+  it("an unknown model type loads as a Llama-style decoder, with warnings on stderr", function()
+    local cfg = R.tempfile('{"model_type":"wizard","hidden_size":256,"num_hidden_layers":2,'
+                           .. '"num_attention_heads":4,"intermediate_size":512,"vocab_size":1000}', ".json")
+    local r = R.run({"estimate", "-m", cfg, "-d", "1", "-b", "1"})
+    assert.equal(0, r.code, r.err)
+    assert.matches("ndplan: warning: [^:]+: model_type 'wizard' is not known to ndplan", r.err)
+  end)
+
+  it("degrees that do not multiply to the devices or do not divide the model: exit 1", function()
+    local r = R.run({"estimate", "-m", "llama3.1-8b", "-d", "12", "-b", "12", "--tp", "8"})
+    assert.equal(1, r.code)
+    assert.matches("devices: 12 is not a multiple of tp%*cp%*pp = 8", r.err)
+    r = R.run({"estimate", "-m", "llama3.1-8b", "-d", "6", "-b", "6", "--tp", "3"})
+    assert.equal(1, r.code)
+    assert.matches("tp 3 does not divide 32 heads", r.err)
+    one_line(r)
+  end)
+
+  it("a cost out of range names the field: exit 1", function()
+    local r = estimate({"--costs", "dp_overlap=2"})
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: costs.dp_overlap: expected a number in %[0, 1%], got 2", r.err)
+    one_line(r)
+  end)
+
+  it("a budget nothing fits: its own exit code, 3", function()
+    local r = estimate({"-M", "1GB"})
+    assert.equal(3, r.code)
+    assert.matches("over by", r.out)
+    r = R.run({"recompute", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "-M", "1GB"})
+    assert.equal(3, r.code)
+    assert.matches("over memory: stage 0 needs", r.err)
+  end)
+
+  it("an output folder that cannot be written: exit 1, no temporary file left", function()
+    local r = R.run({"export", "-f", "hyper", "-o", "/proc/ndplan-nowhere", "-m", "llama3.1-8b",
+                     "-d", "8", "-b", "8"})
+    assert.equal(1, r.code)
+    assert.matches("output directory: /proc/ndplan%-nowhere: ", r.err)
+    one_line(r)
+  end)
+
+  it("a full disk: exit 1, the earlier file intact, nothing partial", function()
+    local dir = tmpdir()
+    local f = assert(io.open(dir .. "/hyper_train.yaml", "wb")); f:write("earlier\n"); f:close()
+    -- a one-block file size limit stands in for a full disk: writes fail with EFBIG
+    local r = R.sh(string.format("ulimit -f 1; trap '' XFSZ; %s export -f hyper -o %s "
+                                 .. "-m llama3.1-8b -d 8 -b 8 --recompute 0-31:full",
+                                 R.quote(os.getenv("NDPLAN_BIN")), R.quote(dir)))
+    assert.equal(1, r.code)
+    assert.matches("cannot write .*hyper_train.yaml", r.err)
+    assert.equal("earlier\n", read(dir .. "/hyper_train.yaml"))
+    assert.same({"hyper_train.yaml"}, listing(dir))
+    os.execute("rm -rf " .. R.quote(dir))
+  end)
+end)
