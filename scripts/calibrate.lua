@@ -94,7 +94,8 @@ if extra then
   if not ok then cli.fail("--costs: " .. err, cli.EXIT_USAGE) end
 end
 
-local dir = opts.data or V.default_dir()
+-- the validation folder, needed only for --table and --check
+local dir = (opts.table or opts.check) and cli.check(V.data_dir(opts.data)) or opts.data
 local device_arg = opts["device-type"]
 local device = cli.check(nd.device(device_arg))
 

@@ -19,7 +19,7 @@ local spec = {
 
 local opts = cli.parse(spec, {...})
 if not opts then return end
-local dir = opts.data or V.default_dir()
+local dir = cli.check(V.data_dir(opts.data))
 local device = cli.check(nd.device(opts["device-type"]))
 local extra = opts.costs and cli.parse_costs(opts.costs)
 

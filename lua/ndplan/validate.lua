@@ -14,10 +14,22 @@ M.TABLES = {
   {name = "vtrain_single", file = "vtrain_ground_truth_single.csv", what = "vTrain single-node"},
 }
 
--- The default data folder: shared/ beside the checkout, as laid out for CI.
+-- The default data folder: $NDPLAN_VALIDATION, else shared/ beside the checkout (as laid
+-- out for CI).
 function M.default_dir()
+  local env = os.getenv("NDPLAN_VALIDATION")
+  if env and env ~= "" then return env end
   local root = require("ndplan.c.bundle").root() or "."
   return root .. "/../shared/validation"
+end
+
+-- data_dir(dir) -> dir | nil, message when it holds no validation table
+function M.data_dir(dir)
+  dir = dir or M.default_dir()
+  if require("ndplan.files").kind(dir) ~= "directory" then
+    return nil, string.format("no validation data at %s (give --data DIR or set NDPLAN_VALIDATION)", dir)
+  end
+  return dir
 end
 
 -- read_csv(path) -> array of rows keyed by header | nil, message. No quoted fields occur
