@@ -1,5 +1,4 @@
--- ndplan recompute: the per-layer recompute plan of one strategy under the memory budget,
--- its stages, and the retained potentials (one more layer fully recomputed per step)
+-- ndplan recompute: per-layer recompute of one strategy under the budget, and its potentials
 local cli = require "ndplan.cli"
 local files = require "ndplan.files"
 local json = require "ndplan.json"
@@ -15,7 +14,8 @@ local spec = {
   description = "Without --recompute the plan is per_layer: every layer's mode chosen so each stage\n"
              .. "fits -M at the least recompute time. The potentials are the retained sequence from\n"
              .. "that plan, each step one more layer fully recomputed, the fastest such plan first.\n"
-             .. "-o DIR writes recompute_potentials.csv and recompute_plot_groups.json.",
+             .. "-o DIR writes recompute_potentials.csv and recompute_plot_groups.json, and the\n"
+             .. "charts (SVG) of the chosen plan and its potentials with report.html.",
   options = scli.options({
     {name = "output-dir", short = "o", arg = "DIR", help = "write recompute_potentials.csv and recompute_plot_groups.json here"},
     {name = "steps", arg = "N", help = "stop the potentials after N steps (default: until every layer is full)"},
@@ -56,6 +56,8 @@ if opts["output-dir"] then
   local wrote, werr = files.write_atomic(dir .. "/recompute_plot_groups.json",
                                          json.encode(recompute.plot_data(groups)) .. "\n")
   if not wrote then cli.fail(tostring(werr)) end
+  local plotted, perr = require("ndplan.report").recompute_report(dir, r, recompute.plot_data(groups))
+  if not plotted then cli.fail(tostring(perr)) end
 end
 
 if opts.json then

@@ -168,8 +168,8 @@ function M.count(n)
   return string.format("%d", math.tointeger(n) or n)
 end
 
--- command_list() -> "commands:\n  models  list ..." from each script's first comment line.
-function M.command_list()
+-- commands() -> array of {name, summary}, from each bundled script's first comment line
+function M.commands()
   local rows = {}
   for _, path in ipairs(bundle.list("scripts")) do
     local name = path:match("^scripts/([%w_%-]+)%.lua$")
@@ -179,6 +179,12 @@ function M.command_list()
       rows[#rows + 1] = {name = name, summary = summary}
     end
   end
+  return rows
+end
+
+-- command_list() -> "commands:\n  models  list ..." (the host's --help)
+function M.command_list()
+  local rows = M.commands()
   local width = 0
   for _, r in ipairs(rows) do width = math.max(width, #r.name) end
   local out = {"commands:"}
