@@ -13,6 +13,7 @@ local spec = {
              .. "on the device's calibrated efficiencies (ndplan devices; --costs overrides).",
   options = scli.options({
     {name = "json", help = "print one JSON document"},
+    {name = "plot", arg = "DIR", help = "write stage_memory.svg, time_breakdown.svg, pipeline.svg and report.html here"},
   }),
 }
 
@@ -21,6 +22,11 @@ local opts = cli.parse(spec, argv)
 if not opts then return end
 local args, model = scli.args(spec, argv, opts)
 local r = scli.estimate(args)
+
+if opts.plot then
+  local wrote, err = require("ndplan.report").estimate_report(opts.plot, r)
+  if not wrote then cli.fail(tostring(err)) end
+end
 
 if opts.json then
   io.write(json.encode(r), "\n")

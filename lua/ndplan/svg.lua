@@ -1,0 +1,140 @@
+-- A tiny SVG writer whose output is byte-stable: numbers with two decimals at most (trailing
+-- zeros trimmed), attributes in one fixed order, one element per line. The same input gives
+-- the same bytes on every platform, so specs can compare charts with golden files.
+local M = {}
+
+-- num(x) -> text: "%.2f" with trailing zeros and a bare point dropped; "-0" becomes "0".
+-- Raises on NaN and infinities: a chart with such a coordinate is a bug upstream.
+function M.num(x)
+  if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
+    error("svg: not a finite number: " .. tostring(x), 2)
+  end
+  local s = string.format("%.2f", x):gsub("0+$", ""):gsub("%.$", "")
+  if s == "-0" then s = "0" end
+  return s
+end
+
+local ESCAPES = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
+                 ["'"] = "&#39;"}
+
+-- esc(s) -> s with the five XML special characters escaped (text and attribute values)
+function M.esc(s)
+  return (tostring(s):gsub("[&<>\"']", ESCAPES))
+end
+
+-- Geometry first, then presentation, then the rest alphabetically: the order never depends
+-- on table traversal.
+local ORDER = {"id", "class", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "width",
+               "height", "points", "d", "viewBox", "fill", "fill-opacity", "stroke",
+               "stroke-width", "stroke-dasharray", "opacity", "font-size", "font-weight",
+               "text-anchor", "dominant-baseline", "transform"}
+local RANK = {}
+for i, k in ipairs(ORDER) do RANK[k] = i end
+
+local function attr_value(v)
+  if type(v) == "number" then return M.num(v) end
+  return M.esc(v)
+end
+
+-- attrs(t) -> ' k="v" ...' in the fixed order; nil values are left out
+function M.attrs(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local ra, rb = RANK[a] or math.huge, RANK[b] or math.huge
+    if ra ~= rb then return ra < rb end
+    return a < b
+  end)
+  local out = {}
+  for _, k in ipairs(keys) do
+    out[#out + 1] = string.format(' %s="%s"', k, attr_value(t[k]))
+  end
+  return table.concat(out)
+end
+
+-- element(name, attrs [, text]) -> one line: <name .../> or <name ...>text</name>
+function M.element(name, attrs, text)
+  if text == nil then return "<" .. name .. M.attrs(attrs or {}) .. "/>" end
+  return "<" .. name .. M.attrs(attrs or {}) .. ">" .. M.esc(text) .. "</" .. name .. ">"
+end
+
+-- points(list) -> "x1,y1 x2,y2 ..." for polyline/polygon, list = {{x, y}, ...}
+function M.points(list)
+  local out = {}
+  for i, p in ipairs(list) do out[i] = M.num(p[1]) .. "," .. M.num(p[2]) end
+  return table.concat(out, " ")
+end
+
+---------------------------------------------------------------------------------------------
+-- A document: elements appended in drawing order, closed by finish().
+---------------------------------------------------------------------------------------------
+local Doc = {}
+Doc.__index = Doc
+
+-- doc(width, height, title [, description]) -> a document with fixed width/height, a viewBox,
+-- a <title> (what screen readers and browsers' tooltips show) and a white background.
+function M.doc(width, height, title, description)
+  local d = setmetatable({lines = {}, depth = 1, width = width, height = height}, Doc)
+  d.lines[1] = '<svg xmlns="http://www.w3.org/2000/svg"' .. M.attrs({
+    width = width, height = height, viewBox = string.format("0 0 %s %s", M.num(width), M.num(height)),
+    ["font-family"] = "DejaVu Sans, Liberation Sans, Arial, sans-serif", ["font-size"] = 12,
+  }) .. ">"
+  d:add("title", {}, title)
+  if description then d:add("desc", {}, description) end
+  d:add("rect", {x = 0, y = 0, width = width, height = height, fill = "#ffffff"})
+  return d
+end
+
+-- add(name, attrs [, text]): one element at the current depth
+function Doc:add(name, attrs, text)
+  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. M.element(name, attrs, text)
+  return self
+end
+
+-- open(name, attrs) / close(): a container (<g>), with an optional <title> tooltip
+function Doc:open(name, attrs, tooltip)
+  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. "<" .. name .. M.attrs(attrs or {}) .. ">"
+  self.stack = self.stack or {}
+  self.stack[#self.stack + 1] = name
+  self.depth = self.depth + 1
+  if tooltip then self:add("title", {}, tooltip) end
+  return self
+end
+
+function Doc:close()
+  local name = table.remove(self.stack)
+  self.depth = self.depth - 1
+  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. "</" .. name .. ">"
+  return self
+end
+
+-- Shorthands for the shapes the charts use.
+function Doc:rect(x, y, w, h, attrs, tooltip)
+  local a = {x = x, y = y, width = math.max(0, w), height = math.max(0, h)}
+  for k, v in pairs(attrs or {}) do a[k] = v end
+  if tooltip then
+    self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. "<rect" .. M.attrs(a) .. "><title>"
+      .. M.esc(tooltip) .. "</title></rect>"
+    return self
+  end
+  return self:add("rect", a)
+end
+
+function Doc:line(x1, y1, x2, y2, attrs)
+  local a = {x1 = x1, y1 = y1, x2 = x2, y2 = y2}
+  for k, v in pairs(attrs or {}) do a[k] = v end
+  return self:add("line", a)
+end
+
+function Doc:text(x, y, s, attrs)
+  local a = {x = x, y = y}
+  for k, v in pairs(attrs or {}) do a[k] = v end
+  return self:add("text", a, s)
+end
+
+function Doc:finish()
+  assert(self.depth == 1, "svg: unclosed element")
+  return table.concat(self.lines, "\n") .. "\n</svg>\n"
+end
+
+return M
