@@ -51,6 +51,9 @@ demo: build
 	@echo
 	$(BUILD_DIR)/ndplan estimate --model llama3.1-70b --device-type h100 --devices 64 \
 	  --global-batch-size 512 --seq-len 8192 --tp 8 --pp 4 --sp --zero 1 --recompute selective
+	@echo
+	$(BUILD_DIR)/ndplan search --model llama3.1-70b --device-type h100 --devices 64 \
+	  --global-batch-size 512 --seq-len 8192 --recompute auto --top 10
 
 test: build
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -64,9 +67,51 @@ test-sanitize: deps
 # Speed figures (benchmarks, not tests): estimates per second per core.
 bench: build
 	$(BUILD_DIR)/ndplan spec/bench/estimate_bench.lua
+	$(BUILD_DIR)/ndplan spec/bench/search_bench.lua
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
+
+# libFuzzer harnesses (fuzz/): clang builds them in FUZZ_DIR; each runs FUZZ_SECONDS on a
+# fresh copy of its seed corpus (fuzz/corpus stays as committed). Any crash, sanitizer report
+# or timeout fails the target; the input is left in $(FUZZ_DIR)/artifacts.
+FUZZ_DIR      ?= build-fuzz
+FUZZ_SECONDS  ?= 10
+FUZZERS        = fuzz_estimate fuzz_yaml fuzz_hfconfig fuzz_grammar
+FUZZ_PACKAGES  = clang libclang-rt-14-dev
+
+.PHONY: deps-fuzz fuzz
+
+deps-fuzz:
+	$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(FUZZ_PACKAGES)"
+
+fuzz: deps-fuzz
+	CC=clang $(CMAKE) -S . -B $(FUZZ_DIR) -DNDPLAN_FUZZ=ON -DBUILD_TESTING=OFF
+	$(CMAKE) --build $(FUZZ_DIR) --target fuzzers -j $(JOBS)
+	@set -e; mkdir -p $(FUZZ_DIR)/artifacts; \
+	for f in $(FUZZERS); do \
+	  rm -rf $(FUZZ_DIR)/corpus/$$f; mkdir -p $(FUZZ_DIR)/corpus/$$f; \
+	  cp fuzz/corpus/$$f/* $(FUZZ_DIR)/corpus/$$f/; \
+	  dict=; if [ -f fuzz/$$f.dict ]; then dict=-dict=fuzz/$$f.dict; fi; \
+	  echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
+	  if ! $(FUZZ_DIR)/fuzz/$$f $$dict -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$f- \
+	       $(FUZZ_DIR)/corpus/$$f > $(FUZZ_DIR)/$$f.log 2>&1; then \
+	    tail -60 $(FUZZ_DIR)/$$f.log; \
+	    echo "fuzz: $$f failed; input in $(FUZZ_DIR)/artifacts, log $(FUZZ_DIR)/$$f.log"; \
+	    exit 1; \
+	  fi; \
+	  grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' $(FUZZ_DIR)/$$f.log; \
+	done
+
+# Chromium, for the spec that renders report.html headless to PNG (spec/cli/report_spec.lua
+# skips that test, with a message, where no chromium is installed).
+BROWSER_PACKAGES = chromium
+
+.PHONY: deps-browser
+
+deps-browser:
+	$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(BROWSER_PACKAGES)"

@@ -16,6 +16,7 @@ static const luaL_Reg bindings[] = {
   {"ndplan.c.device", luaopen_ndplan_device},
   {"ndplan.c.estimate", luaopen_ndplan_estimate},
   {"ndplan.c.files", luaopen_ndplan_files},
+  {"ndplan.c.search", luaopen_ndplan_search},
   {NULL, NULL}
 };
 

@@ -17,5 +17,6 @@ int luaopen_ndplan_model(lua_State *L);    /* lmodel.c: model spec, layer stack,
 int luaopen_ndplan_device(lua_State *L);   /* ldevice.c: device records */
 int luaopen_ndplan_estimate(lua_State *L); /* lestimate.c: memory and step-time estimators */
 int luaopen_ndplan_files(lua_State *L);    /* lfiles.c: mkdir and file kinds */
+int luaopen_ndplan_search(lua_State *L);   /* lsearch.c: the strategy space, priced on threads */
 
 #endif

@@ -19,6 +19,8 @@ function nd.devices() return require("ndplan.device").names() end
 -- nd.estimate{model=, device=, devices=, global_batch=, seq_len=, tp=, ...}
 --   -> result | nil, message: memory per stage and step time of one strategy
 function nd.estimate(args) return require("ndplan.estimate").estimate(args) end
+-- nd.search{...}: every valid strategy priced and ranked (ndplan.search) -> ranked, info
+function nd.search(args) return require("ndplan.search").search(args) end
 
 -- Data and small languages: nd.json, nd.yaml, nd.grammar, nd.units.
 local lazy = {

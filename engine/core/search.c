@@ -1,0 +1,559 @@
+/*
+** search.c -- the strategy space: bounds, the loop nest, refusal labels, and pricing on a
+** pool of threads with results delivered in walk order.
+**
+** The calling thread walks the space and refuses what cannot run (exactly as a single
+** thread would), then hands contiguous chunks of survivors to the workers through a small
+** ring of slots. It delivers chunks back strictly in the order it filled them, so the rows
+** a caller sees, and everything it computes from them, are the same for any -j. Only a
+** ring's worth of chunks is alive at a time: memory does not grow with the space.
+*/
+#define _POSIX_C_SOURCE 200809L  /* pthreads */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndplan/search.h"
+
+static const char *const refusal_labels[ND_REFUSE_COUNT] = {
+  "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
+  "filtered out", "CP constraints", "global batch", "over memory"
+};
+
+static const char *const dim_names[ND_DIM_COUNT] = {
+  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
+};
+
+const char *nd_refusal_label (nd_refusal r) {
+  return (unsigned)r < ND_REFUSE_COUNT ? refusal_labels[r] : NULL;
+}
+
+const char *nd_dim_name (nd_dim d) {
+  return (unsigned)d < ND_DIM_COUNT ? dim_names[d] : NULL;
+}
+
+void nd_search_params_init (nd_search_params *p) {
+  int d;
+  memset(p, 0, sizeof *p);
+  for (d = 0; d < ND_DIM_COUNT; d++) p->dim[d].is_auto = 1;
+  p->dim[ND_DIM_RECOMPUTE].is_auto = 0;
+  p->dim[ND_DIM_RECOMPUTE].n = 1;
+  p->dim[ND_DIM_RECOMPUTE].v[0] = ND_RECOMPUTE_NONE;
+  nd_strategy_init(&p->base);
+  p->jobs = 1;
+}
+
+/* The largest power of two dividing n (n > 0). */
+static long long pow2_part (long long n) { return n & -n; }
+
+static int imin (int a, int b) { return a < b ? a : b; }
+
+/* A pinned single value, or 0 when the dimension is searched. */
+static int pinned (const nd_dim_set *s) { return !s->is_auto && s->n == 1 ? s->v[0] : 0; }
+
+void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
+                          const nd_job *job, nd_search_bounds *b) {
+  int vpp_cfg = pinned(&p->dim[ND_DIM_VPP]) > 0 ? pinned(&p->dim[ND_DIM_VPP]) : 1;
+  long long kv = m->num_kv_heads > 0 ? m->num_kv_heads : pow2_part(m->num_heads);
+  long long pp = m->num_layers / vpp_cfg;
+  memset(b, 0, sizeof *b);
+  b->layers = (int)m->num_layers;
+  /* TP: the KV heads (each TP rank keeps at least one), as the reference does */
+  b->tp = (int)(kv < job->devices ? kv : job->devices);
+  /* PP: layers over the configured VPP, the batch (one micro-batch per stage at least) */
+  if (pp > job->global_batch) pp = job->global_batch;
+  if (pp > ND_MAX_STAGES) pp = ND_MAX_STAGES;
+  b->pp = (int)(pp < job->devices ? pp : job->devices);
+  if (b->pp < 1) b->pp = 1;
+  /* CP: the load-balanced causal split needs 2*cp chunks of the sequence */
+  b->cp = imin(job->seq_len / 2 > 0 ? job->seq_len / 2 : 1, job->devices);
+  b->ep = m->num_experts > 0 ? (int)(m->num_experts < job->devices ? m->num_experts
+                                                                    : job->devices) : 1;
+  b->etp = m->num_experts > 0 ? b->tp : 1;
+  b->vpp = 4;
+  b->mbs = (int)(job->global_batch < 1000000000 ? job->global_batch : 1000000000);
+}
+
+/* Values one loop can take: more than any 32-bit number has divisors (1536). */
+#define LOOP_MAX 1600
+
+/*
+** The values one loop takes: the divisors of `of` (ascending) within [1, bound] when
+** auto, or the listed values that divide `of` (a listed value over the bound is kept: the
+** check refuses it with a label, so the user sees why). of = 0: a range 1..bound instead
+** of divisors.
+*/
+static int loop_values (const nd_dim_set *s, long long of, int bound, int *out) {
+  int n = 0, i;
+  if (s->is_auto) {
+    long long d;
+    int hi = 0, high[LOOP_MAX];
+    if (of == 0) {
+      for (d = 1; d <= bound && n < LOOP_MAX; d++) out[n++] = (int)d;
+      return n;
+    }
+    /* divisor pairs (d, of/d) up to the square root: the small ones ascend, the large
+       ones descend and are appended reversed */
+    for (d = 1; d * d <= of; d++) {
+      if (of % d != 0) continue;
+      if (d <= bound) out[n++] = (int)d;
+      if (d * d != of && of / d <= bound) high[hi++] = (int)(of / d);
+    }
+    while (hi > 0) out[n++] = high[--hi];
+    return n;
+  }
+  for (i = 0; i < s->n; i++)
+    if (of == 0 || (s->v[i] > 0 && of % s->v[i] == 0)) out[n++] = s->v[i];
+  return n;
+}
+
+static int in_set (const nd_dim_set *s, int v) {
+  int i;
+  if (s->is_auto) return 1;
+  for (i = 0; i < s->n; i++)
+    if (s->v[i] == v) return 1;
+  return 0;
+}
+
+void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_strategy *st) {
+  *st = *base;
+  st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
+  st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
+  st->sp = c->sp; st->zero = c->zero; st->recompute = (nd_recompute)c->recompute;
+  st->per_layer = 0;
+  memset(st->stage_layers, 0, sizeof st->stage_layers);
+}
+
+/*
+** Loads a candidate into a strategy that was initialised from base once: only what the
+** candidate sets and what resolution changes is reset (a full copy of nd_strategy costs
+** more than most checks).
+*/
+static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_strategy *base) {
+  st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
+  st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
+  st->sp = c->sp; st->zero = c->zero; st->recompute = (nd_recompute)c->recompute;
+  st->schedule = base->schedule;
+  /* resolution zeroes the stages past pp; the ones before must read "even layout" */
+  memset(st->stage_layers, 0, (size_t)c->pp * sizeof st->stage_layers[0]);
+}
+
+/* ---- the pool ------------------------------------------------------------------- */
+
+enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
+
+typedef struct slot {
+  int state, n;
+  nd_candidate *cand;
+  unsigned long long *index;
+  nd_search_row *rows;
+  int priced;                          /* rows[0..priced) */
+  unsigned long long late[ND_REFUSE_COUNT];  /* refused while pricing (should stay 0) */
+} slot;
+
+typedef struct walker {
+  const nd_search_params *p;
+  const nd_model_spec *m;
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_costs *costs;
+  const nd_search_hooks *hooks;
+  nd_search_counts *counts;
+  nd_search_bounds b;
+  nd_strategy scratch;                 /* for the checks of the walk */
+  struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
+  int chunk, nslots, threads;
+  slot *slots;
+  unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
+  int status;                          /* ND_SEARCH_OK or why the walk stops */
+  int quit;
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, done_cv;
+  pthread_t *tids;
+} walker;
+
+/* Maps a refusal message of nd_strategy_resolve / nd_estimate_run to its label. */
+static nd_refusal label_of (const char *why) {
+  int r;
+  for (r = 0; r < ND_REFUSE_MEMORY; r++) {
+    size_t n = strlen(refusal_labels[r]);
+    if (strncmp(why, refusal_labels[r], n) == 0) return (nd_refusal)r;
+  }
+  return ND_REFUSE_BOUNDS;  /* devices, zero, layout: degrees that cannot describe a run */
+}
+
+/* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
+static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e) {
+  int i, k = 0;
+  char err[64];
+  s->priced = 0;
+  memset(s->late, 0, sizeof s->late);
+  for (i = 0; i < s->n; i++) {
+    nd_search_row *r = &s->rows[k];
+    const nd_stage_estimate *h;
+    int t;
+    if (w->p->stop && *w->p->stop) break;
+    load_candidate(st, &s->cand[i], &w->p->base);
+    if (nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) != 0) {
+      s->late[label_of(err)]++;
+      continue;
+    }
+    h = &e->stage[e->heaviest];
+    r->index = s->index[i];
+    r->c = s->cand[i];
+    r->c.sp = (unsigned char)st->sp;
+    r->heaviest = e->heaviest;
+    r->stages = e->stages;
+    r->step_time = e->step_time;
+    r->tokens_per_s = e->tokens_per_s;
+    r->mfu = e->mfu;
+    r->hfu = e->hfu;
+    r->peak = e->peak;
+    r->over = w->p->budget > 0 ? e->peak - w->p->budget : 0.0;
+    r->fits = r->over <= 0.0;
+    if (r->over < 0.0) r->over = 0.0;
+    r->mem[0] = h->weights; r->mem[1] = h->grads; r->mem[2] = h->optimizer;
+    r->mem[3] = h->activations; r->mem[4] = h->buffers; r->mem[5] = h->reserve;
+    for (t = 0; t < ND_T_COUNT; t++) r->time_parts[t] = e->time_parts[t];
+    r->key = e->step_time;
+    k++;
+  }
+  s->priced = k;
+}
+
+typedef struct worker_scratch { nd_strategy st; nd_estimate e; } worker_scratch;
+
+static worker_scratch *new_scratch (const nd_strategy *base) {
+  worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
+  if (ws) ws->st = *base;
+  return ws;
+}
+
+static void *worker_main (void *arg) {
+  walker *w = (walker *)arg;
+  worker_scratch *ws = new_scratch(&w->p->base);
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    slot *s;
+    while (!w->quit && w->taken == w->filled) pthread_cond_wait(&w->work_cv, &w->mu);
+    if (w->taken == w->filled) break;  /* quit with nothing left */
+    s = &w->slots[w->taken % (unsigned long long)w->nslots];
+    w->taken++;
+    s->state = SLOT_TAKEN;
+    pthread_mutex_unlock(&w->mu);
+    if (ws) price_slot(w, s, &ws->st, &ws->e);
+    else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
+    pthread_mutex_lock(&w->mu);
+    if (!ws) w->status = ND_SEARCH_NO_MEMORY;
+    s->state = SLOT_DONE;
+    pthread_cond_broadcast(&w->done_cv);
+  }
+  pthread_mutex_unlock(&w->mu);
+  free(ws);
+  return NULL;
+}
+
+/* Hands a priced chunk to the caller (calling thread) and frees its slot. */
+static void deliver (walker *w, slot *s) {
+  int i, r;
+  nd_search_counts *c = w->counts;
+  for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
+  c->priced += (unsigned long long)s->priced;
+  for (i = 0; i < s->priced; i++) {
+    if (s->rows[i].fits) c->fit++;
+    else c->refused[ND_REFUSE_MEMORY]++;
+  }
+  if (w->status == ND_SEARCH_OK && s->priced > 0 && w->hooks && w->hooks->deliver
+      && w->hooks->deliver(w->hooks->ud, s->rows, s->priced) != 0)
+    w->status = ND_SEARCH_HOOK_ERROR;
+  if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
+      && w->hooks->progress(w->hooks->ud, c) != 0)
+    w->status = ND_SEARCH_HOOK_ERROR;
+  s->state = SLOT_FREE;
+  s->n = 0;
+}
+
+/* Delivers the oldest chunk in flight, waiting for it if block is set. 1 if delivered. */
+static int deliver_oldest (walker *w, int block) {
+  slot *s;
+  if (w->delivered == w->filled) return 0;
+  s = &w->slots[w->delivered % (unsigned long long)w->nslots];
+  if (w->threads > 0) {
+    int done;
+    pthread_mutex_lock(&w->mu);
+    while (s->state != SLOT_DONE && block) pthread_cond_wait(&w->done_cv, &w->mu);
+    done = s->state == SLOT_DONE;
+    pthread_mutex_unlock(&w->mu);
+    if (!done) return 0;
+  }
+  w->delivered++;
+  deliver(w, s);
+  return 1;
+}
+
+/*
+** The walking thread is one of the -j threads: when it would wait, it prices the next
+** chunk no worker has taken yet. Returns 1 if it priced one.
+*/
+static int help (walker *w) {
+  slot *s;
+  pthread_mutex_lock(&w->mu);
+  if (w->taken == w->filled) { pthread_mutex_unlock(&w->mu); return 0; }
+  s = &w->slots[w->taken % (unsigned long long)w->nslots];
+  w->taken++;
+  s->state = SLOT_TAKEN;
+  pthread_mutex_unlock(&w->mu);
+  price_slot(w, s, &w->inline_scratch->st, &w->inline_scratch->e);
+  pthread_mutex_lock(&w->mu);
+  s->state = SLOT_DONE;
+  pthread_cond_broadcast(&w->done_cv);
+  pthread_mutex_unlock(&w->mu);
+  return 1;
+}
+
+/* Delivers the oldest chunk if it is done, else prices one, else waits for the oldest. */
+static void make_progress (walker *w) {
+  if (!deliver_oldest(w, 0) && !help(w)) deliver_oldest(w, 1);
+}
+
+/* The slot being filled (the one after the last submitted). */
+static slot *current (walker *w) {
+  return &w->slots[w->filled % (unsigned long long)w->nslots];
+}
+
+static void submit (walker *w) {
+  slot *s = current(w);
+  if (s->n == 0) return;
+  if (w->threads == 0) {  /* -j 1: price inline, deliver at once */
+    worker_scratch *ws = w->inline_scratch;
+    if (!ws) { w->status = ND_SEARCH_NO_MEMORY; s->n = 0; return; }
+    price_slot(w, s, &ws->st, &ws->e);
+    w->filled++;
+    w->delivered++;
+    deliver(w, s);
+    return;
+  }
+  pthread_mutex_lock(&w->mu);
+  s->state = SLOT_FILLED;
+  w->filled++;
+  pthread_cond_signal(&w->work_cv);
+  pthread_mutex_unlock(&w->mu);
+  while (deliver_oldest(w, 0)) {}  /* keep the caller's view current */
+  /* the next slot must be free before the walk fills it: price rather than wait */
+  while (w->filled - w->delivered >= (unsigned long long)w->nslots) make_progress(w);
+}
+
+/* ---- the walk ------------------------------------------------------------------- */
+
+/*
+** Checks of the walk before pricing, in the order of nd_strategy_resolve (so a candidate
+** gets the same label either way), without formatting a message; resolution still runs
+** last, as the guard for any rule added there. Returns -1 (kept) or the refusal.
+*/
+static int check (walker *w, nd_candidate *c) {
+  const nd_search_bounds *b = &w->b;
+  const nd_model_spec *m = w->m;
+  nd_strategy *st = &w->scratch;
+  long long G = w->job->global_batch, dense = (long long)c->dp * c->cp * c->tp;
+  char err[64];
+  int vpp_max = imin(imin(4, c->pp), c->pp > 0 ? b->layers / c->pp : 1);
+  int sp = c->sp && c->tp > 1;
+  /* every degree within its bound; at least as many micro-batches as stages */
+  if (c->tp > b->tp || c->pp > b->pp || c->cp > b->cp || c->mbs > b->mbs
+      || c->etp > c->tp || c->vpp > (vpp_max > 0 ? vpp_max : 1) || c->zero > 3
+      || (c->pp > 1 && c->mb < c->pp))
+    return ND_REFUSE_BOUNDS;
+  if (m->num_heads % c->tp != 0
+      || (m->num_kv_heads > 0 && m->num_kv_heads % c->tp != 0 && c->tp % m->num_kv_heads != 0))
+    return ND_REFUSE_BOUNDS;
+  if (m->num_experts > 0) {
+    if (c->ep > m->num_experts || (long long)c->ep * c->etp > dense) return ND_REFUSE_EP_OVER;
+    if (m->num_experts % c->ep != 0 || dense % ((long long)c->ep * c->etp) != 0
+        || m->moe_ffn_size % c->etp != 0)  /* expert width over the expert TP degree */
+      return ND_REFUSE_EP_DIV;
+    if (c->tp > 1 && !sp) return ND_REFUSE_FILTERED;
+  }
+  else if (c->ep != 1 || c->etp != 1) return ND_REFUSE_EP_OVER;
+  if (c->cp > 1 && w->job->seq_len % (2 * c->cp) != 0) return ND_REFUSE_CP;
+  if ((long long)c->dp * c->mbs * c->mb != G) return ND_REFUSE_BATCH;
+  if (c->vpp > 1 && (c->pp == 1 || b->layers % (c->pp * c->vpp) != 0 || c->mb % c->pp != 0))
+    return ND_REFUSE_FILTERED;
+  if (c->zero == 3 && c->pp > 1) return ND_REFUSE_FILTERED;
+  load_candidate(st, c, &w->p->base);
+  if (nd_strategy_resolve(st, m, w->job, err, sizeof err) != 0) return label_of(err);
+  c->sp = (unsigned char)st->sp;
+  return -1;
+}
+
+static void emit (walker *w, nd_candidate *c) {
+  int why;
+  unsigned long long index;
+  slot *s;
+  if (w->status != ND_SEARCH_OK) return;
+  if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
+  index = w->counts->tested++;
+  why = check(w, c);
+  if (why < 0 && w->hooks && w->hooks->admit) {
+    int keep = 1;
+    if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
+      w->status = ND_SEARCH_HOOK_ERROR;
+      return;
+    }
+    if (!keep) why = ND_REFUSE_FILTERED;
+  }
+  if (why >= 0) { w->counts->refused[why]++; return; }
+  s = current(w);
+  s->cand[s->n] = *c;
+  s->index[s->n] = index;
+  if (++s->n == w->chunk) submit(w);
+}
+
+static void walk (walker *w) {
+  const nd_search_params *p = w->p;
+  const nd_dim_set *D = p->dim;
+  const nd_search_bounds *b = &w->b;
+  long long N = w->job->devices, G = w->job->global_batch;
+  int rv[LOOP_MAX], tv[LOOP_MAX], pv[LOOP_MAX], cv[LOOP_MAX], bv[LOOP_MAX];
+  int ev[LOOP_MAX], xv[LOOP_MAX], vv[LOOP_MAX], zv[LOOP_MAX];
+  int nr, nt, np, nc, nb, ne, nx, nv, nz, ir, it, ip, ic, ib, ie, ix, iv, iz, sp;
+  const nd_dim_set *spset = &D[ND_DIM_SP];
+  nd_dim_set rec_auto = {0, ND_RECOMPUTE_COUNT, {0, 1, 2}};
+  nd_dim_set zero_auto = {0, 4, {0, 1, 2, 3}};
+  nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
+  nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, zv);
+  for (ir = 0; ir < nr; ir++) {
+    nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
+    for (it = 0; it < nt; it++) {
+      int tp = tv[it];
+      np = loop_values(&D[ND_DIM_PP], N / tp, b->pp, pv);
+      for (ip = 0; ip < np; ip++) {
+        int pp = pv[ip];
+        nc = loop_values(&D[ND_DIM_CP], N / tp / pp, b->cp, cv);
+        for (ic = 0; ic < nc; ic++) {
+          int cp = cv[ic];
+          long long dp = N / ((long long)tp * pp * cp), q;
+          if (dp < 1) break;
+          q = G / ((long long)pp * dp);
+          if (q < 1) continue;  /* fewer sequences than pipelines x stages: none reachable */
+          nb = loop_values(&D[ND_DIM_MBS], q, b->mbs, bv);
+          for (ib = 0; ib < nb; ib++) {
+            int mbs = bv[ib];
+            long long mb = G / dp / mbs;
+            ne = loop_values(&D[ND_DIM_EP], dp * tp, b->ep, ev);
+            for (ie = 0; ie < ne; ie++) {
+              int ep = ev[ie];
+              nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
+              for (ix = 0; ix < nx; ix++) {
+                int etp = xv[ix];
+                int vmax = imin(imin(4, pp), b->layers / pp > 0 ? b->layers / pp : 1);
+                nv = loop_values(&D[ND_DIM_VPP], 0, vmax, vv);
+                for (iv = 0; iv < nv; iv++) {
+                  for (iz = 0; iz < nz; iz++) {
+                    for (sp = 0; sp <= 1; sp++) {
+                      nd_candidate c;
+                      if (!in_set(spset, sp)) continue;
+                      if (tp == 1 && sp == 1 && in_set(spset, 0)) continue;  /* same run */
+                      memset(&c, 0, sizeof c);
+                      c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
+                      c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
+                      c.zero = (unsigned char)zv[iz]; c.sp = (unsigned char)sp;
+                      c.recompute = (unsigned char)rv[ir];
+                      emit(w, &c);
+                      if (w->status != ND_SEARCH_OK) return;
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+static void free_slots (walker *w) {
+  int i;
+  if (!w->slots) return;
+  for (i = 0; i < w->nslots; i++) {
+    free(w->slots[i].cand);
+    free(w->slots[i].index);
+    free(w->slots[i].rows);
+  }
+  free(w->slots);
+}
+
+int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_device *dev,
+                   const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
+                   nd_search_counts *counts, char *err, size_t errlen) {
+  walker *w;
+  int i, status, started = 0, pool = 0;
+  memset(counts, 0, sizeof *counts);
+  if (job->devices < 1 || job->global_batch < 1 || job->seq_len < 1) {
+    if (err && errlen) snprintf(err, errlen, "devices, global_batch and seq_len must be positive");
+    return ND_SEARCH_BAD_INPUT;
+  }
+  w = (walker *)calloc(1, sizeof *w);
+  if (!w) return ND_SEARCH_NO_MEMORY;
+  w->p = p; w->m = m; w->dev = dev; w->job = job; w->costs = costs; w->hooks = hooks;
+  w->counts = counts;
+  nd_search_bounds_of(p, m, job, &w->b);
+  w->scratch = p->base;
+  w->chunk = p->chunk > 0 ? p->chunk : 256;
+  w->threads = p->jobs > 1 ? p->jobs - 1 : 0;  /* workers; this thread is the last one */
+  w->nslots = w->threads > 0 ? 4 * p->jobs : 1;   /* several chunks per thread */
+  w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
+  status = w->slots ? ND_SEARCH_OK : ND_SEARCH_NO_MEMORY;
+  for (i = 0; status == ND_SEARCH_OK && i < w->nslots; i++) {
+    slot *s = &w->slots[i];
+    s->cand = (nd_candidate *)malloc((size_t)w->chunk * sizeof *s->cand);
+    s->index = (unsigned long long *)malloc((size_t)w->chunk * sizeof *s->index);
+    s->rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *s->rows);
+    if (!s->cand || !s->index || !s->rows) status = ND_SEARCH_NO_MEMORY;
+  }
+  if (status != ND_SEARCH_OK) { free_slots(w); free(w); return status; }
+  if (w->threads > 0) {
+    pool = 1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->work_cv, NULL);
+    pthread_cond_init(&w->done_cv, NULL);
+    w->tids = (pthread_t *)calloc((size_t)w->threads, sizeof *w->tids);
+    for (i = 0; w->tids && i < w->threads; i++)
+      if (pthread_create(&w->tids[i], NULL, worker_main, w) == 0) started++;
+    if (started == 0) w->threads = 0;  /* no thread: price inline */
+  }
+  if (!(w->inline_scratch = new_scratch(&p->base))) w->status = ND_SEARCH_NO_MEMORY;
+  if (w->status == ND_SEARCH_OK) walk(w);
+  if (w->status == ND_SEARCH_OK) submit(w);  /* the last, partial chunk */
+  /* drain: deliver what is in flight (in order), or just wait for it when stopping */
+  while (w->delivered < w->filled) {
+    if (w->status == ND_SEARCH_OK) make_progress(w);
+    else {
+      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
+      if (w->threads > 0) {
+        pthread_mutex_lock(&w->mu);
+        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+      }
+      w->delivered++;
+    }
+  }
+  if (pool) {
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->work_cv);
+    pthread_mutex_unlock(&w->mu);
+    for (i = 0; i < started; i++) pthread_join(w->tids[i], NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->work_cv);
+    pthread_cond_destroy(&w->done_cv);
+  }
+  free(w->tids);
+  free(w->inline_scratch);
+  if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
+  status = w->status;
+  free_slots(w);
+  free(w);
+  return status;
+}

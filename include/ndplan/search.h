@@ -1,0 +1,126 @@
+/*
+** ndplan/search.h -- the N-dimensional strategy space: per-dimension candidate sets, the
+** bounds stated once before the loops, the loop nest in a fixed order, refusal labels with
+** counts, and pricing of what survives on a pool of threads, delivered back in the order
+** of the walk so that the result does not depend on the number of threads.
+**
+** Loop nest (outermost first): recompute, TP, PP, CP (DP = devices / (TP*PP*CP)), MBS
+** (over the divisors of GBS / (PP*DP); MB = GBS / DP / MBS), EP, ETP, VPP (a range
+** 1..min(4, PP, layers/PP)), ZeRO, SP. Each loop runs over its candidate set in ascending
+** order, cut by its bound. Memory does not grow with the space: candidates are walked,
+** priced and handed to the caller chunk by chunk.
+*/
+#ifndef NDPLAN_SEARCH_H
+#define NDPLAN_SEARCH_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "ndplan/estimate.h"
+
+/* The dimensions, in the order the tables print them. */
+typedef enum nd_dim {
+  ND_DIM_DP = 0, ND_DIM_TP, ND_DIM_PP, ND_DIM_VPP, ND_DIM_CP, ND_DIM_EP, ND_DIM_ETP,
+  ND_DIM_SP, ND_DIM_ZERO, ND_DIM_MB, ND_DIM_MBS, ND_DIM_RECOMPUTE, ND_DIM_COUNT
+} nd_dim;
+
+#define ND_SET_MAX 64   /* values in one candidate list */
+
+/* One dimension's candidates: auto (the searcher's bounds) or an explicit ascending list
+   (one value = pinned). DP and MB are derived by the loops; their lists post-filter. */
+typedef struct nd_dim_set {
+  int is_auto;
+  int n;
+  int v[ND_SET_MAX];
+} nd_dim_set;
+
+/* Why a candidate was not kept. The labels are the ones the search prints. */
+typedef enum nd_refusal {
+  ND_REFUSE_BOUNDS = 0,    /* "degree out of bounds" */
+  ND_REFUSE_EP_OVER,       /* "EP over the experts or DP x TP" */
+  ND_REFUSE_EP_DIV,        /* "EP divisibility" */
+  ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
+  ND_REFUSE_CP,            /* "CP constraints" */
+  ND_REFUSE_BATCH,         /* "global batch" */
+  ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
+  ND_REFUSE_COUNT
+} nd_refusal;
+
+/* One point of the space, compact (the full nd_strategy is rebuilt from it to price). */
+typedef struct nd_candidate {
+  int dp, tp, pp, vpp, cp, ep, etp, mbs, mb;
+  unsigned char sp, zero, recompute, pad;
+} nd_candidate;
+
+/* The summary of one priced candidate: what results.csv and the ranking need. */
+typedef struct nd_search_row {
+  unsigned long long index;   /* position in the walk (0-based over tested candidates) */
+  nd_candidate c;             /* as resolved (sp is off when tp is 1) */
+  int heaviest, stages, fits;
+  double step_time, tokens_per_s, mfu, hfu, peak, over;
+  double mem[6];              /* heaviest stage: weights, grads, optimizer, activations,
+                                 buffers, reserve (bytes) */
+  double time_parts[ND_T_COUNT];
+  double key;                 /* the objective (lower is better); set by the caller */
+} nd_search_row;
+
+/* The bounds the walk states before its loops. */
+typedef struct nd_search_bounds {
+  int tp, pp, cp, ep, etp, vpp, mbs;
+  int layers;                 /* body layers the pipeline splits */
+} nd_search_bounds;
+
+typedef struct nd_search_counts {
+  unsigned long long tested, priced, fit;
+  unsigned long long refused[ND_REFUSE_COUNT];
+} nd_search_counts;
+
+/*
+** Hooks the caller may give; all are called on the calling thread only. NULL = absent,
+** the fast path. Each returns 0 to go on, -1 to stop the search (an error of the caller).
+**   admit(ud, candidate, &keep): keep = 0 refuses it as "filtered out" before pricing.
+**   deliver(ud, rows, n): a chunk of priced rows, in walk order.
+**   progress(ud, counts): after each delivered chunk.
+*/
+typedef struct nd_search_hooks {
+  int (*admit)(void *ud, const nd_candidate *c, int *keep);
+  int (*deliver)(void *ud, nd_search_row *rows, int n);
+  int (*progress)(void *ud, const nd_search_counts *counts);
+  void *ud;
+} nd_search_hooks;
+
+typedef struct nd_search_params {
+  nd_dim_set dim[ND_DIM_COUNT];
+  nd_strategy base;           /* schedule, precision, flash attention: copied to each */
+  double budget;              /* bytes per device a stage may use */
+  int jobs;                   /* pricing threads (1: inline, no thread) */
+  int chunk;                  /* candidates per chunk (0: a default) */
+  volatile sig_atomic_t *stop;/* set non-zero (e.g. by SIGINT) to stop within a chunk */
+} nd_search_params;
+
+enum { ND_SEARCH_OK = 0, ND_SEARCH_STOPPED = 1, ND_SEARCH_HOOK_ERROR = 2,
+       ND_SEARCH_NO_MEMORY = 3, ND_SEARCH_BAD_INPUT = 4 };
+
+/* Fills every dimension as auto, recompute pinned to none, budget 0 (none), 1 job. */
+void nd_search_params_init (nd_search_params *p);
+
+/* The bounds of the walk for this model and job (before any candidate list cuts them). */
+void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
+                          const nd_job *job, nd_search_bounds *out);
+
+/*
+** Walks the space, refuses, prices on p->jobs threads and delivers the priced rows in walk
+** order. Returns ND_SEARCH_* (counts hold what was done so far). err gets a message on
+** ND_SEARCH_BAD_INPUT.
+*/
+int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_device *dev,
+                   const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
+                   nd_search_counts *counts, char *err, size_t errlen);
+
+/* Rebuilds the full strategy of a candidate on top of base. */
+void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_strategy *out);
+
+const char *nd_refusal_label (nd_refusal r);
+const char *nd_dim_name (nd_dim d);
+
+#endif

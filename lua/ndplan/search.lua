@@ -1,0 +1,289 @@
+-- nd.search{...}: every valid strategy of a job, priced by the C core on threads, ranked by
+-- a policy. Arguments are one table, like nd.estimate's, where each dimension is pinned (a
+-- number), a list of candidates or "auto" (the searcher's bounds):
+--   nd.search{model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+--             seq_len = 8192, tp = {4, 8}, pp = "auto", recompute = "auto", jobs = 2}
+-- -> ranked, info | nil, message, info (nothing fits: info.misses holds the nearest misses)
+local core = require "ndplan.c.search"
+local estimate = require "ndplan.estimate"
+local policy = require "ndplan.policy"
+
+local M = {}
+
+-- The dimensions in table order, and the loop order of the walk (documented in search.h).
+M.DIMS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"}
+M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "zero", "sp"}
+local DIM_SET = {}
+for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
+local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
+               max_mem = true, costs = true, schedule = true, precision = true,
+               flash_attention = true, jobs = true, top = true, keep = true, misses = true,
+               policy = true, policy_opts = true, csv = true, progress = true}
+local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full"}
+
+local function resolve(kind, x)
+  if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
+    return require("ndplan")[kind](x)
+  end
+  if x == nil then return nil, kind .. ": missing" end
+  return x
+end
+
+-- One dimension as the core reads it: "auto", a value or a list (recompute names mapped).
+local function normalise(dim, v)
+  if v == nil or v == "auto" then return "auto" end
+  if dim == "recompute" then
+    local function one(x)
+      if x == false then return "none" end
+      local r = RECOMPUTE_ALIAS[x]
+      if not r then
+        error(string.format("nd.search: recompute: expected off, selective, full or auto, got %s",
+                            tostring(x)), 0)
+      end
+      return r
+    end
+    if type(v) == "table" then
+      local out = {}
+      for i, x in ipairs(v) do out[i] = one(x) end
+      return out
+    end
+    return one(v)
+  end
+  if dim == "sp" then
+    local function one(x)
+      if x == true or x == 1 then return true end
+      if x == false or x == 0 then return false end
+      error("nd.search: sp: expected true, false, a list of them or \"auto\"", 0)
+    end
+    if type(v) == "table" then
+      local out = {}
+      for i, x in ipairs(v) do out[i] = one(x) end
+      return out
+    end
+    return one(v)
+  end
+  if type(v) == "table" then
+    for _, x in ipairs(v) do
+      if math.type(x) ~= "integer" or x < (dim == "zero" and 0 or 1) then
+        error(string.format("nd.search: %s: expected positive integers, got %s", dim, tostring(x)), 0)
+      end
+    end
+    return v
+  end
+  if math.type(v) ~= "integer" or v < (dim == "zero" and 0 or 1) then
+    error(string.format("nd.search: %s: expected an integer, a list or \"auto\", got %s", dim,
+                        tostring(v)), 0)
+  end
+  return v
+end
+
+-- Whether a dimension varies (auto or more than one candidate).
+local function searched(v) return v == "auto" or type(v) == "table" and #v > 1 end
+
+-- search(args) -> ranked, info | nil, message, info
+function M.search(args)
+  if type(args) ~= "table" then error("nd.search: expected a table of arguments", 2) end
+  for k in pairs(args) do
+    if not (DIM_SET[k] or OTHER[k]) then
+      error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
+    end
+  end
+  local model, merr = resolve("model", args.model)
+  if not model then return nil, merr end
+  local device, derr = resolve("device", args.device)
+  if not device then return nil, derr end
+  local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
+  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
+    if math.type(job[k]) ~= "integer" or job[k] < 1 then
+      return nil, string.format("%s: expected a positive integer, got %s", k, tostring(job[k]))
+    end
+  end
+  local budget, berr = estimate.budget(device, args.max_mem)
+  if not budget then return nil, berr end
+  local space = {schedule = args.schedule, precision = args.precision,
+                 flash_attention = args.flash_attention}
+  local shown_dims = {}
+  for _, d in ipairs(M.DIMS) do
+    local v = args[d]
+    if d == "recompute" and v == nil then v = "none" end
+    space[d] = normalise(d, v)
+    if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
+  end
+  local p, origin = policy.load(args.policy)
+  if not p then return nil, origin end
+  local dev = device:totable()
+  local job_info = {model = model.name, device = device.name, devices = job.devices,
+                    global_batch = job.global_batch, seq_len = job.seq_len,
+                    node_size = dev.scale_up and dev.scale_up.domain_size or 8,
+                    hbm_bytes = dev.hbm_bytes}
+  local opts = {top = args.top or 10, keep = args.keep, budget_bytes = budget,
+                jobs = args.jobs or 1, policy = args.policy_opts or {}}
+  policy.call(p, "setup", job_info, opts)
+  if math.type(opts.top) ~= "integer" or opts.top < 1 then
+    error("nd.search: top: expected a positive integer", 2)
+  end
+  local keep = opts.keep or math.max(1000, opts.top)
+  local ok, res = pcall(core.run, model, device, job, space,
+                        {budget = opts.budget_bytes, jobs = opts.jobs, keep = keep,
+                         misses = args.misses or 5, csv = args.csv, progress = args.progress,
+                         admit = p.admit, objective = p.objective}, args.costs)
+  if not ok then
+    if type(res) == "table" and res.policy_error then
+      policy.raise(res.policy_error, p.admit and p.objective and "admit/objective"
+                                     or p.admit and "admit" or "objective")
+    end
+    error(res, 0)
+  end
+  local info = res:info()
+  info.model, info.device, info.job = model.name, device.name, job
+  info.node_size = job_info.node_size
+  info.policy, info.policy_origin = p.name or origin, origin
+  info.objective_label = p.objective_label or (p.objective and "objective") or nil
+  info.dims = shown_dims
+  info.space = space
+  info.results = res
+  info.misses = res:misses()
+  info.warnings = {}
+  -- The reference's post-filter: results outside a DP or MB list are removed; if that
+  -- removes everything, the single best unfiltered result is kept anyway.
+  local pool = res
+  if #res == 0 and info.postfiltered > 0 then
+    local fb = res:fallback()
+    info.warnings[#info.warnings + 1] = string.format(
+      "the dp/mb lists removed all %d fitting results; keeping the best one outside them",
+      info.postfiltered)
+    fb.rank = 1
+    pool = {fb}
+  end
+  if #pool == 0 then
+    local msg = string.format("no strategy fits: %d tested, %d priced, none within %.1f GiB",
+                              info.tested, info.priced, opts.budget_bytes / 2^30)
+    return nil, msg, info
+  end
+  local ranked = policy.call(p, "rank", pool, opts)
+  if type(ranked) ~= "table" then policy.raise("rank must return a list of results", "rank") end
+  for i, r in ipairs(ranked) do r.rank = i end
+  info.budget_bytes = opts.budget_bytes
+  info.top = opts.top
+  info.policy_table, info.opts, info.job_info = p, opts, job_info
+  info.costs = args.costs
+  info.model_obj, info.device_obj = model, device
+  return ranked, info
+end
+
+-- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row.
+function M.detail(row, info)
+  local st = row.strategy
+  local r, why = estimate.estimate({model = info.model_obj, device = info.device_obj,
+    devices = info.job.devices, global_batch = info.job.global_batch, seq_len = info.job.seq_len,
+    dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
+    sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb, recompute = st.recompute,
+    schedule = info.space.schedule, precision = info.space.precision,
+    flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
+    costs = info.costs})
+  if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
+  r.rank = row.rank
+  r.objective = row.objective
+  r.index = row.index
+  return r
+end
+
+-- The counts line: "N tested: R refused (label count, ...), P priced, F fit".
+function M.counts_line(info)
+  local parts = {}
+  for _, label in ipairs(info.labels) do
+    local n = info.refused[label]
+    if n > 0 then parts[#parts + 1] = string.format("%s %d", label, n) end
+  end
+  local line = string.format("%d tested: %d refused%s, %d priced, %d fit", info.tested,
+                             info.refused_total,
+                             #parts > 0 and " (" .. table.concat(parts, ", ") .. ")" or "",
+                             info.priced, info.fit)
+  if info.dropped > 0 then line = line .. string.format(", %d dropped by the policy", info.dropped) end
+  if info.postfiltered > 0 then
+    line = line .. string.format(", %d outside the dp/mb lists", info.postfiltered)
+  end
+  return line
+end
+
+-- The bounds line, stated once before the loops.
+function M.bounds_line(info)
+  local b = info.bounds
+  return string.format("The search bounds TP up to %d (the model's KV heads), PP up to %d "
+    .. "(%d layers, a batch of %d), CP up to %d (the sequence), EP up to %d (the model's "
+    .. "experts), VPP up to %d, MBS up to %d; loops: %s", b.tp, b.pp, b.layers,
+    info.job.global_batch, b.cp, b.ep, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
+end
+
+-- encode(value) -> JSON text with object keys sorted, so that a document is the same bytes
+-- from run to run (Lua's table order is not); numbers keep 17 significant digits.
+local function encode(v, out)
+  local t = type(v)
+  if v == nil then out[#out + 1] = "null"
+  elseif t == "boolean" then out[#out + 1] = tostring(v)
+  elseif t == "number" then
+    if math.type(v) == "integer" then out[#out + 1] = string.format("%d", v)
+    elseif v ~= v or v == math.huge or v == -math.huge then out[#out + 1] = "null"
+    elseif v == math.floor(v) and math.abs(v) < 2^53 then out[#out + 1] = string.format("%.0f", v)
+    else out[#out + 1] = string.format("%.17g", v) end
+  elseif t == "string" then
+    out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
+      local named = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\t'] = '\\t', ['\r'] = '\\r'}
+      return named[c] or string.format("\\u%04x", c:byte())
+    end) .. '"'
+  elseif t == "table" then
+    local n = #v
+    if n > 0 or next(v) == nil then
+      out[#out + 1] = "["
+      for i = 1, n do
+        if i > 1 then out[#out + 1] = "," end
+        encode(v[i], out)
+      end
+      out[#out + 1] = "]"
+    else
+      local keys = {}
+      for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+      table.sort(keys)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        encode(k, out)
+        out[#out + 1] = ":"
+        local val = v[k]
+        if val == nil then val = v[math.tointeger(tonumber(k))] end
+        encode(val, out)
+      end
+      out[#out + 1] = "}"
+    end
+  else
+    error("search: cannot encode a " .. t .. " as JSON")
+  end
+end
+
+function M.encode_json(value)
+  local out = {}
+  encode(value, out)
+  return table.concat(out)
+end
+
+-- json_doc(ranked, info) -> the ndplan.search/1 document
+function M.json_doc(ranked, info)
+  local results = {}
+  for i, r in ipairs(ranked) do results[i] = M.detail(r, info) end
+  local misses = {}
+  for i, r in ipairs(info.misses or {}) do misses[i] = r end
+  return {
+    schema = "ndplan.search/1",
+    model = info.model, device = info.device, job = info.job,
+    budget_bytes = info.budget_bytes, policy = info.policy,
+    counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
+              fit = info.fit, dropped = info.dropped, postfiltered = info.postfiltered},
+    refusals = info.refused,
+    bounds = info.bounds,
+    warnings = #info.warnings > 0 and info.warnings or nil,
+    results = results,
+    nearest_misses = #ranked == 0 and misses or nil,
+  }
+end
+
+return M

@@ -1,0 +1,354 @@
+-- ndplan search: every valid strategy priced, what fits ranked by step time (or a policy)
+local cli = require "ndplan.cli"
+local files = require "ndplan.files"
+local units = require "ndplan.c.units"
+local core = require "ndplan.c.search"
+local search = require "ndplan.search"
+
+local spec = {
+  name = "search",
+  usage = "--model M --devices N --global-batch-size B [--seq-len S] [options]",
+  summary = "Search the parallel strategies of a job; rank what fits by step time.",
+  description = "Each dimension is pinned (--tp 8), given as candidates (--tp 1,2,4,8) or searched\n"
+             .. "(--tp auto, the default). -l lists the dimensions to search; the others are then\n"
+             .. "pinned to 1 (sp off, zero 0). Exit code 3: nothing fits (the nearest misses are shown).",
+  options = {
+    {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config"},
+    {name = "yaml-config", short = "y", arg = "PATH", help = "model config file (as --model PATH)"},
+    {name = "search-config", short = "s", arg = "PATH", help = "search configuration YAML"},
+    {name = "device-type", short = "A", arg = "NAME|PATH", help = "device (default: h100)"},
+    {name = "devices", short = "d", arg = "N", help = "number of devices"},
+    {name = "global-batch-size", short = "b", arg = "B", help = "sequences per step"},
+    {name = "seq-len", arg = "S", help = "tokens per sequence (default: 4096)"},
+    {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
+    {name = "dimensions", short = "l", arg = "LIST", help = "dimensions to search, e.g. DP,TP,PP,MB (MP=TP, OP=ZERO)"},
+    {name = "top", short = "t", arg = "N", help = "results shown", default = "10"},
+    {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the cores)"},
+    {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv, memory_parts.csv, time_parts.csv, search.json"},
+    {name = "verbosity", short = "v", arg = "N", help = "0 table only, 1 bounds and counts, 2 nearest misses too", default = "1"},
+    {name = "tp", arg = "LIST", help = "tensor parallel degree(s) or auto"},
+    {name = "pp", arg = "LIST", help = "pipeline stages"},
+    {name = "vpp", arg = "LIST", help = "model chunks per stage"},
+    {name = "cp", arg = "LIST", help = "context parallel degree(s)"},
+    {name = "ep", arg = "LIST", help = "expert parallel degree(s)"},
+    {name = "etp", arg = "LIST", help = "expert tensor parallel degree(s)"},
+    {name = "dp", arg = "LIST", help = "data parallel degree(s) (derived; a list post-filters)"},
+    {name = "sp", arg = "on|off|auto", help = "sequence parallelism"},
+    {name = "zero", arg = "LIST", help = "ZeRO stage(s) 0-3 (the OP dimension)"},
+    {name = "mbs", arg = "LIST", help = "micro-batch size(s)"},
+    {name = "mb", arg = "LIST", help = "micro-batches per step (derived; a list post-filters)"},
+    {name = "recompute", arg = "MODES", help = "off, selective, full, a list, or auto (all three)"},
+    {name = "schedule", arg = "NAME", help = "1f1b, gpipe or zb (interleaved when vpp > 1)"},
+    {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
+    {name = "no-flash", help = "attention without flash"},
+    {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
+    {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
+    {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
+    {name = "json", help = "print one JSON document"},
+  },
+}
+
+local opts = cli.parse(spec, {...})
+if not opts then return end
+
+local function usage(msg) cli.fail(msg, cli.EXIT_USAGE) end
+
+local function int(name, v)
+  if v == nil then return nil end
+  local n = math.tointeger(tonumber(v))
+  if not n or n < 0 then usage(string.format("--%s: expected a non-negative integer, got '%s'", name, v)) end
+  return n
+end
+
+-- "8", "1,2,4", "auto" -> a pinned value, a list, or "auto"
+local function dim_value(name, text)
+  if text == nil then return nil end
+  if text == "auto" then return "auto" end
+  if name == "recompute" then
+    local list = {}
+    for w in text:gmatch("[^,]+") do
+      if not (w == "off" or w == "none" or w == "selective" or w == "full") then
+        usage("--recompute: expected off, selective, full, a list of them or auto, got '" .. w .. "'")
+      end
+      list[#list + 1] = w
+    end
+    return #list == 1 and list[1] or list
+  end
+  if name == "sp" then
+    if text == "on" or text == "true" or text == "1" then return true end
+    if text == "off" or text == "false" or text == "0" then return false end
+    usage("--sp: expected on, off or auto, got '" .. text .. "'")
+  end
+  local list = {}
+  for w in text:gmatch("[^,]+") do list[#list + 1] = int(name, w) end
+  if #list == 0 then usage("--" .. name .. ": expected a number, a list or auto") end
+  return #list == 1 and list[1] or list
+end
+
+local DIM_ALIAS = {dp = "dp", tp = "tp", mp = "tp", pp = "pp", vpp = "vpp", cp = "cp", ep = "ep",
+                   etp = "etp", sp = "sp", op = "zero", zero = "zero", mb = "mb", mbs = "mbs",
+                   recompute = "recompute"}
+local PINNED_DEFAULT = {tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, sp = false, zero = 0,
+                        mbs = 1, recompute = "off"}
+
+local args = {}
+local declared = {}   -- where each dimension's value came from (for the Parallelism line)
+
+-- The search configuration YAML (-s), the reference's layout; flags override it.
+local config_line
+if opts["search-config"] then
+  local path = opts["search-config"]
+  local doc = cli.check(nd.yaml.load_file(path))
+  if type(doc) ~= "table" then cli.fail(path .. ": expected a mapping") end
+  local KNOWN = {model = true, seq_len = true, cluster = true, parallelism = true,
+                 constraint = true, recompute = true, train_yaml = true}
+  for k in pairs(doc) do
+    if not KNOWN[k] then cli.fail(string.format("%s: unknown key '%s' (expected model, seq_len, "
+      .. "cluster, parallelism, constraint, recompute)", path, tostring(k))) end
+  end
+  if doc.train_yaml then cli.fail(path .. ": train_yaml: not supported; give model: NAME|PATH") end
+  local function field(t, key, kind, where)
+    local v = t[key]
+    if v ~= nil and type(v) ~= kind then
+      cli.fail(string.format("%s: %s.%s: expected a %s, got %s", path, where, key, kind, type(v)))
+    end
+    return v
+  end
+  if doc.model ~= nil then
+    if type(doc.model) == "string" then args.model = doc.model
+    elseif type(doc.model) == "table" then
+      args.model = field(doc.model, "name", "string", "model")
+      args.seq_len = field(doc.model, "seq_length", "number", "model")
+    else cli.fail(path .. ": model: expected a name or a mapping") end
+  end
+  args.seq_len = field(doc, "seq_len", "number", "(top)") or args.seq_len
+  local cluster = doc.cluster or {}
+  if type(cluster) ~= "table" then cli.fail(path .. ": cluster: expected a mapping") end
+  local nodes = field(cluster, "num_nodes", "number", "cluster")
+  local per = field(cluster, "cards_per_node", "number", "cluster") or 8
+  if nodes then args.devices = math.tointeger(nodes * per) end
+  args.device = field(cluster, "device_type", "string", "cluster")
+  local mem_gb = field(cluster, "device_memory_gb", "number", "cluster")
+  local constraint = doc.constraint or {}
+  if type(constraint) ~= "table" then cli.fail(path .. ": constraint: expected a mapping") end
+  args.global_batch = field(constraint, "global_batch_size", "number", "constraint")
+  mem_gb = field(constraint, "memory_limit_gb", "number", "constraint") or mem_gb
+  if mem_gb then args.max_mem = mem_gb * 2^30 end  -- the reference's GB are binary
+  local par = doc.parallelism or {}
+  if type(par) ~= "table" then cli.fail(path .. ": parallelism: expected a mapping") end
+  local KEYS = {dp = "dp", tp = "tp", pp = "pp", cp = "cp", ep = "ep", etp = "etp", vpp = "vpp",
+                micro_batch_num = "mb", micro_batch_size = "mbs", sp = "sp", zero = "zero"}
+  for k, v in pairs(par) do
+    local d = KEYS[k]
+    if k == "fsdp" then
+      cli.fail(path .. ": parallelism.fsdp: ndplan shards over the whole DP group; give zero: 0-3")
+    end
+    if not d then cli.fail(string.format("%s: parallelism.%s: unknown dimension (expected %s)", path,
+                                         tostring(k), "dp, tp, pp, cp, ep, etp, vpp, micro_batch_num, micro_batch_size, sp, zero")) end
+    if v == "auto" then args[d] = "auto"
+    elseif type(v) == "table" then
+      for _, x in ipairs(v) do
+        if d ~= "sp" and math.type(x) ~= "integer" then
+          cli.fail(string.format("%s: parallelism.%s: expected integers, a scalar or auto", path, k))
+        end
+      end
+      args[d] = #v == 1 and v[1] or v
+    elseif d == "sp" and type(v) == "boolean" or math.type(v) == "integer" then args[d] = v
+    else cli.fail(string.format("%s: parallelism.%s: expected an integer, a list or auto, got %s",
+                                path, k, tostring(v))) end
+    declared[d] = "declared"
+  end
+  if doc.recompute ~= nil then
+    local r = doc.recompute
+    if r == false then r = "off" end
+    if type(r) == "table" then
+      local list = {}
+      for i, x in ipairs(r) do list[i] = x == false and "off" or x end
+      r = list
+    end
+    args.recompute = r
+    declared.recompute = "declared"
+  end
+  config_line = true
+end
+
+-- Command-line flags (they override the configuration file).
+args.model = opts.model or opts["yaml-config"] or args.model
+if not args.model then usage("option '--model' is required (see 'ndplan search --help')") end
+args.device = opts["device-type"] or args.device or "h100"
+args.devices = int("devices", opts.devices) or args.devices
+args.global_batch = int("global-batch-size", opts["global-batch-size"]) or args.global_batch
+args.seq_len = int("seq-len", opts["seq-len"]) or math.tointeger(args.seq_len) or 4096
+if not args.devices then usage("option '--devices' is required (see 'ndplan search --help')") end
+if not args.global_batch then
+  usage("option '--global-batch-size' is required (see 'ndplan search --help')")
+end
+if opts["max-mem"] then args.max_mem = opts["max-mem"] end
+for _, d in ipairs(search.DIMS) do
+  local v = dim_value(d, opts[d])
+  if v ~= nil then args[d] = v; declared[d] = "flag" end
+end
+if opts.dimensions then
+  local listed = {}
+  for w in opts.dimensions:gmatch("[^,%s]+") do
+    local d = DIM_ALIAS[w:lower()]
+    if not d then usage("--dimensions: unknown dimension '" .. w .. "'") end
+    listed[d] = true
+  end
+  for d, v in pairs(PINNED_DEFAULT) do
+    if args[d] == nil then args[d] = listed[d] and "auto" or v end
+  end
+end
+if args.recompute == nil then args.recompute = "off" end
+args.schedule, args.precision = opts.schedule, opts.precision
+if opts["no-flash"] then args.flash_attention = false end
+if opts.costs then args.costs = cli.parse_costs(opts.costs) end
+if opts["policy-opts"] then
+  local po = {}
+  for k, v in opts["policy-opts"]:gmatch("([%w_]+)=([^,]+)") do po[k] = tonumber(v) or v end
+  args.policy_opts = po
+end
+args.policy = opts.policy
+args.top = int("top", opts.top)
+if args.top < 1 then usage("--top: expected at least 1") end
+local verbosity = int("verbosity", opts.verbosity)
+local jobs = int("jobs", opts.jobs) or math.tointeger(tonumber(os.getenv("NDPLAN_JOBS") or ""))
+             or core.cores()
+if jobs < 1 then usage("--jobs: expected at least 1") end
+args.jobs = jobs
+args.progress = verbosity >= 1 and core.stderr_is_terminal()
+
+local out_dir = opts["output-dir"]
+local csv_tmp
+if out_dir then
+  os.execute("mkdir -p '" .. out_dir:gsub("'", "'\\''") .. "'")
+  csv_tmp = string.format("%s/results.csv.tmp-%d", out_dir, math.random(1, 1 << 30))
+  args.csv = csv_tmp
+end
+
+local model = cli.check(nd.model(args.model))
+args.model = model
+
+local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
+if not ok then
+  if csv_tmp then os.remove(csv_tmp) end
+  local msg = tostring(ranked)
+  if verbosity >= 2 and require("ndplan.policy").last_traceback then
+    io.stderr:write(require("ndplan.policy").last_traceback, "\n")
+  end
+  cli.fail(msg)
+end
+local info = ranked and info_or_msg or info_fail
+local fail_msg = not ranked and info_or_msg or nil
+if not info then
+  if csv_tmp then os.remove(csv_tmp) end
+  cli.fail(fail_msg)
+end
+
+local function gib(b) return units.bytes(b, "binary") end
+local function write_out(name, text)
+  local okw, err = files.write_atomic(out_dir .. "/" .. name, text)
+  if not okw then cli.fail(err) end
+end
+
+-- Files in -o DIR: results.csv was streamed by the core; it is renamed into place here.
+local doc
+if out_dir then
+  local okr, rerr = os.rename(csv_tmp, out_dir .. "/results.csv")
+  if not okr then cli.fail(rerr) end
+  doc = search.json_doc(ranked or {}, info)
+  local mem = {"rank,stage,layers,inflight,weights,grads,optimizer,activations,buffers,reserve,peak"}
+  local tim = {"rank,part,seconds,share"}
+  for _, r in ipairs(doc.results) do
+    for _, s in ipairs(r.stages) do
+      mem[#mem + 1] = string.format("%d,%d,%d,%.6g,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f", r.rank,
+        s.stage, s.layers, s.inflight, s.weights, s.grads, s.optimizer, s.activations, s.buffers,
+        s.reserve, s.peak)
+    end
+    for _, k in ipairs(core.time_parts()) do
+      local v = r.time_parts_s[k] or 0
+      tim[#tim + 1] = string.format("%d,%s,%.9g,%.6f", r.rank, k, v, v / r.step_time_s)
+    end
+  end
+  write_out("memory_parts.csv", table.concat(mem, "\n") .. "\n")
+  write_out("time_parts.csv", table.concat(tim, "\n") .. "\n")
+  write_out("search.json", search.encode_json(doc) .. "\n")
+end
+
+if opts.json then
+  doc = doc or search.json_doc(ranked or {}, info)
+  io.write(search.encode_json(doc), "\n")
+else
+  local out = {}
+  local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  if verbosity >= 1 then
+    say("%s on %d x %s, global batch %d x %d tokens, budget %s per device, policy %s",
+        info.model, info.job.devices, info.device, info.job.global_batch, info.job.seq_len,
+        gib(info.budget_bytes or 0), tostring(info.policy))
+    if config_line then
+      local parts = {}
+      for _, d in ipairs(search.DIMS) do
+        local v = info.space[d]
+        local state
+        if v == "auto" then state = declared[d] and "searched (auto)" or "searched (not declared)"
+        elseif type(v) == "table" then
+          local s = {}
+          for i, x in ipairs(v) do s[i] = tostring(x) end
+          state = "searched over [" .. table.concat(s, ", ") .. "]"
+        else state = string.format("fixed %s (%s)", tostring(v), declared[d] or "default") end
+        parts[#parts + 1] = d .. "=" .. state
+      end
+      say("Parallelism: %s", table.concat(parts, "; "))
+    end
+    say("%s", search.bounds_line(info))
+    for _, w in ipairs(info.warnings or {}) do io.stderr:write("ndplan: warning: ", w, "\n") end
+  end
+  if ranked then
+    local cols = {{key = "rank", title = "rank", align = "right"}}
+    for _, d in ipairs(info.dims) do
+      if d ~= "recompute" then
+        cols[#cols + 1] = {key = d, title = d, align = "right", fmt = function(_, r)
+          local v = r.strategy[d]
+          if type(v) == "boolean" then return v and "on" or "off" end
+          return tostring(v)
+        end}
+      end
+    end
+    cols[#cols + 1] = {key = "recompute", title = "recompute", fmt = function(_, r) return r.strategy.recompute end}
+    cols[#cols + 1] = {key = "step_time_s", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end}
+    cols[#cols + 1] = {key = "tokens_per_s", title = "tokens/s", align = "right", fmt = function(v) return string.format("%.0f", v) end}
+    cols[#cols + 1] = {key = "mfu", title = "MFU", align = "right", fmt = function(v) return string.format("%.1f%%", 100 * v) end}
+    cols[#cols + 1] = {key = "peak_memory_bytes", title = "peak", align = "right", fmt = gib}
+    cols[#cols + 1] = {key = "heaviest_stage", title = "stage", align = "right"}
+    if info.objective_label then
+      cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",
+                         fmt = function(v) return string.format("%.6g", v) end}
+    end
+    out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
+  end
+  if verbosity >= 1 then say("%s", search.counts_line(info)) end
+  if not ranked or verbosity >= 2 then
+    if fail_msg then say("%s", fail_msg) end
+    if #info.misses > 0 then say("nearest misses:") end
+    for _, r in ipairs(info.misses) do
+      local s = r.strategy
+      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s: peak %s, over by %s",
+          s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb,
+          s.recompute, gib(r.peak_memory_bytes), gib(r.over_bytes))
+    end
+  end
+  io.write(table.concat(out, "\n"), "\n")
+end
+
+if ranked then
+  local p = info.policy_table
+  local okd, derr = pcall(require("ndplan.policy").call, p, "done", ranked, {
+    dir = out_dir, info = info,
+    write = function(name, text)
+      if not out_dir then return nil, "no output directory (-o)" end
+      return files.write_atomic(out_dir .. "/" .. name, text)
+    end,
+  })
+  if not okd then cli.fail(tostring(derr)) end
+end
+if not ranked then os.exit(cli.EXIT_NO_FIT) end

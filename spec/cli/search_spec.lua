@@ -1,0 +1,197 @@
+-- ndplan search as a user runs it: the table and counts, --json, -o files, -s configs,
+-- exit codes, policies from files, determinism across -j, and Ctrl-C.
+local R = dofile("spec/support/run.lua")
+local cjson = require "cjson"
+
+local base = {"search", "-m", "llama3.1-8b", "-A", "h100", "-d", "16", "-b", "64",
+              "--seq-len", "4096"}
+local function with(...)
+  local a = {table.unpack(base)}
+  for _, x in ipairs({...}) do a[#a + 1] = x end
+  return a
+end
+
+local function tempdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. R.quote(d)))
+  return d
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+describe("ndplan search", function()
+  it("prints the bounds, a ranked table and the counts line", function()
+    local r = R.run(with("-t", "5", "-j", "2"))
+    assert.equal(0, r.code)
+    assert.matches("The search bounds TP up to 8", r.out)
+    assert.matches("\nrank%s+dp%s+tp%s+pp%s+vpp%s+cp", r.out)
+    assert.matches("recompute%s+step time%s+tokens/s%s+MFU%s+peak%s+stage", r.out)
+    assert.matches("\n%s+1%s", r.out)
+    assert.matches("\n%s+5%s", r.out)
+    assert.not_matches("\n%s+6%s+%d", r.out)
+    local tested, refused, priced, fit = r.out:match("(%d+) tested: (%d+) refused %b(), (%d+) priced, (%d+) fit")
+    assert.is_truthy(tested)
+    assert.is_true(tonumber(fit) <= tonumber(priced))
+    assert.is_true(tonumber(tested) >= tonumber(refused))
+    assert.equal("", r.err)  -- no progress line on a pipe
+  end)
+
+  it("prints the same bytes for -j 1 and -j 8", function()
+    local a = R.run(with("-t", "50", "-j", "1", "--recompute", "auto", "--json"))
+    local b = R.run(with("-t", "50", "-j", "8", "--recompute", "auto", "--json"))
+    assert.equal(0, a.code)
+    assert.equal(a.out, b.out)
+    local c = R.run(with("-t", "50", "-j", "1", "--recompute", "auto"))
+    local d = R.run(with("-t", "50", "-j", "3", "--recompute", "auto"))
+    assert.equal(c.out, d.out)
+  end)
+
+  it("prints one ndplan.search/1 document with --json", function()
+    local r = R.run(with("-t", "3", "--json"))
+    assert.equal(0, r.code)
+    local doc = cjson.decode(r.out)
+    assert.equal("ndplan.search/1", doc.schema)
+    assert.equal(3, #doc.results)
+    for _, k in ipairs({"tested", "refused", "priced", "fit"}) do assert.is_number(doc.counts[k]) end
+    assert.is_number(doc.refusals["over memory"])
+    assert.is_number(doc.refusals["global batch"])
+    for i, res in ipairs(doc.results) do
+      assert.equal("ndplan.estimate/1", res.schema)
+      assert.equal(i, res.rank)
+      assert.is_number(res.step_time_s)
+      assert.is_table(res.stages)
+      assert.is_table(res.topology)
+      assert.is_true(res.fits)
+      if i > 1 then assert.is_true(doc.results[i - 1].step_time_s <= res.step_time_s) end
+    end
+  end)
+
+  it("writes results.csv, memory_parts.csv, time_parts.csv and search.json into -o", function()
+    local dir = tempdir()
+    local r = R.run(with("-t", "4", "-o", dir, "-j", "2"))
+    assert.equal(0, r.code)
+    local csv = assert(read(dir .. "/results.csv"))
+    local lines = 0
+    for _ in csv:gmatch("\n") do lines = lines + 1 end
+    local priced = tonumber(r.out:match("(%d+) priced"))
+    assert.equal(priced + 1, lines)  -- every priced candidate, fits or not, and a header
+    assert.matches("^index,dp,tp,pp,vpp,cp,ep,etp,sp,zero,mbs,mb,recompute,step_time_s", csv)
+    assert.matches(",false,", csv)
+    assert.matches("^rank,stage,layers", read(dir .. "/memory_parts.csv"))
+    assert.matches("^rank,part,seconds,share\n1,forward,", read(dir .. "/time_parts.csv"))
+    assert.equal("ndplan.search/1", cjson.decode(read(dir .. "/search.json")).schema)
+    os.execute("rm -rf " .. R.quote(dir))
+  end)
+
+  it("exits 3 and shows the nearest misses when nothing fits", function()
+    local r = R.run(with("-M", "10GiB"))
+    assert.equal(3, r.code)
+    assert.matches("no strategy fits", r.out)
+    assert.matches("nearest misses:\n  dp %d+ tp %d+ .-over by [%d%.]+ GiB", r.out)
+    assert.matches("over memory %d+", r.out)
+  end)
+
+  it("honours -l: listed dimensions searched, the others pinned", function()
+    local r = R.run(with("-l", "TP,PP", "--json", "-t", "1000"))
+    assert.equal(0, r.code)
+    local doc = cjson.decode(r.out)
+    for _, res in ipairs(doc.results) do
+      assert.equal(1, res.strategy.cp)
+      assert.equal(1, res.strategy.mbs)
+      assert.equal(0, res.strategy.zero)
+    end
+  end)
+
+  it("reads a search configuration YAML, with the post-filter on dp", function()
+    local path = R.tempfile([[
+model: llama3.1-8b
+seq_len: 4096
+cluster: {num_nodes: 2, cards_per_node: 8, device_type: h100}
+parallelism:
+  tp: [1, 2]
+  pp: auto
+  cp: 1
+  dp: [4, 8]
+constraint: {global_batch_size: 64, memory_limit_gb: 70}
+recompute: [off, full]
+]], ".yaml")
+    local r = R.run({"search", "-s", path, "--json", "-t", "1000"})
+    local t = R.run({"search", "-s", path})
+    os.remove(path)
+    assert.equal(0, r.code)
+    local doc = cjson.decode(r.out)
+    assert.equal(16, doc.job.devices)
+    assert.equal(64, doc.job.global_batch)
+    assert.equal(70 * 2^30, doc.budget_bytes)
+    assert.is_true(doc.counts.postfiltered > 0)
+    for _, res in ipairs(doc.results) do
+      local s = res.strategy
+      assert.is_true(s.tp == 1 or s.tp == 2)
+      assert.is_true(s.dp == 4 or s.dp == 8)
+      assert.equal(1, s.cp)
+      assert.is_true(s.recompute == "none" or s.recompute == "full")
+    end
+    assert.matches("Parallelism: dp=searched over %[4, 8%]; tp=searched over %[1, 2%]; pp=searched %(auto%)", t.out)
+    assert.matches("cp=fixed 1 %(declared%)", t.out)
+  end)
+
+  it("names the file and key of a bad search configuration", function()
+    local path = R.tempfile("cluster: {num_nodes: 2}\nparallelism: {tpp: 2}\n", ".yaml")
+    local r = R.run({"search", "-s", path, "-m", "llama3.1-8b", "-b", "8"})
+    os.remove(path)
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: [^\n]*%.yaml: parallelism%.tpp: unknown dimension[^\n]*\n$", r.err)
+  end)
+
+  it("stops on a failing policy hook, naming the file and line", function()
+    local path = R.tempfile("return {\n  admit = function(c)\n    return c.tp.x\n  end,\n}\n", ".lua")
+    local r = R.run(with("--policy", path))
+    os.remove(path)
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: policy error in admit: [^\n]*" .. path:gsub("%p", "%%%0") .. ":3: ", r.err)
+    assert.equal("", r.out)
+  end)
+
+  it("runs a bundled example policy by name", function()
+    local r = R.run(with("--policy", "cheapest", "--policy-opts", "price=2.5", "-t", "2"))
+    assert.equal(0, r.code)
+    assert.matches("policy cheapest", r.out)
+    assert.matches("%$/Mtok", r.out)
+  end)
+
+  it("rejects bad values in one line", function()
+    local r = R.run(with("--tp", "two"))
+    assert.equal(2, r.code)
+    assert.matches("^ndplan: %-%-tp: expected a non%-negative integer", r.err)
+    local r2 = R.run({"search", "-m", "llama3.1-8b", "-d", "8"})
+    assert.equal(2, r2.code)
+    assert.matches("global%-batch%-size", r2.err)
+  end)
+
+  it("stops on Ctrl-C, exits non-zero and leaves earlier outputs intact", function()
+    local dir = tempdir()
+    local first = R.run({"search", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "-o", dir, "-t", "2"})
+    assert.equal(0, first.code)
+    local before = read(dir .. "/results.csv")
+    -- a long search (DeepSeek-V3 on 2048 GPUs, writing every row) interrupted early
+    local r = R.sh(string.format(
+      "$NDPLAN search -m deepseek-v3 -A h800 -d 2048 -b 4096 --recompute auto -j 2 -o %s & "
+      .. "pid=$!; sleep 0.5; kill -INT $pid; wait $pid; echo \"exit $?\"", R.quote(dir)))
+    local code = tonumber(r.out:match("exit (%d+)"))
+    assert.is_true(code ~= 0)
+    assert.matches("interrupted", r.err)
+    assert.equal(before, read(dir .. "/results.csv"))
+    local p = io.popen("ls " .. R.quote(dir))
+    local listing = p:read("a")
+    p:close()
+    assert.not_matches("tmp", listing)
+    os.execute("rm -rf " .. R.quote(dir))
+  end)
+end)
