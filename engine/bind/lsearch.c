@@ -79,11 +79,11 @@ static int cmp_int (const void *a, const void *b) {
 static int read_value (lua_State *L, int idx, nd_dim d) {
   const char *name = nd_dim_name(d);
   if (d == ND_DIM_RECOMPUTE) {
-    nd_recompute r;
-    if (lua_type(L, idx) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, idx), &r) != 0)
-      luaL_error(L, "recompute: expected off, none, selective, full or auto, got %s",
+    int r;
+    if (lua_type(L, idx) != LUA_TSTRING || nd_search_recompute_parse(lua_tostring(L, idx), &r) != 0)
+      luaL_error(L, "recompute: expected off, none, selective, full, per_layer or auto, got %s",
                  lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : luaL_typename(L, idx));
-    return (int)r;
+    return r;
   }
   if (d == ND_DIM_SP && lua_isboolean(L, idx)) return lua_toboolean(L, idx);
   if (!lua_isinteger(L, idx))
@@ -224,7 +224,7 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   setint(L, "etp", c->etp); setint(L, "zero", c->zero);
   setint(L, "mbs", c->mbs); setint(L, "mb", c->mb);
   lua_pushboolean(L, c->sp); lua_setfield(L, -2, "sp");
-  lua_pushstring(L, nd_recompute_name((nd_recompute)c->recompute));
+  lua_pushstring(L, nd_search_recompute_name(c->recompute));
   lua_setfield(L, -2, "recompute");
   if (base) {
     lua_pushstring(L, nd_schedule_name(c->vpp > 1 ? ND_SCHED_INTERLEAVED
@@ -348,7 +348,7 @@ static void write_csv_row (FILE *f, const nd_search_row *r) {
   fprintf(f, "%llu,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%s,%.9g,%.6g,%.6g,%.0f,%d,%s,%.0f",
           r->index + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep, c->etp,
           c->sp ? "true" : "false", c->zero, c->mbs, c->mb,
-          nd_recompute_name((nd_recompute)c->recompute), r->step_time, r->tokens_per_s,
+          nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s,
           r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
   for (i = 0; i < 6; i++) fprintf(f, ",%.0f", r->mem[i]);
   for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);

@@ -69,6 +69,21 @@ static int buckets (int n) {
   return K < MIN_BUCKETS ? MIN_BUCKETS : K > MAX_BUCKETS ? MAX_BUCKETS : K;
 }
 
+/* Sizes the knapsack tables for a stage of n layers (allocated only when needed). */
+static int ensure_scratch (scratch *sc, int n) {
+  size_t need = (size_t)n * (buckets(n) + 1);
+  if (!sc->best) sc->best = (double *)malloc((MAX_BUCKETS + 1) * sizeof *sc->best);
+  if (!sc->next) sc->next = (double *)malloc((MAX_BUCKETS + 1) * sizeof *sc->next);
+  if (!sc->best || !sc->next) return -1;
+  if (need > sc->choice_size) {
+    unsigned char *grown = (unsigned char *)realloc(sc->choice, need);
+    if (!grown) return -1;
+    sc->choice = grown;
+    sc->choice_size = need;
+  }
+  return 0;
+}
+
 /*
 ** Chooses modes for the n layers of one stage: a[i*3+mode] bytes kept (already times w),
 ** r[i*3+mode] seconds added, within `room` bytes. Writes mode[i]; returns 0, or -1 when
@@ -123,6 +138,198 @@ static int knapsack (int n, const double *a, const double *r, unsigned modes, do
   return 0;
 }
 
+/*
+** The exact path for identical layers. The layers of one kind on a stage differ only in
+** how many take each mode, so each kind's choices are the counts (b selective, c full) and
+** their (bytes, seconds) Pareto front; the fronts of a stage's kinds merge pairwise, and the
+** answer is the front's last point within the room. No rounding to buckets.
+*/
+typedef struct front_point {
+  double mem, time;
+  int parent;               /* index in the previous merged front (-1 for the first kind) */
+  short b, c;               /* this kind's selective and full counts */
+} front_point;
+
+typedef struct front {
+  front_point *pt;
+  int n;
+} front;
+
+#define FRONT_MAX 65536     /* beyond this many points a stage uses the bucket DP */
+
+static int by_mem (const void *x, const void *y) {
+  const front_point *a = (const front_point *)x, *b = (const front_point *)y;
+  if (a->mem != b->mem) return a->mem < b->mem ? -1 : 1;
+  return a->time < b->time ? -1 : a->time > b->time ? 1 : 0;
+}
+
+/* Sorts by bytes and keeps the points no other point beats on both bytes and time. */
+static void prune (front *f) {
+  int i, k = 0;
+  double best = HUGE_VAL;
+  qsort(f->pt, (size_t)f->n, sizeof *f->pt, by_mem);
+  for (i = 0; i < f->n; i++)
+    if (f->pt[i].time < best) { best = f->pt[i].time; f->pt[k++] = f->pt[i]; }
+  f->n = k;
+}
+
+/* The front of n identical layers with per-layer bytes m[3] and seconds t[3]. */
+static int kind_front (int n, const double *m, const double *t, unsigned modes, front *out) {
+  int b, c, k = 0, max = (n + 1) * (n + 2) / 2;
+  out->pt = (front_point *)malloc((size_t)max * sizeof *out->pt);
+  if (!out->pt) return -1;
+  for (c = 0; c <= n; c++)
+    for (b = 0; b + c <= n; b++) {
+      int a = n - b - c;
+      if ((a && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)))
+          || (b && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)))
+          || (c && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL))))
+        continue;
+      out->pt[k].mem = a * m[0] + b * m[1] + c * m[2];
+      out->pt[k].time = b * t[1] + c * t[2];
+      out->pt[k].parent = -1;
+      out->pt[k].b = (short)b;
+      out->pt[k].c = (short)c;
+      k++;
+    }
+  out->n = k;
+  prune(out);
+  return 0;
+}
+
+/*
+** n identical layers alone in `room`: for each count c of full layers, the fewest
+** selective ones that fit (bytes fall linearly with them), the rest kept. O(n).
+** Returns the least time and writes b, c; HUGE_VAL when nothing fits.
+*/
+static double single_kind (int n, const double *m, const double *t, unsigned modes, double room,
+                           int *best_b, int *best_c) {
+  int c, has_none = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) != 0;
+  int has_sel = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) != 0;
+  int has_full = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) != 0;
+  double best = HUGE_VAL, limit = room * (1.0 + 1e-12);
+  for (c = 0; c <= (has_full ? n : 0); c++) {
+    int rest = n - c, b;
+    double mem;
+    if (!has_none) b = has_sel ? rest : (rest ? -1 : 0);
+    else if (!has_sel || m[1] >= m[0]) b = 0;
+    else {  /* a*m0 + b*m1 + c*m2 <= room with a = rest - b */
+      double need = (rest * m[0] + c * m[2] - limit) / (m[0] - m[1]);
+      b = need <= 0.0 ? 0 : (int)ceil(need - 1e-9);
+      if (b > rest) b = -1;
+    }
+    if (b < 0) continue;
+    mem = (rest - b) * m[0] + b * m[1] + c * m[2];
+    if (mem > limit) continue;
+    if (b * t[1] + c * t[2] < best) { best = b * t[1] + c * t[2]; *best_b = b; *best_c = c; }
+  }
+  return best;
+}
+
+/*
+** Several kinds: every combination of the smaller kinds' counts (when there are few), the
+** largest kind solved alone in what is left. Returns 0, 1 when nothing fits, -1 when the
+** combinations are too many.
+*/
+#define COMBOS_MAX 4096
+static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
+                             unsigned modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
+  int big = 0, k, idx[MAX_KINDS], cur_b[MAX_KINDS], cur_c[MAX_KINDS];
+  int keep_b[MAX_KINDS], keep_c[MAX_KINDS], found = 0;
+  double combos = 1.0, best = HUGE_VAL;
+  for (k = 1; k < nkinds; k++) if (kinds[k] > kinds[big]) big = k;
+  for (k = 0; k < nkinds; k++)
+    if (k != big) combos *= (kinds[k] + 1.0) * (kinds[k] + 2.0) / 2.0;
+  if (combos > COMBOS_MAX) return -1;
+  memset(idx, 0, sizeof idx);
+  for (;;) {  /* odometer over (b, c) of every kind but the largest */
+    double mem = 0.0, time = 0.0, rest;
+    int ok = 1, bb = 0, cc = 0;
+    for (k = 0; k < nkinds && ok; k++) {
+      int n = kinds[k], b = 0, c = 0, i = idx[k], a;
+      if (k == big) continue;
+      while (i > n - c) { i -= n - c + 1; c++; }  /* idx -> (b, c) with b + c <= n */
+      b = i;
+      a = n - b - c;
+      if ((a && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)))
+          || (b && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)))
+          || (c && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)))) ok = 0;
+      mem += a * m[3 * k] + b * m[3 * k + 1] + c * m[3 * k + 2];
+      time += b * t[3 * k + 1] + c * t[3 * k + 2];
+      cur_b[k] = b; cur_c[k] = c;
+    }
+    if (ok) {
+      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes, room - mem, &bb, &cc);
+      if (rest + time < best) {
+        best = rest + time;
+        memcpy(keep_b, cur_b, sizeof keep_b);
+        memcpy(keep_c, cur_c, sizeof keep_c);
+        keep_b[big] = bb; keep_c[big] = cc;
+        found = 1;
+      }
+    }
+    for (k = 0; k < nkinds; k++) {  /* next combination */
+      if (k == big) continue;
+      if (++idx[k] < (kinds[k] + 1) * (kinds[k] + 2) / 2) break;
+      idx[k] = 0;
+    }
+    if (k == nkinds) break;
+  }
+  if (!found) return 1;
+  for (k = 0; k < nkinds; k++) {
+    counts[k][ND_RECOMPUTE_SELECTIVE] = keep_b[k];
+    counts[k][ND_RECOMPUTE_FULL] = keep_c[k];
+    counts[k][ND_RECOMPUTE_NONE] = kinds[k] - keep_b[k] - keep_c[k];
+  }
+  return 0;
+}
+
+/*
+** Chooses the counts per kind for one stage: kinds[k] layers of kind k with costs m, t
+** (3 per kind). Writes counts[k][mode]. Returns 0, 1 when nothing fits, -1 when the fronts
+** grow past FRONT_MAX (the caller falls back to the bucket DP) or memory runs out.
+*/
+static int choose_counts (int nkinds, const int *kinds, const double *m, const double *t,
+                          unsigned modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
+  front level[MAX_KINDS];
+  int k, i, j, best = -1, rc = -1;
+  memset(level, 0, sizeof level);
+  for (k = 0; k < nkinds; k++) {
+    front kf;
+    if (kinds[k] > 32767 || kind_front(kinds[k], m + 3 * k, t + 3 * k, modes, &kf) != 0) goto done;
+    if (k == 0) { level[0] = kf; continue; }
+    if ((double)level[k - 1].n * kf.n > FRONT_MAX) { free(kf.pt); goto done; }
+    level[k].pt = (front_point *)malloc((size_t)level[k - 1].n * kf.n * sizeof *level[k].pt);
+    if (!level[k].pt) { free(kf.pt); goto done; }
+    for (i = 0; i < level[k - 1].n; i++)
+      for (j = 0; j < kf.n; j++) {
+        front_point *q = &level[k].pt[level[k].n++];
+        *q = kf.pt[j];
+        q->mem += level[k - 1].pt[i].mem;
+        q->time += level[k - 1].pt[i].time;
+        q->parent = i;
+      }
+    free(kf.pt);
+    prune(&level[k]);
+  }
+  {
+    const front *last = &level[nkinds - 1];
+    for (i = 0; i < last->n && last->pt[i].mem <= room * (1.0 + 1e-12); i++) best = i;
+  }
+  if (best < 0) { rc = 1; goto done; }
+  for (k = nkinds - 1; k >= 0; k--) {  /* walk back through the merges */
+    const front_point *q = &level[k].pt[best];
+    counts[k][ND_RECOMPUTE_SELECTIVE] = q->b;
+    counts[k][ND_RECOMPUTE_FULL] = q->c;
+    counts[k][ND_RECOMPUTE_NONE] = kinds[k] - q->b - q->c;
+    best = q->parent;
+  }
+  rc = 0;
+done:
+  for (k = 0; k < nkinds; k++) free(level[k].pt);
+  return rc;
+}
+
 int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                            nd_strategy *st, const nd_costs *costs, double budget,
                            unsigned modes, nd_recompute_plan *plan, nd_estimate *out,
@@ -149,15 +356,15 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   a = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *a);
   r = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *r);
   chosen = (unsigned char *)malloc(ND_MAX_LAYERS);
-  sc.best = (double *)malloc((MAX_BUCKETS + 1) * sizeof *sc.best);
-  sc.next = (double *)malloc((MAX_BUCKETS + 1) * sizeof *sc.next);
-  if (!kc || !list || !full_peak || !a || !r || !chosen || !sc.best || !sc.next) {
+  if (!kc || !list || !full_peak || !a || !r || !chosen) {
     snprintf(err, errlen, "recompute: out of memory");
     goto done;
   }
   none_peak = full_peak + p;
   inflight = none_peak + p;
   for (s = 0; s < p; s++) { full_peak[s] = out->stage[s].peak; inflight[s] = out->stage[s].inflight; }
+  trial = *st;
+  trial.per_layer = 0;
   trial.recompute = ND_RECOMPUTE_NONE;
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;
   for (s = 0; s < p; s++) none_peak[s] = out->stage[s].peak;
@@ -168,11 +375,14 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   for (i = 0; i < total; i++) trial.layer_recompute[i] = ND_RECOMPUTE_FULL;
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
-    int k, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
+    int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
+    int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
     list->n = 0;
     nd_stage_foreach(&trial, (int)m->num_layers, (int)m->mtp_layers, s, collect, list);
     for (i = 0; i < list->n; i++) {
-      const nd_layer_estimate *le = layer_costs(kc, m, dev, job, &trial, costs, list->layer[i],
+      /* priced from the strategy as given: a resolved interleaved layout would not
+         resolve again */
+      const nd_layer_estimate *le = layer_costs(kc, m, dev, job, st, costs, list->layer[i],
                                                 &slot[i], err, errlen);
       int md;
       if (!le) goto done;
@@ -182,15 +392,6 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       }
       sum_none += le->activations[ND_RECOMPUTE_NONE];
       sum_full += le->activations[ND_RECOMPUTE_FULL];
-    }
-    {  /* the choice table: one row of buckets per layer of the stage */
-      size_t need = (size_t)list->n * (buckets(list->n) + 1);
-      if (need > sc.choice_size) {
-        unsigned char *grown = (unsigned char *)realloc(sc.choice, need);
-        if (!grown) { snprintf(err, errlen, "recompute: out of memory"); goto done; }
-        sc.choice = grown;
-        sc.choice_size = need;
-      }
     }
     w = sum_none - sum_full > 0.0 ? (none_peak[s] - full_peak[s]) / (sum_none - sum_full)
                                   : inflight[s];
@@ -206,15 +407,48 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     }
     plan->stage_need[s] = fixed + least;
     if (dual) plan->stage_need[p - 1 - s] = plan->stage_need[s];
-    if (fixed + least > budget || knapsack(list->n, a, r, modes, budget - fixed, &sc, chosen) != 0) {
+    {  /* the counts per kind: exact fronts, or the bucket DP for very long stages */
+      int nk = 0, kinds[MAX_KINDS], got;
+      double km[3 * MAX_KINDS], kt[3 * MAX_KINDS];
+      memset(counts, 0, sizeof counts);
+      for (i = 0; i < list->n; i++) {
+        int md, local = -1;
+        for (k = 0; k < nk; k++) if (kind_of[k] == slot[i]) local = k;
+        if (local < 0) {
+          local = nk++;
+          kind_of[local] = slot[i];
+          kinds[local] = 0;
+          for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+            km[3 * local + md] = a[i * 3 + md];
+            kt[3 * local + md] = r[i * 3 + md];
+          }
+        }
+        kinds[local]++;
+      }
+      got = fixed + least > budget ? 1
+          : enumerate_counts(nk, kinds, km, kt, modes, budget - fixed, by_kind);
+      if (got < 0) got = choose_counts(nk, kinds, km, kt, modes, budget - fixed, by_kind);
+      if (got == 0) {
+        for (k = 0; k < nk; k++)
+          for (i = 0; i < ND_RECOMPUTE_COUNT; i++) counts[kind_of[k]][i] = by_kind[k][i];
+      }
+      else if (got < 0) {  /* fronts too large: buckets over the layers one by one */
+        if (ensure_scratch(&sc, list->n) != 0) {
+          snprintf(err, errlen, "recompute: out of memory");
+          goto done;
+        }
+        got = knapsack(list->n, a, r, modes, budget - fixed, &sc, chosen) != 0;
+        if (!got) for (i = 0; i < list->n; i++) counts[slot[i]][chosen[i]]++;
+      }
+      failed = got != 0;
+    }
+    if (failed) {
       plan->failed_stage = s;
       snprintf(err, errlen, "over memory: stage %d needs %.2f GiB with its least-memory "
                "recompute, budget %.2f GiB", s, gib(fixed + least), gib(budget));
       goto done;
     }
-    /* the same counts per kind, heavier recompute on the stage's first layers */
-    memset(counts, 0, sizeof counts);
-    for (i = 0; i < list->n; i++) counts[slot[i]][chosen[i]]++;
+    /* the chosen counts per kind, heavier recompute on the stage's first layers */
     for (i = 0; i < list->n; i++) {
       int md = ND_RECOMPUTE_FULL;
       k = slot[i];
@@ -225,6 +459,12 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     }
     plan->stage_savings[s] = saved * trial.mb * (dual ? 0.5 : 1.0);
     if (dual) plan->stage_savings[p - 1 - s] = plan->stage_savings[s];
+  }
+  {  /* the plan on the strategy as given (resolving twice would pin an interleaved layout) */
+    nd_strategy given = *st;
+    given.per_layer = 1;
+    memcpy(given.layer_recompute, trial.layer_recompute, sizeof given.layer_recompute);
+    trial = given;
   }
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;
   if (out->peak > budget * (1.0 + 1e-9)) {  /* the linear model above is exact: a bug */

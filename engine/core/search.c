@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ndplan/recompute.h"
 #include "ndplan/search.h"
 
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
@@ -31,6 +32,18 @@ const char *nd_refusal_label (nd_refusal r) {
 
 const char *nd_dim_name (nd_dim d) {
   return (unsigned)d < ND_DIM_COUNT ? dim_names[d] : NULL;
+}
+
+const char *nd_search_recompute_name (int v) {
+  return v == ND_SEARCH_PER_LAYER ? "per_layer" : nd_recompute_name((nd_recompute)v);
+}
+
+int nd_search_recompute_parse (const char *name, int *v) {
+  nd_recompute r;
+  if (strcmp(name, "per_layer") == 0) { *v = ND_SEARCH_PER_LAYER; return 0; }
+  if (nd_recompute_parse(name, &r) != 0) return -1;
+  *v = (int)r;
+  return 0;
 }
 
 void nd_search_params_init (nd_search_params *p) {
@@ -133,7 +146,10 @@ void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_s
 static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_strategy *base) {
   st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
   st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
-  st->sp = c->sp; st->zero = c->zero; st->recompute = (nd_recompute)c->recompute;
+  st->sp = c->sp; st->zero = c->zero;
+  st->recompute = c->recompute == ND_SEARCH_PER_LAYER ? ND_RECOMPUTE_NONE
+                                                      : (nd_recompute)c->recompute;
+  st->per_layer = 0;
   st->schedule = base->schedule;
   /* resolution zeroes the stages past pp; the ones before must read "even layout" */
   memset(st->stage_layers, 0, (size_t)c->pp * sizeof st->stage_layers[0]);
@@ -176,7 +192,7 @@ typedef struct walker {
 /* Maps a refusal message of nd_strategy_resolve / nd_estimate_run to its label. */
 static nd_refusal label_of (const char *why) {
   int r;
-  for (r = 0; r < ND_REFUSE_MEMORY; r++) {
+  for (r = 0; r <= ND_REFUSE_MEMORY; r++) {  /* a per-layer plan that cannot fit: memory */
     size_t n = strlen(refusal_labels[r]);
     if (strncmp(why, refusal_labels[r], n) == 0) return (nd_refusal)r;
   }
@@ -184,7 +200,8 @@ static nd_refusal label_of (const char *why) {
 }
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
-static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e) {
+static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
+                        nd_recompute_plan *plan) {
   int i, k = 0;
   char err[64];
   s->priced = 0;
@@ -195,7 +212,11 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e) {
     int t;
     if (w->p->stop && *w->p->stop) break;
     load_candidate(st, &s->cand[i], &w->p->base);
-    if (nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) != 0) {
+    if (s->cand[i].recompute == ND_SEARCH_PER_LAYER
+        ? nd_recompute_plan_run(w->m, w->dev, w->job, st, w->costs,
+                                w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes,
+                                ND_RECOMPUTE_ALL, plan, e, err, sizeof err) != 0
+        : nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) != 0) {
       s->late[label_of(err)]++;
       continue;
     }
@@ -222,7 +243,7 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e) {
   s->priced = k;
 }
 
-typedef struct worker_scratch { nd_strategy st; nd_estimate e; } worker_scratch;
+typedef struct worker_scratch { nd_strategy st; nd_estimate e; nd_recompute_plan plan; } worker_scratch;
 
 static worker_scratch *new_scratch (const nd_strategy *base) {
   worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
@@ -242,7 +263,7 @@ static void *worker_main (void *arg) {
     w->taken++;
     s->state = SLOT_TAKEN;
     pthread_mutex_unlock(&w->mu);
-    if (ws) price_slot(w, s, &ws->st, &ws->e);
+    if (ws) price_slot(w, s, &ws->st, &ws->e, &ws->plan);
     else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
     pthread_mutex_lock(&w->mu);
     if (!ws) w->status = ND_SEARCH_NO_MEMORY;
@@ -304,7 +325,7 @@ static int help (walker *w) {
   w->taken++;
   s->state = SLOT_TAKEN;
   pthread_mutex_unlock(&w->mu);
-  price_slot(w, s, &w->inline_scratch->st, &w->inline_scratch->e);
+  price_slot(w, s, &w->inline_scratch->st, &w->inline_scratch->e, &w->inline_scratch->plan);
   pthread_mutex_lock(&w->mu);
   s->state = SLOT_DONE;
   pthread_cond_broadcast(&w->done_cv);
@@ -328,7 +349,7 @@ static void submit (walker *w) {
   if (w->threads == 0) {  /* -j 1: price inline, deliver at once */
     worker_scratch *ws = w->inline_scratch;
     if (!ws) { w->status = ND_SEARCH_NO_MEMORY; s->n = 0; return; }
-    price_slot(w, s, &ws->st, &ws->e);
+    price_slot(w, s, &ws->st, &ws->e, &ws->plan);
     w->filled++;
     w->delivered++;
     deliver(w, s);
@@ -418,7 +439,7 @@ static void walk (walker *w) {
   int ev[LOOP_MAX], xv[LOOP_MAX], vv[LOOP_MAX], zv[LOOP_MAX];
   int nr, nt, np, nc, nb, ne, nx, nv, nz, ir, it, ip, ic, ib, ie, ix, iv, iz, sp;
   const nd_dim_set *spset = &D[ND_DIM_SP];
-  nd_dim_set rec_auto = {0, ND_RECOMPUTE_COUNT, {0, 1, 2}};
+  nd_dim_set rec_auto = {0, ND_RECOMPUTE_COUNT + 1, {0, 1, 2, ND_SEARCH_PER_LAYER}};
   nd_dim_set zero_auto = {0, 4, {0, 1, 2, 3}};
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
   nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, zv);

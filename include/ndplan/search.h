@@ -26,6 +26,12 @@ typedef enum nd_dim {
 
 #define ND_SET_MAX 64   /* values in one candidate list */
 
+/* The recompute dimension's values: the nd_recompute modes, then a per-layer plan chosen
+   under the budget (nd_recompute_plan_run); "auto" searches all four. */
+#define ND_SEARCH_PER_LAYER ND_RECOMPUTE_COUNT
+const char *nd_search_recompute_name (int v);   /* "none" ... "full", "per_layer" */
+int nd_search_recompute_parse (const char *name, int *v);
+
 /* One dimension's candidates: auto (the searcher's bounds) or an explicit ascending list
    (one value = pinned). DP and MB are derived by the loops; their lists post-filter. */
 typedef struct nd_dim_set {

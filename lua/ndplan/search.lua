@@ -19,7 +19,8 @@ local OTHER = {model = true, device = true, devices = true, global_batch = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true}
-local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full"}
+local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
+                         per_layer = "per_layer"}
 
 local function resolve(kind, x)
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
@@ -37,7 +38,7 @@ local function normalise(dim, v)
       if x == false then return "none" end
       local r = RECOMPUTE_ALIAS[x]
       if not r then
-        error(string.format("nd.search: recompute: expected off, selective, full or auto, got %s",
+        error(string.format("nd.search: recompute: expected off, selective, full, per_layer or auto, got %s",
                             tostring(x)), 0)
       end
       return r

@@ -139,3 +139,16 @@ describe("balanced pipeline layout", function()
     assert.matches("balancing needs vpp = 1", why)
   end)
 end)
+
+describe("per-layer recompute with interleaving", function()
+  it("plans an interleaved strategy (its layout is resolved once, not pinned)", function()
+    local r = assert(nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
+                                 global_batch = 512, seq_len = 8192, tp = 8, pp = 4, vpp = 2,
+                                 sp = true, recompute = "per_layer", max_mem = "60GiB"})
+    assert.is_true(r.fits)
+    assert.equal(2, r.strategy.vpp)
+    local full = 0
+    for _, m in ipairs(r.strategy.layer_recompute) do if m == "full" then full = full + 1 end end
+    assert.is_true(full > 0 and full < 80)
+  end)
+end)

@@ -141,9 +141,28 @@ describe("pinned, candidate and auto dimensions", function()
     local ranked = assert(nd.search(with{recompute = "auto", tp = 2, pp = 2}))
     local modes = {}
     for _, r in ipairs(ranked) do modes[r.strategy.recompute] = true end
-    assert.same({none = true, selective = true, full = true}, modes)
+    assert.same({none = true, selective = true, full = true, per_layer = true}, modes)
     local only = assert(nd.search(with{recompute = "full", tp = 2, pp = 2}))
     for _, r in ipairs(only) do assert.equal("full", r.strategy.recompute) end
+  end)
+
+  it("gives per_layer candidates their own plan under the budget, never slower than a uniform mode", function()
+    local function best(mode, mem)
+      local a = with{recompute = mode, tp = 2, pp = 2}
+      a.max_mem = mem
+      local ranked = nd.search(a)
+      return ranked and ranked[1]
+    end
+    for _, mem in ipairs({"80GiB", "30GiB", "20GiB"}) do
+      local plan = best("per_layer", mem)
+      for _, mode in ipairs({"off", "selective", "full"}) do
+        local uniform = best(mode, mem)
+        if uniform then
+          assert.is_truthy(plan, mem)
+          assert.is_true(plan.step_time_s <= uniform.step_time_s * (1 + 1e-12), mem .. " " .. mode)
+        end
+      end
+    end
   end)
 
   it("post-filters the derived dp and mb, keeping the best outside when none is left", function()
