@@ -1,5 +1,6 @@
 -- ndplan search: every valid strategy priced, what fits ranked by step time (or a policy)
 local cli = require "ndplan.cli"
+local json = require "ndplan.json"
 local files = require "ndplan.files"
 local units = require "ndplan.c.units"
 local core = require "ndplan.c.search"
@@ -24,7 +25,8 @@ local spec = {
     {name = "dimensions", short = "l", arg = "LIST", help = "dimensions to search, e.g. DP,TP,PP,MB (MP=TP, OP=ZERO)"},
     {name = "top", short = "t", arg = "N", help = "results shown", default = "10"},
     {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the cores)"},
-    {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv, memory_parts.csv, time_parts.csv, search.json"},
+    {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv, memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
+    {name = "export", arg = "LIST", help = "with -o: trainer configs of the best strategy (megatron,torchtitan,deepspeed,mindformers,hyper or all)"},
     {name = "verbosity", short = "v", arg = "N", help = "0 table only, 1 bounds and counts, 2 nearest misses too", default = "1"},
     {name = "tp", arg = "LIST", help = "tensor parallel degree(s) or auto"},
     {name = "pp", arg = "LIST", help = "pipeline stages"},
@@ -220,8 +222,23 @@ args.progress = verbosity >= 1 and core.stderr_is_terminal()
 
 local out_dir = opts["output-dir"]
 local csv_tmp
+local export_formats
+if opts.export then
+  if not out_dir then usage("--export needs -o DIR") end
+  local export = require "ndplan.export"
+  if opts.export == "all" then export_formats = export.list()
+  else
+    export_formats = {}
+    for name in opts.export:gmatch("[^,%s]+") do
+      local _, err = export.get(name)
+      if err then usage(err) end
+      export_formats[#export_formats + 1] = name
+    end
+  end
+end
 if out_dir then
-  os.execute("mkdir -p '" .. out_dir:gsub("'", "'\\''") .. "'")
+  local made, merr = files.mkdir_p(out_dir)
+  if not made then cli.fail("output directory: " .. tostring(merr)) end
   csv_tmp = string.format("%s/results.csv.tmp-%d", out_dir, math.random(1, 1 << 30))
   args.csv = csv_tmp
 end
@@ -252,7 +269,7 @@ local function write_out(name, text)
 end
 
 -- Files in -o DIR: results.csv was streamed by the core; it is renamed into place here.
-local doc
+local doc, export_lines
 if out_dir then
   local okr, rerr = os.rename(csv_tmp, out_dir .. "/results.csv")
   if not okr then cli.fail(rerr) end
@@ -273,6 +290,24 @@ if out_dir then
   write_out("memory_parts.csv", table.concat(mem, "\n") .. "\n")
   write_out("time_parts.csv", table.concat(tim, "\n") .. "\n")
   write_out("search.json", search.encode_json(doc) .. "\n")
+  -- the potentials of the top per-layer configurations, the charts and report.html
+  local outs = require "ndplan.search_outputs"
+  local potentials, plot_data = outs.potentials(doc.results, info)
+  if potentials then
+    local okc, cerr = pcall(require("ndplan.recompute").write_csv, potentials,
+                            out_dir .. "/recompute_potentials.csv")
+    if not okc then cli.fail(tostring(cerr)) end
+    write_out("recompute_plot_groups.json", json.encode(plot_data) .. "\n")
+  end
+  local okr2, rep_err = require("ndplan.report").search_report(out_dir, doc.results,
+    outs.points(out_dir .. "/results.csv", doc.results, info.priced), info.budget_bytes, plot_data,
+    {priced = info.priced, fit = info.fit})
+  if not okr2 then cli.fail(tostring(rep_err)) end
+  if export_formats and doc.results[1] then
+    local lines, eerr = outs.exports(out_dir, export_formats, doc.results[1], info)
+    if not lines then cli.fail(eerr) end
+    export_lines = lines
+  end
 end
 
 if opts.json then
@@ -327,6 +362,7 @@ else
     out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
+  for _, l in ipairs(export_lines or {}) do say("%s", l) end
   if not ranked or verbosity >= 2 then
     if fail_msg then say("%s", fail_msg) end
     if #info.misses > 0 then say("nearest misses:") end

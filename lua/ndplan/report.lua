@@ -233,13 +233,16 @@ M.TOP = 10
 -- plot_data: ndplan.recompute.plot_data(groups) or nil. Writes candidates.svg,
 -- time_breakdown.svg (top 10), and for the best strategy stage_memory.svg and pipeline.svg,
 -- potentials.svg when plot_data is given, and report.html.
-function M.search_report(dir, ranked, points, budget_bytes, plot_data)
+function M.search_report(dir, ranked, points, budget_bytes, plot_data, counts)
   ranked, points = ranked or {}, points or {}
   local fits = 0
   for _, p in ipairs(points) do if p.fits then fits = fits + 1 end end
+  -- the search's own counts when the points are a sample of what it priced
+  local priced = counts and counts.priced or #points
+  fits = counts and counts.fit or fits
   local best = ranked[1]
   local parts = {title = string.format("ndplan search: %s", best and best.model or "no strategy fits"),
-                 summary_rows = {{"candidates priced", #points}, {"fit the budget", fits},
+                 summary_rows = {{"candidates priced", priced}, {"fit the budget", fits},
                                  {"budget", gib(budget_bytes)}},
                  charts = {}, tables = {}}
   local charts = parts.charts

@@ -1,0 +1,108 @@
+-- What `ndplan search -o DIR` writes beyond the tables: the charts and report.html, the
+-- recompute potentials of the top per-layer configurations, and trainer configs of the
+-- best strategy (--export).
+local files = require "ndplan.files"
+
+local M = {}
+
+M.MAX_POINTS = 20000    -- candidates read back for the chart (the chart thins further)
+M.POTENTIAL_CONFIGS = 5 -- top per-layer configurations whose potentials are written
+M.POTENTIAL_STEPS = 24  -- steps of each retained sequence
+
+-- points(csv_path, ranked, priced) -> chart points: every stride-th priced candidate of
+-- results.csv (about MAX_POINTS of them) and every ranked result.
+function M.points(csv_path, ranked, priced)
+  local pts = {}
+  local stride = math.max(1, math.ceil((priced or 0) / M.MAX_POINTS))
+  local f = csv_path and io.open(csv_path, "r")
+  if f then
+    local header = f:read("l") or ""
+    local col = {}
+    local i = 0
+    for name in (header .. ","):gmatch("([^,]*),") do i = i + 1; col[name] = i end
+    local n = 0
+    for line in f:lines() do
+      n = n + 1
+      if n % stride == 0 then
+        local cells, k = {}, 0
+        for cell in (line .. ","):gmatch("([^,]*),") do k = k + 1; cells[k] = cell end
+        pts[#pts + 1] = {step_time_s = tonumber(cells[col.step_time_s]),
+                         peak_bytes = tonumber(cells[col.peak_memory_bytes]),
+                         fits = cells[col.fits] == "1" or cells[col.fits] == "true"}
+      end
+    end
+    f:close()
+  end
+  for _, r in ipairs(ranked) do
+    pts[#pts + 1] = {step_time_s = r.step_time_s, peak_bytes = r.peak_memory_bytes, fits = true,
+                     label = "#" .. tostring(r.rank)}
+  end
+  return pts
+end
+
+-- The nd.estimate arguments that price a detailed search result again.
+local function estimate_args(r, info)
+  local st = r.strategy
+  return {model = info.model_obj, device = info.device_obj, devices = info.job.devices,
+          global_batch = info.job.global_batch, seq_len = info.job.seq_len,
+          dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
+          sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb, schedule = st.schedule,
+          precision = st.precision, flash_attention = st.flash_attention,
+          max_mem = info.budget_bytes, costs = info.costs}
+end
+
+-- potentials(detailed, info) -> potentials (for recompute.write_csv), plot_data: the
+-- retained sequences of the top configurations planned per layer.
+function M.potentials(detailed, info)
+  local plan = require "ndplan.plan"
+  local recompute = require "ndplan.recompute"
+  local out, space = {}, {}
+  for _, r in ipairs(detailed) do
+    if #out >= M.POTENTIAL_CONFIGS then break end
+    if r.strategy.recompute == "per_layer" then
+      local args = estimate_args(r, info)
+      local first = plan.from_estimate(r, info.model_obj)
+      local seq = plan.potentials(args, info.model_obj, first, M.POTENTIAL_STEPS)
+      out[#out + 1] = {rank = r.rank, dimensions = first.dimensions, plans = seq}
+      space[#space + 1] = {dimensions = first.dimensions, score = first.score, plans = seq}
+    end
+  end
+  if #out == 0 then return nil end
+  return out, recompute.plot_data(recompute.plot_groups(space, #space))
+end
+
+-- exports(dir, formats, best, info) -> lines to print: each trainer file of the best
+-- strategy, what it rounded, and the rounded plan priced again.
+function M.exports(dir, formats, best, info)
+  local export = require "ndplan.export"
+  local lines = {}
+  local plan = {model = info.model_obj, strategy = best.strategy, job = best.job or info.job,
+                result = best, layer_recompute = best.strategy.layer_recompute}
+  local rendered = {}
+  for _, name in ipairs(formats) do  -- render all first, so a failure writes nothing
+    local mod = assert(export.get(name))
+    local text, notes, rounded = mod.render(plan)
+    if not text then return nil, name .. ": " .. tostring(notes) end
+    rendered[#rendered + 1] = {name = name, mod = mod, text = text, notes = notes, rounded = rounded}
+  end
+  for _, o in ipairs(rendered) do
+    local path = dir .. "/" .. o.mod.filename
+    local ok, err = files.write_atomic(path, o.text)
+    if not ok then return nil, string.format("cannot write %s: %s", path, tostring(err)) end
+    lines[#lines + 1] = string.format("export %-12s %s (%s)%s", o.name, path, o.mod.dialect,
+                                      #o.notes == 0 and ", exact" or "")
+    for _, n in ipairs(o.notes) do lines[#lines + 1] = "  " .. export.format_note(n) end
+    if o.rounded then
+      local a = o.rounded
+      a.device, a.max_mem, a.costs = info.device_obj, info.budget_bytes, info.costs
+      local r2, why = require("ndplan").estimate(a)
+      lines[#lines + 1] = r2 and string.format("  re-priced  step time %.4g s (plan %.4g s)%s",
+                                               r2.step_time_s, best.step_time_s,
+                                               r2.fits and "" or ", does not fit")
+                          or ("  re-priced  the rounded plan is refused: " .. tostring(why))
+    end
+  end
+  return lines
+end
+
+return M
