@@ -1,0 +1,61 @@
+-- `ndplan search -o DIR` beyond the tables: charts, report.html, potentials, --export.
+local R = dofile("spec/support/run.lua")
+local cjson = require "cjson"
+require "ndplan"
+local export = require "ndplan.export"
+
+local function tmpdir()
+  local base = os.tmpname()
+  os.remove(base)
+  return base .. "-out/nested"  -- the search creates missing folders
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+describe("ndplan search -o", function()
+  local dir = tmpdir()
+  local r = R.run({"search", "-m", "llama3.1-8b", "-A", "h100", "-d", "16", "-b", "64",
+                   "--seq-len", "8192", "--recompute", "auto", "-M", "40GiB", "--top", "5",
+                   "-j", "1", "-o", dir, "--export", "all"})
+
+  it("runs and reports the exports", function()
+    assert.equal(0, r.code, r.err)
+    assert.matches("export megatron", r.out)
+    assert.matches("export hyper", r.out)
+  end)
+
+  it("writes the tables, the charts and a self-contained report", function()
+    for _, name in ipairs({"results.csv", "memory_parts.csv", "time_parts.csv", "search.json",
+                           "candidates.svg", "time_breakdown.svg", "stage_memory.svg",
+                           "pipeline.svg", "report.html"}) do
+      assert.is_truthy(io.open(dir .. "/" .. name), name)
+    end
+    local html = read(dir .. "/report.html")
+    assert.matches("<svg", html)
+    assert.is_nil(html:find("<script", 1, true))
+    assert.is_nil(html:find("https?://[^\"]*%.js"))
+  end)
+
+  it("writes the potentials of the top per-layer configurations", function()
+    local csv = read(dir .. "/recompute_potentials.csv")
+    assert.matches("^TOP,step,", csv)
+    local groups = cjson.decode(read(dir .. "/recompute_plot_groups.json"))
+    assert.is_true(#groups >= 1)
+  end)
+
+  it("exports the best strategy to every trainer, each parsing back to it", function()
+    local best = cjson.decode(read(dir .. "/search.json")).results[1].strategy
+    for _, name in ipairs(export.list()) do
+      local mod = export.get(name)
+      local text = read(dir .. "/" .. mod.filename)
+      local parsed = mod.parse(text, {layers = 32, mtp = 0})
+      assert.equal(best.tp, parsed.tp, name)
+      if parsed.pp then assert.equal(best.pp, parsed.pp, name) end
+    end
+  end)
+end)
