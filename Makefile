@@ -14,7 +14,7 @@ JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 # Everything ndplan needs, from Debian 12's archive. lua5.4 is listed in the same install as
 # lua-busted so apt does not pull in lua5.2 to satisfy busted's "lua" dependency.
 DEB_PACKAGES = cmake make gcc pkg-config lua5.4 liblua5.4-dev lua-lpeg lua-lpeg-dev \
-               libyaml-dev lua-cjson lua-cjson-dev lua-busted libedit-dev
+               libyaml-dev lua-cjson lua-cjson-dev lua-busted libedit-dev help2man
 
 .PHONY: all deps configure build demo test test-sanitize install bench clean
 

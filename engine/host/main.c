@@ -49,18 +49,22 @@ static void print_usage (FILE *out) {
   fprintf(out,
     "usage: %s [options] [COMMAND | script.lua [args]]\n"
     "Plans how to parallelise LLM training over a cluster.\n\n"
-    "  COMMAND    run the bundled script scripts/COMMAND.lua (see below)\n"
-    "  script.lua run a Lua script of yours with the ndplan module as global 'nd'\n"
-    "  -e stat    execute string 'stat'\n"
-    "  -l mod     require 'mod' into global 'mod'\n"
-    "  -i         enter the interactive REPL after running the script\n"
+    "COMMAND runs the bundled script scripts/COMMAND.lua (listed below); script.lua runs a\n"
+    "Lua script of yours with the ndplan module as global 'nd'. With no arguments on a\n"
+    "terminal, starts the REPL.\n\n"
+    "options:\n"
+    "  -e STAT        execute string STAT\n"
+    "  -l MOD         require MOD into global MOD\n"
+    "  -i             enter the interactive REPL after running the script\n"
     "  -v, --version  show version information\n"
     "  -h, --help     show this help\n"
-    "  --         stop handling options\n"
-    "  -          run stdin as a script and stop handling options\n"
-    "With no arguments on a terminal, starts the REPL.\n"
-    "Environment: NDPLAN_ROOT=DIR loads the Lua library, scripts and catalog from a source\n"
-    "tree instead of the copies built into the binary.\n",
+    "  --             stop handling options\n"
+    "  -              run stdin as a script and stop handling options\n\n"
+    "environment:\n"
+    "  NDPLAN_ROOT=DIR  load the Lua library, scripts and catalog from a source tree\n"
+    "                   instead of the copies built into the binary\n"
+    "  NDPLAN_JOBS=N    pricing threads of ndplan search (default: the cores)\n"
+    "  NDPLAN_VALIDATION=DIR  measured runs for validate and calibrate\n",
     nd_progname);
 }
 
