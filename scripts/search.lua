@@ -46,6 +46,8 @@ local spec = {
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
     {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
     {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
+    {name = "unsafe-policy", help = "run a policy file with the full Lua library (default: a sandbox without os.execute, io, or C modules outside ndplan)"},
+    {name = "timeout", arg = "SECONDS", help = "stop the search (and any policy hook) after this long"},
     {name = "json", help = "print one JSON document"},
   },
 }
@@ -211,6 +213,11 @@ if opts["policy-opts"] then
   args.policy_opts = po
 end
 args.policy = opts.policy
+args.unsafe_policy = opts["unsafe-policy"] or nil
+if opts.timeout then
+  args.timeout = tonumber(opts.timeout)
+  if not args.timeout or args.timeout <= 0 then usage("--timeout: expected a positive number of seconds") end
+end
 args.top = int("top", opts.top)
 if args.top < 1 then usage("--top: expected at least 1") end
 local verbosity = int("verbosity", opts.verbosity)

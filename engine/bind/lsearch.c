@@ -58,9 +58,24 @@ typedef struct run_state {
   double t0, last_print, best_key;
 } run_state;
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted;  /* 1: Ctrl-C, 2: --timeout */
+static lua_State *volatile running_L;      /* the state running policy hooks */
+static double deadline;                    /* now() past which the search stops; 0: none */
 
-static void on_sigint (int sig) { (void)sig; interrupted = 1; }
+/* Stops Lua code a policy is running (an endless loop in a hook) with an error. */
+static void stop_hook (lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, interrupted == 2 ? "timed out" : "interrupted");
+}
+
+/* Ctrl-C: the core checks the flag between candidates, Lua code at its next instruction
+   (lua_sethook is safe in a signal handler; Lua's own lua.c does the same). */
+static void on_sigint (int sig) {
+  (void)sig;
+  interrupted = 1;
+  if (running_L) lua_sethook(running_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
 
 static double now (void) {
   struct timespec ts;
@@ -385,9 +400,20 @@ static int deliver_hook (void *ud, nd_search_row *rows, int n) {
 }
 
 /* A progress line on stderr, at most ten times a second (only when asked: a terminal). */
+/* --timeout inside Lua hooks: checked every few thousand instructions. */
+static void deadline_hook (lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  if (deadline > 0.0 && now() > deadline) {
+    interrupted = 2;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "timed out");
+  }
+}
+
 static int progress_hook (void *ud, const nd_search_counts *c) {
   run_state *rs = (run_state *)ud;
   double t = now();
+  if (deadline > 0.0 && t > deadline) interrupted = 2;  /* the core stops within a chunk */
   if (!rs->progress || t - rs->last_print < 0.1) return 0;
   rs->last_print = t;
   if (rs->best_key < HUGE_VAL)  /* the default objective is the step time */
@@ -539,7 +565,13 @@ static int s_run (lua_State *L) {
   res->keep_miss = (int)luaL_optinteger(L, -1, 5);
   lua_getfield(L, 5, "progress");
   rs.progress = lua_toboolean(L, -1);
-  lua_pop(L, 6);
+  lua_getfield(L, 5, "timeout");
+  {
+    double timeout = luaL_optnumber(L, -1, 0.0);
+    if (!(timeout >= 0.0)) luaL_error(L, "timeout: expected seconds >= 0");
+    deadline = timeout > 0.0 ? now() + timeout : 0.0;
+  }
+  lua_pop(L, 7);
   if (p->jobs < 1 || p->jobs > 256) luaL_error(L, "jobs: expected 1 to 256, got %d", p->jobs);
   if (res->keep < 1 || res->keep > 10000000) luaL_error(L, "keep: expected 1 to 10000000");
   if (res->keep_miss < 0 || res->keep_miss > 1000) luaL_error(L, "misses: expected 0 to 1000");
@@ -587,7 +619,11 @@ static int s_run (lua_State *L) {
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
+  running_L = L;
+  if (deadline > 0.0) lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 10000);
   status = nd_search_run(p, m, dev, &res->job, &costs, &hooks, &res->counts, err, sizeof err);
+  lua_sethook(L, NULL, 0, 0);
+  running_L = NULL;
   sigaction(SIGINT, &old, NULL);
   res->elapsed = now() - rs.t0;
   if (rs.progress) { fputs("\r\033[K", stderr); fflush(stderr); }
@@ -599,7 +635,9 @@ static int s_run (lua_State *L) {
   }
   switch (status) {
     case ND_SEARCH_OK: break;
-    case ND_SEARCH_STOPPED: return luaL_error(L, "interrupted");
+    case ND_SEARCH_STOPPED:
+      if (interrupted == 2) return luaL_error(L, "timed out after %f s", deadline - rs.t0);
+      return luaL_error(L, "interrupted");
     case ND_SEARCH_HOOK_ERROR:  /* {policy_error = message with traceback} */
       lua_createtable(L, 0, 1);
       lua_pushvalue(L, rs.err_idx);

@@ -60,8 +60,41 @@ local function check(p, origin)
   return p
 end
 
--- load(x) -> policy, origin | nil, message. x: a table of hooks, a bundled name or a file.
-function M.load(x)
+-- The environment a policy file runs in unless --unsafe-policy: computation and ndplan,
+-- no processes, no files, no C modules other than ndplan's own.
+local SAFE_GLOBALS = {"assert", "error", "ipairs", "next", "pairs", "pcall", "print", "select",
+                      "tonumber", "tostring", "type", "xpcall", "rawequal", "rawget", "rawlen",
+                      "rawset", "setmetatable", "getmetatable", "_VERSION"}
+local SAFE_LIBS = {"math", "string", "table", "utf8", "coroutine"}
+
+local function copy_lib(lib)
+  local t = {}
+  for k, v in pairs(lib) do t[k] = v end
+  return t
+end
+
+function M.sandbox()
+  local env = {}
+  for _, k in ipairs(SAFE_GLOBALS) do env[k] = _G[k] end
+  for _, k in ipairs(SAFE_LIBS) do env[k] = copy_lib(_G[k]) end
+  env.os = {time = os.time, clock = os.clock, date = os.date, getenv = os.getenv,
+            difftime = os.difftime}
+  env.io = {write = function(...) return io.stderr:write(...) end}  -- messages only
+  env.nd = require "ndplan"
+  env.require = function(name)
+    if type(name) ~= "string" or not (name == "ndplan" or name:match("^ndplan%.")) then
+      error("policy sandbox: require '" .. tostring(name) .. "' is not allowed (only ndplan's "
+            .. "modules; --unsafe-policy lifts this)", 2)
+    end
+    return require(name)
+  end
+  env._G = env
+  return env
+end
+
+-- load(x [, unsafe]) -> policy, origin | nil, message. x: a table of hooks, a bundled name or
+-- a file. A file runs in M.sandbox() unless unsafe; bundled policies are ndplan's own.
+function M.load(x, unsafe)
   if x == nil then x = "default" end
   if type(x) == "table" then
     local p, err = check(x, "(table)")
@@ -73,7 +106,8 @@ function M.load(x)
   local f = io.open(x, "rb")
   if f then
     f:close()
-    chunk, err = loadfile(x, "t")
+    if unsafe then chunk, err = loadfile(x, "t")
+    else chunk, err = loadfile(x, "t", M.sandbox()) end
     origin = x
   else
     for _, pattern in ipairs(BUNDLED) do

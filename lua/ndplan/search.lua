@@ -18,7 +18,8 @@ for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, jobs = true, top = true, keep = true, misses = true,
-               policy = true, policy_opts = true, csv = true, progress = true}
+               policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
+               unsafe_policy = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer"}
 
@@ -110,7 +111,7 @@ function M.search(args)
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
   end
-  local p, origin = policy.load(args.policy)
+  local p, origin = policy.load(args.policy, args.unsafe_policy)
   if not p then return nil, origin end
   local dev = device:totable()
   local job_info = {model = model.name, device = device.name, devices = job.devices,
@@ -127,6 +128,7 @@ function M.search(args)
   local ok, res = pcall(core.run, model, device, job, space,
                         {budget = opts.budget_bytes, jobs = opts.jobs, keep = keep,
                          misses = args.misses or 5, csv = args.csv, progress = args.progress,
+                         timeout = args.timeout,
                          admit = p.admit, objective = p.objective}, args.costs)
   if not ok then
     if type(res) == "table" and res.policy_error then
