@@ -269,6 +269,12 @@ describe("policies in nd.search", function()
     end
   end)
 
+  it("stops on a hook that returns the wrong type", function()
+    local ok, err = pcall(nd.search, with{policy = {objective = function() return "fast" end}})
+    assert.is_false(ok)
+    assert.matches("^policy error in objective: objective: expected a number or nil, got string", err)
+  end)
+
   it("rejects a policy with an unknown hook or a bad file", function()
     local r, err = nd.search(with{policy = {admitt = function() end}})
     assert.is_nil(r)
