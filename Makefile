@@ -115,3 +115,23 @@ BROWSER_PACKAGES = chromium
 
 deps-browser:
 	$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(BROWSER_PACKAGES)"
+
+# A search (threads, policies off), an estimate with per-layer recompute and a recompute
+# plan under valgrind memcheck: any error or leak fails the target.
+VALGRIND = valgrind --error-exitcode=9 --leak-check=full \
+           --show-leak-kinds=definite,indirect,possible \
+           --errors-for-leak-kinds=definite,indirect,possible -q
+
+.PHONY: deps-valgrind valgrind
+
+deps-valgrind:
+	$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) valgrind"
+
+valgrind: deps-valgrind build
+	$(VALGRIND) $(BUILD_DIR)/ndplan search -m llama3.1-8b -A h100 -d 16 -b 64 --seq-len 4096 \
+	  -j 2 --recompute auto --top 3 -o $(BUILD_DIR)/valgrind-out --export all > /dev/null
+	$(VALGRIND) $(BUILD_DIR)/ndplan estimate -m deepseek-v3 -A h800 -d 2048 -b 15360 \
+	  --seq-len 4096 --pp 16 --ep 64 --zero 1 --recompute per_layer -M 58GB --layout balanced > /dev/null
+	$(VALGRIND) $(BUILD_DIR)/ndplan recompute -m llama3.1-8b -A h100 -d 8 -b 64 --seq-len 8192 \
+	  --tp 2 --pp 4 --mbs 2 -M 40GiB --steps 3 > /dev/null
+	@echo "valgrind: no errors, no leaks"
