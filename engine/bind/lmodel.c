@@ -9,6 +9,7 @@
 **   model.<field> for every canonical field (plus `source`), tostring(model)
 */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -192,6 +193,9 @@ static const char *read_stack (lua_State *L, nd_model_spec *m, const field *f) {
 }
 
 /* Fills the fields that default to others: kv heads, head_dim, position rows. */
+/* Values past any real dimension: sums of them are not formed. */
+static int huge (int64_t v) { return v > INT32_MAX || v < -INT32_MAX; }
+
 static const char *derive_defaults (lua_State *L, nd_model_spec *m, const int *given) {
   int i;
   for (i = 0; i < NFIELDS; i++) {
@@ -199,7 +203,9 @@ static const char *derive_defaults (lua_State *L, nd_model_spec *m, const int *g
     if (given[i]) continue;
     if (strcmp(name, "num_kv_heads") == 0) m->num_kv_heads = m->num_heads;
     else if (strcmp(name, "head_dim") == 0) {
-      if (m->kv_lora_rank > 0) m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+      if (m->kv_lora_rank > 0)  /* absurd dims fail validation later; no overflow here */
+        m->head_dim = huge(m->qk_nope_head_dim) || huge(m->qk_rope_head_dim)
+                    ? 0 : m->qk_nope_head_dim + m->qk_rope_head_dim;
       else if (m->num_heads > 0 && m->hidden_size % m->num_heads == 0)
         m->head_dim = m->hidden_size / m->num_heads;
       else

@@ -68,8 +68,12 @@ void nd_model_init (nd_model_spec *m) {
 }
 
 int nd_model_default_stack (nd_model_spec *m) {
-  int64_t n = m->num_layers + m->mtp_layers, i;
-  if (m->num_layers < 1 || m->mtp_layers < 0 || n > ND_MAX_LAYERS) return -1;
+  int64_t n, i;
+  /* each count is checked before the sum, which could otherwise overflow */
+  if (m->num_layers < 1 || m->num_layers > ND_MAX_LAYERS || m->mtp_layers < 0
+      || m->mtp_layers > ND_MAX_LAYERS) return -1;
+  n = m->num_layers + m->mtp_layers;
+  if (n > ND_MAX_LAYERS) return -1;
   for (i = 0; i < n; i++) {
     m->layer[i].attention = (unsigned char)(m->kv_lora_rank > 0 ? ND_ATTN_MLA : ND_ATTN_FULL);
     m->layer[i].mlp = (unsigned char)(m->num_experts > 0 ? ND_MLP_MOE : ND_MLP_DENSE);

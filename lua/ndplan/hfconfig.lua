@@ -10,6 +10,8 @@
 -- warning. Keys starting with "_" are never read.
 local M = {}
 
+local MAX_LAYERS = 1024  -- include/ndplan/model.h ND_MAX_LAYERS
+
 -- Family traits. attn: how the attention kinds are laid out when layer_types is absent;
 -- moe: how experts and MoE layers are read; gpt: LayerNorm, biases, 2-matrix MLP.
 local FAMILIES = {
@@ -93,8 +95,8 @@ function Reader:missing(names, what)
   self:fail("missing field '%s' (expected %s%s)", list[1], what, also)
 end
 
--- int(names [, what [, min]]) -> integer | nil. `what` makes the field required.
-function Reader:int(names, what, min)
+-- int(names [, what [, min [, max]]]) -> integer | nil. `what` makes the field required.
+function Reader:int(names, what, min, max)
   local v, name = self:raw(names)
   if v == nil then
     if what then self:missing(names, what) end
@@ -105,6 +107,9 @@ function Reader:int(names, what, min)
   if not i or i < min then
     self:fail("field '%s' must be an integer >= %d, got %s", name, min,
               type(v) == "number" and tostring(v) or type(v))
+  end
+  if max and i > max then
+    self:fail("field '%s' must be at most %d, got %d", name, max, i)
   end
   return i
 end
@@ -289,8 +294,9 @@ end
 local function read_common(r, s, traits)
   s.hidden_size = r:int({"hidden_size", "n_embd", "d_model", "n_embed"},
                         "an integer: the model width", 1)
+  -- layer counts are capped before any per-layer list is built (the core's ND_MAX_LAYERS)
   s.num_layers = r:int({"num_hidden_layers", "n_layer", "num_layers"},
-                       "an integer: the number of decoder layers", 1)
+                       "an integer: the number of decoder layers", 1, MAX_LAYERS)
   s.num_heads = r:int({"num_attention_heads", "n_head", "num_heads"},
                       "an integer: the number of attention heads", 1)
   s.vocab_size = r:int("vocab_size", "an integer: the vocabulary size", 1)
@@ -301,7 +307,8 @@ local function read_common(r, s, traits)
   s.max_position = r:int({"max_position_embeddings", "n_positions", "seq_length", "n_ctx"})
                    or 0
   s.sliding_window = r:int("sliding_window") or 0
-  s.mtp_layers = r:int({"num_nextn_predict_layers", "mtp_num_hidden_layers"}) or 0
+  s.mtp_layers = r:int({"num_nextn_predict_layers", "mtp_num_hidden_layers"}, nil, 0,
+                       MAX_LAYERS) or 0
 end
 
 -- Unknown family: guess what the known ones state, warning about each guess.

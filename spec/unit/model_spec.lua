@@ -374,3 +374,29 @@ describe("ndplan.model", function()
     end)
   end)
 end)
+
+describe("absurd sizes found by fuzzing", function()
+  local nd = require "ndplan"
+  it("refuses a layer count past the core's limit before building any per-layer list", function()
+    local t0 = os.clock()
+    local m, err = nd.model{model_type = "llama", hidden_size = 64, num_hidden_layers = 1 << 62,
+                            num_nextn_predict_layers = 1 << 62, num_attention_heads = 4,
+                            vocab_size = 100, intermediate_size = 128}
+    assert.is_nil(m)
+    assert.matches("field 'num_hidden_layers' must be at most 1024", err)
+    assert.is_true(os.clock() - t0 < 1)
+  end)
+
+  it("does not overflow summing absurd MLA head dims or layer counts", function()
+    local m, err = nd.model{model_type = "ndplan", name = "t", hidden_size = 64, num_layers = 2,
+                            num_heads = 4, vocab_size = 100, ffn_size = 128, kv_lora_rank = 1,
+                            qk_nope_head_dim = 1 << 62, qk_rope_head_dim = 1 << 62,
+                            attention = "mla", v_head_dim = 8}
+    assert.is_nil(m)
+    assert.matches("qk_nope_head_dim: must be between", err)
+    m, err = nd.model{model_type = "ndplan", name = "t", hidden_size = 64, num_layers = 1 << 62,
+                      mtp_layers = 1 << 62, num_heads = 4, vocab_size = 100, ffn_size = 128}
+    assert.is_nil(m)
+    assert.matches("num_layers", err)
+  end)
+end)
