@@ -75,8 +75,8 @@ install: build
 clean:
 	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
 
-# libFuzzer harnesses (fuzz/): clang builds them in FUZZ_DIR; each runs FUZZ_SECONDS on a
-# fresh copy of its seed corpus (fuzz/corpus stays as committed). Any crash, sanitizer report
+# libFuzzer harnesses (spec/fuzz/): clang builds them in FUZZ_DIR; each runs FUZZ_SECONDS on a
+# fresh copy of its seed corpus (spec/fuzz/corpus stays as committed). Any crash, sanitizer report
 # or timeout fails the target; the input is left in $(FUZZ_DIR)/artifacts.
 FUZZ_DIR      ?= build-fuzz
 FUZZ_SECONDS  ?= 10
@@ -94,10 +94,10 @@ fuzz: deps-fuzz
 	@set -e; mkdir -p $(FUZZ_DIR)/artifacts; \
 	for f in $(FUZZERS); do \
 	  rm -rf $(FUZZ_DIR)/corpus/$$f; mkdir -p $(FUZZ_DIR)/corpus/$$f; \
-	  cp fuzz/corpus/$$f/* $(FUZZ_DIR)/corpus/$$f/; \
-	  dict=; if [ -f fuzz/$$f.dict ]; then dict=-dict=fuzz/$$f.dict; fi; \
+	  cp spec/fuzz/corpus/$$f/* $(FUZZ_DIR)/corpus/$$f/; \
+	  dict=; if [ -f spec/fuzz/$$f.dict ]; then dict=-dict=spec/fuzz/$$f.dict; fi; \
 	  echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
-	  if ! $(FUZZ_DIR)/fuzz/$$f $$dict -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  if ! $(FUZZ_DIR)/spec/fuzz/$$f $$dict -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$f- \
 	       $(FUZZ_DIR)/corpus/$$f > $(FUZZ_DIR)/$$f.log 2>&1; then \
 	    tail -60 $(FUZZ_DIR)/$$f.log; \
