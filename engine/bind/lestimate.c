@@ -108,7 +108,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     n = luaL_len(L, -1);
     st->selective_ops = 0;
     for (i = 1; i <= n; i++) {
-      int op;
+      int op = 0;  /* luaL_error does not return; clang cannot tell */
       lua_geti(L, -1, i);
       if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0)
         luaL_error(L, "selective_ops[%I]: expected attn_core, norms, act or mla_up", i);
@@ -405,7 +405,7 @@ static unsigned read_modes (lua_State *L, int t) {
   luaL_checktype(L, t, LUA_TTABLE);
   n = luaL_len(L, t);
   for (i = 1; i <= n; i++) {
-    nd_recompute r;
+    nd_recompute r = ND_RECOMPUTE_NONE;
     lua_geti(L, t, i);
     if (lua_type(L, -1) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
       luaL_error(L, "modes[%I]: expected none, selective or full", i);

@@ -198,19 +198,37 @@ static int kind_front (int n, const double *m, const double *t, unsigned modes, 
 }
 
 /*
-** n identical layers alone in `room`: for each count c of full layers, the fewest
-** selective ones that fit (bytes fall linearly with them), the rest kept. O(n).
-** Returns the least time and writes b, c; HUGE_VAL when nothing fits.
+** What a stage's choice costs. Without offload: its recompute seconds. With an offload
+** share, the copies of what the layers keep to host and back also run on the stage, hidden
+** behind its compute (which recompute lengthens) up to offload_overlap:
+**   cost = d*R + max(0, k1*M - k0 - O*d*R)
+** R: recompute seconds of the layers, M: their weighted bytes, d: DualPipe's 1/2.
+*/
+typedef struct stage_cost { int offload; double d, k1, k0, O; } stage_cost;
+
+static double cost_of (const stage_cost *sc, double mem, double rec) {
+  double exposed;
+  if (!sc || !sc->offload) return rec;
+  exposed = sc->k1 * mem - sc->k0 - sc->O * sc->d * rec;
+  return sc->d * rec + (exposed > 0.0 ? exposed : 0.0);
+}
+
+/*
+** n identical layers in `room`, after other kinds that took base_mem bytes and base_rec
+** seconds: for each count c of full layers, the fewest selective ones that fit (bytes fall
+** linearly with them), the rest kept; with offload every selective count is tried, as
+** keeping less also copies less. Returns the least cost and writes b, c; HUGE_VAL when
+** nothing fits.
 */
 static double single_kind (int n, const double *m, const double *t, unsigned modes, double room,
+                           double base_mem, double base_rec, const stage_cost *cost,
                            int *best_b, int *best_c) {
   int c, has_none = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) != 0;
   int has_sel = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) != 0;
   int has_full = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) != 0;
   double best = HUGE_VAL, limit = room * (1.0 + 1e-12);
   for (c = 0; c <= (has_full ? n : 0); c++) {
-    int rest = n - c, b;
-    double mem;
+    int rest = n - c, b, b_last;
     if (!has_none) b = has_sel ? rest : (rest ? -1 : 0);
     else if (!has_sel || m[1] >= m[0]) b = 0;
     else {  /* a*m0 + b*m1 + c*m2 <= room with a = rest - b */
@@ -219,9 +237,13 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
       if (b > rest) b = -1;
     }
     if (b < 0) continue;
-    mem = (rest - b) * m[0] + b * m[1] + c * m[2];
-    if (mem > limit) continue;
-    if (b * t[1] + c * t[2] < best) { best = b * t[1] + c * t[2]; *best_b = b; *best_c = c; }
+    b_last = cost && cost->offload && has_sel ? rest : b;
+    for (; b <= b_last; b++) {
+      double mem = (rest - b) * m[0] + b * m[1] + c * m[2], score;
+      if (mem > limit) continue;
+      score = cost_of(cost, base_mem + mem, base_rec + b * t[1] + c * t[2]);
+      if (score < best) { best = score; *best_b = b; *best_c = c; }
+    }
   }
   return best;
 }
@@ -233,7 +255,8 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
 */
 #define COMBOS_MAX 4096
 static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
-                             unsigned modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
+                             unsigned modes, double room, const stage_cost *cost,
+                             int counts[][ND_RECOMPUTE_COUNT]) {
   int big = 0, k, idx[MAX_KINDS], cur_b[MAX_KINDS], cur_c[MAX_KINDS];
   int keep_b[MAX_KINDS], keep_c[MAX_KINDS], found = 0;
   double combos = 1.0, best = HUGE_VAL;
@@ -259,9 +282,10 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
       cur_b[k] = b; cur_c[k] = c;
     }
     if (ok) {
-      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes, room - mem, &bb, &cc);
-      if (rest + time < best) {
-        best = rest + time;
+      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes, room - mem, mem, time,
+                         cost, &bb, &cc);
+      if (rest < best) {
+        best = rest;
         memcpy(keep_b, cur_b, sizeof keep_b);
         memcpy(keep_c, cur_c, sizeof keep_c);
         keep_b[big] = bb; keep_c[big] = cc;
@@ -338,6 +362,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   kind_costs *kc = NULL;
   layer_list *list = NULL;
   double *a = NULL, *r = NULL, *full_peak = NULL, *none_peak = NULL, *inflight = NULL;
+  double *base_compute = NULL;
   unsigned char *chosen = NULL;
   scratch sc = {NULL, NULL, NULL, 0};
   int p, s, i, rc = -1, dual, stages_to_plan, total = (int)(m->num_layers + m->mtp_layers);
@@ -352,7 +377,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   p = out->stages;
   kc = (kind_costs *)calloc(1, sizeof *kc);
   list = (layer_list *)malloc(sizeof *list);
-  full_peak = (double *)malloc(3 * (size_t)p * sizeof *full_peak);
+  full_peak = (double *)malloc(4 * (size_t)p * sizeof *full_peak);
   a = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *a);
   r = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *r);
   chosen = (unsigned char *)malloc(ND_MAX_LAYERS);
@@ -362,12 +387,16 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   }
   none_peak = full_peak + p;
   inflight = none_peak + p;
+  base_compute = inflight + p;
   for (s = 0; s < p; s++) { full_peak[s] = out->stage[s].peak; inflight[s] = out->stage[s].inflight; }
   trial = *st;
   trial.per_layer = 0;
   trial.recompute = ND_RECOMPUTE_NONE;
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;
-  for (s = 0; s < p; s++) none_peak[s] = out->stage[s].peak;
+  for (s = 0; s < p; s++) {
+    none_peak[s] = out->stage[s].peak;
+    base_compute[s] = out->stage[s].fwd_s + out->stage[s].bwd_s;  /* what hides offload */
+  }
   dual = trial.schedule == ND_SCHED_DUALPIPE;
   /* DualPipe: devices s and p-1-s hold the same layers; plan one, the other follows */
   stages_to_plan = dual ? p / 2 : p;
@@ -425,8 +454,16 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         }
         kinds[local]++;
       }
+      stage_cost cost = {0, 1.0, 0.0, 0.0, 0.0};
+      if (st->offload > 0.0 && inflight[s] > 1.0 && w > 0.0) {  /* copies the plan can hide */
+        cost.offload = 1;
+        cost.d = dual ? 0.5 : 1.0;
+        cost.O = costs->offload_overlap;
+        cost.k1 = 2.0 * st->offload * cost.d / (dev->host_link.bandwidth * w);
+        cost.k0 = cost.O * base_compute[s] - 2.0 * dev->host_link.latency;
+      }
       got = fixed + least > budget ? 1
-          : enumerate_counts(nk, kinds, km, kt, modes, budget - fixed, by_kind);
+          : enumerate_counts(nk, kinds, km, kt, modes, budget - fixed, &cost, by_kind);
       if (got < 0) got = choose_counts(nk, kinds, km, kt, modes, budget - fixed, by_kind);
       if (got == 0) {
         for (k = 0; k < nk; k++)
@@ -471,6 +508,35 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     snprintf(err, errlen, "recompute: internal error, plan peaks at %.3f GiB over a %.3f GiB "
              "budget", gib(out->peak), gib(budget));
     goto done;
+  }
+  /* With an offload share the stage time also holds the exposed host copies, which the
+     knapsack (recompute time only) does not see: a whole-model mode that fits and runs
+     faster wins (fuzzing found plans slower than full recompute). */
+  if (st->offload > 0.0) {
+    nd_estimate *alt = (nd_estimate *)malloc(sizeof *alt);
+    double *full_rec = inflight;  /* reused: per-stage recompute seconds under all-full */
+    int md, priced_full = 0;
+    if (!alt) { snprintf(err, errlen, "recompute: out of memory"); goto done; }
+    for (md = ND_RECOMPUTE_FULL; md >= 0; md--) {  /* full first: savings are against it */
+      nd_strategy uniform = *st;
+      uniform.per_layer = 1;
+      memset(uniform.layer_recompute, md, sizeof uniform.layer_recompute);
+      if (nd_estimate_run(m, dev, job, &uniform, costs, alt, err, errlen) != 0) continue;
+      if (md == ND_RECOMPUTE_FULL) {
+        for (s = 0; s < p; s++) full_rec[s] = alt->stage[s].recompute_s;
+        priced_full = 1;
+      }
+      if ((modes & ND_RECOMPUTE_MASK(md)) && alt->peak <= budget
+          && alt->step_time < out->step_time) {
+        memcpy(out, alt, sizeof *out);
+        trial = uniform;
+        for (s = 0; s < p; s++)
+          plan->stage_savings[s] = priced_full
+            ? (full_rec[s] - alt->stage[s].recompute_s) * trial.mb : 0.0;
+      }
+    }
+    free(alt);
+    err[0] = '\0';
   }
   *st = trial;
   rc = 0;

@@ -34,6 +34,15 @@ local function fail(s, pos, what)
 end
 
 -- Runs `pattern` (which captures one value) over the whole of `s`.
+-- Whether every number in a capture (a number or nested tables) is finite.
+local function finite(v, depth)
+  if type(v) == "number" then return v == v and v > -math.huge and v < math.huge end
+  if type(v) == "table" and (depth or 0) < 8 then
+    for _, x in pairs(v) do if not finite(x, (depth or 0) + 1) then return false end end
+  end
+  return true
+end
+
 local function run(fname, pattern, s, what)
   if type(s) ~= "string" then
     error(string.format("grammar.%s: expected a string, got %s", fname, type(s)), 3)
@@ -41,6 +50,7 @@ local function run(fname, pattern, s, what)
   far_pos, far_what = 0, nil
   local v = pattern:match(s)
   if v == nil then return fail(s, far_pos > 0 and far_pos or 1, far_what or what) end
+  if not finite(v) then return nil, string.format("a number in '%s' is out of range", s) end
   return v
 end
 
@@ -63,10 +73,15 @@ local number = expect(C((digit^1 * (P"." * digit^0)^-1 + P"." * digit^1)
 local function scaled(numstr, exp10, factor)
   local mant, e = numstr:match("^([^eE]*)[eE]([-+]?%d+)$")
   if not mant then mant, e = numstr, "0" end
-  return tonumber(mant .. "e" .. (tonumber(e) + exp10)) * factor
+  local ex = math.tointeger(tonumber(e))
+  if not ex or ex > 400 or ex < -400 then  -- past any double: run() refuses the infinity
+    return ex and ex < 0 and 0.0 or math.huge
+  end
+  return tonumber(mant .. "e" .. (ex + exp10)) * factor
 end
 
-local posint = Cp() * (C(digit^1) / tonumber)
+-- A count: an integer, or infinity past 2^63 (run() refuses it, naming the input).
+local posint = Cp() * (C(digit^1) / function(d) return math.tointeger(tonumber(d)) or math.huge end)
 
 local POWER = {k = 1, m = 2, g = 3, t = 4, p = 5, e = 6}
 
