@@ -185,3 +185,25 @@ describe("grammar.recompute", function()
     assert.matches("^expected a mode", err_of(g.recompute, "FULL"))
   end)
 end)
+
+describe("numbers out of range (found by fuzzing)", function()
+  local g = require("ndplan").grammar
+  it("returns nil, message instead of raising or giving infinity", function()
+    for _, case in ipairs({{"size", "1e99999999999999999999GiB"}, {"size", "1e400GB"},
+                           {"dims", "88888888888888888888888,7"},
+                           {"recompute", "22222222222222222222:none"}}) do
+      local v, err = g[case[1]](case[2], 61)
+      assert.is_nil(v, case[2])
+      assert.matches("out of range", err)
+    end
+  end)
+end)
+
+describe("device keys of mixed types (found by fuzzing)", function()
+  it("names the unknown key instead of failing to sort", function()
+    local nd = require "ndplan"
+    local d, err = nd.device(nd.yaml.decode("1: a\nname: b\n"))
+    assert.is_nil(d)
+    assert.matches("unknown key '1'", err)
+  end)
+end)
