@@ -199,6 +199,13 @@ static nd_refusal label_of (const char *why) {
   return ND_REFUSE_BOUNDS;  /* devices, zero, layout: degrees that cannot describe a run */
 }
 
+/* Whether a per-layer plan recomputes nothing. */
+static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
+  int i, n = (int)(m->num_layers + m->mtp_layers);
+  for (i = 0; i < n; i++) if (st->layer_recompute[i] != ND_RECOMPUTE_NONE) return 0;
+  return 1;
+}
+
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
 static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
                         nd_recompute_plan *plan) {
@@ -218,6 +225,11 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
                                 ND_RECOMPUTE_ALL, plan, e, err, sizeof err) != 0
         : nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) != 0) {
       s->late[label_of(err)]++;
+      continue;
+    }
+    if (s->cand[i].recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
+        && plan_keeps_all(st, w->m)) {  /* the same run as its none candidate: not twice */
+      s->late[ND_REFUSE_FILTERED]++;
       continue;
     }
     h = &e->stage[e->heaviest];
@@ -444,6 +456,12 @@ static void walk (walker *w) {
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
   nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, zv);
   for (ir = 0; ir < nr; ir++) {
+    /* auto: selective that keeps the same tensors as none (flash attention, the attention
+       core its only switch) would repeat every none candidate; it is not walked */
+    if (D[ND_DIM_RECOMPUTE].is_auto && rv[ir] == ND_RECOMPUTE_SELECTIVE
+        && p->base.flash_attention
+        && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0)
+      continue;
     nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
     for (it = 0; it < nt; it++) {
       int tp = tv[it];

@@ -138,10 +138,27 @@ describe("pinned, candidate and auto dimensions", function()
   end)
 
   it("searches recompute as a dimension", function()
-    local ranked = assert(nd.search(with{recompute = "auto", tp = 2, pp = 2}))
+    -- without flash attention selective keeps less than none: all four modes
+    local ranked = assert(nd.search(with{recompute = "auto", tp = 2, pp = 2, flash_attention = false}))
     local modes = {}
     for _, r in ipairs(ranked) do modes[r.strategy.recompute] = true end
     assert.same({none = true, selective = true, full = true, per_layer = true}, modes)
+    -- with it (the default) selective of the attention core is none again, and a per-layer
+    -- plan that recomputes nothing is its none candidate: auto shows each run once
+    ranked = assert(nd.search(with{recompute = "auto", tp = 2, pp = 2}))
+    modes = {}
+    local seen = {}
+    for _, r in ipairs(ranked) do
+      modes[r.strategy.recompute] = true
+      local s = r.strategy
+      local key = table.concat({s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, tostring(s.sp), s.zero,
+                                s.mbs, string.format("%.9g", r.step_time_s),
+                                string.format("%.9g", r.peak_memory_bytes)}, ",")
+      assert.is_nil(seen[key], "the same run twice: " .. key)
+      seen[key] = true
+    end
+    assert.is_nil(modes.selective)
+    assert.is_true(modes.none and modes.full and true or false)
     local only = assert(nd.search(with{recompute = "full", tp = 2, pp = 2}))
     for _, r in ipairs(only) do assert.equal("full", r.strategy.recompute) end
   end)
