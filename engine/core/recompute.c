@@ -229,6 +229,8 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
   double best = HUGE_VAL, limit = room * (1.0 + 1e-12);
   for (c = 0; c <= (has_full ? n : 0); c++) {
     int rest = n - c, b, b_last;
+    /* every later c costs at least its full layers' time: nothing better is left */
+    if ((cost && cost->offload ? cost->d : 1.0) * (base_rec + c * t[2]) >= best) break;
     if (!has_none) b = has_sel ? rest : (rest ? -1 : 0);
     else if (!has_sel || m[1] >= m[0]) b = 0;
     else {  /* a*m0 + b*m1 + c*m2 <= room with a = rest - b */
