@@ -75,7 +75,7 @@ static int get_bool (lua_State *L, int t, const char *key, int dflt) {
 static const char *const strategy_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
-  "selective_ops",
+  "selective_ops", "layer_offload",
   NULL
 };
 
@@ -155,6 +155,20 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
+  if (lua_getfield(L, t, "layer_offload") != LUA_TNIL) {  /* array of booleans */
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > ND_MAX_LAYERS) luaL_error(L, "layer_offload: more than %d layers", ND_MAX_LAYERS);
+    st->per_layer = 1;  /* the modes default to none */
+    for (i = 1; i <= n; i++) {
+      lua_geti(L, -1, i);
+      if (!lua_isboolean(L, -1)) luaL_error(L, "layer_offload[%I]: expected true or false", i);
+      st->layer_offload[i - 1] = (unsigned char)lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
   if (lua_getfield(L, t, "stage_layers") != LUA_TNIL) {
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
@@ -225,6 +239,15 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
       lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "layer_recompute");
+    for (i = 0; i < n && !st->layer_offload[i]; i++) {}
+    if (i < n) {  /* some layer offloaded: say which */
+      lua_createtable(L, n, 0);
+      for (i = 0; i < n; i++) {
+        lua_pushboolean(L, st->layer_offload[i]);
+        lua_rawseti(L, -2, i + 1);
+      }
+      lua_setfield(L, -2, "layer_offload");
+    }
   }
 }
 
@@ -407,12 +430,14 @@ static unsigned read_modes (lua_State *L, int t) {
   for (i = 1; i <= n; i++) {
     nd_recompute r = ND_RECOMPUTE_NONE;
     lua_geti(L, t, i);
-    if (lua_type(L, -1) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
-      luaL_error(L, "modes[%I]: expected none, selective or full", i);
-    modes |= ND_RECOMPUTE_MASK(r);
+    if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "offload") == 0)
+      modes |= ND_PLAN_OFFLOAD;
+    else if (lua_type(L, -1) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
+      luaL_error(L, "modes[%I]: expected none, selective, full or offload", i);
+    else modes |= ND_RECOMPUTE_MASK(r);
     lua_pop(L, 1);
   }
-  luaL_argcheck(L, modes != 0, t, "at least one recompute mode");
+  luaL_argcheck(L, (modes & ND_RECOMPUTE_ALL) != 0, t, "at least one recompute mode");
   return modes;
 }
 
@@ -449,6 +474,16 @@ static int e_plan (lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "stage_need_bytes");
+  {
+    int n = (int)(a.m->num_layers + a.m->mtp_layers), any = 0;
+    for (i = 0; i < n; i++) any = any || plan->offload_bytes[i] > 0.0;
+    if (any) {  /* bytes per micro-batch each offloaded layer sends to host */
+      lua_createtable(L, n, 0);
+      for (i = 0; i < n; i++) { lua_pushnumber(L, plan->offload_bytes[i]); lua_rawseti(L, -2, i + 1); }
+      lua_setfield(L, -2, "layer_offload_bytes");
+      setnum(L, "host_link_bandwidth", a.dev->host_link.bandwidth);
+    }
+  }
   return 1;
 }
 

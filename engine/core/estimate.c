@@ -373,6 +373,8 @@ typedef struct stage_sum {
   double act, fwd, bwd, rec, tp, cp, ep, p_dense, p_expert, gather, flops_rec;
   double core_s_total, layers, flops_model;
   int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
+  int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
+  double act_off;                             /* activation bytes of offloaded layers */
   int example[KIND_SLOTS];                    /* one layer of each kind */
 } stage_sum;
 
@@ -442,14 +444,18 @@ static void count_layer (int layer, int chunk, void *ud) {
                                   : (int)ss->x->st->recompute;
   (void)chunk;
   if (ss->count[slot][mode]++ == 0) ss->example[slot] = layer;
+  if (ss->x->st->per_layer && ss->x->st->layer_offload[layer]) ss->count_off[slot][mode]++;
 }
 
 static void stage_total (stage_sum *ss) {
   int slot, mode;
   for (slot = 0; slot < KIND_SLOTS; slot++)
     for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++)
-      if (ss->count[slot][mode] > 0)
-        add_layers(ss, price_kind(ss->x, ss->example[slot]), mode, ss->count[slot][mode]);
+      if (ss->count[slot][mode] > 0) {
+        const layer_cost *lc = price_kind(ss->x, ss->example[slot]);
+        add_layers(ss, lc, mode, ss->count[slot][mode]);
+        ss->act_off += ss->count_off[slot][mode] * lc->act[mode];
+      }
 }
 
 static void place_groups (ctx *x) {
@@ -549,7 +555,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     if (dual) {  /* each direction carries half the micro-batches through one of the two
                     stages: per micro-batch, the work and the activations of their mean */
       ss.fwd *= 0.5; ss.bwd *= 0.5; ss.rec *= 0.5; ss.tp *= 0.5; ss.ep *= 0.5; ss.cp *= 0.5;
-      ss.core_s_total *= 0.5; ss.act *= 0.5; extra_act *= 0.5;
+      ss.core_s_total *= 0.5; ss.act *= 0.5; ss.act_off *= 0.5; extra_act *= 0.5;
     }
     /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
     zfac_w = st->zero >= 3 ? 1.0 : 0.0;
@@ -565,7 +571,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     se->inflight = inflight;
     /* offload: of the micro-batches waiting for their backward, a share of each one's
        layer activations sits in host memory; the one being computed stays */
-    off_copy = inflight > 1.0 ? st->offload * ss.act : 0.0;
+    off_copy = inflight > 1.0 ? st->offload * (ss.act - ss.act_off) + ss.act_off : 0.0;
     se->activations = (ss.act + extra_act) * inflight - off_copy * (inflight - 1.0);
     if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
       se->activations += 4.0 * x.T * h * x.r + 4.0 * x.T * x.vocab / st->tp;

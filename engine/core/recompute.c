@@ -204,12 +204,14 @@ static int kind_front (int n, const double *m, const double *t, unsigned modes, 
 **   cost = d*R + max(0, k1*M - k0 - O*d*R)
 ** R: recompute seconds of the layers, M: their weighted bytes, d: DualPipe's 1/2.
 */
-typedef struct stage_cost { int offload; double d, k1, k0, O; } stage_cost;
+/* Per-layer offload (ND_PLAN_OFFLOAD) adds k2*F + lat2 for F offloaded weighted bytes. */
+typedef struct stage_cost { int offload; double d, k1, k0, O, k2, lat2; } stage_cost;
 
-static double cost_of (const stage_cost *sc, double mem, double rec) {
+static double cost_of (const stage_cost *sc, double mem, double rec, double off) {
   double exposed;
   if (!sc || !sc->offload) return rec;
-  exposed = sc->k1 * mem - sc->k0 - sc->O * sc->d * rec;
+  exposed = sc->k1 * mem + sc->k2 * off + (off > 0.0 ? sc->lat2 : 0.0) - sc->k0
+          - sc->O * sc->d * rec;
   return sc->d * rec + (exposed > 0.0 ? exposed : 0.0);
 }
 
@@ -222,29 +224,33 @@ static double cost_of (const stage_cost *sc, double mem, double rec) {
 */
 static double single_kind (int n, const double *m, const double *t, unsigned modes, double room,
                            double base_mem, double base_rec, const stage_cost *cost,
-                           int *best_b, int *best_c) {
+                           double m_off, int *best_b, int *best_c, int *best_o) {
   int c, has_none = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) != 0;
   int has_sel = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) != 0;
   int has_full = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) != 0;
   double best = HUGE_VAL, limit = room * (1.0 + 1e-12);
+  *best_o = 0;
   for (c = 0; c <= (has_full ? n : 0); c++) {
-    int rest = n - c, b, b_last;
+    int o;
     /* every later c costs at least its full layers' time: nothing better is left */
     if ((cost && cost->offload ? cost->d : 1.0) * (base_rec + c * t[2]) >= best) break;
-    if (!has_none) b = has_sel ? rest : (rest ? -1 : 0);
-    else if (!has_sel || m[1] >= m[0]) b = 0;
-    else {  /* a*m0 + b*m1 + c*m2 <= room with a = rest - b */
-      double need = (rest * m[0] + c * m[2] - limit) / (m[0] - m[1]);
-      b = need <= 0.0 ? 0 : (int)ceil(need - 1e-9);
-      if (b > rest) b = -1;
-    }
-    if (b < 0) continue;
-    b_last = cost && cost->offload && has_sel ? rest : b;
-    for (; b <= b_last; b++) {
-      double mem = (rest - b) * m[0] + b * m[1] + c * m[2], score;
-      if (mem > limit) continue;
-      score = cost_of(cost, base_mem + mem, base_rec + b * t[1] + c * t[2]);
-      if (score < best) { best = score; *best_b = b; *best_c = c; }
+    for (o = 0; o <= (m_off > 0.0 && has_none ? n - c : 0); o++) {  /* offloaded, kept */
+      int rest = n - c - o, b, b_last;
+      if (!has_none) b = has_sel ? rest : (rest ? -1 : 0);
+      else if (!has_sel || m[1] >= m[0]) b = 0;
+      else {  /* a*m0 + b*m1 + c*m2 + o*m_off <= room with a = rest - b */
+        double need = (rest * m[0] + c * m[2] + o * m_off - limit) / (m[0] - m[1]);
+        /* compared before the conversion: a tiny saving per layer makes need huge */
+        b = need <= 0.0 ? 0 : need - 1e-9 > rest ? -1 : (int)ceil(need - 1e-9);
+      }
+      if (b < 0) continue;
+      b_last = cost && cost->offload && has_sel && m_off <= 0.0 ? rest : b;
+      for (; b <= b_last; b++) {
+        double mem = (rest - b) * m[0] + b * m[1] + c * m[2] + o * m_off, score;
+        if (mem > limit) continue;
+        score = cost_of(cost, base_mem + mem, base_rec + b * t[1] + c * t[2], o * m_off);
+        if (score < best) { best = score; *best_b = b; *best_c = c; *best_o = o; }
+      }
     }
   }
   return best;
@@ -258,9 +264,10 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
 #define COMBOS_MAX 4096
 static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
                              unsigned modes, double room, const stage_cost *cost,
-                             int counts[][ND_RECOMPUTE_COUNT]) {
+                             const double *m_off, int counts[][ND_RECOMPUTE_COUNT],
+                             int *offloaded) {
   int big = 0, k, idx[MAX_KINDS], cur_b[MAX_KINDS], cur_c[MAX_KINDS];
-  int keep_b[MAX_KINDS], keep_c[MAX_KINDS], found = 0;
+  int keep_b[MAX_KINDS], keep_c[MAX_KINDS], keep_o = 0, found = 0;
   double combos = 1.0, best = HUGE_VAL;
   for (k = 1; k < nkinds; k++) if (kinds[k] > kinds[big]) big = k;
   for (k = 0; k < nkinds; k++)
@@ -269,7 +276,7 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
   memset(idx, 0, sizeof idx);
   for (;;) {  /* odometer over (b, c) of every kind but the largest */
     double mem = 0.0, time = 0.0, rest;
-    int ok = 1, bb = 0, cc = 0;
+    int ok = 1, bb = 0, cc = 0, oo = 0;
     for (k = 0; k < nkinds && ok; k++) {
       int n = kinds[k], b = 0, c = 0, i = idx[k], a;
       if (k == big) continue;
@@ -284,10 +291,12 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
       cur_b[k] = b; cur_c[k] = c;
     }
     if (ok) {
+      /* the largest kind may offload (the others keep to recompute modes) */
       rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes, room - mem, mem, time,
-                         cost, &bb, &cc);
+                         cost, m_off ? m_off[big] : 0.0, &bb, &cc, &oo);
       if (rest < best) {
         best = rest;
+        keep_o = oo;
         memcpy(keep_b, cur_b, sizeof keep_b);
         memcpy(keep_c, cur_c, sizeof keep_c);
         keep_b[big] = bb; keep_c[big] = cc;
@@ -305,7 +314,8 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
   for (k = 0; k < nkinds; k++) {
     counts[k][ND_RECOMPUTE_SELECTIVE] = keep_b[k];
     counts[k][ND_RECOMPUTE_FULL] = keep_c[k];
-    counts[k][ND_RECOMPUTE_NONE] = kinds[k] - keep_b[k] - keep_c[k];
+    counts[k][ND_RECOMPUTE_NONE] = kinds[k] - keep_b[k] - keep_c[k];  /* offloaded included */
+    offloaded[k] = k == big ? keep_o : 0;
   }
   return 0;
 }
@@ -368,8 +378,15 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   unsigned char *chosen = NULL;
   scratch sc = {NULL, NULL, NULL, 0};
   int p, s, i, rc = -1, dual, stages_to_plan, total = (int)(m->num_layers + m->mtp_layers);
-  modes &= ND_RECOMPUTE_ALL;
-  if (modes == 0) { snprintf(err, errlen, "recompute: no mode allowed"); return -1; }
+  int offload_ok;
+  modes &= ND_RECOMPUTE_ALL | ND_PLAN_OFFLOAD;
+  if ((modes & ND_RECOMPUTE_ALL) == 0) {
+    snprintf(err, errlen, "recompute: no recompute mode allowed");
+    return -1;
+  }
+  /* layers offloaded one by one only where no strategy-wide share is set */
+  offload_ok = (modes & ND_PLAN_OFFLOAD) && !(st->offload > 0.0);
+  memset(plan->offload_bytes, 0, sizeof plan->offload_bytes);
   plan->failed_stage = -1;
   /* every layer fully recomputed, then every layer kept: the two ends of each stage's line */
   trial = *st;
@@ -404,10 +421,15 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   stages_to_plan = dual ? p / 2 : p;
   trial.per_layer = 1;
   for (i = 0; i < total; i++) trial.layer_recompute[i] = ND_RECOMPUTE_FULL;
+  memset(trial.layer_offload, 0, sizeof trial.layer_offload);
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
     int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
     int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
+    int offloaded[MAX_KINDS], off_left[MAX_KINDS];
+    double raw_bytes[MAX_KINDS];
+    memset(off_left, 0, sizeof off_left);
+    memset(raw_bytes, 0, sizeof raw_bytes);
     list->n = 0;
     nd_stage_foreach(&trial, (int)m->num_layers, (int)m->mtp_layers, s, collect, list);
     for (i = 0; i < list->n; i++) {
@@ -434,6 +456,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         a[i * 3 + md] *= w;
         if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) lo = a[i * 3 + md];
       }
+      if (offload_ok && inflight[s] > 1.0 && w > 0.0   /* offloaded: one micro-batch held */
+          && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo)
+        lo = a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w;
       least += lo;
     }
     plan->stage_need[s] = fixed + least;
@@ -456,20 +481,37 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         }
         kinds[local]++;
       }
-      stage_cost cost = {0, 1.0, 0.0, 0.0, 0.0};
+      stage_cost cost = {0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+      double m_off[MAX_KINDS];
+      cost.d = dual ? 0.5 : 1.0;
+      for (k = 0; k < nk; k++) m_off[k] = 0.0;
       if (st->offload > 0.0 && inflight[s] > 1.0 && w > 0.0) {  /* copies the plan can hide */
         cost.offload = 1;
-        cost.d = dual ? 0.5 : 1.0;
         cost.O = costs->offload_overlap;
         cost.k1 = 2.0 * st->offload * cost.d / (dev->host_link.bandwidth * w);
         cost.k0 = cost.O * base_compute[s] - 2.0 * dev->host_link.latency;
       }
+      else if (offload_ok && inflight[s] > 1.0 && w > 0.0) {
+        /* an offloaded layer holds one micro-batch: d * its bytes, which are also what
+           crosses the host link out and back */
+        cost.offload = 1;
+        cost.O = costs->offload_overlap;
+        cost.k2 = 2.0 / dev->host_link.bandwidth;
+        cost.lat2 = 2.0 * dev->host_link.latency;
+        cost.k0 = cost.O * base_compute[s];
+        for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * cost.d / w;
+      }
+      memset(offloaded, 0, sizeof offloaded);
       got = fixed + least > budget ? 1
-          : enumerate_counts(nk, kinds, km, kt, modes, budget - fixed, &cost, by_kind);
+          : enumerate_counts(nk, kinds, km, kt, modes, budget - fixed, &cost, m_off, by_kind,
+                             offloaded);
       if (got < 0) got = choose_counts(nk, kinds, km, kt, modes, budget - fixed, by_kind);
       if (got == 0) {
-        for (k = 0; k < nk; k++)
+        for (k = 0; k < nk; k++) {
           for (i = 0; i < ND_RECOMPUTE_COUNT; i++) counts[kind_of[k]][i] = by_kind[k][i];
+          off_left[kind_of[k]] = offloaded[k];
+          raw_bytes[kind_of[k]] = w > 0.0 ? km[3 * k + ND_RECOMPUTE_NONE] / w : 0.0;
+        }
       }
       else if (got < 0) {  /* fronts too large: buckets over the layers one by one */
         if (ensure_scratch(&sc, list->n) != 0) {
@@ -487,13 +529,19 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                "recompute, budget %.2f GiB", s, gib(fixed + least), gib(budget));
       goto done;
     }
-    /* the chosen counts per kind, heavier recompute on the stage's first layers */
+    /* the chosen counts per kind: heavier recompute on the stage's first layers, then the
+       offloaded ones (their activations wait longest), then selective, then kept */
     for (i = 0; i < list->n; i++) {
-      int md = ND_RECOMPUTE_FULL;
+      int md, off = 0, layer = list->layer[i];
       k = slot[i];
-      while (counts[k][md] == 0) md--;
+      if (counts[k][ND_RECOMPUTE_FULL] > 0) md = ND_RECOMPUTE_FULL;
+      else if (off_left[k] > 0) { md = ND_RECOMPUTE_NONE; off = 1; off_left[k]--; }
+      else if (counts[k][ND_RECOMPUTE_SELECTIVE] > 0) md = ND_RECOMPUTE_SELECTIVE;
+      else md = ND_RECOMPUTE_NONE;
       counts[k][md]--;
-      trial.layer_recompute[list->layer[i]] = (unsigned char)md;
+      trial.layer_recompute[layer] = (unsigned char)md;
+      trial.layer_offload[layer] = (unsigned char)off;
+      plan->offload_bytes[layer] = off ? raw_bytes[k] : 0.0;
       saved += r[i * 3 + ND_RECOMPUTE_FULL] - r[i * 3 + md];
     }
     plan->stage_savings[s] = saved * trial.mb * (dual ? 0.5 : 1.0);
@@ -503,6 +551,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     nd_strategy given = *st;
     given.per_layer = 1;
     memcpy(given.layer_recompute, trial.layer_recompute, sizeof given.layer_recompute);
+    memcpy(given.layer_offload, trial.layer_offload, sizeof given.layer_offload);
     trial = given;
   }
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;

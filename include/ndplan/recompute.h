@@ -13,6 +13,9 @@
 
 /* Bit masks of the modes a plan may use. */
 #define ND_RECOMPUTE_MASK(mode) (1u << (mode))
+/* Also let layers keep everything and offload it to host memory (with an offload share of
+   0): a stage's first layers, while the copies hide behind the stage's compute. */
+#define ND_PLAN_OFFLOAD (1u << ND_RECOMPUTE_COUNT)
 #define ND_RECOMPUTE_ALL \
   (ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE) | ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE) \
    | ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL))
@@ -23,6 +26,7 @@ typedef struct nd_recompute_plan {
   double stage_need[ND_MAX_STAGES];     /* bytes each stage peaks at with its least-memory
                                            choice (all full when full is allowed) */
   int failed_stage;                     /* -1, or the first stage that cannot fit */
+  double offload_bytes[ND_MAX_LAYERS];  /* per layer: bytes per micro-batch sent to host */
 } nd_recompute_plan;
 
 /*

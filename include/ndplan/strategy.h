@@ -54,6 +54,8 @@ typedef struct nd_strategy {
   unsigned selective_ops;  /* ND_OP_BIT mask of what "selective" repeats (attn_core) */
   int per_layer;           /* 1: layer_recompute[] gives each layer's mode */
   unsigned char layer_recompute[ND_MAX_LAYERS];
+  unsigned char layer_offload[ND_MAX_LAYERS];  /* per_layer: 1 = the layer's kept activations
+                                                  of waiting micro-batches are in host memory */
   double offload;          /* share (0..1) of the activations a stage holds for micro-batches
                               not being computed that wait in host memory instead */
   nd_precision precision;

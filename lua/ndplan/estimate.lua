@@ -13,7 +13,7 @@ local M = {}
 
 local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
-                       "flash_attention", "stage_layers", "selective_ops"}
+                       "flash_attention", "stage_layers", "selective_ops", "layer_offload"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true}

@@ -59,16 +59,18 @@ end
 function M.from_estimate(result, model, savings)
   local kinds = M.kinds(model)
   local modes = layer_modes(result.strategy, #kinds)
+  local off = result.layer_offload_bytes or {}
   local ranges = {}
   for i = 1, #kinds do
     local last = ranges[#ranges]
-    if last and last.kind == kinds[i] and last.mode == modes[i] then
+    local bytes = off[i] or 0
+    if last and last.kind == kinds[i] and last.mode == modes[i] and last.offload_bytes == bytes then
       last.count = last.count + 1
     else
       ranges[#ranges + 1] = {first = i - 1, count = 1, kind = kinds[i], mode = modes[i],
                              option = {switches = switches(modes[i], result.strategy),
-                                       link_bandwidth = 0},
-                             offload_bytes = 0}
+                                       link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
+                             offload_bytes = bytes}
     end
   end
   local stage_memory, stage_savings = {}, {}
@@ -78,11 +80,13 @@ function M.from_estimate(result, model, savings)
   end
   local per_layer = {}
   for i = 1, #modes do per_layer[i] = TO_ESTIMATOR[modes[i]] end
+  -- the offloaded layers, to price the plan again
+  local layer_offload = result.strategy.layer_offload
   local plan = {score = result.step_time_s, memory = result.peak_memory_bytes / MiB,
                 dimensions = M.dimensions(result.strategy), ranges = ranges,
                 stage_memory = stage_memory, stage_savings = stage_savings,
                 score_parts = result.time_parts_s, layer_recompute = per_layer,
-                stage_layers = result.strategy.stage_layers}
+                layer_offload = layer_offload, stage_layers = result.strategy.stage_layers}
   if result.strategy.recompute ~= "per_layer" then plan.mode = modes[1] end
   return plan
 end
@@ -129,6 +133,7 @@ end
 -- until none qualifies or `limit` steps.
 function M.potentials(args, model, first, limit)
   local recompute = require "ndplan.recompute"
+  if recompute.offloads(first) then return {first} end  -- the prior art's rule: none offloaded
   local full_args = {}
   for k, v in pairs(args) do full_args[k] = v end
   full_args.recompute, full_args.recompute_modes, full_args.layout = "full", nil, nil

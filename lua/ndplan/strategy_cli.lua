@@ -24,7 +24,7 @@ M.OPTIONS = {
   {name = "mb", arg = "N", help = "micro-batches per step (default: from the batch)"},
   {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
   {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M) or a per-layer spec"},
-  {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full)"},
+  {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full; add offload to offload layers to host)"},
   {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
@@ -48,8 +48,9 @@ end
 local function mode_list(flag, text)
   local out = {}
   for m in text:gmatch("[^,]+") do
-    if m ~= "none" and m ~= "selective" and m ~= "full" then
-      cli.fail(string.format("--%s: expected none, selective or full, got '%s'", flag, m), cli.EXIT_USAGE)
+    if m ~= "none" and m ~= "selective" and m ~= "full" and m ~= "offload" then
+      cli.fail(string.format("--%s: expected none, selective, full or offload, got '%s'", flag, m),
+               cli.EXIT_USAGE)
     end
     out[#out + 1] = m
   end

@@ -415,6 +415,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   n_cases++;
   /* the planner's choices first, so that they do not depend on where the stream ends */
   modes = ND_RECOMPUTE_ALL - u8(&r) % 7;  /* 0: every mode */
+  if (u8(&r) & 1) modes |= ND_PLAN_OFFLOAD;  /* layers offloaded one by one too */
   budget_share = 1.0 - unit(&r);
   make_model(&r, &model);
   if (nd_model_validate(&model, err, sizeof err) != 0) return 0;
@@ -474,6 +475,10 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
     for (i = 0; i < n; i++)
       if (!(modes & ND_RECOMPUTE_MASK(work.layer_recompute[i])))
         violated("plan uses a mode not allowed", work.layer_recompute[i], modes, &work);
+      else if (work.layer_offload[i] && (!(modes & ND_PLAN_OFFLOAD)
+                                         || work.layer_recompute[i] != ND_RECOMPUTE_NONE))
+        violated("an offloaded layer that offload was not allowed for, or recomputed",
+                 work.layer_recompute[i], modes, &work);
   }
   return 0;
 }

@@ -152,3 +152,54 @@ describe("per-layer recompute with interleaving", function()
     assert.is_true(full > 0 and full < 80)
   end)
 end)
+
+describe("per-layer offload", function()
+  local base = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+                seq_len = 8192, tp = 8, pp = 8, sp = true}
+  local function with(t)
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    for k, v in pairs(t) do a[k] = v end
+    return a
+  end
+
+  it("keeps one micro-batch of an offloaded layer on the device and prices the copies", function()
+    local plain = assert(nd.estimate(with{}))
+    local off = {}
+    for i = 1, 80 do off[i] = i <= 10 end  -- stage 0's layers
+    local r = assert(nd.estimate(with{layer_offload = off, costs = {offload_overlap = 0}}))
+    local layer = assert(core.layer(assert(nd.model("llama3.1-70b")), assert(nd.device("h100")),
+      {devices = 64, global_batch = 512, seq_len = 8192}, {tp = 8, pp = 8, sp = true}, 0))
+    local saved = plain.stages[1].activations - r.stages[1].activations
+    assert.is_true(math.abs(saved - 10 * layer.activations.none * 7) < 1e-6 * saved)
+    assert.equal(plain.stages[2].activations, r.stages[2].activations)
+    assert.is_true(r.time_parts_s.offload > 0)
+    assert.equal(10, #(function() local t = {} for i, x in ipairs(r.strategy.layer_offload) do
+      if x then t[#t + 1] = i end end return t end)())
+  end)
+
+  it("lets the planner offload layers instead of recomputing them, never slower", function()
+    local without = assert(nd.estimate(with{recompute = "per_layer", max_mem = "40GiB"}))
+    local r = assert(nd.estimate(with{recompute = "per_layer", max_mem = "40GiB",
+                                      recompute_modes = {"none", "selective", "full", "offload"}}))
+    assert.is_true(r.fits)
+    assert.is_true(r.step_time_s <= without.step_time_s * (1 + 1e-12))
+    local n = 0
+    for i, x in ipairs(r.strategy.layer_offload or {}) do
+      if x then
+        n = n + 1
+        assert.is_true(r.layer_offload_bytes[i] > 0)
+      end
+    end
+    assert.is_true(n > 0)
+    -- the plan as a strategy prices to the same figures
+    local again = assert(nd.estimate(with{layer_recompute = r.strategy.layer_recompute,
+                                          layer_offload = r.strategy.layer_offload,
+                                          max_mem = "40GiB"}))
+    assert.is_true(math.abs(again.step_time_s - r.step_time_s) < 1e-12 * r.step_time_s)
+    assert.equal(r.peak_memory_bytes, again.peak_memory_bytes)
+    -- plan objects carry the offloaded ranges
+    local plan = require("ndplan.plan").from_estimate(r, assert(nd.model("llama3.1-70b")))
+    assert.equal("offload", require("ndplan.recompute").plan_scope(plan))
+  end)
+end)
