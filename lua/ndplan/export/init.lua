@@ -102,6 +102,14 @@ function M.context(plan)
   end
   st.layer_recompute = per
   st.recompute = M.uniform_mode(per) or "per_layer"
+  -- per-layer offload (layer_offload): trainers say offload as whole layers or a share, so
+  -- it is carried as the share of layers offloaded, and each exporter rounds that
+  if type(st.layer_offload) == "table" then
+    local n = 0
+    for _, x in ipairs(st.layer_offload) do if x then n = n + 1 end end
+    if n > 0 and st.offload == 0 then st.offload = n / total end
+    st.layer_offload = nil
+  end
   -- the stage layout
   local stages = plan.stage_layers or st.stage_layers
   if not stages and plan.result and plan.result.stages then
