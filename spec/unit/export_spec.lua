@@ -324,3 +324,23 @@ describe("ndplan.megatron_script", function()
     assert.matches("^run%.sh:4: %-%-pipeline%-model%-parallel%-size: cannot resolve %$PP", err)
   end)
 end)
+
+describe("per-layer offload in the exporters", function()
+  it("notes what each trainer rounds instead of calling the file exact", function()
+    local nd = require "ndplan"
+    local export = require "ndplan.export"
+    local r = assert(nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
+                                 global_batch = 512, seq_len = 8192, tp = 8, pp = 8, sp = true,
+                                 recompute = "per_layer", max_mem = "40GiB",
+                                 recompute_modes = {"none", "selective", "full", "offload"}})
+    assert.is_truthy(r.strategy.layer_offload)
+    local plan = {model = "llama3.1-70b", strategy = r.strategy, job = r.job, result = r,
+                  layer_recompute = r.strategy.layer_recompute}
+    for _, name in ipairs({"megatron", "hyper", "deepspeed"}) do
+      local _, notes = export.export(name, plan)
+      local said = false
+      for _, n in ipairs(notes) do said = said or n.field == "offload" end
+      assert.is_true(said, name)
+    end
+  end)
+end)
