@@ -14,6 +14,7 @@
 #include "ndplan/recompute.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
+#include "lestimate.h"
 #include "lmodel.h"
 
 /* Named cost fields: the Lua name and its slot in nd_costs. */
@@ -34,7 +35,7 @@ static double *cost_slot (nd_costs *c, const cost_field *f) {
   return (double *)(void *)((char *)c + f->offset);
 }
 
-static void read_costs (lua_State *L, int t, nd_costs *c) {
+void nd_read_costs (lua_State *L, int t, nd_costs *c) {
   nd_costs_init(c);
   if (lua_isnoneornil(L, t)) return;
   luaL_checktype(L, t, LUA_TTABLE);
@@ -325,7 +326,7 @@ static void read_call (lua_State *L, int costs_index, call_args *a) {
   a->m = nd_checkmodel(L, 1);
   a->dev = nd_checkdevice(L, 2);
   read_job(L, 3, &a->job);
-  read_costs(L, costs_index, &a->costs);
+  nd_read_costs(L, costs_index, &a->costs);
   lua_settop(L, costs_index);
   a->st = (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
   read_strategy(L, 4, a->st);
@@ -390,7 +391,7 @@ static int e_layer (lua_State *L) {
 static int e_costs (lua_State *L) {
   nd_costs c;
   const cost_field *f;
-  read_costs(L, 1, &c);
+  nd_read_costs(L, 1, &c);
   lua_newtable(L);
   for (f = cost_fields; f->name; f++) setnum(L, f->name, *cost_slot(&c, f));
   return 1;

@@ -24,6 +24,7 @@
 #include "ndplan/search.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
+#include "lestimate.h"
 #include "lmodel.h"
 
 #define RESULTS_MT "ndplan.search.results"
@@ -182,41 +183,6 @@ static void read_job (lua_State *L, int t, nd_job *job) {
   lua_pop(L, 3);
   if (job->devices < 1 || job->seq_len < 1 || job->global_batch < 1)
     luaL_error(L, "job: devices, seq_len and global_batch must be positive");
-}
-
-/* The named costs (as in ndplan.c.estimate, which checks the names and values first). */
-typedef struct cost_field { const char *name; size_t offset; } cost_field;
-#define COST(f) {#f, offsetof(nd_costs, f)}
-static const cost_field cost_fields[] = {
-  COST(weight_bytes), COST(grad_bytes), COST(master_bytes), COST(optimizer_bytes),
-  COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
-  COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(ep_node_dedup),
-  COST(overlap_sm_share), COST(zero3_overlap), COST(zero3_flat_ring), COST(memory_ops),
-  COST(optimizer_traffic),
-  {NULL, 0}
-};
-#undef COST
-
-static void read_costs (lua_State *L, int t, nd_costs *c) {
-  nd_costs_init(c);
-  if (lua_isnoneornil(L, t)) return;
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "ndplan.c.estimate");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "costs");
-  lua_pushvalue(L, t);
-  lua_call(L, 1, 1);  /* every cost, defaults filled in; raises on an unknown name */
-  lua_pushnil(L);
-  while (lua_next(L, -2)) {
-    const cost_field *f;
-    const char *key = lua_tostring(L, -2);
-    for (f = cost_fields; f->name; f++)
-      if (strcmp(f->name, key) == 0) break;
-    if (!f->name) luaL_error(L, "costs: '%s' is not known to the search", key);
-    *(double *)(void *)((char *)c + f->offset) = lua_tonumber(L, -1);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 2);
 }
 
 /* ---- rows as Lua tables ---------------------------------------------------------- */
@@ -544,7 +510,9 @@ static int s_run (lua_State *L) {
   struct sigaction sa, old;
   memset(&rs, 0, sizeof rs);
   luaL_checktype(L, 5, LUA_TTABLE);
-  read_costs(L, 6, &costs);
+  nd_read_costs(L, 6, &costs);
+  /* a bad cost would refuse every candidate one by one: say it once, naming the field */
+  if (nd_costs_validate(&costs, err, sizeof err) != 0) return luaL_error(L, "%s", err);
   lua_settop(L, 5);
   p = (nd_search_params *)lua_newuserdatauv(L, sizeof *p, 0);  /* 6: GC-owned */
   nd_search_params_init(p);

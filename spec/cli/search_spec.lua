@@ -199,6 +199,14 @@ recompute: [off, full]
     assert.matches("%$/Mtok", r.out)
   end)
 
+  it("takes every named cost estimate takes, and refuses a bad one once, naming it", function()
+    local r = R.run(with("--costs", "dp_overlap=0.5,offload_overlap=0.5"))
+    assert.equal(0, r.code, r.err)
+    r = R.run(with("--costs", "dp_overlap=3"))
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: costs.dp_overlap: expected a number in %[0, 1%], got 3\n$", r.err)
+  end)
+
   it("rejects bad values in one line", function()
     local r = R.run(with("--tp", "two"))
     assert.equal(2, r.code)
