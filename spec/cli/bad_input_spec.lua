@@ -2,28 +2,11 @@
 -- naming what was wrong and where, a documented exit code) and that nothing is lost.
 local R = dofile("spec/support/run.lua")
 
-local function tmpdir()
-  local base = os.tmpname()
-  os.remove(base)
-  assert(os.execute("mkdir -p " .. R.quote(base)))
-  return base
-end
+local tmpdir = R.tmpdir
 
-local function listing(dir)
-  local p = io.popen("ls -A " .. R.quote(dir))
-  local names = {}
-  for line in p:lines() do names[#names + 1] = line end
-  p:close()
-  table.sort(names)
-  return names
-end
+local listing = R.listing
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = R.read
 
 local ESTIMATE = {"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--zero", "3"}
 local function estimate(extra)

@@ -7,21 +7,9 @@ local files = require "ndplan.files"
 
 local FIXTURE = "spec/fixtures/megatron_llama_pretrain.sh"
 
-local function tmpdir()
-  local base = os.tmpname()
-  os.remove(base)
-  assert(os.execute("mkdir -p " .. R.quote(base)))
-  return base
-end
+local tmpdir = R.tmpdir
 
-local function listing(dir)
-  local p = io.popen("ls -A " .. R.quote(dir))
-  local names = {}
-  for line in p:lines() do names[#names + 1] = line end
-  p:close()
-  table.sort(names)
-  return names
-end
+local listing = R.listing
 
 local function remove_dir(dir)
   os.execute("rm -rf " .. R.quote(dir))

@@ -3,12 +3,7 @@
 local R = dofile("spec/support/run.lua")
 local cjson = require "cjson"
 
-local function tmpdir()
-  local base = os.tmpname()
-  os.remove(base)
-  assert(os.execute("mkdir -p " .. R.quote(base)))
-  return base
-end
+local tmpdir = R.tmpdir
 
 local function lines(path)
   local out = {}

@@ -2,20 +2,9 @@
 -- the page and each chart rendered headless to PNG: the expected size, and not blank.
 local R = dofile("spec/support/run.lua")
 
-local function tmpdir()
-  local base = os.tmpname()
-  os.remove(base)
-  assert(os.execute("mkdir -p " .. R.quote(base)))
-  return base
-end
+local tmpdir = R.tmpdir
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = R.read
 
 local ESTIMATE = {"estimate", "-m", "llama3.1-70b", "-A", "h100", "-d", "64", "-b", "512",
                   "--seq-len", "8192", "--tp", "8", "--pp", "4", "--sp", "--zero", "1"}

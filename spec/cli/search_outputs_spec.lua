@@ -10,12 +10,7 @@ local function tmpdir()
   return base .. "-out/nested"  -- the search creates missing folders
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = R.read
 
 describe("ndplan search -o", function()
   local dir = tmpdir()

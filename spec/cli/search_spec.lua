@@ -11,20 +11,9 @@ local function with(...)
   return a
 end
 
-local function tempdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. R.quote(d)))
-  return d
-end
+local tempdir = R.tmpdir
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = R.read
 
 describe("ndplan search", function()
   it("prints the bounds, a ranked table and the counts line", function()

@@ -46,6 +46,33 @@ function M.sh(script)
   return {out = slurp(out), err = slurp(err), code = code}
 end
 
+-- tmpdir() -> the path of a fresh empty folder
+function M.tmpdir()
+  local base = os.tmpname()
+  os.remove(base)
+  assert(os.execute("mkdir -p " .. quote(base)))
+  return base
+end
+
+-- listing(dir) -> the sorted names in dir, hidden ones included
+function M.listing(dir)
+  local p = io.popen("ls -A " .. quote(dir))
+  local names = {}
+  for line in p:lines() do names[#names + 1] = line end
+  p:close()
+  table.sort(names)
+  return names
+end
+
+-- read(path) -> the file's bytes, or nil when it cannot be opened
+function M.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
 -- Writes text to a fresh temporary file and returns its path (suffix appended).
 function M.tempfile(text, suffix)
   local base = os.tmpname()
