@@ -198,6 +198,14 @@ static void setnum (lua_State *L, const char *k, double v) {
   lua_setfield(L, -2, k);
 }
 
+/* t[k] = {v[0], ..., v[n-1]} for the table on top of the stack */
+static void setnums (lua_State *L, const char *k, const double *v, int n) {
+  int i;
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) { lua_pushnumber(L, v[i]); lua_rawseti(L, -2, i + 1); }
+  lua_setfield(L, -2, k);
+}
+
 static void setint (lua_State *L, const char *k, lua_Integer v) {
   lua_pushinteger(L, v);
   lua_setfield(L, -2, k);
@@ -463,25 +471,13 @@ static int e_plan (lua_State *L) {
                             sizeof err) != 0)
     return push_refusal(L, err);
   push_result(L, e, a.st, a.m);
-  lua_createtable(L, e->stages, 0);
-  for (i = 0; i < e->stages; i++) {
-    lua_pushnumber(L, plan->stage_savings[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_setfield(L, -2, "stage_savings_s");
-  lua_createtable(L, e->stages, 0);
-  for (i = 0; i < e->stages; i++) {
-    lua_pushnumber(L, plan->stage_need[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_setfield(L, -2, "stage_need_bytes");
+  setnums(L, "stage_savings_s", plan->stage_savings, e->stages);
+  setnums(L, "stage_need_bytes", plan->stage_need, e->stages);
   {
     int n = (int)(a.m->num_layers + a.m->mtp_layers), any = 0;
     for (i = 0; i < n; i++) any = any || plan->offload_bytes[i] > 0.0;
     if (any) {  /* bytes per micro-batch each offloaded layer sends to host */
-      lua_createtable(L, n, 0);
-      for (i = 0; i < n; i++) { lua_pushnumber(L, plan->offload_bytes[i]); lua_rawseti(L, -2, i + 1); }
-      lua_setfield(L, -2, "layer_offload_bytes");
+      setnums(L, "layer_offload_bytes", plan->offload_bytes, n);
       setnum(L, "host_link_bandwidth", a.dev->host_link.bandwidth);
     }
   }
