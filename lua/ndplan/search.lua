@@ -175,15 +175,23 @@ function M.search(args)
 end
 
 -- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row.
-function M.detail(row, info)
-  local st = row.strategy
-  local r, why = estimate.estimate({model = info.model_obj, device = info.device_obj,
+-- estimate_args(strategy, info) -> the nd.estimate arguments that price a searched strategy
+-- again (its degrees and micro-batching on the search's job, device, budget and costs; the
+-- recompute is the caller's)
+function M.estimate_args(st, info)
+  return {model = info.model_obj, device = info.device_obj,
     devices = info.job.devices, global_batch = info.job.global_batch, seq_len = info.job.seq_len,
     dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
-    sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb, recompute = st.recompute,
+    sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb,
     schedule = info.space.schedule, precision = info.space.precision,
     flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
-    costs = info.costs})
+    costs = info.costs}
+end
+
+function M.detail(row, info)
+  local args = M.estimate_args(row.strategy, info)
+  args.recompute = row.strategy.recompute
+  local r, why = estimate.estimate(args)
   if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
   r.rank = row.rank
   r.objective = row.objective

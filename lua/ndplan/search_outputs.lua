@@ -40,17 +40,6 @@ function M.points(csv_path, ranked, priced)
   return pts
 end
 
--- The nd.estimate arguments that price a detailed search result again.
-local function estimate_args(r, info)
-  local st = r.strategy
-  return {model = info.model_obj, device = info.device_obj, devices = info.job.devices,
-          global_batch = info.job.global_batch, seq_len = info.job.seq_len,
-          dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
-          sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb, schedule = st.schedule,
-          precision = st.precision, flash_attention = st.flash_attention,
-          max_mem = info.budget_bytes, costs = info.costs}
-end
-
 -- potentials(detailed, info) -> potentials (for recompute.write_csv), plot_data: the
 -- retained sequences of the top configurations planned per layer.
 function M.potentials(detailed, info)
@@ -60,7 +49,7 @@ function M.potentials(detailed, info)
   for _, r in ipairs(detailed) do
     if #out >= M.POTENTIAL_CONFIGS then break end
     if r.strategy.recompute == "per_layer" then
-      local args = estimate_args(r, info)
+      local args = require("ndplan.search").estimate_args(r.strategy, info)
       local first = plan.from_estimate(r, info.model_obj)
       local seq = plan.potentials(args, info.model_obj, first, M.POTENTIAL_STEPS)
       out[#out + 1] = {rank = r.rank, dimensions = first.dimensions, plans = seq}
