@@ -43,40 +43,30 @@ if dir == "" then dir = "/" end
 local made, merr = files.mkdir_p(dir)
 if not made then cli.fail("output directory: " .. tostring(merr)) end
 
--- Render every format first, so a failure writes nothing.
-local outputs = {}
-for _, name in ipairs(formats) do
-  local mod = export.get(name)
-  local text, notes, rounded = mod.render(plan)
-  if not text then cli.fail(name .. ": " .. tostring(notes)) end
-  outputs[#outputs + 1] = {name = name, mod = mod, text = text, notes = notes, rounded = rounded,
-                           path = dir .. "/" .. mod.filename}
-end
+local outputs, werr = export.write(dir, formats, plan, function(rounded)
+  rounded.device, rounded.max_mem, rounded.costs = args.device, args.max_mem, args.costs
+  return nd.estimate(rounded)
+end)
+if not outputs then cli.fail(werr) end
 
 local out = {}
 local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
 say("%s on %d x %s: step time %s%s", r.model, r.job.devices, r.device, units.seconds(r.step_time_s),
     r.fits and "" or " (does not fit the memory budget)")
 for _, o in ipairs(outputs) do
-  local ok, werr = files.write_atomic(o.path, o.text)
-  if not ok then cli.fail(string.format("cannot write %s: %s", o.path, tostring(werr))) end
   say("")
   say("%-12s %s", o.name, o.path)
   say("  dialect    %s", o.mod.dialect)
   if #o.notes == 0 then say("  exact      the file states the whole plan") end
   for _, n in ipairs(o.notes) do say("  %s", export.format_note(n)) end
-  if o.rounded then
-    local args2 = o.rounded
-    args2.device, args2.max_mem, args2.costs = args.device, args.max_mem, args.costs
-    local r2, why2 = nd.estimate(args2)
-    if r2 then
-      say("  re-priced  step time %s (plan %s, %+.1f%%), peak %s (plan %s)%s",
-          units.seconds(r2.step_time_s), units.seconds(r.step_time_s),
-          100 * (r2.step_time_s / r.step_time_s - 1), units.bytes(r2.peak_memory_bytes, "binary"),
-          units.bytes(r.peak_memory_bytes, "binary"), r2.fits and "" or ", does not fit")
-    else
-      say("  re-priced  the rounded plan is refused: %s", why2)
-    end
+  local r2 = o.repriced
+  if r2 then
+    say("  re-priced  step time %s (plan %s, %+.1f%%), peak %s (plan %s)%s",
+        units.seconds(r2.step_time_s), units.seconds(r.step_time_s),
+        100 * (r2.step_time_s / r.step_time_s - 1), units.bytes(r2.peak_memory_bytes, "binary"),
+        units.bytes(r.peak_memory_bytes, "binary"), r2.fits and "" or ", does not fit")
+  elseif o.rounded then
+    say("  re-priced  the rounded plan is refused: %s", o.refused)
   end
 end
 io.write(table.concat(out, "\n"), "\n")

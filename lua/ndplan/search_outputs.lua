@@ -1,7 +1,6 @@
 -- What `ndplan search -o DIR` writes beyond the tables: the charts and report.html, the
 -- recompute potentials of the top per-layer configurations, and trainer configs of the
 -- best strategy (--export).
-local files = require "ndplan.files"
 
 local M = {}
 
@@ -64,31 +63,24 @@ end
 -- strategy, what it rounded, and the rounded plan priced again.
 function M.exports(dir, formats, best, info)
   local export = require "ndplan.export"
-  local lines = {}
   local plan = {model = info.model_obj, strategy = best.strategy, job = best.job or info.job,
                 result = best, layer_recompute = best.strategy.layer_recompute}
-  local rendered = {}
-  for _, name in ipairs(formats) do  -- render all first, so a failure writes nothing
-    local mod = assert(export.get(name))
-    local text, notes, rounded = mod.render(plan)
-    if not text then return nil, name .. ": " .. tostring(notes) end
-    rendered[#rendered + 1] = {name = name, mod = mod, text = text, notes = notes, rounded = rounded}
-  end
-  for _, o in ipairs(rendered) do
-    local path = dir .. "/" .. o.mod.filename
-    local ok, err = files.write_atomic(path, o.text)
-    if not ok then return nil, string.format("cannot write %s: %s", path, tostring(err)) end
-    lines[#lines + 1] = string.format("export %-12s %s (%s)%s", o.name, path, o.mod.dialect,
+  local outputs, err = export.write(dir, formats, plan, function(rounded)
+    rounded.device, rounded.max_mem, rounded.costs = info.device_obj, info.budget_bytes, info.costs
+    return require("ndplan").estimate(rounded)
+  end)
+  if not outputs then return nil, err end
+  local lines = {}
+  for _, o in ipairs(outputs) do
+    lines[#lines + 1] = string.format("export %-12s %s (%s)%s", o.name, o.path, o.mod.dialect,
                                       #o.notes == 0 and ", exact" or "")
     for _, n in ipairs(o.notes) do lines[#lines + 1] = "  " .. export.format_note(n) end
-    if o.rounded then
-      local a = o.rounded
-      a.device, a.max_mem, a.costs = info.device_obj, info.budget_bytes, info.costs
-      local r2, why = require("ndplan").estimate(a)
-      lines[#lines + 1] = r2 and string.format("  re-priced  step time %.4g s (plan %.4g s)%s",
-                                               r2.step_time_s, best.step_time_s,
-                                               r2.fits and "" or ", does not fit")
-                          or ("  re-priced  the rounded plan is refused: " .. tostring(why))
+    if o.repriced then
+      lines[#lines + 1] = string.format("  re-priced  step time %.4g s (plan %.4g s)%s",
+                                        o.repriced.step_time_s, best.step_time_s,
+                                        o.repriced.fits and "" or ", does not fit")
+    elseif o.rounded then
+      lines[#lines + 1] = "  re-priced  the rounded plan is refused: " .. tostring(o.refused)
     end
   end
   return lines

@@ -317,4 +317,28 @@ function M.yaml(entries, indent)
   return table.concat(out, "\n")
 end
 
+-- write(dir, formats, plan, price) -> outputs | nil, message. Renders every format first
+-- (so a failure writes nothing), writes each file atomically into dir, and prices each
+-- rounded plan again with price(rounded strategy args) -> result | nil, why. Each output:
+-- {name, mod, path, notes, rounded, repriced, refused}.
+function M.write(dir, formats, plan, price)
+  local files = require "ndplan.files"
+  local outputs = {}
+  for _, name in ipairs(formats) do
+    local mod, err = M.get(name)
+    if not mod then return nil, err end
+    local text, notes, rounded = mod.render(plan)
+    if not text then return nil, name .. ": " .. tostring(notes) end
+    outputs[#outputs + 1] = {name = name, mod = mod, text = text, notes = notes,
+                             rounded = rounded, path = dir .. "/" .. mod.filename}
+  end
+  for _, o in ipairs(outputs) do
+    local ok, werr = files.write_atomic(o.path, o.text)
+    if not ok then return nil, string.format("cannot write %s: %s", o.path, tostring(werr)) end
+    o.text = nil
+    if o.rounded then o.repriced, o.refused = price(o.rounded) end
+  end
+  return outputs
+end
+
 return M
