@@ -386,7 +386,8 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   }
   /* layers offloaded one by one only where no strategy-wide share is set */
   offload_ok = (modes & ND_PLAN_OFFLOAD) && !(st->offload > 0.0);
-  memset(plan->offload_bytes, 0, sizeof plan->offload_bytes);
+  /* the model's layers only: this runs once per searched candidate */
+  memset(plan->offload_bytes, 0, (size_t)total * sizeof plan->offload_bytes[0]);
   plan->failed_stage = -1;
   /* every layer fully recomputed, then every layer kept: the two ends of each stage's line */
   trial = *st;
