@@ -10,7 +10,7 @@ local spec = {
     {name = "data", arg = "DIR", help = "folder of the validation CSVs (default: ../shared/validation)"},
     {name = "device-type", short = "A", arg = "NAME|PATH", default = "a100-80gb",
      help = "device (or a calibrated override file)"},
-    {name = "table", arg = "NAME", help = "only this table"},
+    {name = "table", arg = "NAME[:GROUPS]", help = "only this table; GROUPS, a Lua pattern, keeps the rows whose group matches"},
     {name = "costs", arg = "K=V,...", help = "override named costs in every row, e.g. dp_overlap=0.5"},
     {name = "rows", help = "print every row's predicted and measured step time"},
     {name = "json", help = "print one JSON document"},
@@ -23,11 +23,12 @@ local dir = cli.check(V.data_dir(opts.data))
 local device = cli.check(nd.device(opts["device-type"]))
 local extra = opts.costs and cli.parse_costs(opts.costs)
 
+local only = opts.table and cli.check(V.table_spec(opts.table))
 local report = {schema = "ndplan.validate/1", device = device.name, tables = {}}
 local lines = {}
 for _, t in ipairs(V.TABLES) do
-  if not opts.table or opts.table == t.name then
-    local cases = cli.check(V.cases(dir, t.name))
+  if not only or only == t.name then
+    local cases = cli.check(V.cases(dir, opts.table or t.name))
     V.run(cases, device, extra)
     local s = V.summary(cases)
     local entry = {name = t.name, what = t.what, rows = s.n, refused = s.refused,
@@ -40,7 +41,7 @@ for _, t in ipairs(V.TABLES) do
     end
     report.tables[#report.tables + 1] = entry
     lines[#lines + 1] = string.format("%-22s %4d rows  MAPE %5.1f%%  max %5.1f%%  Spearman min %s%s",
-      t.name, s.n, s.mape or 0, s.max_abs, s.spearman_min and string.format("%.3f", s.spearman_min) or "-",
+      opts.table or t.name, s.n, s.mape or 0, s.max_abs, s.spearman_min and string.format("%.3f", s.spearman_min) or "-",
       s.refused > 0 and string.format("  (%d refused)", s.refused) or "")
     if opts.rows then
       for _, c in ipairs(cases) do
@@ -52,7 +53,7 @@ for _, t in ipairs(V.TABLES) do
   end
 end
 for _, t in ipairs(V.MEMORY_TABLES) do
-  if not opts.table or opts.table == t.name then
+  if not only or only == t.name then
     local cases = cli.check(V.memory_cases(dir, t.name))
     V.run_memory(cases, device)
     local s = V.summary(cases)

@@ -112,6 +112,10 @@ function builders.korthikanti2022(row)
   }
 end
 
+-- vTrain's runs: every config/validation/*.json at f8dda84 sets "use_gradient_bucket": false,
+-- so gradients are all-reduced after the backward pass, none of it hidden.
+local VTRAIN = {dropout = 1, dp_overlap = 0}
+
 local function vtrain(row, group)
   local hidden, layers = int(row["hidden size"]), int(row["# layers"])
   return {
@@ -124,7 +128,7 @@ local function vtrain(row, group)
     strategy = {tp = int(row["tensor parallelism"]), pp = int(row["pipeline parallelism"]),
                 dp = int(row["data parallelism"]), mbs = int(row["micro batch"]),
                 recompute = "full", flash_attention = false, precision = "fp16"},
-    costs = MEGATRON_2021, measured_s = num(row["iteration time (ms)"]) / 1000,
+    costs = VTRAIN, measured_s = num(row["iteration time (ms)"]) / 1000,
   }
 end
 
@@ -238,17 +242,39 @@ function M.run_memory(cases, device)
   return cases
 end
 
--- cases(dir, name) -> array of cases | nil, message
-function M.cases(dir, name)
+-- table_spec("NAME" or "NAME:PATTERN") -> name, pattern | nil, message. The pattern (a Lua
+-- pattern) keeps only the rows whose group it matches, so a table can be split into a part
+-- to calibrate on and a part to check, e.g. vtrain_single:^2gpu and vtrain_single:^[48]gpu.
+function M.table_spec(spec)
+  local name, pattern = tostring(spec):match("^([^:]+):(.*)$")
+  name = name or tostring(spec)
+  if pattern then
+    local ok, err = pcall(string.find, "", pattern)
+    if not ok then
+      return nil, string.format("table '%s': bad group pattern '%s' (%s)", name, pattern,
+                                tostring(err):gsub("^.-:%d+: ", ""))
+    end
+  end
+  return name, pattern
+end
+
+-- cases(dir, spec) -> array of cases of the table (its rows whose group matches the spec's
+-- pattern) | nil, message
+function M.cases(dir, spec)
+  local name, pattern = M.table_spec(spec)
+  if not name then return nil, pattern end
   local t
   for _, x in ipairs(M.TABLES) do if x.name == name then t = x end end
-  if not t then return nil, "unknown validation table '" .. tostring(name) .. "'" end
+  if not t then return nil, "unknown validation table '" .. name .. "'" end
   local rows, err = M.read_csv(dir .. "/" .. t.file)
   if not rows then return nil, err end
   local out = {}
   for _, row in ipairs(rows) do
     local c = builders[name](row)
-    if c then out[#out + 1] = c end
+    if c and (not pattern or c.group:find(pattern)) then out[#out + 1] = c end
+  end
+  if #out == 0 then
+    return nil, string.format("table '%s': no row's group matches '%s'", name, pattern)
   end
   return out
 end
