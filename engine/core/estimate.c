@@ -375,6 +375,8 @@ typedef struct stage_sum {
   int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
   int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
   double act_off;                             /* activation bytes of offloaded layers */
+  double working;                             /* the largest bytes one recomputed layer
+                                                 rebuilds for its backward */
   int example[KIND_SLOTS];                    /* one layer of each kind */
 } stage_sum;
 
@@ -455,6 +457,8 @@ static void stage_total (stage_sum *ss) {
         const layer_cost *lc = price_kind(ss->x, ss->example[slot]);
         add_layers(ss, lc, mode, ss->count[slot][mode]);
         ss->act_off += ss->count_off[slot][mode] * lc->act[mode];
+        if (lc->act[ND_RECOMPUTE_NONE] - lc->act[mode] > ss->working)
+          ss->working = lc->act[ND_RECOMPUTE_NONE] - lc->act[mode];
       }
 }
 
@@ -575,10 +579,12 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     se->activations = (ss.act + extra_act) * inflight - off_copy * (inflight - 1.0);
     if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
       se->activations += 4.0 * x.T * h * x.r + 4.0 * x.T * x.vocab / st->tp;
-    /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather */
+    /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
+       and the working set of recompute: when warm-up ends, the first backward rebuilds
+       one layer's dropped activations for one micro-batch on top of all that is held */
     buffers = st->tp > 1 ? ab * x.T * h : 0.0;
     if (st->zero >= 3 && 2.0 * ss.gather > buffers) buffers = 2.0 * ss.gather;
-    se->buffers = buffers;
+    se->buffers = buffers + ss.working;
     se->reserve = dev->reserve_bytes;
     se->peak = se->weights + se->grads + se->optimizer + se->activations + se->buffers
              + se->reserve;

@@ -265,7 +265,7 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
 static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
                              unsigned modes, double room, const stage_cost *cost,
                              const double *m_off, int counts[][ND_RECOMPUTE_COUNT],
-                             int *offloaded) {
+                             int *offloaded, double *cost_out) {
   int big = 0, k, idx[MAX_KINDS], cur_b[MAX_KINDS], cur_c[MAX_KINDS];
   int keep_b[MAX_KINDS], keep_c[MAX_KINDS], keep_o = 0, found = 0;
   double combos = 1.0, best = HUGE_VAL;
@@ -311,6 +311,7 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
     if (k == nkinds) break;
   }
   if (!found) return 1;
+  *cost_out = best;
   for (k = 0; k < nkinds; k++) {
     counts[k][ND_RECOMPUTE_SELECTIVE] = keep_b[k];
     counts[k][ND_RECOMPUTE_FULL] = keep_c[k];
@@ -425,6 +426,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   memset(trial.layer_offload, 0, sizeof trial.layer_offload);
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
+    double work_full = 0.0, work_sel = 0.0, work_least = 0.0;
     int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
     int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
     int offloaded[MAX_KINDS], off_left[MAX_KINDS];
@@ -447,25 +449,40 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       sum_none += le->activations[ND_RECOMPUTE_NONE];
       sum_full += le->activations[ND_RECOMPUTE_FULL];
     }
-    w = sum_none - sum_full > 0.0 ? (none_peak[s] - full_peak[s]) / (sum_none - sum_full)
-                                  : inflight[s];
-    fixed = full_peak[s] - w * sum_full;
+    /* the all-full estimate's buffers hold its recompute working set (the largest layer
+       rebuilt for the backward, estimate.c); the plan's own is added per choice below */
     for (i = 0; i < list->n; i++) {
-      int md;
-      double lo = HUGE_VAL;
+      double rebuilt = a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL];
+      if (rebuilt > work_full) work_full = rebuilt;
+      rebuilt = a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_SELECTIVE];
+      if (rebuilt > work_sel) work_sel = rebuilt;
+    }
+    w = sum_none - sum_full > 0.0 ? (none_peak[s] - (full_peak[s] - work_full))
+                                    / (sum_none - sum_full)
+                                  : inflight[s];
+    fixed = full_peak[s] - work_full - w * sum_full;
+    for (i = 0; i < list->n; i++) {
+      int md, lo_md = -1;
+      double lo = HUGE_VAL, raw[ND_RECOMPUTE_COUNT];
       for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+        raw[md] = a[i * 3 + md];
         a[i * 3 + md] *= w;
-        if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) lo = a[i * 3 + md];
+        if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) { lo = a[i * 3 + md]; lo_md = md; }
       }
       if (offload_ok && inflight[s] > 1.0 && w > 0.0   /* offloaded: one micro-batch held */
-          && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo)
+          && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo) {
         lo = a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w;
+        lo_md = ND_RECOMPUTE_NONE;  /* keeps everything: rebuilds nothing */
+      }
+      if (lo_md >= 0 && raw[ND_RECOMPUTE_NONE] - raw[lo_md] > work_least)
+        work_least = raw[ND_RECOMPUTE_NONE] - raw[lo_md];
       least += lo;
     }
-    plan->stage_need[s] = fixed + least;
+    plan->stage_need[s] = fixed + least + work_least;
     if (dual) plan->stage_need[p - 1 - s] = plan->stage_need[s];
     {  /* the counts per kind: exact fronts, or the bucket DP for very long stages */
       int nk = 0, kinds[MAX_KINDS], got;
+      double room_left;
       double km[3 * MAX_KINDS], kt[3 * MAX_KINDS];
       memset(counts, 0, sizeof counts);
       for (i = 0; i < list->n; i++) {
@@ -503,10 +520,40 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * cost.d / w;
       }
       memset(offloaded, 0, sizeof offloaded);
-      got = fixed + least > budget ? 1
-          : enumerate_counts(nk, kinds, km, kt, modes, budget - fixed, &cost, m_off, by_kind,
-                             offloaded);
-      if (got < 0) got = choose_counts(nk, kinds, km, kt, modes, budget - fixed, by_kind);
+      {
+        /* the working set is reserved for the heaviest mode allowed; a plan without full
+           layers rebuilds only selective's drops, so that is tried in its own room too */
+        double work = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) ? work_full
+                    : (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) ? work_sel : 0.0;
+        double kept = 0.0, c_any = HUGE_VAL, c_sel = HUGE_VAL;
+        for (k = 0; k < nk; k++) kept += kinds[k] * km[3 * k + ND_RECOMPUTE_NONE];
+        if (fixed + least + work_least > budget) got = 1;
+        else if ((modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) && !(st->offload > 0.0)
+                 && fixed + kept <= budget) {  /* all kept fits: nothing is rebuilt */
+          for (k = 0; k < nk; k++) {
+            by_kind[k][ND_RECOMPUTE_NONE] = kinds[k];
+            by_kind[k][ND_RECOMPUTE_SELECTIVE] = by_kind[k][ND_RECOMPUTE_FULL] = 0;
+          }
+          got = 0;
+        }
+        else {
+          got = enumerate_counts(nk, kinds, km, kt, modes, budget - fixed - work, &cost, m_off,
+                                 by_kind, offloaded, &c_any);
+          if (got >= 0 && work_sel < work && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE))) {
+            int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS];
+            memset(alt_off, 0, sizeof alt_off);
+            if (enumerate_counts(nk, kinds, km, kt, modes & ~ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL),
+                                 budget - fixed - work_sel, &cost, m_off, alt, alt_off,
+                                 &c_sel) == 0 && c_sel < c_any) {
+              memcpy(by_kind, alt, sizeof alt);
+              memcpy(offloaded, alt_off, sizeof alt_off);
+              got = 0;
+            }
+          }
+          if (got < 0) got = choose_counts(nk, kinds, km, kt, modes, budget - fixed - work, by_kind);
+        }
+        room_left = budget - fixed - work;
+      }
       if (got == 0) {
         for (k = 0; k < nk; k++) {
           for (i = 0; i < ND_RECOMPUTE_COUNT; i++) counts[kind_of[k]][i] = by_kind[k][i];
@@ -519,7 +566,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           snprintf(err, errlen, "recompute: out of memory");
           goto done;
         }
-        got = knapsack(list->n, a, r, modes, budget - fixed, &sc, chosen) != 0;
+        got = knapsack(list->n, a, r, modes, room_left, &sc, chosen) != 0;
         if (!got) for (i = 0; i < list->n; i++) counts[slot[i]][chosen[i]]++;
       }
       failed = got != 0;
@@ -527,7 +574,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     if (failed) {
       plan->failed_stage = s;
       snprintf(err, errlen, "over memory: stage %d needs %.2f GiB with its least-memory "
-               "recompute, budget %.2f GiB", s, gib(fixed + least), gib(budget));
+               "recompute, budget %.2f GiB", s, gib(fixed + least + work_least), gib(budget));
       goto done;
     }
     /* the chosen counts per kind: heavier recompute on the stage's first layers, then the

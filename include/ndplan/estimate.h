@@ -52,7 +52,10 @@ typedef struct nd_stage_estimate {
   int layers;               /* body + MTP layers on the stage */
   double inflight;          /* micro-batches whose activations are held at the peak */
   double params;            /* parameters held by one device of the stage */
-  double weights, grads, optimizer, activations, buffers, reserve, peak;
+  double weights, grads, optimizer, activations, reserve, peak;
+  double buffers;           /* transients: the largest collective buffer, plus the dropped
+                               activations the first backward rebuilds for one recomputed
+                               layer (its recompute working set) */
   double fwd_s, bwd_s, recompute_s;     /* compute per micro-batch (all chunks) */
   double comm_s;                        /* exposed TP + CP + EP per micro-batch */
 } nd_stage_estimate;
