@@ -73,10 +73,44 @@ static int get_bool (lua_State *L, int t, const char *key, int dflt) {
   return v;
 }
 
+/* A set of op switches from the array of names on top of the stack, as a mask; `layer` > 0
+   names the element of a per-layer list in the error. */
+static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
+  lua_Integer i, n;
+  unsigned mask = 0;
+  if (layer > 0 && !lua_istable(L, -1))
+    luaL_error(L, "%s[%I]: expected an array of op names", key, layer);
+  luaL_checktype(L, -1, LUA_TTABLE);
+  n = luaL_len(L, -1);
+  for (i = 1; i <= n; i++) {
+    int op = 0;  /* luaL_error does not return; clang cannot tell */
+    lua_geti(L, -1, i);
+    if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0) {
+      if (layer > 0)
+        luaL_error(L, "%s[%I][%I]: expected attn_core, norms, act or mla_up", key, layer, i);
+      luaL_error(L, "%s[%I]: expected attn_core, norms, act or mla_up", key, i);
+    }
+    mask |= ND_OP_BIT(op);
+    lua_pop(L, 1);
+  }
+  return mask;
+}
+
+/* Pushes the names of the switches in mask as an array. */
+static void push_ops (lua_State *L, unsigned mask) {
+  int op, k = 0;
+  lua_createtable(L, ND_OP_COUNT, 0);
+  for (op = 0; op < ND_OP_COUNT; op++)
+    if (mask & ND_OP_BIT(op)) {
+      lua_pushstring(L, nd_op_name(op));
+      lua_rawseti(L, -2, ++k);
+    }
+}
+
 static const char *const strategy_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
-  "selective_ops", "layer_offload",
+  "selective_ops", "layer_offload", "layer_selective_ops",
   NULL
 };
 
@@ -103,17 +137,17 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->sp = get_bool(L, t, "sp", 0);
   st->zero = get_int(L, t, "zero", 0);
   st->mbs = get_int(L, t, "mbs", 1);
-  if (lua_getfield(L, t, "selective_ops") != LUA_TNIL) {  /* array of op names */
+  if (lua_getfield(L, t, "selective_ops") != LUA_TNIL)  /* array of op names */
+    st->selective_ops = read_ops(L, "selective_ops", 0);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
-    st->selective_ops = 0;
+    if (n > ND_MAX_LAYERS) luaL_error(L, "layer_selective_ops: more than %d layers", ND_MAX_LAYERS);
     for (i = 1; i <= n; i++) {
-      int op = 0;  /* luaL_error does not return; clang cannot tell */
       lua_geti(L, -1, i);
-      if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0)
-        luaL_error(L, "selective_ops[%I]: expected attn_core, norms, act or mla_up", i);
-      st->selective_ops |= ND_OP_BIT(op);
+      st->layer_ops[i - 1] = (unsigned char)read_ops(L, "layer_selective_ops", i);
       lua_pop(L, 1);
     }
   }
@@ -224,16 +258,8 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
   setnum(L, "offload", st->offload);
-  {
-    int op, k = 0;
-    lua_createtable(L, ND_OP_COUNT, 0);
-    for (op = 0; op < ND_OP_COUNT; op++)
-      if (st->selective_ops & ND_OP_BIT(op)) {
-        lua_pushstring(L, nd_op_name(op));
-        lua_rawseti(L, -2, ++k);
-      }
-    lua_setfield(L, -2, "selective_ops");
-  }
+  push_ops(L, st->selective_ops);
+  lua_setfield(L, -2, "selective_ops");
   if (st->vpp <= 1) {  /* the layout: body and MTP layers per stage */
     int s;
     lua_createtable(L, st->pp, 0);
@@ -248,6 +274,17 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
       lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "layer_recompute");
+    for (i = 0; i < n && !(st->layer_recompute[i] == ND_RECOMPUTE_SELECTIVE
+                           && st->layer_ops[i]); i++) {}
+    if (i < n) {  /* some selective layer with its own switches: each layer's set */
+      lua_createtable(L, n, 0);
+      for (i = 0; i < n; i++) {
+        push_ops(L, st->layer_recompute[i] != ND_RECOMPUTE_SELECTIVE ? 0u
+                    : st->layer_ops[i] ? st->layer_ops[i] : st->selective_ops);
+        lua_rawseti(L, -2, i + 1);
+      }
+      lua_setfield(L, -2, "layer_selective_ops");
+    }
     for (i = 0; i < n && !st->layer_offload[i]; i++) {}
     if (i < n) {  /* some layer offloaded: say which */
       lua_createtable(L, n, 0);
@@ -441,8 +478,10 @@ static unsigned read_modes (lua_State *L, int t) {
     lua_geti(L, t, i);
     if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "offload") == 0)
       modes |= ND_PLAN_OFFLOAD;
+    else if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "variants") == 0)
+      modes |= ND_PLAN_VARIANTS;
     else if (lua_type(L, -1) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
-      luaL_error(L, "modes[%I]: expected none, selective, full or offload", i);
+      luaL_error(L, "modes[%I]: expected none, selective, full, offload or variants", i);
     else modes |= ND_RECOMPUTE_MASK(r);
     lua_pop(L, 1);
   }

@@ -11,6 +11,7 @@
 */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -367,6 +368,31 @@ double nd_inflight (const nd_strategy *st, int s) {
   }
 }
 
+/* Bytes a layer keeps, seconds it repeats and FLOPs it redoes when selective recompute
+   runs the switches in `mask`: each switch drops what its op produced. */
+static double sel_act (const layer_cost *lc, unsigned mask) {
+  double kept = lc->act[ND_RECOMPUTE_NONE];
+  int op;
+  for (op = 0; op < ND_OP_COUNT; op++) if (mask & ND_OP_BIT(op)) kept -= lc->op_bytes[op];
+  return kept < lc->act[ND_RECOMPUTE_FULL] ? lc->act[ND_RECOMPUTE_FULL] : kept;
+}
+
+static double sel_time (const layer_cost *lc, unsigned mask) {
+  double t = 0.0;
+  int op;
+  for (op = 0; op < ND_OP_COUNT; op++) if (mask & ND_OP_BIT(op)) t += lc->op_time[op];
+  return t;
+}
+
+static double sel_flops (const layer_cost *lc, unsigned mask) {
+  double f = 0.0;
+  int op;
+  for (op = 0; op < ND_OP_COUNT; op++) if (mask & ND_OP_BIT(op)) f += lc->op_flops[op];
+  return f;
+}
+
+#define MAX_SEL_GROUPS (KIND_SLOTS * ND_OP_MASKS)  /* every (kind, switches) pair */
+
 /* A stage's layers, summed. */
 typedef struct stage_sum {
   ctx *x;
@@ -378,6 +404,8 @@ typedef struct stage_sum {
   double working;                             /* the largest bytes one recomputed layer
                                                  rebuilds for its backward */
   int example[KIND_SLOTS];                    /* one layer of each kind */
+  int nsel;                                   /* selective layers with their own switches: */
+  struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* not cleared per stage */
 } stage_sum;
 
 /* Adds n layers of one priced kind, all under recompute mode `mode`, to a stage. */
@@ -395,23 +423,19 @@ static double layer_pass (const ctx *x, double work, double passes) {
 /* Compute a layer's recompute mode adds per micro-batch (its communication apart). */
 static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
   if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
-  if (mode == ND_RECOMPUTE_SELECTIVE) {
-    double t = 0.0;
-    int op;
-    for (op = 0; op < ND_OP_COUNT; op++)
-      if (x->st->selective_ops & ND_OP_BIT(op)) t += lc->op_time[op];
-    return t;
-  }
+  if (mode == ND_RECOMPUTE_SELECTIVE) return sel_time(lc, x->st->selective_ops);
   return 0.0;
 }
 
-static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n) {
+/* Adds n layers of one priced kind, all under recompute mode `mode` (selective: with the
+   switches in `mask`), to a stage. */
+static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
   double fwd = layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
   double ep = lc->ep_s * (1.0 - x->c->ep_overlap);
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
-  ss->act += n * lc->act[mode];
+  ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? sel_act(lc, mask) : lc->act[mode]);
   ss->fwd += n * fwd;
   ss->bwd += n * layer_pass(x, 2.0 * (lc->gemm_s + lc->core_s + lc->mem_s), 2.0);
   ss->tp += n * 2.0 * lc->tp_s;  /* forward and backward */
@@ -424,10 +448,8 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, double n)
     ss->flops_rec += n * lc->flops_token;
   }
   else if (mode == ND_RECOMPUTE_SELECTIVE) {
-    int op;
-    ss->rec += n * recompute_time(x, lc, mode);
-    for (op = 0; op < ND_OP_COUNT; op++)
-      if (x->st->selective_ops & ND_OP_BIT(op)) ss->flops_rec += n * lc->op_flops[op];
+    ss->rec += n * sel_time(lc, mask);
+    ss->flops_rec += n * sel_flops(lc, mask);
   }
   ss->p_dense += n * lc->p_dense;
   ss->p_expert += n * lc->p_expert;
@@ -444,22 +466,45 @@ static void count_layer (int layer, int chunk, void *ud) {
   int slot = kind_slot(&ss->x->m->layer[layer]);
   int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
                                   : (int)ss->x->st->recompute;
+  unsigned mask = ss->x->st->per_layer ? ss->x->st->layer_ops[layer] : 0u;
   (void)chunk;
+  if (mode == ND_RECOMPUTE_SELECTIVE && mask && mask != ss->x->st->selective_ops) {
+    int g;  /* a switch set of its own: counted apart, priced with its own bytes and time */
+    for (g = 0; g < ss->nsel; g++)
+      if (ss->sel[g].slot == slot && ss->sel[g].mask == (int)mask) break;
+    if (g == ss->nsel) {
+      ss->sel[g].slot = slot; ss->sel[g].mask = (int)mask; ss->sel[g].n = ss->sel[g].off = 0;
+      ss->nsel++;
+    }
+    ss->sel[g].n++;
+    if (ss->x->st->layer_offload[layer]) ss->sel[g].off++;
+    if (ss->count[slot][ND_RECOMPUTE_NONE] + ss->count[slot][ND_RECOMPUTE_SELECTIVE]
+        + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->example[slot] = layer;
+    return;
+  }
   if (ss->count[slot][mode]++ == 0) ss->example[slot] = layer;
   if (ss->x->st->per_layer && ss->x->st->layer_offload[layer]) ss->count_off[slot][mode]++;
 }
 
 static void stage_total (stage_sum *ss) {
-  int slot, mode;
+  int slot, mode, g;
   for (slot = 0; slot < KIND_SLOTS; slot++)
     for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++)
       if (ss->count[slot][mode] > 0) {
         const layer_cost *lc = price_kind(ss->x, ss->example[slot]);
-        add_layers(ss, lc, mode, ss->count[slot][mode]);
+        add_layers(ss, lc, mode, ss->x->st->selective_ops, ss->count[slot][mode]);
         ss->act_off += ss->count_off[slot][mode] * lc->act[mode];
         if (lc->act[ND_RECOMPUTE_NONE] - lc->act[mode] > ss->working)
           ss->working = lc->act[ND_RECOMPUTE_NONE] - lc->act[mode];
       }
+  for (g = 0; g < ss->nsel; g++) {
+    const layer_cost *lc = price_kind(ss->x, ss->example[ss->sel[g].slot]);
+    double kept = sel_act(lc, (unsigned)ss->sel[g].mask);
+    add_layers(ss, lc, ND_RECOMPUTE_SELECTIVE, (unsigned)ss->sel[g].mask, ss->sel[g].n);
+    ss->act_off += ss->sel[g].off * kept;
+    if (lc->act[ND_RECOMPUTE_NONE] - kept > ss->working)
+      ss->working = lc->act[ND_RECOMPUTE_NONE] - kept;
+  }
 }
 
 static void place_groups (ctx *x) {
@@ -536,7 +581,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     stage_sum ss;
     double pd, pe, inflight, extra_act = 0.0, buffers, zfac_w, zfac_g, zfac_o, t_mb;
     double dp_time, off_copy, off_s;
-    memset(&ss, 0, sizeof ss);
+    memset(&ss, 0, offsetof(stage_sum, sel));  /* sel[] is read up to nsel only */
     ss.x = &x;
     nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, count_layer, &ss);
     stage_total(&ss);
@@ -728,6 +773,10 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
     out->recompute_s[i] = recompute_time(&x, lc, i);
     if (i == ND_RECOMPUTE_FULL)  /* the repeated forward's TP and EP traffic */
       out->recompute_s[i] += lc->tp_s + lc->ep_s * (1.0 - costs->ep_overlap);
+  }
+  for (i = 0; i < ND_OP_MASKS; i++) {
+    out->sel_activations[i] = sel_act(lc, (unsigned)i);
+    out->sel_recompute_s[i] = sel_time(lc, (unsigned)i);
   }
   out->forward_s = layer_pass(&x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
   out->tp_comm_s = lc->tp_s;

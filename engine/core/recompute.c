@@ -85,54 +85,54 @@ static int ensure_scratch (scratch *sc, int n) {
 }
 
 /*
-** Chooses modes for the n layers of one stage: a[i*3+mode] bytes kept (already times w),
-** r[i*3+mode] seconds added, within `room` bytes. Writes mode[i]; returns 0, or -1 when
-** even the least-memory choice does not fit.
+** Chooses one of K options for each of the n layers of one stage: option j of layer i keeps
+** a[i*K+j] bytes (already times w; HUGE_VAL when not offered) and adds r[i*K+j] seconds,
+** within `room` bytes. Bytes are rounded up to buckets of the room, so a choice never
+** exceeds it. Writes choice[i]; returns 0, or -1 when even the least-memory choice does not
+** fit.
 */
-static int knapsack (int n, const double *a, const double *r, unsigned modes, double room,
-                     scratch *sc, unsigned char *mode) {
-  int K = buckets(n), i, j, md;
+static int knapsack (int n, int K, const double *a, const double *r, double room,
+                     scratch *sc, unsigned char *choice) {
+  int B = buckets(n), i, j, o;
   double unit, best_value;
   int best_j;
   if (room <= 0.0) {  /* only choices that keep nothing can fit */
     for (i = 0; i < n; i++) {
       int found = 0;
-      for (md = 0; md < ND_RECOMPUTE_COUNT && !found; md++)
-        if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] <= 0.0) { mode[i] = (unsigned char)md; found = 1; }
+      for (o = 0; o < K && !found; o++)
+        if (a[i * K + o] <= 0.0) { choice[i] = (unsigned char)o; found = 1; }
       if (!found) return -1;
     }
     return 0;
   }
-  unit = room / K;
-  for (j = 0; j <= K; j++) sc->best[j] = HUGE_VAL;
+  unit = room / B;
+  for (j = 0; j <= B; j++) sc->best[j] = HUGE_VAL;
   sc->best[0] = 0.0;
   for (i = 0; i < n; i++) {
-    unsigned char *ch = sc->choice + (size_t)i * (K + 1);
+    unsigned char *ch = sc->choice + (size_t)i * (B + 1);
     double *tmp;
-    for (j = 0; j <= K; j++) { sc->next[j] = HUGE_VAL; ch[j] = 0; }
-    for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
-      double w;
+    for (j = 0; j <= B; j++) { sc->next[j] = HUGE_VAL; ch[j] = 0; }
+    for (o = 0; o < K; o++) {
+      double w = a[i * K + o] == HUGE_VAL ? HUGE_VAL : ceil(a[i * K + o] / unit - 1e-9);
       int wb;
-      if (!(modes & ND_RECOMPUTE_MASK(md))) continue;
-      w = ceil(a[i * 3 + md] / unit - 1e-9);
-      if (w > K) continue;
+      if (w > B) continue;
       wb = w > 0.0 ? (int)w : 0;
-      for (j = wb; j <= K; j++) {
-        double v = sc->best[j - wb] + r[i * 3 + md];
-        if (v < sc->next[j]) { sc->next[j] = v; ch[j] = (unsigned char)md; }
+      for (j = wb; j <= B; j++) {
+        double v = sc->best[j - wb] + r[i * K + o];
+        if (v < sc->next[j]) { sc->next[j] = v; ch[j] = (unsigned char)o; }
       }
     }
     tmp = sc->best; sc->best = sc->next; sc->next = tmp;
   }
   best_j = -1;
   best_value = HUGE_VAL;
-  for (j = 0; j <= K; j++)
+  for (j = 0; j <= B; j++)
     if (sc->best[j] < best_value) { best_value = sc->best[j]; best_j = j; }
   if (best_j < 0) return -1;
   for (i = n - 1; i >= 0; i--) {  /* walk back through the choices */
-    unsigned char md_i = sc->choice[(size_t)i * (K + 1) + best_j];
-    double w = ceil(a[i * 3 + md_i] / unit - 1e-9);
-    mode[i] = md_i;
+    unsigned char o_i = sc->choice[(size_t)i * (B + 1) + best_j];
+    double w = ceil(a[i * K + o_i] / unit - 1e-9);
+    choice[i] = o_i;
     best_j -= w > 0.0 ? (int)w : 0;
   }
   return 0;
@@ -367,6 +367,51 @@ done:
   return rc;
 }
 
+/*
+** Selective variants: the options of one layer kind are keep everything, full, and
+** selective with every set of switches that drops something; the Pareto front of their
+** (bytes, seconds) survives, keep-everything and full always kept.
+*/
+#define MAX_OPTIONS (2 + ND_OP_MASKS)
+
+typedef struct option { double bytes, time; unsigned char mode, mask; } option;
+
+static int by_bytes (const void *x, const void *y) {
+  const option *a = (const option *)x, *b = (const option *)y;
+  if (a->bytes != b->bytes) return a->bytes < b->bytes ? -1 : 1;
+  return a->time < b->time ? -1 : a->time > b->time ? 1 : 0;
+}
+
+static int kind_options (const nd_layer_estimate *le, unsigned modes, option *out) {
+  option all[MAX_OPTIONS];
+  int n = 0, k = 0, i, mask;
+  double best = HUGE_VAL;
+  for (mask = 1; mask < ND_OP_MASKS && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)); mask++)
+    if (le->sel_activations[mask] < le->activations[ND_RECOMPUTE_NONE]) {
+      all[n].bytes = le->sel_activations[mask];
+      all[n].time = le->sel_recompute_s[mask];
+      all[n].mode = ND_RECOMPUTE_SELECTIVE;
+      all[n++].mask = (unsigned char)mask;
+    }
+  qsort(all, (size_t)n, sizeof all[0], by_bytes);
+  if (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) {
+    option f = {le->activations[ND_RECOMPUTE_FULL], le->recompute_s[ND_RECOMPUTE_FULL],
+                ND_RECOMPUTE_FULL, 0};
+    out[k++] = f;
+    best = f.time;
+  }
+  for (i = 0; i < n; i++)  /* fewest bytes first: a point survives when it is faster */
+    if (all[i].time < best && (k == 0 || all[i].bytes > out[k - 1].bytes)) {
+      out[k++] = all[i];
+      best = all[i].time;
+    }
+  if (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) {
+    option none = {le->activations[ND_RECOMPUTE_NONE], 0.0, ND_RECOMPUTE_NONE, 0};
+    out[k++] = none;
+  }
+  return k;
+}
+
 int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                            nd_strategy *st, const nd_costs *costs, double budget,
                            unsigned modes, nd_recompute_plan *plan, nd_estimate *out,
@@ -376,11 +421,15 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   layer_list *list = NULL;
   double *a = NULL, *r = NULL, *full_peak = NULL, *none_peak = NULL, *inflight = NULL;
   double *base_compute = NULL;
-  unsigned char *chosen = NULL;
+  unsigned char *chosen = NULL, *picked = NULL;
+  option (*opts)[MAX_OPTIONS] = NULL;  /* per kind, with variants */
+  int *nopts = NULL;
+  double *va = NULL, *vr = NULL;
   scratch sc = {NULL, NULL, NULL, 0};
+  int variants = (modes & ND_PLAN_VARIANTS) && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE));
   int p, s, i, rc = -1, dual, stages_to_plan, total = (int)(m->num_layers + m->mtp_layers);
   int offload_ok;
-  modes &= ND_RECOMPUTE_ALL | ND_PLAN_OFFLOAD;
+  modes &= ND_RECOMPUTE_ALL | ND_PLAN_OFFLOAD | ND_PLAN_VARIANTS;
   if ((modes & ND_RECOMPUTE_ALL) == 0) {
     snprintf(err, errlen, "recompute: no recompute mode allowed");
     return -1;
@@ -402,6 +451,17 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   a = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *a);
   r = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *r);
   chosen = (unsigned char *)malloc(ND_MAX_LAYERS);
+  if (variants) {
+    opts = (option (*)[MAX_OPTIONS])malloc(MAX_KINDS * sizeof *opts);
+    nopts = (int *)calloc(MAX_KINDS, sizeof *nopts);
+    picked = (unsigned char *)malloc(ND_MAX_LAYERS);
+    va = (double *)malloc(MAX_OPTIONS * (size_t)ND_MAX_LAYERS * sizeof *va);
+    vr = (double *)malloc(MAX_OPTIONS * (size_t)ND_MAX_LAYERS * sizeof *vr);
+    if (!opts || !nopts || !picked || !va || !vr) {
+      snprintf(err, errlen, "recompute: out of memory");
+      goto done;
+    }
+  }
   if (!kc || !list || !full_peak || !a || !r || !chosen) {
     snprintf(err, errlen, "recompute: out of memory");
     goto done;
@@ -424,9 +484,11 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   trial.per_layer = 1;
   for (i = 0; i < total; i++) trial.layer_recompute[i] = ND_RECOMPUTE_FULL;
   memset(trial.layer_offload, 0, sizeof trial.layer_offload);
+  memset(trial.layer_ops, 0, sizeof trial.layer_ops);
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
     double work_full = 0.0, work_sel = 0.0, work_least = 0.0;
+    int copies_priced = 0, use_variants = 0;
     int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
     int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
     int offloaded[MAX_KINDS], off_left[MAX_KINDS];
@@ -519,6 +581,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         cost.k0 = cost.O * base_compute[s];
         for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * cost.d / w;
       }
+      copies_priced = cost.offload;
       memset(offloaded, 0, sizeof offloaded);
       {
         /* the working set is reserved for the heaviest mode allowed; a plan without full
@@ -566,7 +629,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           snprintf(err, errlen, "recompute: out of memory");
           goto done;
         }
-        got = knapsack(list->n, a, r, modes, room_left, &sc, chosen) != 0;
+        for (i = 0; i < 3 * list->n; i++)  /* the modes not allowed are not offered */
+          if (!(modes & ND_RECOMPUTE_MASK(i % 3))) a[i] = HUGE_VAL;
+        got = knapsack(list->n, 3, a, r, room_left, &sc, chosen) != 0;
         if (!got) for (i = 0; i < list->n; i++) counts[slot[i]][chosen[i]]++;
       }
       failed = got != 0;
@@ -577,9 +642,72 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                "recompute, budget %.2f GiB", s, gib(fixed + least + work_least), gib(budget));
       goto done;
     }
+    if (variants && !copies_priced) {
+      /* every layer one option of its kind's front, by the bucket DP; kept when it beats
+         the counts above (which offer one set of switches). The working set is what the
+         heaviest option used rebuilds: each distinct amount t is tried as a cap, with the
+         options rebuilding more left out and t reserved. */
+      double plain = 0.0, caps[MAX_KINDS * MAX_OPTIONS];
+      int md, ncaps = 0, c;
+      for (k = 0; k < kc->n; k++)
+        for (md = 0; md < ND_RECOMPUTE_COUNT; md++) plain += counts[k][md] * kc->est[k].recompute_s[md];
+      for (i = 0; i < list->n; i++) {
+        int o, known;
+        if (nopts[slot[i]] == 0) nopts[slot[i]] = kind_options(&kc->est[slot[i]], modes, opts[slot[i]]);
+        for (o = 0; o < nopts[slot[i]]; o++) {
+          double t = kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - opts[slot[i]][o].bytes;
+          for (known = 0, c = 0; c < ncaps; c++) known |= caps[c] == t;
+          if (!known && ncaps < MAX_KINDS * MAX_OPTIONS) caps[ncaps++] = t;
+        }
+      }
+      if (ensure_scratch(&sc, list->n) != 0) {
+        snprintf(err, errlen, "recompute: out of memory");
+        goto done;
+      }
+      for (c = 0; c < ncaps; c++) {
+        double with = 0.0;
+        for (i = 0; i < list->n; i++) {
+          int o;
+          for (o = 0; o < MAX_OPTIONS; o++) {
+            const option *op = &opts[slot[i]][o];
+            int offered = o < nopts[slot[i]]
+              && kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - op->bytes <= caps[c];
+            va[i * MAX_OPTIONS + o] = offered ? op->bytes * w : HUGE_VAL;
+            vr[i * MAX_OPTIONS + o] = offered ? op->time : 0.0;
+          }
+        }
+        if (knapsack(list->n, MAX_OPTIONS, va, vr, budget - fixed - caps[c], &sc, picked) != 0)
+          continue;
+        for (i = 0; i < list->n; i++) with += vr[i * MAX_OPTIONS + picked[i]];
+        if (with < plain * (1.0 - 1e-12)) {
+          plain = with;
+          use_variants = 1;
+          memcpy(chosen, picked, (size_t)list->n);
+        }
+      }
+      for (i = 0; use_variants && i < list->n; i++)  /* the winner's times, for the order */
+        vr[i * MAX_OPTIONS + chosen[i]] = opts[slot[i]][chosen[i]].time;
+    }
+    if (use_variants) {
+      /* within a kind the layers are alike: the slowest options go on the first layers */
+      for (i = 0; i < list->n; i++) {
+        int j, best_j = i, layer = list->layer[i];
+        const option *op;
+        for (j = i + 1; j < list->n; j++)
+          if (slot[j] == slot[i] && vr[j * MAX_OPTIONS + chosen[j]]
+                                    > vr[best_j * MAX_OPTIONS + chosen[best_j]]) best_j = j;
+        if (best_j != i) { unsigned char t = chosen[i]; chosen[i] = chosen[best_j]; chosen[best_j] = t; }
+        op = &opts[slot[i]][chosen[i]];
+        trial.layer_recompute[layer] = op->mode;
+        trial.layer_ops[layer] = op->mode == ND_RECOMPUTE_SELECTIVE ? op->mask : 0;
+        trial.layer_offload[layer] = 0;
+        plan->offload_bytes[layer] = 0.0;
+        saved += r[i * 3 + ND_RECOMPUTE_FULL] - op->time;
+      }
+    }
     /* the chosen counts per kind: heavier recompute on the stage's first layers, then the
        offloaded ones (their activations wait longest), then selective, then kept */
-    for (i = 0; i < list->n; i++) {
+    else for (i = 0; i < list->n; i++) {
       int md, off = 0, layer = list->layer[i];
       k = slot[i];
       if (counts[k][ND_RECOMPUTE_FULL] > 0) md = ND_RECOMPUTE_FULL;
@@ -600,6 +728,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     given.per_layer = 1;
     memcpy(given.layer_recompute, trial.layer_recompute, sizeof given.layer_recompute);
     memcpy(given.layer_offload, trial.layer_offload, sizeof given.layer_offload);
+    memcpy(given.layer_ops, trial.layer_ops, sizeof given.layer_ops);
     trial = given;
   }
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;
@@ -641,6 +770,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   rc = 0;
 done:
   free(kc); free(list); free(full_peak); free(a); free(r); free(chosen);
+  free(opts); free(nopts); free(picked); free(va); free(vr);
   free(sc.best); free(sc.next); free(sc.choice);
   return rc;
 }

@@ -193,9 +193,12 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
   }
   else even_layout(st, body, mtp);
   if (st->per_layer)
-    for (s = 0; s < body + mtp; s++)
+    for (s = 0; s < body + mtp; s++) {
       if (st->layer_recompute[s] >= ND_RECOMPUTE_COUNT)
         return refuse(err, errlen, "recompute: layer %d has an unknown mode", s);
+      if (st->layer_ops[s] >= ND_OP_MASKS)
+        return refuse(err, errlen, "recompute: layer %d has unknown selective switches", s);
+    }
   return 0;
 }
 

@@ -101,6 +101,8 @@ typedef struct nd_layer_estimate {
   double activations[ND_RECOMPUTE_COUNT];  /* bytes held under none, selective, full */
   double recompute_s[ND_RECOMPUTE_COUNT];  /* time each mode adds per micro-batch, with the
                                               repeated forward's communication */
+  double sel_activations[ND_OP_MASKS];  /* selective with each set of switches (mask) */
+  double sel_recompute_s[ND_OP_MASKS];
   double forward_s;         /* GEMMs + attention core + element-wise */
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
   double params;            /* parameters one device holds */

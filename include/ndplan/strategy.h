@@ -42,6 +42,7 @@ enum {
   ND_OP_COUNT
 };
 #define ND_OP_BIT(op) (1u << (op))
+#define ND_OP_MASKS (1 << ND_OP_COUNT)  /* every set of switches, as a mask */
 
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
@@ -56,6 +57,8 @@ typedef struct nd_strategy {
   unsigned char layer_recompute[ND_MAX_LAYERS];
   unsigned char layer_offload[ND_MAX_LAYERS];  /* per_layer: 1 = the layer's kept activations
                                                   of waiting micro-batches are in host memory */
+  unsigned char layer_ops[ND_MAX_LAYERS];  /* per_layer: a selective layer's own switches
+                                              (ND_OP_BIT mask); 0 = selective_ops */
   double offload;          /* share (0..1) of the activations a stage holds for micro-batches
                               not being computed that wait in host memory instead */
   nd_precision precision;

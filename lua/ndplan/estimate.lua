@@ -3,17 +3,24 @@
 --   nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
 --               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
 --               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
--- recompute = "per_layer" chooses every layer's mode (among recompute_modes, default all)
--- so that each stage fits max_mem at the least recompute time (ndplan.c.estimate.plan);
+-- recompute = "per_layer" chooses every layer's mode (among recompute_modes: none,
+-- selective, full, "offload" and "variants" -- each selective layer its own set of op
+-- switches; default DEFAULT_MODES) so that each stage fits max_mem at the least recompute
+-- time (ndplan.c.estimate.plan);
 -- layout = "balanced" moves layers between stages to balance the slowest one within
 -- max_mem (ndplan.c.estimate.balance); the default "even" keeps the even split.
 local core = require "ndplan.c.estimate"
 
 local M = {}
 
+-- The per-layer planner's default modes for one strategy: every mode, and a set of switches
+-- per selective layer (the search walks without variants, for speed).
+M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
+
 local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
-                       "flash_attention", "stage_layers", "selective_ops", "layer_offload"}
+                       "flash_attention", "stage_layers", "selective_ops", "layer_offload",
+                       "layer_selective_ops"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true}
@@ -69,13 +76,13 @@ function M.estimate(args)
   if args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
     result, why = core.balance(model, device, job, strategy, budget, args.costs,
-                               per_layer and (args.recompute_modes or {"none", "selective", "full"})
-                               or nil)
+                               per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil)
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
   elseif per_layer then
     -- each layer's mode chosen under the budget: least recompute time that fits
-    result, why = core.plan(model, device, job, strategy, budget, args.costs, args.recompute_modes)
+    result, why = core.plan(model, device, job, strategy, budget, args.costs,
+                            args.recompute_modes or M.DEFAULT_MODES)
   else
     if args.recompute_modes ~= nil then
       error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)

@@ -6,8 +6,9 @@
 -- kind and mode: first, count, kind, mode = off|selective|full, option = {switches,
 -- link_bandwidth}, offload_bytes), stage_memory (MiB per stage), stage_savings (s per step
 -- each stage saves against full recompute), score_parts (the estimate's time parts), mode
--- (when one mode covers every layer), and layer_recompute and stage_layers (the
--- estimator's per-layer modes and the layout, kept to re-price the plan).
+-- (when one mode covers every layer), and layer_recompute, layer_selective_ops and
+-- stage_layers (the estimator's per-layer modes, switch sets and layout, kept to re-price
+-- the plan).
 local M = {}
 
 local MiB = 2 ^ 20
@@ -19,10 +20,20 @@ M.DIMENSIONS = {{"DP", "dp"}, {"EP", "ep"}, {"TP", "tp"}, {"CP", "cp"}, {"PP", "
 local TO_PLAN = {none = "off", selective = "selective", full = "full"}
 local TO_ESTIMATOR = {off = "none", selective = "selective", full = "full"}
 
--- What each mode recomputes, as op switches (selective: the strategy's selective_ops).
-local function switches(mode, strategy)
-  if mode == "selective" then return strategy.selective_ops or {"attn_core"} end
+-- What layer i's mode recomputes, as op switches (selective: the layer's own set when the
+-- planner chose one, else the strategy's selective_ops).
+local function switches(mode, strategy, i)
+  if mode == "selective" then
+    local own = strategy.layer_selective_ops and strategy.layer_selective_ops[i]
+    return own or strategy.selective_ops or {"attn_core"}
+  end
   return mode == "full" and {"layer"} or {}
+end
+
+local function same_switches(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
 end
 
 function M.dimensions(strategy)
@@ -64,11 +75,13 @@ function M.from_estimate(result, model, savings)
   for i = 1, #kinds do
     local last = ranges[#ranges]
     local bytes = off[i] or 0
-    if last and last.kind == kinds[i] and last.mode == modes[i] and last.offload_bytes == bytes then
+    local sw = switches(modes[i], result.strategy, i)
+    if last and last.kind == kinds[i] and last.mode == modes[i] and last.offload_bytes == bytes
+       and same_switches(last.option.switches, sw) then
       last.count = last.count + 1
     else
       ranges[#ranges + 1] = {first = i - 1, count = 1, kind = kinds[i], mode = modes[i],
-                             option = {switches = switches(modes[i], result.strategy),
+                             option = {switches = sw,
                                        link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
                              offload_bytes = bytes}
     end
@@ -86,17 +99,19 @@ function M.from_estimate(result, model, savings)
                 dimensions = M.dimensions(result.strategy), ranges = ranges,
                 stage_memory = stage_memory, stage_savings = stage_savings,
                 score_parts = result.time_parts_s, layer_recompute = per_layer,
-                layer_offload = layer_offload, stage_layers = result.strategy.stage_layers}
+                layer_offload = layer_offload, stage_layers = result.strategy.stage_layers,
+                layer_selective_ops = result.strategy.layer_selective_ops}
   if result.strategy.recompute ~= "per_layer" then plan.mode = modes[1] end
   return plan
 end
 
--- Prices a per-layer mode list with the arguments of the plan's estimate.
-local function price(args, per_layer, stage_layers)
+-- Prices a per-layer mode list (and selective switch sets) with the arguments of the
+-- plan's estimate.
+local function price(args, per_layer, stage_layers, layer_ops)
   local a = {}
   for k, v in pairs(args) do a[k] = v end
   a.recompute, a.recompute_modes, a.layout = nil, nil, nil
-  a.layer_recompute, a.stage_layers = per_layer, stage_layers
+  a.layer_recompute, a.stage_layers, a.layer_selective_ops = per_layer, stage_layers, layer_ops
   return require("ndplan").estimate(a)
 end
 
@@ -118,7 +133,13 @@ function M.next_plans(args, model, plan, full)
       local per_layer = {}
       for j, m in ipairs(plan.layer_recompute) do per_layer[j] = m end
       per_layer[i] = "full"
-      local r = price(args, per_layer, plan.stage_layers)
+      local ops
+      if plan.layer_selective_ops then
+        ops = {}
+        for j, o in ipairs(plan.layer_selective_ops) do ops[j] = o end
+        ops[i] = {}
+      end
+      local r = price(args, per_layer, plan.stage_layers, ops)
       if r and r.fits then
         r.strategy.recompute = "per_layer"
         out[#out + 1] = M.from_estimate(r, model, savings_against_full(r, full))

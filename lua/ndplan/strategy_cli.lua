@@ -24,7 +24,7 @@ M.OPTIONS = {
   {name = "mb", arg = "N", help = "micro-batches per step (default: from the batch)"},
   {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
   {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M) or a per-layer spec"},
-  {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full; add offload to offload layers to host)"},
+  {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full,variants: variants lets each selective layer take its own op switches; add offload to offload layers to host)"},
   {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
@@ -48,9 +48,9 @@ end
 local function mode_list(flag, text)
   local out = {}
   for m in text:gmatch("[^,]+") do
-    if m ~= "none" and m ~= "selective" and m ~= "full" and m ~= "offload" then
-      cli.fail(string.format("--%s: expected none, selective, full or offload, got '%s'", flag, m),
-               cli.EXIT_USAGE)
+    if m ~= "none" and m ~= "selective" and m ~= "full" and m ~= "offload" and m ~= "variants" then
+      cli.fail(string.format("--%s: expected none, selective, full, offload or variants, got '%s'",
+                             flag, m), cli.EXIT_USAGE)
     end
     out[#out + 1] = m
   end
@@ -98,7 +98,7 @@ function M.args(spec, argv, opts)
     sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
     flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
   }
-  local r = opts.recompute
+  local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
   if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer" then
     args.recompute = r == "off" and "none" or r
   elseif r then  -- a per-layer spec, e.g. 0-9:full,10-79:selective

@@ -203,3 +203,90 @@ describe("per-layer offload", function()
     assert.equal("offload", require("ndplan.recompute").plan_scope(plan))
   end)
 end)
+
+describe("selective variants: each selective layer its own op switches", function()
+  local m = assert(nd.model{model_type = "gpt2", n_layer = 4, n_embd = 2048, n_head = 16,
+                            vocab_size = 51200, n_positions = 4096})
+  local dev = assert(nd.device("a100-80gb"))
+  local job = {devices = 2, global_batch = 16, seq_len = 4096}
+  local strategy = {pp = 2, flash_attention = false, mbs = 2}
+  local SETS = {{}, {"attn_core"}, {"norms"}, {"act"}, {"attn_core", "norms"},
+                {"attn_core", "act"}, {"norms", "act"}, {"attn_core", "norms", "act"}}
+
+  local function with(t, extra)
+    local out = {}
+    for k, v in pairs(t) do out[k] = v end
+    for k, v in pairs(extra) do out[k] = v end
+    return out
+  end
+
+  it("prices a layer's own switches as the same switches set for the whole model", function()
+    local uniform = assert(core.run(m, dev, job, with(strategy, {recompute = "selective",
+                                                                 selective_ops = {"act"}})))
+    local own = assert(core.run(m, dev, job, with(strategy, {
+      layer_recompute = {"selective", "selective", "selective", "selective"},
+      layer_selective_ops = {{"act"}, {"act"}, {"act"}, {"act"}}})))
+    assert.are.equal(uniform.peak_memory_bytes, own.peak_memory_bytes)
+    assert.are.equal(uniform.step_time_s, own.step_time_s)
+    -- two sets on one stage: its activations are the mean of the two uniform runs (linear)
+    local norms = assert(core.run(m, dev, job, with(strategy, {recompute = "selective",
+                                                               selective_ops = {"norms"}})))
+    local mixed = assert(core.run(m, dev, job, with(strategy, {
+      layer_recompute = {"selective", "selective", "selective", "selective"},
+      layer_selective_ops = {{"act"}, {"norms"}, {"act"}, {"norms"}}})))
+    local want = (uniform.stages[1].activations + norms.stages[1].activations) / 2
+    assert.is_true(math.abs(mixed.stages[1].activations - want) <= 1e-9 * want)
+    assert.are.same({"act"}, mixed.strategy.layer_selective_ops[1])
+    assert.are.same({"norms"}, mixed.strategy.layer_selective_ops[2])
+  end)
+
+  it("refuses an unknown switch, naming the layer", function()
+    assert.has_error(function()
+      core.run(m, dev, job, with(strategy, {layer_recompute = {"selective"},
+                                            layer_selective_ops = {{"bogus"}}}))
+    end, "layer_selective_ops[1][1]: expected attn_core, norms, act or mla_up")
+  end)
+
+  -- every assignment of none, full or selective with one of the 7 switch sets to 4 layers
+  local all = {}
+  local choices = {{"none"}, {"full"}}
+  for i = 2, #SETS do choices[#choices + 1] = {"selective", SETS[i]} end
+  for code = 0, (#choices) ^ 4 - 1 do
+    local modes, ops, c = {}, {}, code
+    for i = 1, 4 do
+      local ch = choices[c % #choices + 1]
+      modes[i], ops[i] = ch[1], ch[2] or {}
+      c = c // #choices
+    end
+    local r = assert(core.run(m, dev, job, with(strategy, {layer_recompute = modes,
+                                                           layer_selective_ops = ops})))
+    all[#all + 1] = {peak = r.peak_memory_bytes, step = r.step_time_s}
+  end
+  local function best_within(budget)
+    local best = math.huge
+    for _, x in ipairs(all) do if x.peak <= budget and x.step < best then best = x.step end end
+    return best
+  end
+
+  it("finds the brute-force optimum over all switch sets, within the DP's rounding", function()
+    local lo, hi = math.huge, 0
+    for _, x in ipairs(all) do lo, hi = math.min(lo, x.peak), math.max(hi, x.peak) end
+    local checked, exact = 0, 0
+    for k = 1, 40 do
+      local budget = lo + (hi - lo) * k / 41
+      local r = assert(core.plan(m, dev, job, strategy, budget, nil,
+                                 {"none", "selective", "full", "variants"}))
+      local plain = assert(core.plan(m, dev, job, strategy, budget))
+      assert.is_true(r.peak_memory_bytes <= budget)
+      assert.is_true(r.step_time_s <= plain.step_time_s * (1 + 1e-12))  -- never worse
+      -- no better than any assignment that fits (it is one), and no worse than the best
+      -- assignment of a budget smaller by what the DP's buckets round away (at most one
+      -- bucket of the room, 1/256 of it, per layer: 2 a stage)
+      assert.is_true(r.step_time_s >= best_within(budget) * (1 - 1e-12))
+      assert.is_true(r.step_time_s <= best_within(budget - 2 * budget / 256) + 1e-12)
+      if math.abs(r.step_time_s - best_within(budget)) <= 1e-12 * r.step_time_s then exact = exact + 1 end
+      checked = checked + 1
+    end
+    assert.is_true(exact >= 36, exact .. " of " .. checked .. " exact")  -- measured: 40 of 40
+  end)
+end)
