@@ -17,7 +17,7 @@
 
 #define MAX_KINDS 32          /* distinct layer kinds priced once each */
 #define MIN_BUCKETS 256
-#define BUCKETS_PER_LAYER 8   /* rounding loses at most 1/8 of a bucket per layer on average */
+#define BUCKETS_PER_LAYER 8   /* rounding loses under a bucket per layer: under 1/8 of the room */
 #define MAX_BUCKETS 4096
 
 typedef struct kind_costs {
@@ -87,24 +87,27 @@ static int ensure_scratch (scratch *sc, int n) {
 /*
 ** Chooses one of K options for each of the n layers of one stage: option j of layer i keeps
 ** a[i*K+j] bytes (already times w; HUGE_VAL when not offered) and adds r[i*K+j] seconds,
-** within `room` bytes. Bytes are rounded up to buckets of the room, so a choice never
-** exceeds it. Writes choice[i]; returns 0, or -1 when even the least-memory choice does not
-** fit.
+** within `room` bytes. What each option keeps beyond its layer's least-memory option is
+** rounded up to buckets of the room those leave, so a choice never exceeds it and the
+** least-memory choice always fits when anything does. Writes choice[i]; returns 0, or -1
+** when even the least-memory choice does not fit.
 */
-static int knapsack (int n, int K, const double *a, const double *r, double room,
+static int knapsack (int n, int K, double *a, const double *r, double room,
                      scratch *sc, unsigned char *choice) {
   int B = buckets(n), i, j, o;
   double unit, best_value;
   int best_j;
-  if (room <= 0.0) {  /* only choices that keep nothing can fit */
-    for (i = 0; i < n; i++) {
-      int found = 0;
-      for (o = 0; o < K && !found; o++)
-        if (a[i * K + o] <= 0.0) { choice[i] = (unsigned char)o; found = 1; }
-      if (!found) return -1;
-    }
-    return 0;
+  for (i = 0; i < n; i++) {  /* a becomes the bytes above the layer's least */
+    double least = HUGE_VAL;
+    int least_o = -1;
+    for (o = 0; o < K; o++) if (a[i * K + o] < least) { least = a[i * K + o]; least_o = o; }
+    if (least_o < 0) return -1;
+    room -= least;
+    for (o = 0; o < K; o++) if (a[i * K + o] != HUGE_VAL) a[i * K + o] -= least;
+    choice[i] = (unsigned char)least_o;
   }
+  if (room < 0.0) return -1;
+  if (room == 0.0) return 0;  /* the least-memory choice, and nothing else, fits */
   unit = room / B;
   for (j = 0; j <= B; j++) sc->best[j] = HUGE_VAL;
   sc->best[0] = 0.0;
@@ -323,17 +326,17 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
 
 /*
 ** Chooses the counts per kind for one stage: kinds[k] layers of kind k with costs m, t
-** (3 per kind). Writes counts[k][mode]. Returns 0, 1 when nothing fits, -1 when the fronts
+** (3 per kind), modes[k] the modes kind k may take. Writes counts[k][mode]. Returns 0, 1 when nothing fits, -1 when the fronts
 ** grow past FRONT_MAX (the caller falls back to the bucket DP) or memory runs out.
 */
 static int choose_counts (int nkinds, const int *kinds, const double *m, const double *t,
-                          unsigned modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
+                          const unsigned *modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
   front level[MAX_KINDS];
   int k, i, j, best = -1, rc = -1;
   memset(level, 0, sizeof level);
   for (k = 0; k < nkinds; k++) {
     front kf;
-    if (kinds[k] > 32767 || kind_front(kinds[k], m + 3 * k, t + 3 * k, modes, &kf) != 0) goto done;
+    if (kinds[k] > 32767 || kind_front(kinds[k], m + 3 * k, t + 3 * k, modes[k], &kf) != 0) goto done;
     if (k == 0) { level[0] = kf; continue; }
     if ((double)level[k - 1].n * kf.n > FRONT_MAX) { free(kf.pt); goto done; }
     level[k].pt = (front_point *)malloc((size_t)level[k - 1].n * kf.n * sizeof *level[k].pt);
@@ -365,6 +368,79 @@ static int choose_counts (int nkinds, const int *kinds, const double *m, const d
 done:
   for (k = 0; k < nkinds; k++) free(level[k].pt);
   return rc;
+}
+
+/*
+** The fallbacks for stages too long for enumerate_counts: merged fronts, else the bucket DP
+** over the layers one by one. What a plan rebuilds for its first backward (the working
+** set) is that of its heaviest (kind, mode): each distinct amount is tried as a cap, the
+** (kind, mode) pairs rebuilding more left out and the amount reserved. km, kt: bytes
+** (times w) and seconds per kind and mode; a, r: the same per layer (slot[i] its kind,
+** kind_of[k] the slot of local kind k). Returns 0 with by_kind set, 2 with counts[slot]
+** set (the DP), 1 when nothing fits, -1 when memory runs out.
+*/
+static double rebuilt (const double *km, double w, int k, int md) {
+  return w > 0.0 ? (km[3 * k + ND_RECOMPUTE_NONE] - km[3 * k + md]) / w : 0.0;
+}
+
+static int fallback (int nk, const int *kinds, const double *km, const double *kt, double w,
+                     unsigned modes, double room, int n, const int *slot, const int *kind_of,
+                     const double *a, const double *r, scratch *sc, unsigned char *chosen,
+                     unsigned char *picked, int by_kind[][ND_RECOMPUTE_COUNT],
+                     int counts[][ND_RECOMPUTE_COUNT]) {
+  double caps[ND_RECOMPUTE_COUNT * MAX_KINDS], best = HUGE_VAL;
+  int ncaps = 0, c, k, md, i, got = 1, use_dp = 0;
+  int cand[MAX_KINDS][ND_RECOMPUTE_COUNT];
+  double *ap;
+  for (k = 0; k < nk; k++)
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+      if (modes & ND_RECOMPUTE_MASK(md)) {
+        double t = rebuilt(km, w, k, md);
+        int known = 0;
+        for (c = 0; c < ncaps; c++) known |= caps[c] == t;
+        if (!known) caps[ncaps++] = t;
+      }
+  for (c = 0; c < ncaps && !use_dp; c++) {
+    unsigned kmodes[MAX_KINDS];
+    int rc;
+    for (k = 0; k < nk; k++) {
+      kmodes[k] = 0;
+      for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+        if ((modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, k, md) <= caps[c])
+          kmodes[k] |= ND_RECOMPUTE_MASK(md);
+    }
+    rc = choose_counts(nk, kinds, km, kt, kmodes, room - caps[c], cand);
+    if (rc < 0) use_dp = 1;  /* fronts too large */
+    else if (rc == 0) {
+      double cost = 0.0;
+      for (k = 0; k < nk; k++)
+        for (md = 0; md < ND_RECOMPUTE_COUNT; md++) cost += cand[k][md] * kt[3 * k + md];
+      if (cost < best) { best = cost; memcpy(by_kind, cand, (size_t)nk * sizeof cand[0]); got = 0; }
+    }
+  }
+  if (!use_dp) return got;
+  /* the bucket DP, layer by layer, under each cap */
+  if (ensure_scratch(sc, n) != 0) return -1;
+  ap = (double *)malloc(3 * (size_t)n * sizeof *ap);
+  if (!ap) return -1;
+  best = HUGE_VAL;
+  got = 1;
+  for (c = 0; c < ncaps; c++) {
+    double cost = 0.0;
+    for (i = 0; i < n; i++) {
+      int local = 0;
+      while (local < nk - 1 && kind_of[local] != slot[i]) local++;
+      for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+        ap[i * 3 + md] = (modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, local, md) <= caps[c]
+                       ? a[i * 3 + md] : HUGE_VAL;
+    }
+    if (knapsack(n, 3, ap, r, room - caps[c], sc, picked) != 0) continue;
+    for (i = 0; i < n; i++) cost += r[i * 3 + picked[i]];
+    if (cost < best) { best = cost; memcpy(chosen, picked, (size_t)n); got = 2; }
+  }
+  free(ap);
+  if (got == 2) for (i = 0; i < n; i++) counts[slot[i]][chosen[i]]++;
+  return got;
 }
 
 /*
@@ -421,7 +497,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   layer_list *list = NULL;
   double *a = NULL, *r = NULL, *full_peak = NULL, *none_peak = NULL, *inflight = NULL;
   double *base_compute = NULL;
-  unsigned char *chosen = NULL, *picked = NULL;
+  unsigned char *chosen = NULL, *picked = NULL, *picked3 = NULL;
   option (*opts)[MAX_OPTIONS] = NULL;  /* per kind, with variants */
   int *nopts = NULL;
   double *va = NULL, *vr = NULL;
@@ -451,6 +527,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   a = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *a);
   r = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *r);
   chosen = (unsigned char *)malloc(ND_MAX_LAYERS);
+  picked3 = (unsigned char *)malloc(ND_MAX_LAYERS);
   if (variants) {
     opts = (option (*)[MAX_OPTIONS])malloc(MAX_KINDS * sizeof *opts);
     nopts = (int *)calloc(MAX_KINDS, sizeof *nopts);
@@ -462,7 +539,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       goto done;
     }
   }
-  if (!kc || !list || !full_peak || !a || !r || !chosen) {
+  if (!kc || !list || !full_peak || !a || !r || !chosen || !picked3) {
     snprintf(err, errlen, "recompute: out of memory");
     goto done;
   }
@@ -544,7 +621,6 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     if (dual) plan->stage_need[p - 1 - s] = plan->stage_need[s];
     {  /* the counts per kind: exact fronts, or the bucket DP for very long stages */
       int nk = 0, kinds[MAX_KINDS], got;
-      double room_left;
       double km[3 * MAX_KINDS], kt[3 * MAX_KINDS];
       memset(counts, 0, sizeof counts);
       for (i = 0; i < list->n; i++) {
@@ -613,9 +689,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
               got = 0;
             }
           }
-          if (got < 0) got = choose_counts(nk, kinds, km, kt, modes, budget - fixed - work, by_kind);
         }
-        room_left = budget - fixed - work;
+        if (got < 0) got = fallback(nk, kinds, km, kt, w, modes, budget - fixed, list->n, slot,
+                                    kind_of, a, r, &sc, chosen, picked3, by_kind, counts);
       }
       if (got == 0) {
         for (k = 0; k < nk; k++) {
@@ -624,15 +700,10 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           raw_bytes[kind_of[k]] = w > 0.0 ? km[3 * k + ND_RECOMPUTE_NONE] / w : 0.0;
         }
       }
-      else if (got < 0) {  /* fronts too large: buckets over the layers one by one */
-        if (ensure_scratch(&sc, list->n) != 0) {
-          snprintf(err, errlen, "recompute: out of memory");
-          goto done;
-        }
-        for (i = 0; i < 3 * list->n; i++)  /* the modes not allowed are not offered */
-          if (!(modes & ND_RECOMPUTE_MASK(i % 3))) a[i] = HUGE_VAL;
-        got = knapsack(list->n, 3, a, r, room_left, &sc, chosen) != 0;
-        if (!got) for (i = 0; i < list->n; i++) counts[slot[i]][chosen[i]]++;
+      else if (got == 2) got = 0;  /* the bucket DP wrote counts[] itself */
+      else if (got < 0) {
+        snprintf(err, errlen, "recompute: out of memory");
+        goto done;
       }
       failed = got != 0;
     }
@@ -769,7 +840,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   *st = trial;
   rc = 0;
 done:
-  free(kc); free(list); free(full_peak); free(a); free(r); free(chosen);
+  free(kc); free(list); free(full_peak); free(a); free(r); free(chosen); free(picked3);
   free(opts); free(nopts); free(picked); free(va); free(vr);
   free(sc.best); free(sc.next); free(sc.choice);
   return rc;
