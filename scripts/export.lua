@@ -36,8 +36,13 @@ end
 
 local r = scli.estimate(args)
 
+-- A plan chosen per layer, or given with -M, comes with its budget: an exporter that must
+-- round it may choose what its trainer can say for that budget instead (megatron).
 local plan = {model = model, strategy = r.strategy, job = r.job, result = r,
-              layer_recompute = args.layer_recompute or r.strategy.layer_recompute}
+              layer_recompute = args.layer_recompute or r.strategy.layer_recompute,
+              budget_bytes = (args.recompute == "per_layer" or args.max_mem ~= nil)
+                             and r.budget_bytes or nil,
+              layout = args.layout}
 local dir = opts["output-dir"]:gsub("/+$", "")
 if dir == "" then dir = "/" end
 local made, merr = files.mkdir_p(dir)

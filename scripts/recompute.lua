@@ -9,17 +9,22 @@ local recompute = require "ndplan.recompute"
 
 local spec = {
   name = "recompute",
+  default_recompute = "per_layer",  -- so --recompute-modes applies without --recompute
   usage = "--model M --devices N --global-batch-size B [estimate's options] [-o DIR]",
   summary = "Choose each layer's recompute under the memory budget; show what more recompute costs.",
   description = "Without --recompute the plan is per_layer: every layer's mode chosen so each stage\n"
              .. "fits -M at the least recompute time. The potentials are the retained sequence from\n"
              .. "that plan, each step one more layer fully recomputed, the fastest such plan first.\n"
              .. "-o DIR writes recompute_potentials.csv and recompute_plot_groups.json, and the\n"
-             .. "charts (SVG) of the chosen plan and its potentials with report.html.",
+             .. "charts (SVG) of the chosen plan and its potentials with report.html.\n"
+             .. "--trainer megatron adds the fastest plan Megatron-LM can state that fits the budget\n"
+             .. "(recompute selective, full on every layer, or full on the first N layers of each\n"
+             .. "stage; its own layout with --layout balanced) and what stating it costs.",
   options = scli.options({
     {name = "output-dir", short = "o", arg = "DIR", help = "write recompute_potentials.csv and recompute_plot_groups.json here"},
     {name = "steps", arg = "N", help = "stop the potentials after N steps (default: until every layer is full)"},
     {name = "json", help = "print one JSON document"},
+    {name = "trainer", arg = "NAME", help = "also the fastest plan NAME can state under the budget (megatron)"},
   }),
 }
 
@@ -34,6 +39,10 @@ if opts.steps then
   if not steps or steps < 0 then cli.fail("--steps: expected a non-negative integer", cli.EXIT_USAGE) end
 end
 
+if opts.trainer and opts.trainer ~= "megatron" then
+  cli.fail("--trainer: expected megatron, got '" .. opts.trainer .. "'", cli.EXIT_USAGE)
+end
+
 local r = scli.estimate(args)
 if not r.fits then
   cli.fail(string.format("the plan peaks at %s, over the %s budget", units.bytes(r.peak_memory_bytes, "binary"),
@@ -44,6 +53,32 @@ local first = plans.from_estimate(r, model)
 local fixed = {}
 for k, v in pairs(args) do fixed[k] = v end
 local sequence = plans.potentials(fixed, model, first, steps)
+
+-- The plan the trainer can state: block_plan on the plan's layout (its own with --layout
+-- balanced), on a schedule Megatron has a flag for (as ndplan export rounds it).
+local trainer
+if opts.trainer == "megatron" then
+  local block_plan = require "ndplan.block_plan"
+  local targs = {}
+  for k, v in pairs(args) do targs[k] = v end
+  if (r.strategy.vpp or 1) <= 1 then targs.stage_layers = r.strategy.stage_layers end
+  local schedule = r.strategy.schedule
+  if (r.strategy.pp or 1) > 1 and schedule ~= "1f1b" and schedule ~= "interleaved" then
+    targs.schedule = "1f1b"
+  end
+  local tr, desc = block_plan.megatron(targs, r.budget_bytes)
+  trainer = {trainer = "megatron", fits = tr ~= nil, schedule = targs.schedule}
+  if tr then
+    trainer.method, trainer.num_layers, trainer.flags = desc.method, desc.num_layers, desc.flags
+    trainer.description = block_plan.describe(desc)
+    trainer.layer_recompute, trainer.stage_layers = desc.layer_recompute, desc.stage_layers
+    trainer.step_time_s, trainer.peak_memory_bytes = tr.step_time_s, tr.peak_memory_bytes
+    trainer.cost_s = tr.step_time_s - r.step_time_s
+    trainer.cost_pct = 100 * trainer.cost_s / r.step_time_s
+  else
+    trainer.message = desc
+  end
+end
 
 local potentials = {{rank = 1, dimensions = first.dimensions, plans = sequence}}
 local groups = recompute.plot_groups({{dimensions = first.dimensions, score = first.score,
@@ -69,7 +104,7 @@ if opts.json then
                     layer_recompute = p.layer_recompute}
   end
   io.write(json.encode({schema = "ndplan.recompute/1", estimate = r, plan = first,
-                        potentials = steps_out}), "\n")
+                        potentials = steps_out, trainer_plan = trainer}), "\n")
   return
 end
 
@@ -82,7 +117,8 @@ say("")
 for _, rg in ipairs(first.ranges) do
   local last = rg.first + rg.count - 1
   say("layers %s (%s): %s", rg.count > 1 and (rg.first .. "-" .. last) or tostring(rg.first),
-      rg.kind, rg.mode)
+      rg.kind, rg.mode == "selective" and ("selective " .. table.concat(rg.option.switches, "+"))
+      or rg.mode)
 end
 say("")
 local rows = {}
@@ -96,6 +132,27 @@ out[#out + 1] = cli.format_table({
   {key = "peak", title = "peak", align = "right", fmt = function(v) return units.bytes(v, "binary") end},
   {key = "saved", title = "saved vs full", align = "right", fmt = function(v) return units.seconds(v) end},
 }, rows):gsub("\n$", "")
+if trainer then
+  say("")
+  if trainer.fits then
+    local list = {}
+    for i, f in ipairs(trainer.flags) do list[i] = tostring(f) end
+    say("megatron: %s (%s)%s", trainer.description,
+        #list > 0 and table.concat(list, " ") or "no recompute flags",
+        trainer.schedule and ", schedule 1f1b" or "")
+    if trainer.stage_layers and r.strategy.stage_layers
+       and table.concat(trainer.stage_layers, ",") ~= table.concat(r.strategy.stage_layers, ",") then
+      say("  layers per stage %s (the plan's: %s)", table.concat(trainer.stage_layers, ","),
+          table.concat(r.strategy.stage_layers, ","))
+    end
+    say("  step time %s, peak %s", units.seconds(trainer.step_time_s),
+        units.bytes(trainer.peak_memory_bytes, "binary"))
+    say("  cost of stating it in Megatron: %s%s per step (%+.1f%%) against the per-layer plan",
+        trainer.cost_s < 0 and "-" or "+", units.seconds(math.abs(trainer.cost_s)), trainer.cost_pct)
+  else
+    say("megatron: %s", trainer.message)
+  end
+end
 say("")
 say("potentials: one more layer fully recomputed per step (%d steps)", #sequence - 1)
 local prows = {}

@@ -130,6 +130,16 @@ local function from_parsed(parsed)
   -- block (the first N layers of each pipeline stage, per model chunk)
   local granularity = r.str("--recompute-granularity")
   if granularity == nil and r.has("--recompute-activations") then granularity = "selective" end
+  local modules = r.list("--recompute-modules")
+  if modules then  -- Megatron-Core's module names as ndplan's switches (export.megatron)
+    local switches, seen = {}, {}
+    for _, name in ipairs(modules) do
+      local op = require("ndplan.export.megatron").SWITCHES[name]
+      if op and not seen[op] then seen[op] = true; switches[#switches + 1] = op end
+    end
+    table.sort(switches)
+    if #switches > 0 then st.selective_ops = switches end
+  end
   if granularity == "selective" then st.recompute = "selective"
   elseif granularity == "full" then
     local method, n = r.str("--recompute-method") or "uniform", r.int("--recompute-num-layers") or 1

@@ -64,7 +64,8 @@ end
 function M.exports(dir, formats, best, info)
   local export = require "ndplan.export"
   local plan = {model = info.model_obj, strategy = best.strategy, job = best.job or info.job,
-                result = best, layer_recompute = best.strategy.layer_recompute}
+                result = best, layer_recompute = best.strategy.layer_recompute,
+                budget_bytes = info.budget_bytes}  -- every searched result fits it
   local outputs, err = export.write(dir, formats, plan, function(rounded)
     rounded.device, rounded.max_mem, rounded.costs = info.device_obj, info.budget_bytes, info.costs
     return require("ndplan").estimate(rounded)

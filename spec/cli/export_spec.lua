@@ -45,6 +45,23 @@ describe("ndplan export", function()
     remove_dir(dir)
   end)
 
+  it("states the budget's block plan for Megatron when it beats rounding up", function()
+    local dir = tmpdir()
+    local r = R.run({"export", "-f", "megatron", "-o", dir, "-m", "deepseek-v3", "-A", "h800",
+                     "-d", "2048", "-b", "15360", "--seq-len", "4096", "--pp", "16", "--ep", "64",
+                     "--zero", "1", "--precision", "fp8", "--recompute", "per_layer", "-M", "58GB",
+                     "--layout", "balanced"})
+    assert.equal(0, r.code, r.err)
+    local chose, block, up = r.out:match("; (chose) full on the first %d+ layers of each stage on "
+                                         .. "its own layout for the [%d.]+ GiB budget, step time "
+                                         .. "([%d.]+) s, instead of rounding up to [^,]+, ([%d.]+) s")
+    assert.equal("chose", chose, r.out)
+    assert.is_true(tonumber(block) < tonumber(up))
+    assert.matches("rounded stage_layers: plan [%d,]+, file [%d,]+ %(balanced again", r.out)
+    assert.matches("re%-priced  step time " .. block .. " s %(plan [%d.]+ s, %+[%d.]+%%%)", r.out)
+    remove_dir(dir)
+  end)
+
   it("refuses an unknown format before writing anything", function()
     local dir = tmpdir()
     local args = {table.unpack(base)}

@@ -61,6 +61,41 @@ describe("ndplan recompute", function()
     for _, m in ipairs(cjson.decode(r.out).plan.layer_recompute) do assert.equal("none", m) end
   end)
 
+  it("prints the plan Megatron can state with --trainer megatron, and what it costs", function()
+    local r = R.run(with{"-M", "40GiB", "--steps", "0", "--trainer", "megatron"})
+    assert.equal(0, r.code, r.err)
+    -- after the per-layer plan and its stages, before the potentials
+    local at = r.out:find("\nmegatron: ", 1, true)
+    assert.is_truthy(at, r.out)
+    assert.is_true(at > r.out:find("saved vs full", 1, true))
+    assert.is_true(at < r.out:find("potentials:", 1, true))
+    assert.matches("\nmegatron: full on the first %d+ layers of each stage %(%-%-recompute%-granularity "
+                   .. "full %-%-recompute%-method block %-%-recompute%-num%-layers %d+%)\n", r.out)
+    assert.matches("\n  step time [%d.]+ m?s, peak [%d.]+ GiB\n", r.out)
+    assert.matches("\n  cost of stating it in Megatron: %+[%d.]+ m?s per step %(%+[%d.]+%%%) "
+                   .. "against the per%-layer plan\n", r.out)
+    local j = R.run(with{"-M", "40GiB", "--steps", "0", "--trainer", "megatron", "--json"})
+    assert.equal(0, j.code, j.err)
+    local doc = cjson.decode(j.out)
+    local t = doc.trainer_plan
+    assert.equal("megatron", t.trainer)
+    assert.is_true(t.fits)
+    assert.equal("block", t.method)
+    assert.is_true(t.peak_memory_bytes <= doc.estimate.budget_bytes)
+    assert.is_true(t.step_time_s >= doc.estimate.step_time_s)
+    assert.near(t.step_time_s - doc.estimate.step_time_s, t.cost_s, 1e-9)
+    assert.equal(#doc.plan.layer_recompute, #t.layer_recompute)
+    assert.equal("--recompute-method", t.flags[3])
+    -- without the flag, no trainer plan
+    assert.is_nil(cjson.decode(R.run(with{"-M", "40GiB", "--steps", "0", "--json"}).out).trainer_plan)
+  end)
+
+  it("refuses a trainer it does not know", function()
+    local r = R.run(with{"--trainer", "nemo"})
+    assert.equal(2, r.code)
+    assert.matches("%-%-trainer: expected megatron, got 'nemo'", r.err)
+  end)
+
   it("exits 3 with the stage and what it needs when nothing fits", function()
     local r = R.run(with{"-M", "8GiB"})
     assert.equal(3, r.code)

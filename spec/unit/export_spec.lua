@@ -344,3 +344,55 @@ describe("per-layer offload in the exporters", function()
     end
   end)
 end)
+
+describe("selective switch sets in the exporters", function()
+  local base = {model = "deepseek-v3", device = "h100", devices = 1024, global_batch = 4096,
+                seq_len = 4096, pp = 16, ep = 64,
+                stage_layers = {3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3}}
+  local function with(extra)
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    for k, v in pairs(extra) do a[k] = v end
+    return a
+  end
+
+  it("writes Megatron's --recompute-modules and reads them back as switches", function()
+    local p = plan_of(with{recompute = "selective", selective_ops = {"norms", "act", "mla_up"}})
+    local text, notes = assert(export.export("megatron", p))
+    -- DeepSeek-V3 has dense and MoE layers: moe_act for the experts, mlp for the dense MLP
+    assert.matches("%-%-recompute%-modules%s+layernorm%s+moe_act%s+mlp%s+mla_up_proj", text)
+    local back = assert(export.get("megatron").parse(text))
+    assert.same({"act", "mla_up", "norms"}, back.selective_ops)
+    assert.same({"selective_ops"}, kinds(notes, "unsaid") and (function()
+      local f = {}
+      for _, n in ipairs(notes) do if n.kind == "unsaid" and n.field == "selective_ops" then f[#f + 1] = n.field end end
+      return f
+    end)())
+    -- the default set writes no flag
+    local plain = assert(export.export("megatron", plan_of(with{recompute = "selective"})))
+    assert.is_nil(plain:find("recompute-modules", 1, true))
+  end)
+
+  it("rounds per-layer switch sets up to their union, and says so", function()
+    local n = 62
+    local per, ops = {}, {}
+    for i = 1, n do
+      per[i] = "selective"
+      ops[i] = i % 2 == 0 and {"norms"} or {"mla_up"}
+    end
+    local p = plan_of(with{layer_recompute = per, layer_selective_ops = ops})
+    p.layer_recompute = per
+    for _, name in ipairs({"megatron", "torchtitan", "deepspeed", "mindformers", "hyper"}) do
+      local _, notes, rounded = assert(export.export(name, p))
+      local said
+      for _, note in ipairs(notes) do
+        if note.kind == "rounded" and note.field == "selective_ops" then said = note end
+      end
+      if rounded and rounded.recompute == "selective" or rounded and rounded.layer_recompute then
+        -- wherever the file still recomputes selectively, it takes the union
+        if said then assert.equal("mla_up+norms", said.file, name) end
+      end
+      if rounded then assert.is_nil(rounded.layer_selective_ops, name) end
+    end
+  end)
+end)

@@ -8,7 +8,11 @@
 --          job = {devices, global_batch, seq_len}, layers = body layers (optional),
 --          stage_layers = body+MTP layers per stage (optional: else result.stages, else
 --          the engine's even layout), layer_recompute = {mode per layer} (when the strategy
---          says per_layer), result = the estimate (optional)}.
+--          says per_layer), result = the estimate (optional), budget_bytes = the memory
+--          budget the plan was chosen for (optional: an exporter that must round the plan
+--          may then choose what the trainer can say for that budget instead), layout =
+--          "balanced" when the layout was free (optional), device and costs (optional: to
+--          price, when no opts.price is given; else the result's device)}.
 -- A note: {kind = "rounded" | "unsaid", field, plan, file, why}. "rounded": the file states
 -- something else than the plan, and `rounded` (estimate arguments) re-prices what the
 -- file says. "unsaid": the file cannot carry it; the trainer takes it from elsewhere.
@@ -31,7 +35,9 @@ function M.list()
   return out
 end
 
--- export(name, plan [, opts]) -> text, notes, rounded | nil, message
+-- export(name, plan [, opts]) -> text, notes, rounded [, info] | nil, message. opts.price
+-- (estimate args) -> result | nil, why prices what the file says (see pricer); info is
+-- what an exporter tells beyond the notes (megatron: its recompute choice).
 function M.export(name, plan, opts)
   local mod, err = M.get(name)
   if not mod then return nil, err end
@@ -196,12 +202,27 @@ function M.describe_modes(per)
   return table.concat(parts, ",")
 end
 
+-- pricer(plan [, opts]) -> price(args) -> result | nil, why; or nil when the plan says
+-- no device: opts.price, else nd.estimate on plan.device (or the result's device) with
+-- plan.costs and the plan's budget.
+function M.pricer(plan, opts)
+  if opts and opts.price then return opts.price end
+  local device = plan.device or (plan.result and plan.result.device)
+  if device == nil then return nil end
+  return function(args)
+    args.device = device
+    if args.costs == nil then args.costs = plan.costs end
+    if args.max_mem == nil then args.max_mem = plan.budget_bytes end
+    return require("ndplan").estimate(args)
+  end
+end
+
 ---------------------------------------------------------------------------------------------
 -- Comparing the plan with what a file says
 ---------------------------------------------------------------------------------------------
 local FIELDS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
                 "schedule", "precision", "flash_attention", "offload", "recompute",
-                "stage_layers"}
+                "selective_ops", "stage_layers"}
 M.FIELDS = FIELDS
 
 local function show(field, v)
@@ -217,6 +238,21 @@ end
 -- Values that cannot differ in effect are made equal: sp without tp, ZeRO without DP.
 local function effective(st, field)
   if field == "recompute" then return st.layer_recompute end
+  if field == "selective_ops" then  -- the switch sets of the selective layers, if any
+    local sets, order = {}, {}
+    for i, m in ipairs(st.layer_recompute) do
+      if m == "selective" then
+        local own = st.layer_selective_ops and st.layer_selective_ops[i]
+        local key = table.concat(own or st.selective_ops or {"attn_core"}, "+")
+        if not sets[key] then sets[key] = 0; order[#order + 1] = key end
+        sets[key] = sets[key] + 1
+      end
+    end
+    if #order == 0 then return "-" end
+    if #order == 1 then return order[1] end
+    for i, k in ipairs(order) do order[i] = string.format("%s x%d", k, sets[k]) end
+    return "per layer: " .. table.concat(order, ", ")
+  end
   if field == "sp" then return st.sp and st.tp > 1 end
   if field == "zero" then return st.dp > 1 and st.zero or 0 end
   if field == "schedule" then return st.pp > 1 and st.schedule or "-" end
@@ -230,7 +266,8 @@ function M.compare(ctx, said, why)
   local notes = {}
   for _, f in ipairs(FIELDS) do
     local a, b = show(f, effective(ctx.strategy, f)), show(f, effective(said, f))
-    if a ~= b then
+    -- switch sets matter only where the file recomputes selectively (recompute says the rest)
+    if a ~= b and not (f == "selective_ops" and b == "-") then
       notes[#notes + 1] = {kind = "rounded", field = f, plan = a, file = b, why = why and why[f]}
     end
   end
@@ -247,7 +284,26 @@ end
 
 -- finish(ctx, said, why, unsaid) -> notes, rounded: the notes, and the estimate arguments
 -- of what the file says when it differs from the plan (nil when nothing was rounded).
+-- fold_selective(said, why): no trainer states switch sets per layer; said.selective_ops
+-- becomes the union of the sets its selective layers use (at least as much recompute).
+function M.fold_selective(said, why)
+  if said.layer_selective_ops then
+    local union, seen = {}, {}
+    for i, m in ipairs(said.layer_recompute) do
+      for _, op in ipairs(m == "selective" and said.layer_selective_ops[i] or {}) do
+        if not seen[op] then seen[op] = true; union[#union + 1] = op end
+      end
+    end
+    table.sort(union)
+    if #union > 0 then said.selective_ops = union end
+    said.layer_selective_ops = nil
+    why.selective_ops = why.selective_ops or "trainers take one set of selective switches for "
+      .. "the whole model; the union of the plan's per-layer sets"
+  end
+end
+
 function M.finish(ctx, said, why, unsaid)
+  M.fold_selective(said, why)
   local notes = M.compare(ctx, said, why)
   local rounded = #notes > 0 and M.estimate_args(ctx, said) or nil
   for _, u in ipairs(unsaid or {}) do
@@ -262,8 +318,9 @@ function M.estimate_args(ctx, st)
   local args = {model = ctx.model, devices = ctx.job.devices, global_batch = ctx.job.global_batch,
                 seq_len = ctx.job.seq_len}
   for _, k in ipairs({"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
-                      "schedule", "precision", "flash_attention", "offload"}) do
-    args[k] = st[k]
+                      "schedule", "precision", "flash_attention", "offload",
+                      "selective_ops", "layer_selective_ops"}) do
+    args[k] = copy(st[k])
   end
   local u = M.uniform_mode(st.layer_recompute)
   if u then args.recompute = u else args.layer_recompute = copy(st.layer_recompute) end
@@ -319,18 +376,19 @@ end
 
 -- write(dir, formats, plan, price) -> outputs | nil, message. Renders every format first
 -- (so a failure writes nothing), writes each file atomically into dir, and prices each
--- rounded plan again with price(rounded strategy args) -> result | nil, why. Each output:
--- {name, mod, path, notes, rounded, repriced, refused}.
+-- rounded plan again with price(rounded strategy args) -> result | nil, why (the exporters
+-- price with it too, see pricer). Each output: {name, mod, path, notes, rounded, info,
+-- repriced, refused}.
 function M.write(dir, formats, plan, price)
   local files = require "ndplan.files"
   local outputs = {}
   for _, name in ipairs(formats) do
     local mod, err = M.get(name)
     if not mod then return nil, err end
-    local text, notes, rounded = mod.render(plan)
+    local text, notes, rounded, info = mod.render(plan, {price = price})
     if not text then return nil, name .. ": " .. tostring(notes) end
     outputs[#outputs + 1] = {name = name, mod = mod, text = text, notes = notes,
-                             rounded = rounded, path = dir .. "/" .. mod.filename}
+                             rounded = rounded, info = info, path = dir .. "/" .. mod.filename}
   end
   for _, o in ipairs(outputs) do
     local ok, werr = files.write_atomic(o.path, o.text)

@@ -10,8 +10,11 @@
 -- What Megatron cannot say (§2.2, §2.11): recompute is one granularity for the whole
 -- model: selective everywhere, or full on every layer (uniform) or on the first N layers of
 -- each stage (block). A per-layer plan is rounded up to the nearest of those that recomputes
--- at least as much as planned on every layer. GPipe, zero-bubble and DualPipe have no flag
--- (rounded to 1F1B); flash attention off has none either.
+-- at least as much as planned on every layer; when the plan says the budget it was chosen
+-- for (plan.budget_bytes) and can be priced, the fastest of those forms that fits the budget
+-- (ndplan.block_plan, with its own layout if plan.layout is "balanced") replaces the
+-- round-up when it is faster, and the note gives both step times. GPipe, zero-bubble and
+-- DualPipe have no flag (rounded to 1F1B); flash attention off has none either.
 local export = require "ndplan.export"
 local flags = require "ndplan.export.flags"
 local script = require "ndplan.megatron_script"
@@ -21,7 +24,8 @@ local M = {}
 M.dialect = "megatron-lm d98e8a6 (2026-08) flags; MindSpeed-LLM"
 M.filename = "megatron_args.sh"
 
--- Nearest Megatron recompute for the plan's per-layer modes (see the header).
+-- Nearest Megatron recompute for the plan's per-layer modes (see the header): rounds
+-- said.layer_recompute up and returns its description {method, num_layers}.
 local function round_recompute(ctx, said)
   local per = said.layer_recompute
   local any_full, any = false, false
@@ -29,11 +33,11 @@ local function round_recompute(ctx, said)
     any_full = any_full or m == "full"
     any = any or m ~= "none"
   end
-  if not any then return {} end
+  if not any then return {method = "none"} end
   local u = export.uniform_mode(per)
   if u == "selective" or not any_full then
     for i = 1, #per do per[i] = "selective" end
-    return {"--recompute-granularity", "selective"}
+    return {method = "selective"}
   end
   -- block: N covers every recomputed layer of every group
   local _, touched = export.prefix_counts(ctx, said)
@@ -44,10 +48,103 @@ local function round_recompute(ctx, said)
   local rounded = export.from_prefixes(ctx, said, counts)
   if export.uniform_mode(rounded) == "full" then
     for i = 1, #per do per[i] = "full" end
-    return {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", 1}
+    return {method = "uniform", num_layers = 1}
   end
   for i = 1, #per do per[i] = rounded[i] end
-  return {"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", n}
+  return {method = "block", num_layers = n}
+end
+
+-- Megatron-Core's --recompute-modules for ndplan's selective switches (§2.2). A dense
+-- MLP's activation has no module of its own: `mlp` recomputes the whole MLP.
+local MODULES = {attn_core = "core_attn", norms = "layernorm", mla_up = "mla_up_proj"}
+M.SWITCHES = {core_attn = "attn_core", layernorm = "norms", mla_up_proj = "mla_up",
+              moe_act = "act", mlp = "act"}
+
+-- recompute_modules(ctx, said, unsaid) -> the flag and its values, {} for the default
+-- (core_attn alone)
+local function recompute_modules(ctx, said, unsaid)
+  local ops = said.selective_ops or {"attn_core"}
+  if #ops == 1 and ops[1] == "attn_core" then return {} end
+  local out = {"--recompute-modules"}
+  local moe, dense = false, ctx.model == nil
+  for _, g in ipairs(ctx.model and ctx.model:layers() or {}) do
+    if g.kind:find("moe", 1, true) then moe = true else dense = true end
+  end
+  for _, op in ipairs(ops) do
+    if op == "act" then
+      if moe then out[#out + 1] = "moe_act" end
+      if dense then
+        out[#out + 1] = "mlp"
+        unsaid[#unsaid + 1] = {field = "selective_ops", plan = "act",
+          why = "no Megatron module recomputes a dense MLP's activation alone: mlp recomputes "
+                .. "the whole MLP (more time than priced, no more memory)"}
+      end
+    else
+      out[#out + 1] = MODULES[op]
+    end
+  end
+  return out
+end
+
+local function same_list(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- choose_recompute(ctx, said, plan, opts, why) -> desc, info: the round-up, or, when the
+-- plan says its budget and a price is at hand, the budget's block plan if that is faster
+-- (said's layer_recompute, and stage_layers with a free layout, become the choice).
+local function choose_recompute(ctx, said, plan, opts, why)
+  local planned = export.copy(said.layer_recompute)
+  local desc = round_recompute(ctx, said)
+  why.recompute = "Megatron recomputes selectively everywhere, or fully on every layer or on the "
+                  .. "first N layers of each stage (§2.2)"
+  local info = {recompute = desc, chose = "exact"}
+  if same_list(planned, said.layer_recompute) then return desc, info end
+  info.chose = "rounded up"
+  local budget = plan.budget_bytes
+  local price = budget and export.pricer(plan, opts)
+  if not price then
+    why.recompute = why.recompute .. "; rounded up"
+    return desc, info
+  end
+  local units = require "ndplan.c.units"
+  local block_plan = require "ndplan.block_plan"
+  local function step(r, refusal)
+    return r and units.seconds(r.step_time_s) or ("refused: " .. tostring(refusal))
+  end
+  local up, uwhy = price(export.estimate_args(ctx, said))
+  info.roundup = up
+  local args = export.estimate_args(ctx, said)
+  args.layout = plan.layout
+  local best, bdesc = block_plan.megatron(args, budget, {price = price})
+  local gib = units.bytes(budget, "binary")
+  local up_fits = up and up.peak_memory_bytes <= budget
+  if best and (not up_fits or best.step_time_s < up.step_time_s * (1 - 1e-9)) then
+    info.chose, info.block, info.recompute = "block plan", best, bdesc
+    for i = 1, #said.layer_recompute do said.layer_recompute[i] = bdesc.layer_recompute[i] end
+    local moved = said.vpp <= 1 and not same_list(said.stage_layers, bdesc.stage_layers)
+    if moved then
+      said.stage_layers = export.copy(bdesc.stage_layers)
+      why.stage_layers = "balanced again for the recompute Megatron states (layout balanced)"
+    end
+    why.recompute = string.format("%s; chose %s%s for the %s budget, step time %s, instead of "
+                                  .. "rounding up to %s, %s%s", why.recompute,
+                                  block_plan.describe(bdesc), moved and " on its own layout" or "",
+                                  gib, step(best),
+                                  block_plan.describe(desc, said.vpp), step(up, uwhy),
+                                  up and not up_fits and " and over the budget" or "")
+    return bdesc, info
+  end
+  info.block = best
+  why.recompute = string.format("%s; rounded up to %s, step time %s; %s", why.recompute,
+                                block_plan.describe(desc, said.vpp), step(up, uwhy),
+                                best and string.format("the fastest form under the %s budget "
+                                  .. "is no faster (%s, %s)", gib, block_plan.describe(bdesc),
+                                  step(best))
+                                  or tostring(bdesc))
+  return desc, info
 end
 
 -- Layout flags for the body layers per stage: first/last when the middle is even,
@@ -157,7 +254,7 @@ local function array(name, list)
   return table.concat(lines, "\n")
 end
 
-function M.render(plan)
+function M.render(plan, opts)
   local ctx, err = export.context(plan)
   if not ctx then return nil, err end
   local st, said = ctx.strategy, export.copy(ctx.strategy)
@@ -166,10 +263,15 @@ function M.render(plan)
     said.schedule = "1f1b"
     why.schedule = "Megatron's flags choose 1F1B or, with VPP, interleaved 1F1B (§2.2)"
   end
-  local recompute = round_recompute(ctx, said)
+  -- offload first: the recompute choice prices what the file says
+  local offloaded = said.offload > 0 and offload_layers(ctx, said) or nil
   why.offload = "Megatron offloads whole layers (--cpu-offloading-num-layers, §2.2); rounded up"
-  why.recompute = "Megatron recomputes selectively everywhere, or fully on every layer or on the "
-                  .. "first N layers of each stage (§2.2); rounded up"
+  local chosen, info = choose_recompute(ctx, said, plan, opts, why)
+  local recompute = require("ndplan.block_plan").flags(chosen)
+  export.fold_selective(said, why)
+  if chosen.method == "selective" then
+    for _, v in ipairs(recompute_modules(ctx, said, unsaid)) do recompute[#recompute + 1] = v end
+  end
   if not st.flash_attention then
     unsaid[#unsaid + 1] = {field = "flash_attention", plan = "false",
                            why = "no flag in §2.2; Megatron-Core uses fused attention"}
@@ -195,8 +297,8 @@ function M.render(plan)
   else add(training, "--bf16") end
   if said.precision == "fp8" then add(training, "--fp8-format", "hybrid") end
   for _, v in ipairs(recompute) do training[#training + 1] = v end
-  if said.offload > 0 then
-    add(training, "--cpu-offloading", "--cpu-offloading-num-layers", offload_layers(ctx, said))
+  if offloaded then
+    add(training, "--cpu-offloading", "--cpu-offloading-num-layers", offloaded)
   end
   local devices = ctx.job.devices or said.dp * said.tp * said.pp * said.cp
   local per_node = devices % 8 == 0 and 8 or devices
@@ -213,7 +315,7 @@ function M.render(plan)
     "# torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py ${MODEL_ARGS[@]} ${MODEL_PARALLEL_ARGS[@]} ${TRAINING_ARGS[@]} ...",
     "",
   }, "\n")
-  return text, notes, rounded
+  return text, notes, rounded, info
 end
 
 -- parse(text) -> strategy, job: what the flags say (stage_layers are body+MTP layers per
