@@ -87,8 +87,8 @@ static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
     lua_geti(L, -1, i);
     if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0) {
       if (layer > 0)
-        luaL_error(L, "%s[%I][%I]: expected attn_core, norms, act or mla_up", key, layer, i);
-      luaL_error(L, "%s[%I]: expected attn_core, norms, act or mla_up", key, i);
+        luaL_error(L, "%s[%I][%I]: expected " ND_OP_LIST, key, layer, i);
+      luaL_error(L, "%s[%I]: expected " ND_OP_LIST, key, i);
     }
     mask |= ND_OP_BIT(op);
     lua_pop(L, 1);

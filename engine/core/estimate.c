@@ -256,7 +256,12 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     a->dev += 8.0 * T * x->r * E;                    /* fp32 router logits and probs */
     a->dev += ab * Te * (2 * h + mats * mf / etp);  /* dispatched in, hidden, out */
     lc->op_bytes[ND_OP_ACT] += ab * Te * mf / etp;   /* the experts' activation output */
-    lc->ep_s += 2.0 * dispatch_time(x, send / k, k);  /* dispatch and combine */
+    {  /* dispatch and combine; dropping the dispatched inputs sends them again */
+      double one = dispatch_time(x, send / k, k);
+      lc->ep_s += 2.0 * one;
+      lc->op_bytes[ND_OP_MOE_DISPATCH] += ab * Te * h;
+      lc->op_time[ND_OP_MOE_DISPATCH] += one * (1.0 - x->c->ep_overlap);
+    }
     if (etp > 1)
       lc->ep_s += nd_allgather_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te)
                 + nd_reducescatter_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te);

@@ -47,7 +47,8 @@ void nd_strategy_init (nd_strategy *st) {
   st->flash_attention = 1;
 }
 
-static const char *const op_names[ND_OP_COUNT] = {"attn_core", "norms", "act", "mla_up"};
+static const char *const op_names[ND_OP_COUNT] = {"attn_core", "norms", "act", "mla_up",
+                                                  "moe_dispatch"};
 
 const char *nd_op_name (int op) {
   return op >= 0 && op < ND_OP_COUNT ? op_names[op] : NULL;

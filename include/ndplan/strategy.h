@@ -39,10 +39,12 @@ enum {
   ND_OP_NORMS,          /* norm outputs (the QKV and MLP inputs), kept: their inputs */
   ND_OP_ACT,            /* the MLP / expert activation function's output */
   ND_OP_MLA_UP,         /* MLA's up-projected q, k, v, kept: the compressed latents */
+  ND_OP_MOE_DISPATCH,   /* the experts' dispatched inputs, sent again by the backward */
   ND_OP_COUNT
 };
 #define ND_OP_BIT(op) (1u << (op))
 #define ND_OP_MASKS (1 << ND_OP_COUNT)  /* every set of switches, as a mask */
+#define ND_OP_LIST "attn_core, norms, act, mla_up or moe_dispatch"  /* for messages */
 
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
@@ -94,7 +96,7 @@ const char *nd_schedule_name (nd_schedule s);
 const char *nd_recompute_name (nd_recompute r);
 int nd_schedule_parse (const char *name, nd_schedule *out);
 int nd_recompute_parse (const char *name, nd_recompute *out);
-const char *nd_op_name (int op);   /* "attn_core", "norms", "act", "mla_up" */
+const char *nd_op_name (int op);   /* "attn_core", "norms", "act", "mla_up", "moe_dispatch" */
 int nd_op_parse (const char *name, int *op);
 
 #endif

@@ -143,9 +143,11 @@ end)
 
 describe("the Megatron exporter under a budget", function()
   -- DeepSeek-V3 as the README and recompute_plan_spec plan it: PP 16, EP 64, 2048 H800, 58 GB
+  -- (modes without per-layer switch sets: the plan then recomputes fully or not at all)
   local base = {model = "deepseek-v3", device = "h800", devices = 2048, global_batch = 15360,
                 seq_len = 4096, pp = 16, ep = 64, zero = 1, precision = "fp8",
-                recompute = "per_layer", max_mem = "58GB"}
+                recompute = "per_layer", max_mem = "58GB",
+                recompute_modes = {"none", "selective", "full"}}
   local function plan_of(args, with_budget)
     local r = assert(nd.estimate(args))
     return {model = args.model, strategy = r.strategy, job = r.job, result = r,
@@ -192,7 +194,7 @@ describe("the Megatron exporter under a budget", function()
   it("keeps the round-up when the budget's best form is no faster, and says both times", function()
     -- a hand plan: block 3 but for layer 2, so it rounds up to block 3, and block 2 is over
     local hand = merge(base, {recompute = "none"})
-    hand.max_mem = nil
+    hand.max_mem, hand.recompute_modes = nil, nil
     local shape = {pp = 16, vpp = 1, stage_layers = {3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 4}}
     local counts = {}
     for g = 1, 16 do counts[g] = 3 end

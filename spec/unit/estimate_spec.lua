@@ -344,9 +344,10 @@ describe("selective recompute switches", function()
     assert.same({"attn_core"}, with(nil).strategy.selective_ops)
   end)
 
-  it("drops more and repeats more with each switch (norms, act, mla_up)", function()
+  it("drops more and repeats more with each switch (norms, act, mla_up, moe_dispatch)", function()
     local prev = layer0({"attn_core"})
-    for _, ops in ipairs({{"norms"}, {"norms", "act"}, {"norms", "act", "mla_up"}}) do
+    for _, ops in ipairs({{"norms"}, {"norms", "act"}, {"norms", "act", "mla_up"},
+                          {"norms", "act", "mla_up", "moe_dispatch"}}) do
       local l = layer0(ops)
       assert.is_true(l.activations.selective < prev.activations.selective, table.concat(ops, ","))
       assert.is_true(l.recompute_s.selective > prev.recompute_s.selective, table.concat(ops, ","))
@@ -359,8 +360,22 @@ describe("selective recompute switches", function()
     assert.is_true(r.time_parts_s.recompute > 0)
   end)
 
+  it("prices dropping the MoE dispatch as the bytes of the dispatched copies and one more "
+     .. "exposed all-to-all", function()
+    local without, with_d = layer0({"act"}), layer0({"act", "moe_dispatch"})
+    local l = layer0(nil)
+    -- DeepSeek-V3 layer 3 (MoE), mbs 1, seq 4096, tp 1: 8 routed copies of 4096 tokens of
+    -- 7168 bf16 values per device (capacity factor 1, etp 1)
+    local copies = 8 * 4096 * 7168 * 2
+    assert.is_true(math.abs((without.activations.selective - with_d.activations.selective) - copies)
+                   <= 1e-9 * copies)
+    -- the repeated dispatch: half the layer's dispatch + combine, nothing hidden by default
+    local added = with_d.recompute_s.selective - without.recompute_s.selective
+    assert.is_true(math.abs(added - l.ep_comm_s / 2) <= 1e-9 * added)
+  end)
+
   it("refuses an unknown switch", function()
     assert.has_error(function() with({"everything"}) end,
-                     "selective_ops[1]: expected attn_core, norms, act or mla_up")
+                     "selective_ops[1]: expected attn_core, norms, act, mla_up or moe_dispatch")
   end)
 end)

@@ -55,10 +55,11 @@ local function round_recompute(ctx, said)
 end
 
 -- Megatron-Core's --recompute-modules for ndplan's selective switches (§2.2). A dense
--- MLP's activation has no module of its own: `mlp` recomputes the whole MLP.
+-- MLP's activation has no module of its own: `mlp` recomputes the whole MLP; nor has the
+-- MoE dispatch: `moe` recomputes the whole MoE layer.
 local MODULES = {attn_core = "core_attn", norms = "layernorm", mla_up = "mla_up_proj"}
 M.SWITCHES = {core_attn = "attn_core", layernorm = "norms", mla_up_proj = "mla_up",
-              moe_act = "act", mlp = "act"}
+              moe_act = "act", mlp = "act", moe = "moe_dispatch"}
 
 -- recompute_modules(ctx, said, unsaid) -> the flag and its values, {} for the default
 -- (core_attn alone)
@@ -79,6 +80,11 @@ local function recompute_modules(ctx, said, unsaid)
           why = "no Megatron module recomputes a dense MLP's activation alone: mlp recomputes "
                 .. "the whole MLP (more time than priced, no more memory)"}
       end
+    elseif op == "moe_dispatch" then
+      out[#out + 1] = "moe"
+      unsaid[#unsaid + 1] = {field = "selective_ops", plan = "moe_dispatch",
+        why = "no Megatron module recomputes the MoE dispatch alone: moe recomputes the whole "
+              .. "MoE layer (more time than priced, no more memory)"}
     else
       out[#out + 1] = MODULES[op]
     end
