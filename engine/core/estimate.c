@@ -425,6 +425,17 @@ static double layer_pass (const ctx *x, double work, double passes) {
   return work > floor ? work : floor;
 }
 
+/*
+** The part of a pass's inline communication (TP collectives) that shows: the device runs it
+** while the host is still issuing the pass's kernels, so only what outlasts the launch
+** floor adds to the pass (vTrain's single-node runs: TP 4 and 8 no slower than the floor).
+*/
+static double comm_shown (const ctx *x, double work, double comm, double passes) {
+  double floor = passes * x->dev->efficiency.kernel_overhead;
+  double shown = work + comm - (work > floor ? work : floor);
+  return shown > 0.0 ? shown : 0.0;
+}
+
 /* Compute a layer's recompute mode adds per micro-batch (its communication apart). */
 static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
   if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
@@ -436,19 +447,21 @@ static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
    switches in `mask`), to a stage. */
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
-  double fwd = layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
+  double work = lc->gemm_s + lc->core_s + lc->mem_s;
+  double fwd = layer_pass(x, work, 1.0);
   double ep = lc->ep_s * (1.0 - x->c->ep_overlap);
+  double tp_f = comm_shown(x, work, lc->tp_s, 1.0), tp_b = comm_shown(x, 2.0 * work, lc->tp_s, 2.0);
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
   ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? sel_act(lc, mask) : lc->act[mode]);
   ss->fwd += n * fwd;
-  ss->bwd += n * layer_pass(x, 2.0 * (lc->gemm_s + lc->core_s + lc->mem_s), 2.0);
-  ss->tp += n * 2.0 * lc->tp_s;  /* forward and backward */
+  ss->bwd += n * layer_pass(x, 2.0 * work, 2.0);
+  ss->tp += n * (tp_f + tp_b);  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
   if (mode == ND_RECOMPUTE_FULL) {  /* the forward again, with its communication */
     ss->rec += n * recompute_time(x, lc, mode);
-    ss->tp += n * lc->tp_s;
+    ss->tp += n * tp_f;
     ss->ep += n * ep;
     ss->flops_rec += n * lc->flops_token;
   }
@@ -777,7 +790,8 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
     out->activations[i] = lc->act[i];
     out->recompute_s[i] = recompute_time(&x, lc, i);
     if (i == ND_RECOMPUTE_FULL)  /* the repeated forward's TP and EP traffic */
-      out->recompute_s[i] += lc->tp_s + lc->ep_s * (1.0 - costs->ep_overlap);
+      out->recompute_s[i] += comm_shown(&x, lc->gemm_s + lc->core_s + lc->mem_s, lc->tp_s, 1.0)
+                           + lc->ep_s * (1.0 - costs->ep_overlap);
   }
   for (i = 0; i < ND_OP_MASKS; i++) {
     out->sel_activations[i] = sel_act(lc, (unsigned)i);

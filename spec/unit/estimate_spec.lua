@@ -282,6 +282,36 @@ describe("kernel launch floor (device efficiency.kernel_overhead)", function()
     assert.is_true(r.time_parts_s.forward >= 4 * 0.25)
     assert.is_true(r.time_parts_s.backward >= 4 * 0.5)
   end)
+
+  it("runs a pass's TP collectives while the host issues its kernels: only what outlasts "
+     .. "the floor shows", function()
+    local m = gpt(4, 1024, 8)
+    local args = {model = m, devices = 2, global_batch = 1, seq_len = 2048, tp = 2}
+    local function priced(overhead)
+      local dev = assert(nd.device{base = "a100-80gb", name = "host-" .. overhead,
+                                   efficiency = {kernel_overhead = overhead}})
+      local a = {device = dev}
+      for k, v in pairs(args) do a[k] = v end
+      return assert(nd.estimate(a)), assert(core.layer(m, dev, {devices = 2, global_batch = 1,
+                                                              seq_len = 2048}, {tp = 2}, 0))
+    end
+    local free, l0 = priced(0)
+    assert.is_true(free.time_parts_s.tp_comm > 0)
+    -- no floor: each layer's forward and backward show their whole TP traffic
+    assert.is_true(math.abs(free.time_parts_s.tp_comm - 4 * 2 * l0.tp_comm_s)
+                   <= 1e-9 * free.time_parts_s.tp_comm)
+    -- a floor longer than work and traffic together hides the traffic entirely
+    local slow = priced(1.0)
+    assert.are.equal(0, slow.time_parts_s.tp_comm)
+    -- in between, the forward shows work + traffic - floor
+    local floor = l0.forward_s + l0.tp_comm_s / 2
+    local mid, l1 = priced(floor)
+    local shown_f = l0.forward_s + l0.tp_comm_s - floor
+    local shown_b = math.max(0, 2 * l0.forward_s + l0.tp_comm_s - 2 * floor)
+    assert.are.equal(floor, l1.forward_s)
+    assert.is_true(math.abs(mid.time_parts_s.tp_comm - 4 * (shown_f + shown_b))
+                   <= 1e-9 * mid.time_parts_s.tp_comm)
+  end)
 end)
 
 describe("costs", function()
