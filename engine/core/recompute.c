@@ -261,12 +261,12 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
 
 /*
 ** Several kinds: every combination of the smaller kinds' counts (when there are few), the
-** largest kind solved alone in what is left. Returns 0, 1 when nothing fits, -1 when the
+** largest kind solved alone in what is left; modes[k] the modes kind k may take. Returns 0, 1 when nothing fits, -1 when the
 ** combinations are too many.
 */
 #define COMBOS_MAX 4096
 static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
-                             unsigned modes, double room, const stage_cost *cost,
+                             const unsigned *modes, double room, const stage_cost *cost,
                              const double *m_off, int counts[][ND_RECOMPUTE_COUNT],
                              int *offloaded, double *cost_out) {
   int big = 0, k, idx[MAX_KINDS], cur_b[MAX_KINDS], cur_c[MAX_KINDS];
@@ -286,16 +286,16 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
       while (i > n - c) { i -= n - c + 1; c++; }  /* idx -> (b, c) with b + c <= n */
       b = i;
       a = n - b - c;
-      if ((a && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)))
-          || (b && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)))
-          || (c && !(modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)))) ok = 0;
+      if ((a && !(modes[k] & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)))
+          || (b && !(modes[k] & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)))
+          || (c && !(modes[k] & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)))) ok = 0;
       mem += a * m[3 * k] + b * m[3 * k + 1] + c * m[3 * k + 2];
       time += b * t[3 * k + 1] + c * t[3 * k + 2];
       cur_b[k] = b; cur_c[k] = c;
     }
     if (ok) {
       /* the largest kind may offload (the others keep to recompute modes) */
-      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes, room - mem, mem, time,
+      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes[big], room - mem, mem, time,
                          cost, m_off ? m_off[big] : 0.0, &bb, &cc, &oo);
       if (rest < best) {
         best = rest;
@@ -379,6 +379,11 @@ done:
 ** kind_of[k] the slot of local kind k). Returns 0 with by_kind set, 2 with counts[slot]
 ** set (the DP), 1 when nothing fits, -1 when memory runs out.
 */
+static int by_value (const void *x, const void *y) {  /* doubles, largest first */
+  double a = *(const double *)x, b = *(const double *)y;
+  return a > b ? -1 : a < b ? 1 : 0;
+}
+
 static double rebuilt (const double *km, double w, int k, int md) {
   return w > 0.0 ? (km[3 * k + ND_RECOMPUTE_NONE] - km[3 * k + md]) / w : 0.0;
 }
@@ -564,7 +569,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   memset(trial.layer_ops, 0, sizeof trial.layer_ops);
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
-    double work_full = 0.0, work_sel = 0.0, work_least = 0.0;
+    double work_full = 0.0, work_least = 0.0;
     int copies_priced = 0, use_variants = 0;
     int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
     int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
@@ -590,12 +595,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     }
     /* the all-full estimate's buffers hold its recompute working set (the largest layer
        rebuilt for the backward, estimate.c); the plan's own is added per choice below */
-    for (i = 0; i < list->n; i++) {
-      double rebuilt = a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL];
-      if (rebuilt > work_full) work_full = rebuilt;
-      rebuilt = a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_SELECTIVE];
-      if (rebuilt > work_sel) work_sel = rebuilt;
-    }
+    for (i = 0; i < list->n; i++)
+      if (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL] > work_full)
+        work_full = a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL];
     w = sum_none - sum_full > 0.0 ? (none_peak[s] - (full_peak[s] - work_full))
                                     / (sum_none - sum_full)
                                   : inflight[s];
@@ -660,13 +662,23 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       copies_priced = cost.offload;
       memset(offloaded, 0, sizeof offloaded);
       {
-        /* the working set is reserved for the heaviest mode allowed; a plan without full
-           layers rebuilds only selective's drops, so that is tried in its own room too */
-        double work = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) ? work_full
-                    : (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) ? work_sel : 0.0;
-        double kept = 0.0, c_any = HUGE_VAL, c_sel = HUGE_VAL;
+        /* the working set is what the heaviest (kind, mode) a plan uses rebuilds: each
+           distinct amount is tried as a cap, the pairs rebuilding more left out and the
+           amount reserved */
+        double kept = 0.0, caps[ND_RECOMPUTE_COUNT * MAX_KINDS], c_best = HUGE_VAL;
+        int ncaps = 0, c, md;
         for (k = 0; k < nk; k++) kept += kinds[k] * km[3 * k + ND_RECOMPUTE_NONE];
-        if (fixed + least + work_least > budget) got = 1;
+        for (k = 0; k < nk; k++)
+          for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+            if (modes & ND_RECOMPUTE_MASK(md)) {
+              double t = rebuilt(km, w, k, md);
+              int known = 0;
+              for (c = 0; c < ncaps; c++) known |= caps[c] == t;
+              if (!known) caps[ncaps++] = t;
+            }
+        qsort(caps, (size_t)ncaps, sizeof caps[0], by_value);  /* the largest first */
+        got = 1;
+        if (fixed + least + work_least > budget) ncaps = 0;
         else if ((modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) && !(st->offload > 0.0)
                  && fixed + kept <= budget) {  /* all kept fits: nothing is rebuilt */
           for (k = 0; k < nk; k++) {
@@ -674,20 +686,27 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
             by_kind[k][ND_RECOMPUTE_SELECTIVE] = by_kind[k][ND_RECOMPUTE_FULL] = 0;
           }
           got = 0;
+          ncaps = 0;
         }
-        else {
-          got = enumerate_counts(nk, kinds, km, kt, modes, budget - fixed - work, &cost, m_off,
-                                 by_kind, offloaded, &c_any);
-          if (got >= 0 && work_sel < work && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE))) {
-            int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS];
-            memset(alt_off, 0, sizeof alt_off);
-            if (enumerate_counts(nk, kinds, km, kt, modes & ~ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL),
-                                 budget - fixed - work_sel, &cost, m_off, alt, alt_off,
-                                 &c_sel) == 0 && c_sel < c_any) {
-              memcpy(by_kind, alt, sizeof alt);
-              memcpy(offloaded, alt_off, sizeof alt_off);
-              got = 0;
-            }
+        for (c = 0; c < ncaps; c++) {
+          unsigned kmodes[MAX_KINDS];
+          int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS], solved;
+          double c_alt = HUGE_VAL;
+          for (k = 0; k < nk; k++) {
+            kmodes[k] = 0;
+            for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+              if ((modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, k, md) <= caps[c])
+                kmodes[k] |= ND_RECOMPUTE_MASK(md);
+          }
+          memset(alt_off, 0, sizeof alt_off);
+          solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
+                                    m_off, alt, alt_off, &c_alt);
+          if (solved < 0) { got = -1; break; }  /* too many combinations: the fallbacks */
+          if (solved == 0 && c_alt < c_best) {
+            c_best = c_alt;
+            memcpy(by_kind, alt, sizeof alt);
+            memcpy(offloaded, alt_off, sizeof alt_off);
+            got = 0;
           }
         }
         if (got < 0) got = fallback(nk, kinds, km, kt, w, modes, budget - fixed, list->n, slot,

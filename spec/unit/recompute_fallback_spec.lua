@@ -432,6 +432,38 @@ local function merged_fronts_case(name, m, allowed)
   end)
 end
 
+-- The main path (enumerate_counts) on a stage of three kinds, each distinct working set
+-- tried as a cap: the optimum that charges each plan only what its layers rebuild.
+describe("counts per kind: dense, MoE and MTP layers, every mode (25 layers)", function()
+  local c = setup(deepseek(24, 4, 1), MODES)
+  local rows
+  local function get_rows()
+    rows = rows or plans(c, function(budget)
+      return nd.estimate(estimate_args(c, {recompute = "per_layer", max_mem = budget,
+                                           recompute_modes = MODES}))
+    end)
+    return rows
+  end
+
+  it("stays on the main path: few enough combinations", function()
+    local combos = path_sizes(c)
+    assert.is_true(combos <= COMBOS_MAX, "combinations " .. combos)
+  end)
+
+  it("fits, lies between full and none, and never speeds up as the budget shrinks", function()
+    check_bounds(c, get_rows())
+  end)
+
+  it("is the optimum that charges only the working set its layers rebuild", function()
+    for _, row in ipairs(get_rows()) do
+      check_lower(c, row)
+      local opt = optimum(c, row.budget)
+      assert.is_true(math.abs(row.seconds - opt) <= REL * opt + 1e-15,
+        string.format("share %.2f: plan %.12g s, optimum %.12g s", row.share, row.seconds, opt))
+    end
+  end)
+end)
+
 -- none or full only: each kind's front is its n + 1 counts of full layers, so two kinds of
 -- 100 and 500 layers merge into 101 x 501 points, while 100 layers give 5151 combinations
 merged_fronts_case("merged fronts: dense and MoE layers, none or full (600 layers)",
