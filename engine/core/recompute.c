@@ -454,6 +454,9 @@ static int fallback (int nk, const int *kinds, const double *km, const double *k
 ** (bytes, seconds) survives, keep-everything and full always kept.
 */
 #define MAX_OPTIONS (2 + ND_OP_MASKS)
+/* The DP costs layers x options x buckets (8 per layer) per working-set cap: past this many
+   layers on a stage (no model stacks that many on one) the stage keeps one set of switches. */
+#define VARIANTS_MAX_LAYERS 256
 
 typedef struct option { double bytes, time; unsigned char mode, mask; } option;
 
@@ -732,7 +735,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                "recompute, budget %.2f GiB", s, gib(fixed + least + work_least), gib(budget));
       goto done;
     }
-    if (variants && !copies_priced) {
+    if (variants && !copies_priced && list->n <= VARIANTS_MAX_LAYERS) {
       /* every layer one option of its kind's front, by the bucket DP; kept when it beats
          the counts above (which offer one set of switches). The working set is what the
          heaviest option used rebuilds: each distinct amount t is tried as a cap, with the
@@ -839,6 +842,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       nd_strategy uniform = *st;
       uniform.per_layer = 1;
       memset(uniform.layer_recompute, md, sizeof uniform.layer_recompute);
+      /* one mode for every layer: none of the given per-layer switch sets or offload */
+      memset(uniform.layer_ops, 0, sizeof uniform.layer_ops);
+      memset(uniform.layer_offload, 0, sizeof uniform.layer_offload);
       if (nd_estimate_run(m, dev, job, &uniform, costs, alt, err, errlen) != 0) continue;
       if (md == ND_RECOMPUTE_FULL) {
         for (s = 0; s < p; s++) full_rec[s] = alt->stage[s].recompute_s;

@@ -17,8 +17,9 @@
    0): a stage's first layers, while the copies hide behind the stage's compute. */
 #define ND_PLAN_OFFLOAD (1u << ND_RECOMPUTE_COUNT)
 /* Also let each selective layer take its own set of switches (strategy layer_ops): every set
-   on its kind's Pareto front of (bytes, seconds), chosen per layer by a bucket DP. Not with
-   an offload share or per-layer offload whose copies the stage must hide. */
+   on its kind's Pareto front of (bytes, seconds), chosen per layer by a bucket DP, on stages
+   of up to 256 layers. Not with an offload share or per-layer offload whose copies the stage
+   must hide. */
 #define ND_PLAN_VARIANTS (1u << (ND_RECOMPUTE_COUNT + 1))
 #define ND_RECOMPUTE_ALL \
   (ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE) | ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE) \

@@ -283,7 +283,10 @@ static void make_strategy (rd *r, const nd_model_spec *m, nd_strategy *st, nd_jo
     st->per_layer = 1;
     for (i = 0; i < total; i++)
       st->layer_recompute[i] = (unsigned char)(run & 1 ? (i * 7 + run) % 3 : u8(r) % 3);
+    if (run & 2)  /* selective layers with their own switch sets */
+      for (i = 0; i < total; i++) st->layer_ops[i] = (unsigned char)(u8(r) % ND_OP_MASKS);
   }
+  if (u8(r) & 1) st->selective_ops = (unsigned)(u8(r) % ND_OP_MASKS);
   switch (u8(r) & 3) {
     case 0: st->offload = 0.0; break;
     case 1: st->offload = 1.0; break;
@@ -416,6 +419,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   /* the planner's choices first, so that they do not depend on where the stream ends */
   modes = ND_RECOMPUTE_ALL - u8(&r) % 7;  /* 0: every mode */
   if (u8(&r) & 1) modes |= ND_PLAN_OFFLOAD;  /* layers offloaded one by one too */
+  if (u8(&r) & 1) modes |= ND_PLAN_VARIANTS;  /* a switch set per selective layer */
   budget_share = 1.0 - unit(&r);
   make_model(&r, &model);
   if (nd_model_validate(&model, err, sizeof err) != 0) return 0;
@@ -475,6 +479,10 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
     for (i = 0; i < n; i++)
       if (!(modes & ND_RECOMPUTE_MASK(work.layer_recompute[i])))
         violated("plan uses a mode not allowed", work.layer_recompute[i], modes, &work);
+      else if (work.layer_ops[i] && (!(modes & ND_PLAN_VARIANTS)
+                                     || work.layer_recompute[i] != ND_RECOMPUTE_SELECTIVE))
+        violated("own switches on a layer that variants were not allowed for, or not selective",
+                 work.layer_ops[i], modes, &work);
       else if (work.layer_offload[i] && (!(modes & ND_PLAN_OFFLOAD)
                                          || work.layer_recompute[i] != ND_RECOMPUTE_NONE))
         violated("an offloaded layer that offload was not allowed for, or recomputed",
