@@ -695,12 +695,15 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           unsigned kmodes[MAX_KINDS];
           int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS], solved;
           double c_alt = HUGE_VAL;
+          int kept_only = !(st->offload > 0.0) && !cost.offload;
           for (k = 0; k < nk; k++) {
             kmodes[k] = 0;
             for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
               if ((modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, k, md) <= caps[c])
                 kmodes[k] |= ND_RECOMPUTE_MASK(md);
+            kept_only &= kmodes[k] == ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE);
           }
+          if (kept_only) continue;  /* everything kept: it did not fit (above) */
           memset(alt_off, 0, sizeof alt_off);
           solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
                                     m_off, alt, alt_off, &c_alt);
