@@ -388,32 +388,48 @@ static double rebuilt (const double *km, double w, int k, int md) {
   return w > 0.0 ? (km[3 * k + ND_RECOMPUTE_NONE] - km[3 * k + md]) / w : 0.0;
 }
 
+/* The distinct working sets of the allowed (kind, mode) pairs, largest first; their count. */
+static int working_caps (int nk, const double *km, double w, unsigned modes, double *caps) {
+  int n = 0, k, md, c;
+  for (k = 0; k < nk; k++)
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+      if (modes & ND_RECOMPUTE_MASK(md)) {
+        double t = rebuilt(km, w, k, md);
+        int known = 0;
+        for (c = 0; c < n; c++) known |= caps[c] == t;
+        if (!known) caps[n++] = t;
+      }
+  qsort(caps, (size_t)n, sizeof caps[0], by_value);
+  return n;
+}
+
+/* The modes each kind may take under a working-set cap; 1 when only keep-everything is left. */
+static int capped_modes (int nk, const double *km, double w, unsigned modes, double cap,
+                         unsigned *kmodes) {
+  int k, md, kept_only = 1;
+  for (k = 0; k < nk; k++) {
+    kmodes[k] = 0;
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+      if ((modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, k, md) <= cap)
+        kmodes[k] |= ND_RECOMPUTE_MASK(md);
+    kept_only &= kmodes[k] == ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE);
+  }
+  return kept_only;
+}
+
 static int fallback (int nk, const int *kinds, const double *km, const double *kt, double w,
                      unsigned modes, double room, int n, const int *slot, const int *kind_of,
                      const double *a, const double *r, scratch *sc, unsigned char *chosen,
                      unsigned char *picked, int by_kind[][ND_RECOMPUTE_COUNT],
                      int counts[][ND_RECOMPUTE_COUNT]) {
   double caps[ND_RECOMPUTE_COUNT * MAX_KINDS], best = HUGE_VAL;
-  int ncaps = 0, c, k, md, i, got = 1, use_dp = 0;
+  int ncaps = working_caps(nk, km, w, modes, caps), c, k, md, i, got = 1, use_dp = 0;
   int cand[MAX_KINDS][ND_RECOMPUTE_COUNT];
   double *ap;
-  for (k = 0; k < nk; k++)
-    for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-      if (modes & ND_RECOMPUTE_MASK(md)) {
-        double t = rebuilt(km, w, k, md);
-        int known = 0;
-        for (c = 0; c < ncaps; c++) known |= caps[c] == t;
-        if (!known) caps[ncaps++] = t;
-      }
   for (c = 0; c < ncaps && !use_dp; c++) {
     unsigned kmodes[MAX_KINDS];
     int rc;
-    for (k = 0; k < nk; k++) {
-      kmodes[k] = 0;
-      for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-        if ((modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, k, md) <= caps[c])
-          kmodes[k] |= ND_RECOMPUTE_MASK(md);
-    }
+    capped_modes(nk, km, w, modes, caps[c], kmodes);
     rc = choose_counts(nk, kinds, km, kt, kmodes, room - caps[c], cand);
     if (rc < 0) use_dp = 1;  /* fronts too large */
     else if (rc == 0) {
@@ -669,17 +685,8 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
            distinct amount is tried as a cap, the pairs rebuilding more left out and the
            amount reserved */
         double kept = 0.0, caps[ND_RECOMPUTE_COUNT * MAX_KINDS], c_best = HUGE_VAL;
-        int ncaps = 0, c, md;
+        int ncaps = working_caps(nk, km, w, modes, caps), c;
         for (k = 0; k < nk; k++) kept += kinds[k] * km[3 * k + ND_RECOMPUTE_NONE];
-        for (k = 0; k < nk; k++)
-          for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-            if (modes & ND_RECOMPUTE_MASK(md)) {
-              double t = rebuilt(km, w, k, md);
-              int known = 0;
-              for (c = 0; c < ncaps; c++) known |= caps[c] == t;
-              if (!known) caps[ncaps++] = t;
-            }
-        qsort(caps, (size_t)ncaps, sizeof caps[0], by_value);  /* the largest first */
         got = 1;
         if (fixed + least + work_least > budget) ncaps = 0;
         else if ((modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) && !(st->offload > 0.0)
@@ -695,15 +702,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           unsigned kmodes[MAX_KINDS];
           int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS], solved;
           double c_alt = HUGE_VAL;
-          int kept_only = !(st->offload > 0.0) && !cost.offload;
-          for (k = 0; k < nk; k++) {
-            kmodes[k] = 0;
-            for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-              if ((modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, k, md) <= caps[c])
-                kmodes[k] |= ND_RECOMPUTE_MASK(md);
-            kept_only &= kmodes[k] == ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE);
-          }
-          if (kept_only) continue;  /* everything kept: it did not fit (above) */
+          /* everything kept, no copies priced: the check above decided it did not fit */
+          if (capped_modes(nk, km, w, modes, caps[c], kmodes) && !(st->offload > 0.0)
+              && !cost.offload) continue;
           memset(alt_off, 0, sizeof alt_off);
           solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
                                     m_off, alt, alt_off, &c_alt);

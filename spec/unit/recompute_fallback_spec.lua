@@ -382,8 +382,9 @@ local function estimate_args(c, extra)
                               global_batch = JOB.global_batch, seq_len = JOB.seq_len}, extra))
 end
 
--- The merged fronts through nd.estimate{recompute = "per_layer"}.
-local function merged_fronts_case(name, m, allowed)
+-- The exact paths (the counts per kind, or the merged fronts) through
+-- nd.estimate{recompute = "per_layer"}; path(c) asserts which one the stage takes.
+local function exact_case(name, m, allowed, path_name, path)
   describe(name, function()
     local c = setup(m, allowed)
     local rows
@@ -395,12 +396,7 @@ local function merged_fronts_case(name, m, allowed)
       return rows
     end
 
-    it("reaches the merged fronts: too many combinations, fronts within FRONT_MAX", function()
-      local combos, merges = path_sizes(c)
-      assert.is_true(combos > COMBOS_MAX, "combinations " .. combos)
-      assert.is_true(#merges == #c.kinds - 1, "a merge past FRONT_MAX")
-      for _, points in ipairs(merges) do assert.is_true(points <= FRONT_MAX) end
-    end)
+    it(path_name, function() path(c) end)
 
     it("prices a stage the way the brute force does", function() check_model(c) end)
 
@@ -432,37 +428,24 @@ local function merged_fronts_case(name, m, allowed)
   end)
 end
 
+local function merged_fronts_case(name, m, allowed)
+  exact_case(name, m, allowed,
+    "reaches the merged fronts: too many combinations, fronts within FRONT_MAX", function(c)
+      local combos, merges = path_sizes(c)
+      assert.is_true(combos > COMBOS_MAX, "combinations " .. combos)
+      assert.is_true(#merges == #c.kinds - 1, "a merge past FRONT_MAX")
+      for _, points in ipairs(merges) do assert.is_true(points <= FRONT_MAX) end
+    end)
+end
+
 -- The main path (enumerate_counts) on a stage of three kinds, each distinct working set
 -- tried as a cap: the optimum that charges each plan only what its layers rebuild.
-describe("counts per kind: dense, MoE and MTP layers, every mode (25 layers)", function()
-  local c = setup(deepseek(24, 4, 1), MODES)
-  local rows
-  local function get_rows()
-    rows = rows or plans(c, function(budget)
-      return nd.estimate(estimate_args(c, {recompute = "per_layer", max_mem = budget,
-                                           recompute_modes = MODES}))
-    end)
-    return rows
-  end
-
-  it("stays on the main path: few enough combinations", function()
-    local combos = path_sizes(c)
-    assert.is_true(combos <= COMBOS_MAX, "combinations " .. combos)
-  end)
-
-  it("fits, lies between full and none, and never speeds up as the budget shrinks", function()
-    check_bounds(c, get_rows())
-  end)
-
-  it("is the optimum that charges only the working set its layers rebuild", function()
-    for _, row in ipairs(get_rows()) do
-      check_lower(c, row)
-      local opt = optimum(c, row.budget)
-      assert.is_true(math.abs(row.seconds - opt) <= REL * opt + 1e-15,
-        string.format("share %.2f: plan %.12g s, optimum %.12g s", row.share, row.seconds, opt))
-    end
-  end)
-end)
+exact_case("counts per kind: dense, MoE and MTP layers, every mode (25 layers)",
+           deepseek(24, 4, 1), MODES, "stays on the main path: few enough combinations",
+           function(c)
+             local combos = path_sizes(c)
+             assert.is_true(combos <= COMBOS_MAX, "combinations " .. combos)
+           end)
 
 -- none or full only: each kind's front is its n + 1 counts of full layers, so two kinds of
 -- 100 and 500 layers merge into 101 x 501 points, while 100 layers give 5151 combinations
