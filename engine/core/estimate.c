@@ -413,7 +413,6 @@ typedef struct stage_sum {
   struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* not cleared per stage */
 } stage_sum;
 
-/* Adds n layers of one priced kind, all under recompute mode `mode`, to a stage. */
 /*
 ** A layer's pass on the device: its work, but no less than the time the host takes to
 ** issue its kernels (kernel_overhead per pass, twice for the backward's two GEMMs per

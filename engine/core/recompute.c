@@ -261,8 +261,8 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
 
 /*
 ** Several kinds: every combination of the smaller kinds' counts (when there are few), the
-** largest kind solved alone in what is left; modes[k] the modes kind k may take. Returns 0, 1 when nothing fits, -1 when the
-** combinations are too many.
+** largest kind solved alone in what is left; modes[k] the modes kind k may take. Returns
+** 0 with the cost in *cost_out, 1 when nothing fits, -1 when the combinations are too many.
 */
 #define COMBOS_MAX 4096
 static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
@@ -326,8 +326,9 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
 
 /*
 ** Chooses the counts per kind for one stage: kinds[k] layers of kind k with costs m, t
-** (3 per kind), modes[k] the modes kind k may take. Writes counts[k][mode]. Returns 0, 1 when nothing fits, -1 when the fronts
-** grow past FRONT_MAX (the caller falls back to the bucket DP) or memory runs out.
+** (3 per kind), modes[k] the modes kind k may take. Writes counts[k][mode]. Returns 0, 1
+** when nothing fits, -1 when the fronts grow past FRONT_MAX (the caller falls back to the
+** bucket DP) or memory runs out.
 */
 static int choose_counts (int nkinds, const int *kinds, const double *m, const double *t,
                           const unsigned *modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
@@ -370,20 +371,12 @@ done:
   return rc;
 }
 
-/*
-** The fallbacks for stages too long for enumerate_counts: merged fronts, else the bucket DP
-** over the layers one by one. What a plan rebuilds for its first backward (the working
-** set) is that of its heaviest (kind, mode): each distinct amount is tried as a cap, the
-** (kind, mode) pairs rebuilding more left out and the amount reserved. km, kt: bytes
-** (times w) and seconds per kind and mode; a, r: the same per layer (slot[i] its kind,
-** kind_of[k] the slot of local kind k). Returns 0 with by_kind set, 2 with counts[slot]
-** set (the DP), 1 when nothing fits, -1 when memory runs out.
-*/
 static int by_value (const void *x, const void *y) {  /* doubles, largest first */
   double a = *(const double *)x, b = *(const double *)y;
   return a > b ? -1 : a < b ? 1 : 0;
 }
 
+/* What kind k rebuilds for its first backward under mode md (km holds bytes times w). */
 static double rebuilt (const double *km, double w, int k, int md) {
   return w > 0.0 ? (km[3 * k + ND_RECOMPUTE_NONE] - km[3 * k + md]) / w : 0.0;
 }
@@ -417,6 +410,15 @@ static int capped_modes (int nk, const double *km, double w, unsigned modes, dou
   return kept_only;
 }
 
+/*
+** The fallbacks for stages too long for enumerate_counts: merged fronts, else the bucket DP
+** over the layers one by one. What a plan rebuilds for its first backward (the working
+** set) is that of its heaviest (kind, mode): each distinct amount is tried as a cap, the
+** (kind, mode) pairs rebuilding more left out and the amount reserved. km, kt: bytes
+** (times w) and seconds per kind and mode; a, r: the same per layer (slot[i] its kind,
+** kind_of[k] the slot of local kind k). Returns 0 with by_kind set, 2 with counts[slot]
+** set (the DP), 1 when nothing fits, -1 when memory runs out.
+*/
 static int fallback (int nk, const int *kinds, const double *km, const double *kt, double w,
                      unsigned modes, double room, int n, const int *slot, const int *kind_of,
                      const double *a, const double *r, scratch *sc, unsigned char *chosen,
@@ -627,7 +629,10 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
         raw[md] = a[i * 3 + md];
         a[i * 3 + md] *= w;
-        if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) { lo = a[i * 3 + md]; lo_md = md; }
+        if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) {
+          lo = a[i * 3 + md];
+          lo_md = md;
+        }
       }
       if (offload_ok && inflight[s] > 1.0 && w > 0.0   /* offloaded: one micro-batch held */
           && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo) {
@@ -747,10 +752,12 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       double plain = 0.0, caps[MAX_KINDS * MAX_OPTIONS];
       int md, ncaps = 0, c;
       for (k = 0; k < kc->n; k++)
-        for (md = 0; md < ND_RECOMPUTE_COUNT; md++) plain += counts[k][md] * kc->est[k].recompute_s[md];
+        for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+          plain += counts[k][md] * kc->est[k].recompute_s[md];
       for (i = 0; i < list->n; i++) {
         int o, known;
-        if (nopts[slot[i]] == 0) nopts[slot[i]] = kind_options(&kc->est[slot[i]], modes, opts[slot[i]]);
+        if (nopts[slot[i]] == 0)
+          nopts[slot[i]] = kind_options(&kc->est[slot[i]], modes, opts[slot[i]]);
         for (o = 0; o < nopts[slot[i]]; o++) {
           double t = kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - opts[slot[i]][o].bytes;
           for (known = 0, c = 0; c < ncaps; c++) known |= caps[c] == t;
@@ -793,7 +800,11 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         for (j = i + 1; j < list->n; j++)
           if (slot[j] == slot[i] && vr[j * MAX_OPTIONS + chosen[j]]
                                     > vr[best_j * MAX_OPTIONS + chosen[best_j]]) best_j = j;
-        if (best_j != i) { unsigned char t = chosen[i]; chosen[i] = chosen[best_j]; chosen[best_j] = t; }
+        if (best_j != i) {
+          unsigned char t = chosen[i];
+          chosen[i] = chosen[best_j];
+          chosen[best_j] = t;
+        }
         op = &opts[slot[i]][chosen[i]];
         trial.layer_recompute[layer] = op->mode;
         trial.layer_ops[layer] = op->mode == ND_RECOMPUTE_SELECTIVE ? op->mask : 0;
