@@ -191,6 +191,8 @@ end
 function M.detail(row, info)
   local args = M.estimate_args(row.strategy, info)
   args.recompute = row.strategy.recompute
+  -- the plan the walk priced: one set of selective switches (ndplan recompute refines it)
+  if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end
   local r, why = estimate.estimate(args)
   if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
   r.rank = row.rank

@@ -306,3 +306,23 @@ describe("policies in nd.search", function()
     assert.matches("bundled: .*cheapest", err3)
   end)
 end)
+
+describe("re-pricing a searched per-layer plan", function()
+  it("gives the plan the walk priced (one set of selective switches), not a refined one", function()
+    local search = require "ndplan.search"
+    local args = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+                  seq_len = 8192, tp = 1, pp = 2, vpp = 1, cp = 1, zero = 1, mbs = 1,
+                  recompute = {"per_layer"}, schedule = "1f1b",
+                  max_mem = "50GiB", jobs = 1, top = 1}
+    local ranked, info = assert(nd.search(args))
+    local detail = search.detail(ranked[1], info)
+    assert.is_true(math.abs(detail.step_time_s - ranked[1].step_time_s)
+                   <= 1e-9 * ranked[1].step_time_s)
+    assert.is_nil(detail.strategy.layer_selective_ops)
+    -- ndplan recompute refines the same strategy with a switch set per layer
+    local refined = assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                                       global_batch = 64, seq_len = 8192, pp = 2, zero = 1,
+                                       recompute = "per_layer", max_mem = "50GiB"})
+    assert.is_true(refined.step_time_s < detail.step_time_s)
+  end)
+end)
