@@ -28,6 +28,15 @@ typedef struct kind_costs {
 
 typedef struct layer_list { int n; int layer[ND_MAX_LAYERS]; } layer_list;
 
+/* The tables of one planning run, in one allocation. */
+typedef struct workspace {
+  kind_costs kc;
+  layer_list list;
+  double per_stage[4 * ND_MAX_STAGES];  /* full and none peaks, in flight, base compute */
+  double a[3 * ND_MAX_LAYERS], r[3 * ND_MAX_LAYERS];  /* per layer and mode */
+  unsigned char chosen[ND_MAX_LAYERS], picked3[ND_MAX_LAYERS];
+} workspace;
+
 static void collect (int layer, int chunk, void *ud) {
   layer_list *l = (layer_list *)ud;
   (void)chunk;
@@ -519,6 +528,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                            unsigned modes, nd_recompute_plan *plan, nd_estimate *out,
                            char *err, size_t errlen) {
   nd_strategy trial;
+  workspace *ws = NULL;
   kind_costs *kc = NULL;
   layer_list *list = NULL;
   double *a = NULL, *r = NULL, *full_peak = NULL, *none_peak = NULL, *inflight = NULL;
@@ -547,13 +557,18 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   trial.recompute = ND_RECOMPUTE_FULL;
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) return -1;
   p = out->stages;
-  kc = (kind_costs *)calloc(1, sizeof *kc);
-  list = (layer_list *)malloc(sizeof *list);
-  full_peak = (double *)malloc(4 * (size_t)p * sizeof *full_peak);
-  a = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *a);
-  r = (double *)malloc(3 * (size_t)ND_MAX_LAYERS * sizeof *r);
-  chosen = (unsigned char *)malloc(ND_MAX_LAYERS);
-  picked3 = (unsigned char *)malloc(ND_MAX_LAYERS);
+  /* one block for the run's tables: this runs once per searched candidate */
+  ws = (workspace *)malloc(sizeof *ws);
+  if (ws) {
+    kc = &ws->kc;
+    kc->n = 0;
+    list = &ws->list;
+    full_peak = ws->per_stage;
+    a = ws->a;
+    r = ws->r;
+    chosen = ws->chosen;
+    picked3 = ws->picked3;
+  }
   if (variants) {
     opts = (option (*)[MAX_OPTIONS])malloc(MAX_KINDS * sizeof *opts);
     nopts = (int *)calloc(MAX_KINDS, sizeof *nopts);
@@ -565,7 +580,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       goto done;
     }
   }
-  if (!kc || !list || !full_peak || !a || !r || !chosen || !picked3) {
+  if (!ws) {
     snprintf(err, errlen, "recompute: out of memory");
     goto done;
   }
@@ -880,7 +895,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   *st = trial;
   rc = 0;
 done:
-  free(kc); free(list); free(full_peak); free(a); free(r); free(chosen); free(picked3);
+  free(ws);
   free(opts); free(nopts); free(picked); free(va); free(vr);
   free(sc.best); free(sc.next); free(sc.choice);
   return rc;
