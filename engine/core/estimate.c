@@ -792,9 +792,21 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
       out->recompute_s[i] += comm_shown(&x, lc->gemm_s + lc->core_s + lc->mem_s, lc->tp_s, 1.0)
                            + lc->ep_s * (1.0 - costs->ep_overlap);
   }
-  for (i = 0; i < ND_OP_MASKS; i++) {
-    out->sel_activations[i] = sel_act(lc, (unsigned)i);
-    out->sel_recompute_s[i] = sel_time(lc, (unsigned)i);
+  {  /* every set of switches, each from the set without its lowest switch */
+    double dropped[ND_OP_MASKS];
+    dropped[0] = 0.0;
+    out->sel_recompute_s[0] = 0.0;
+    for (i = 1; i < ND_OP_MASKS; i++) {
+      int low = 0;
+      while (!(i & (1 << low))) low++;
+      dropped[i] = dropped[i & (i - 1)] + lc->op_bytes[low];
+      out->sel_recompute_s[i] = out->sel_recompute_s[i & (i - 1)] + lc->op_time[low];
+    }
+    for (i = 0; i < ND_OP_MASKS; i++) {  /* as sel_act: never below what full keeps */
+      double kept = lc->act[ND_RECOMPUTE_NONE] - dropped[i];
+      out->sel_activations[i] = kept < lc->act[ND_RECOMPUTE_FULL] ? lc->act[ND_RECOMPUTE_FULL]
+                                                                  : kept;
+    }
   }
   out->forward_s = layer_pass(&x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
   out->tp_comm_s = lc->tp_s;
