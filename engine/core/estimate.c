@@ -646,7 +646,8 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
        one layer's dropped activations for one micro-batch on top of all that is held */
     buffers = st->tp > 1 ? ab * x.T * h : 0.0;
     if (st->zero >= 3 && 2.0 * ss.gather > buffers) buffers = 2.0 * ss.gather;
-    se->buffers = buffers + ss.working;
+    /* (DualPipe: the mean of the two stages, as every activation above) */
+    se->buffers = buffers + ss.working * (dual ? 0.5 : 1.0);
     se->reserve = dev->reserve_bytes;
     se->peak = se->weights + se->grads + se->optimizer + se->activations + se->buffers
              + se->reserve;

@@ -240,9 +240,19 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
   int c, has_none = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) != 0;
   int has_sel = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) != 0;
   int has_full = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) != 0;
-  double best = HUGE_VAL, limit = room * (1.0 + 1e-12);
+  double best = HUGE_VAL, limit = room * (1.0 + 1e-12), low = HUGE_VAL;
+  int c0 = 0;
   *best_o = 0;
-  for (c = 0; c <= (has_full ? n : 0); c++) {
+  /* fewer full layers than c0 cannot fit even if every other layer keeps the least that a
+     mode short of full keeps: start there */
+  if (has_none) low = m[0];
+  if (has_sel && m[1] < low) low = m[1];
+  if (has_none && m_off > 0.0 && m_off < low) low = m_off;
+  if (has_full && low < HUGE_VAL && low > m[2]) {
+    double need = (n * low - limit) / (low - m[2]);
+    if (need > 0.0) c0 = need - 1e-9 >= n ? n : (int)floor(need - 1e-9);
+  }
+  for (c = c0; c <= (has_full ? n : 0); c++) {
     int o;
     /* every later c costs at least its full layers' time: nothing better is left */
     if ((cost && cost->offload ? cost->d : 1.0) * (base_rec + c * t[2]) >= best) break;
@@ -606,6 +616,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
     double work_full = 0.0, work_least = 0.0;
+    double wd = dual ? 0.5 : 1.0;  /* DualPipe's mean of two stages, as estimate.c */
     int copies_priced = 0, use_variants = 0;
     int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
     int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
@@ -632,8 +643,8 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
     /* the all-full estimate's buffers hold its recompute working set (the largest layer
        rebuilt for the backward, estimate.c); the plan's own is added per choice below */
     for (i = 0; i < list->n; i++)
-      if (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL] > work_full)
-        work_full = a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL];
+      if (wd * (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL]) > work_full)
+        work_full = wd * (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL]);
     w = sum_none - sum_full > 0.0 ? (none_peak[s] - (full_peak[s] - work_full))
                                     / (sum_none - sum_full)
                                   : inflight[s];
@@ -654,8 +665,8 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         lo = a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w;
         lo_md = ND_RECOMPUTE_NONE;  /* keeps everything: rebuilds nothing */
       }
-      if (lo_md >= 0 && raw[ND_RECOMPUTE_NONE] - raw[lo_md] > work_least)
-        work_least = raw[ND_RECOMPUTE_NONE] - raw[lo_md];
+      if (lo_md >= 0 && wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]) > work_least)
+        work_least = wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]);
       least += lo;
     }
     plan->stage_need[s] = fixed + least + work_least;
@@ -705,7 +716,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
            distinct amount is tried as a cap, the pairs rebuilding more left out and the
            amount reserved */
         double kept = 0.0, caps[ND_RECOMPUTE_COUNT * MAX_KINDS], c_best = HUGE_VAL;
-        int ncaps = working_caps(nk, km, w, modes, caps), c;
+        int ncaps = working_caps(nk, km, w / wd, modes, caps), c;
         for (k = 0; k < nk; k++) kept += kinds[k] * km[3 * k + ND_RECOMPUTE_NONE];
         got = 1;
         if (fixed + least + work_least > budget) ncaps = 0;
@@ -723,7 +734,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS], solved;
           double c_alt = HUGE_VAL;
           /* everything kept, no copies priced: the check above decided it did not fit */
-          if (capped_modes(nk, km, w, modes, caps[c], kmodes) && !(st->offload > 0.0)
+          if (capped_modes(nk, km, w / wd, modes, caps[c], kmodes) && !(st->offload > 0.0)
               && !cost.offload) continue;
           memset(alt_off, 0, sizeof alt_off);
           solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
@@ -736,7 +747,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
             got = 0;
           }
         }
-        if (got < 0) got = fallback(nk, kinds, km, kt, w, modes, budget - fixed, list->n, slot,
+        if (got < 0) got = fallback(nk, kinds, km, kt, w / wd, modes, budget - fixed, list->n, slot,
                                     kind_of, a, r, &sc, chosen, picked3, by_kind, counts);
       }
       if (got == 0) {
@@ -774,7 +785,8 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         if (nopts[slot[i]] == 0)
           nopts[slot[i]] = kind_options(&kc->est[slot[i]], modes, opts[slot[i]]);
         for (o = 0; o < nopts[slot[i]]; o++) {
-          double t = kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - opts[slot[i]][o].bytes;
+          double t = wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE]
+                           - opts[slot[i]][o].bytes);
           for (known = 0, c = 0; c < ncaps; c++) known |= caps[c] == t;
           if (!known && ncaps < MAX_KINDS * MAX_OPTIONS) caps[ncaps++] = t;
         }
@@ -790,7 +802,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           for (o = 0; o < MAX_OPTIONS; o++) {
             const option *op = &opts[slot[i]][o];
             int offered = o < nopts[slot[i]]
-              && kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - op->bytes <= caps[c];
+              && wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - op->bytes) <= caps[c];
             va[i * MAX_OPTIONS + o] = offered ? op->bytes * w : HUGE_VAL;
             vr[i * MAX_OPTIONS + o] = offered ? op->time : 0.0;
           }
