@@ -272,9 +272,10 @@ function M.render(plan, opts)
   -- offload first: the recompute choice prices what the file says
   local offloaded = said.offload > 0 and offload_layers(ctx, said) or nil
   why.offload = "Megatron offloads whole layers (--cpu-offloading-num-layers, §2.2); rounded up"
+  -- one set of switches for the whole model first: the recompute choice prices it
+  export.fold_selective(said, why)
   local chosen, info = choose_recompute(ctx, said, plan, opts, why)
   local recompute = require("ndplan.block_plan").flags(chosen)
-  export.fold_selective(said, why)
   if chosen.method == "selective" then
     for _, v in ipairs(recompute_modules(ctx, said, unsaid)) do recompute[#recompute + 1] = v end
   end
