@@ -41,7 +41,13 @@ say("%s on %d x %s, global batch %d x %d tokens", r.model, r.job.devices, r.devi
     r.job.global_batch, r.job.seq_len)
 say("strategy  dp %d  tp %d  pp %d  vpp %d  cp %d  ep %d  etp %d  sp %s  zero %d  mbs %d  mb %d",
     s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb)
-say("          schedule %s, recompute %s, %s, flash attention %s", s.schedule, s.recompute,
+local rec = s.recompute
+if r.megatron then  -- the form Megatron states, and its flags
+  local bp = require "ndplan.block_plan"
+  rec = string.format("megatron: %s (%s)", bp.describe(r.megatron, s.vpp),
+                      table.concat(bp.flags(r.megatron), " "))
+end
+say("          schedule %s, recompute %s, %s, flash attention %s", s.schedule, rec,
     s.precision, s.flash_attention and "on" or "off")
 say("")
 say("step time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%", units.seconds(r.step_time_s),

@@ -39,7 +39,7 @@ local spec = {
     {name = "zero", arg = "LIST", help = "ZeRO stage(s) 0-3 (the OP dimension)"},
     {name = "mbs", arg = "LIST", help = "micro-batch size(s)"},
     {name = "mb", arg = "LIST", help = "micro-batches per step (derived; a list post-filters)"},
-    {name = "recompute", arg = "MODES", help = "off, selective, full, per_layer (each layer's mode chosen under -M), a list, or auto (all four)"},
+    {name = "recompute", arg = "MODES", help = "off, selective, full, per_layer (each layer's mode chosen under -M), megatron (the fastest recompute Megatron-LM can state under -M), a list, or auto (the first four)"},
     {name = "schedule", arg = "NAME", help = "1f1b, gpipe or zb (interleaved when vpp > 1)"},
     {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
     {name = "no-flash", help = "attention without flash"},
@@ -71,8 +71,9 @@ local function dim_value(name, text)
   if name == "recompute" then
     local list = {}
     for w in text:gmatch("[^,]+") do
-      if not (w == "off" or w == "none" or w == "selective" or w == "full" or w == "per_layer") then
-        usage("--recompute: expected off, selective, full, per_layer, a list of them or auto, got '" .. w .. "'")
+      if not (w == "off" or w == "none" or w == "selective" or w == "full" or w == "per_layer"
+              or w == "megatron") then
+        usage("--recompute: expected off, selective, full, per_layer, megatron, a list of them or auto, got '" .. w .. "'")
       end
       list[#list + 1] = w
     end

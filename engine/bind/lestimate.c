@@ -547,9 +547,38 @@ static int e_balance (lua_State *L) {
   return 1;
 }
 
+/*
+** megatron(model, device, job, strategy, budget [, costs]) -> the estimate of the fastest
+** recompute Megatron-LM can state that fits `budget` bytes (strategy.layer_recompute for
+** block N), with megatron = {method = "none"|"selective"|"uniform"|"block", num_layers = N}
+** | nil, reason.
+*/
+static int e_megatron (lua_State *L) {
+  static const char *const methods[] = {"none", "selective", "uniform", "block"};
+  call_args a;
+  nd_estimate *e;
+  char err[256];
+  double budget = luaL_checknumber(L, 5);
+  int method = 0, num_layers = 0;
+  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
+  read_call(L, 6, &a);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  if (nd_recompute_megatron_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, e, &method,
+                                &num_layers, err, sizeof err) != 0)
+    return push_refusal(L, err);
+  push_result(L, e, a.st, a.m);
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, methods[method]);
+  lua_setfield(L, -2, "method");
+  setint(L, "num_layers", num_layers);
+  lua_setfield(L, -2, "megatron");
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
   {"plan", e_plan},
+  {"megatron", e_megatron},
   {"balance", e_balance},
   {"costs", e_costs},
   {"layer", e_layer},

@@ -35,12 +35,14 @@ const char *nd_dim_name (nd_dim d) {
 }
 
 const char *nd_search_recompute_name (int v) {
-  return v == ND_SEARCH_PER_LAYER ? "per_layer" : nd_recompute_name((nd_recompute)v);
+  return v == ND_SEARCH_PER_LAYER ? "per_layer" : v == ND_SEARCH_MEGATRON ? "megatron"
+                                  : nd_recompute_name((nd_recompute)v);
 }
 
 int nd_search_recompute_parse (const char *name, int *v) {
   nd_recompute r;
   if (strcmp(name, "per_layer") == 0) { *v = ND_SEARCH_PER_LAYER; return 0; }
+  if (strcmp(name, "megatron") == 0) { *v = ND_SEARCH_MEGATRON; return 0; }
   if (nd_recompute_parse(name, &r) != 0) return -1;
   *v = (int)r;
   return 0;
@@ -147,7 +149,7 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
   st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
   st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
   st->sp = c->sp; st->zero = c->zero;
-  st->recompute = c->recompute == ND_SEARCH_PER_LAYER ? ND_RECOMPUTE_NONE
+  st->recompute = c->recompute >= ND_SEARCH_PER_LAYER ? ND_RECOMPUTE_NONE
                                                       : (nd_recompute)c->recompute;
   st->per_layer = 0;
   st->schedule = base->schedule;
@@ -206,6 +208,21 @@ static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
   return 1;
 }
 
+/* Prices one candidate by its recompute value: a whole-model mode, a per-layer plan or
+   the Megatron form, the last two chosen under the budget. */
+static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
+                            nd_recompute_plan *plan, char *err, size_t errlen) {
+  double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
+  int method, num_layers;
+  if (recompute == ND_SEARCH_PER_LAYER)
+    return nd_recompute_plan_run(w->m, w->dev, w->job, st, w->costs, budget, ND_RECOMPUTE_ALL,
+                                 plan, e, err, errlen);
+  if (recompute == ND_SEARCH_MEGATRON)
+    return nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
+                                     &num_layers, err, errlen);
+  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, errlen);
+}
+
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
 static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
                         nd_recompute_plan *plan) {
@@ -219,11 +236,7 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
     int t;
     if (w->p->stop && *w->p->stop) break;
     load_candidate(st, &s->cand[i], &w->p->base);
-    if (s->cand[i].recompute == ND_SEARCH_PER_LAYER
-        ? nd_recompute_plan_run(w->m, w->dev, w->job, st, w->costs,
-                                w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes,
-                                ND_RECOMPUTE_ALL, plan, e, err, sizeof err) != 0
-        : nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) != 0) {
+    if (price_candidate(w, s->cand[i].recompute, st, e, plan, err, sizeof err) != 0) {
       s->late[label_of(err)]++;
       continue;
     }

@@ -46,4 +46,20 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                            unsigned modes, nd_recompute_plan *plan, nd_estimate *out,
                            char *err, size_t errlen);
 
+/*
+** The recompute Megatron-LM can state (engine/core/recompute_megatron.c): selective on every
+** layer, full on every layer, or full on the first N layers of each stage (of each chunk
+** with VPP), the fastest that fits `budget` bytes on the strategy's own layout. On success
+** st holds it (per_layer for block N), out its estimate, *method one of ND_MEGATRON_*,
+** *num_layers N (1 for uniform, 0 otherwise); returns 0. Returns -1 with the reason in err
+** when the strategy is refused, its schedule has no Megatron flag, or no form fits ("over
+** memory: ...").
+*/
+enum { ND_MEGATRON_NONE, ND_MEGATRON_SELECTIVE, ND_MEGATRON_UNIFORM, ND_MEGATRON_BLOCK };
+
+int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                               nd_strategy *st, const nd_costs *costs, double budget,
+                               nd_estimate *out, int *method, int *num_layers, char *err,
+                               size_t errlen);
+
 #endif

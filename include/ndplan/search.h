@@ -27,9 +27,11 @@ typedef enum nd_dim {
 #define ND_SET_MAX 64   /* values in one candidate list */
 
 /* The recompute dimension's values: the nd_recompute modes, then a per-layer plan chosen
-   under the budget (nd_recompute_plan_run); "auto" searches all four. */
+   under the budget (nd_recompute_plan_run), then the fastest recompute Megatron-LM can
+   state under the budget (nd_recompute_megatron_run); "auto" searches the first four. */
 #define ND_SEARCH_PER_LAYER ND_RECOMPUTE_COUNT
-const char *nd_search_recompute_name (int v);   /* "none" ... "full", "per_layer" */
+#define ND_SEARCH_MEGATRON (ND_RECOMPUTE_COUNT + 1)
+const char *nd_search_recompute_name (int v);   /* "none" ... "full", "per_layer", "megatron" */
 int nd_search_recompute_parse (const char *name, int *v);
 
 /* One dimension's candidates: auto (the searcher's bounds) or an explicit ascending list

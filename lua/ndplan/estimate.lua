@@ -3,6 +3,8 @@
 --   nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
 --               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
 --               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
+-- recompute = "megatron" takes the fastest recompute Megatron-LM can state that fits
+-- max_mem (ndplan.c.estimate.megatron; result.megatron = {method, num_layers}).
 -- recompute = "per_layer" chooses every layer's mode (among recompute_modes: none,
 -- selective, full, "offload" and "variants" -- each selective layer its own set of op
 -- switches; default DEFAULT_MODES) so that each stage fits max_mem at the least recompute
@@ -72,13 +74,25 @@ function M.estimate(args)
   if not budget then return nil, berr end
   local result, why
   local per_layer = strategy.recompute == "per_layer"
-  if per_layer then strategy.recompute = nil end
+  local megatron = strategy.recompute == "megatron"
+  if per_layer or megatron then strategy.recompute = nil end
+  if megatron and args.layout == "balanced" then
+    return nil, "recompute megatron prices the layout as given (ndplan recompute --trainer "
+                .. "megatron --layout balanced balances each form)"
+  end
   if args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
     result, why = core.balance(model, device, job, strategy, budget, args.costs,
                                per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil)
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
+  elseif megatron then
+    -- the fastest recompute Megatron-LM can state under the budget (selective, full, or
+    -- full on the first N layers of each stage)
+    if args.recompute_modes ~= nil then
+      error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
+    end
+    result, why = core.megatron(model, device, job, strategy, budget, args.costs)
   elseif per_layer then
     -- each layer's mode chosen under the budget: least recompute time that fits
     result, why = core.plan(model, device, job, strategy, budget, args.costs,

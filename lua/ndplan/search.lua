@@ -21,7 +21,7 @@ local OTHER = {model = true, device = true, devices = true, global_batch = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
-                         per_layer = "per_layer"}
+                         per_layer = "per_layer", megatron = "megatron"}
 
 local function resolve(kind, x)
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
@@ -39,7 +39,7 @@ local function normalise(dim, v)
       if x == false then return "none" end
       local r = RECOMPUTE_ALIAS[x]
       if not r then
-        error(string.format("nd.search: recompute: expected off, selective, full, per_layer or auto, got %s",
+        error(string.format("nd.search: recompute: expected off, selective, full, per_layer, megatron or auto, got %s",
                             tostring(x)), 0)
       end
       return r

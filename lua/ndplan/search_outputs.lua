@@ -47,7 +47,7 @@ function M.potentials(detailed, info)
   local out, space = {}, {}
   for _, r in ipairs(detailed) do
     if #out >= M.POTENTIAL_CONFIGS then break end
-    if r.strategy.recompute == "per_layer" then
+    if r.strategy.recompute == "per_layer" and not r.megatron then  -- free per-layer plans
       local args = require("ndplan.search").estimate_args(r.strategy, info)
       local first = plan.from_estimate(r, info.model_obj)
       local seq = plan.potentials(args, info.model_obj, first, M.POTENTIAL_STEPS)

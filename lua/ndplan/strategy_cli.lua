@@ -23,7 +23,7 @@ M.OPTIONS = {
   {name = "mbs", arg = "N", help = "micro-batch size"},
   {name = "mb", arg = "N", help = "micro-batches per step (default: from the batch)"},
   {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
-  {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M) or a per-layer spec"},
+  {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M), megatron (the fastest Megatron can state that fits -M) or a per-layer spec"},
   {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full,variants: variants lets each selective layer take its own op switches; add offload to offload layers to host)"},
   {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up,moe_dispatch (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
@@ -99,7 +99,8 @@ function M.args(spec, argv, opts)
     flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
   }
   local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
-  if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer" then
+  if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer"
+     or r == "megatron" then
     args.recompute = r == "off" and "none" or r
   elseif r then  -- a per-layer spec, e.g. 0-9:full,10-79:selective
     local layers = model.num_layers + model.mtp_layers

@@ -95,6 +95,21 @@ describe("ndplan estimate", function()
   local base = {"estimate", "-m", "llama3.1-70b", "-A", "h100", "-d", "64", "-b", "512",
                 "--seq-len", "8192", "--tp", "8", "--pp", "4", "--sp", "--zero", "1"}
 
+  it("prices the recompute Megatron can state under -M, with its flags, and exits 3 when none fits",
+     function()
+    local args = {"estimate", "-m", "llama3.1-8b", "-A", "h100", "-d", "8", "-b", "64",
+                  "--seq-len", "8192", "--pp", "2", "--zero", "1", "--recompute", "megatron"}
+    local a = {table.unpack(args)}
+    for _, x in ipairs({"-M", "50GiB"}) do a[#a + 1] = x end
+    local ok = R.run(a)
+    assert.equal(0, ok.code, ok.err)
+    assert.matches("recompute megatron: full on the first %d+ layers of each stage %(%-%-recompute%-granularity full %-%-recompute%-method block %-%-recompute%-num%-layers %d+%)", ok.out)
+    a[#a] = "40GiB"
+    local over = R.run(a)
+    assert.equal(3, over.code)
+    assert.matches("no recompute Megatron can state fits the 40%.00 GiB budget %(full on every layer peaks at [%d.]+ GiB%)", over.err)
+  end)
+
   it("prints the step time and the per-stage memory", function()
     local r = R.run(base)
     assert.equal(0, r.code)

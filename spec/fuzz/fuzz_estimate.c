@@ -450,6 +450,28 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   if (full.peak > none.peak * (1.0 + 1e-9))
     violated("full recompute peaks above no recompute", full.peak, none.peak, &work);
   budget = 0.95 * full.peak + budget_share * (1.1 * none.peak - 0.95 * full.peak);
+  {  /* the Megatron form: within the budget, none or full per layer, never faster than
+        the best of the whole-model modes it includes when they fit */
+    int method = -1, n_layers = -1, i, total = (int)(model.num_layers + model.mtp_layers);
+    work = strategy;
+    if (nd_recompute_megatron_run(&model, &dev, &job, &work, &costs, budget, &planned, &method,
+                                  &n_layers, err, sizeof err) == 0) {
+      check(&planned, &work);
+      if (planned.peak > budget * (1.0 + 1e-9))
+        violated("Megatron form over budget", planned.peak, budget, &work);
+      if (full.peak <= budget && planned.step_time > full.step_time * (1.0 + 1e-9))
+        violated("Megatron form slower than full recompute that fits", planned.step_time,
+                 full.step_time, &work);
+      for (i = 0; work.per_layer && i < total; i++)
+        if (work.layer_recompute[i] == ND_RECOMPUTE_SELECTIVE || work.layer_ops[i]
+            || work.layer_offload[i])
+          violated("Megatron block form with a layer neither kept nor full", i, method, &work);
+    }
+    else if (strstr(err, "internal error") != NULL) violated(err, budget, 0.0, &work);
+    else if (full.peak <= budget && strncmp(err, "over memory", 11) == 0
+             && (strategy.schedule == ND_SCHED_1F1B || strategy.schedule == ND_SCHED_INTERLEAVED))
+      violated("Megatron form refused where full recompute fits", full.peak, budget, &work);
+  }
   work = strategy;
   if (nd_recompute_plan_run(&model, &dev, &job, &work, &costs, budget, modes, &plan, &planned,
                             err, sizeof err) != 0) {

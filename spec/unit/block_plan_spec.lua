@@ -89,7 +89,42 @@ describe("block_plan.megatron on a small model", function()
       end
       assert.is_true(checked >= 2, shape.name)
     end)
+
+    it("the C core's recompute = \"megatron\" picks the same form (" .. shape.name .. ")", function()
+      local args = merge(base, shape)
+      args.name = nil
+      local all = brute_force(args)
+      local checked = 0
+      for _, c in ipairs(all) do  -- a budget at every form's own peak
+        local budget = c.r.peak_memory_bytes
+        local want = assert(fastest(all, budget))
+        local r = assert(nd.estimate(merge(args, {recompute = "megatron", max_mem = budget})))
+        assert.is_true(r.peak_memory_bytes <= budget)
+        assert.equal(want.method, r.megatron.method, shape.name)
+        if want.method == "block" then assert.equal(want.n, r.megatron.num_layers) end
+        assert.is_true(math.abs(r.step_time_s - want.r.step_time_s) <= 1e-9 * r.step_time_s)
+        checked = checked + 1
+      end
+      assert.is_true(checked >= 4, shape.name)
+      -- below the least peak nothing fits, and the refusal says what full needs
+      local least = math.huge
+      for _, c in ipairs(all) do least = math.min(least, c.r.peak_memory_bytes) end
+      local r, why = nd.estimate(merge(args, {recompute = "megatron", max_mem = least * 0.99}))
+      assert.is_nil(r)
+      assert.matches("^over memory: no recompute Megatron can state fits", why)
+    end)
   end
+
+  it("refuses what Megatron cannot run or lay out: a schedule without a flag, a free layout",
+     function()
+    local args = merge(base, {devices = 4, pp = 4, max_mem = "1TB", recompute = "megatron"})
+    local r, why = nd.estimate(merge(args, {schedule = "zb"}))
+    assert.is_nil(r)
+    assert.matches("Megatron has no flag for schedule zb", why)
+    r, why = nd.estimate(merge(args, {layout = "balanced"}))
+    assert.is_nil(r)
+    assert.matches("prices the layout as given", why)
+  end)
 
   it("recomputes nothing on a roomy budget", function()
     local args = merge(base, {devices = 4, pp = 4})

@@ -326,3 +326,30 @@ describe("re-pricing a searched per-layer plan", function()
     assert.is_true(refined.step_time_s < detail.step_time_s)
   end)
 end)
+
+describe("recompute = megatron in the search", function()
+  it("ranks each candidate by the fastest form Megatron can state, as nd.estimate prices it",
+     function()
+    local search = require "ndplan.search"
+    local args = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+                  seq_len = 8192, recompute = {"megatron", "per_layer"}, max_mem = "40GiB",
+                  jobs = 1, top = 20}
+    local ranked, info = assert(nd.search(args))
+    local seen = 0
+    for _, row in ipairs(ranked) do
+      if row.strategy.recompute == "megatron" then
+        seen = seen + 1
+        local d = search.detail(row, info)
+        assert.is_true(math.abs(d.step_time_s - row.step_time_s) <= 1e-9 * row.step_time_s)
+        assert.is_table(d.megatron)
+        assert.is_true(d.peak_memory_bytes <= info.budget_bytes)
+        -- never faster than the free per-layer plan of the same strategy
+        local a = search.estimate_args(row.strategy, info)
+        a.recompute, a.recompute_modes = "per_layer", {"none", "selective", "full"}
+        local free = assert(nd.estimate(a))
+        assert.is_true(free.step_time_s <= d.step_time_s * (1 + 1e-9))
+      end
+    end
+    assert.is_true(seen > 0)
+  end)
+end)
