@@ -26,14 +26,6 @@ local MAX_ROUNDS = 256  -- as layout.c: a bound, never reached (each round gains
 local DROP = {"recompute", "layer_recompute", "recompute_modes", "layer_offload",
               "layer_selective_ops", "layout"}
 
-local function model_of(x)
-  if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
-    return require("ndplan").model(x)
-  end
-  if x == nil then return nil, "model: missing" end
-  return x
-end
-
 -- flags(desc) -> Megatron's flags for a description {method, num_layers}
 function M.flags(desc)
   if desc.method == "selective" then return {"--recompute-granularity", "selective"} end
@@ -92,7 +84,7 @@ function M.megatron(args, budget, opts)
   if type(budget) ~= "number" or budget <= 0 then
     return nil, "block_plan: expected a budget in bytes, got " .. tostring(budget)
   end
-  local model, merr = model_of(args.model)
+  local model, merr = require("ndplan.estimate").resolve("model", args.model)
   if not model then return nil, merr end
   local price = opts.price or require("ndplan").estimate
   local priced = 0

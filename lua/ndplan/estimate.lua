@@ -27,7 +27,9 @@ local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = 
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true}
 
-local function resolve(kind, x)
+-- resolve("model" | "device", x) -> the object: a name, a path or a plain table is loaded
+-- (nd.model / nd.device), an object is kept | nil, message
+function M.resolve(kind, x)
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
     return require("ndplan")[kind](x)
   end
@@ -53,9 +55,9 @@ function M.estimate(args)
     for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
     if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
   end
-  local model, merr = resolve("model", args.model)
+  local model, merr = M.resolve("model", args.model)
   if not model then return nil, merr end
-  local device, derr = resolve("device", args.device)
+  local device, derr = M.resolve("device", args.device)
   if not device then return nil, derr end
   local strategy = {}
   for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = args[k] end

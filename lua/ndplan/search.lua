@@ -23,12 +23,12 @@ local OTHER = {model = true, device = true, devices = true, global_batch = true,
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
-local function resolve(kind, x)
-  if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
-    return require("ndplan")[kind](x)
-  end
-  if x == nil then return nil, kind .. ": missing" end
-  return x
+-- one(v), or one of each element when v is a list
+local function each(v, one)
+  if type(v) ~= "table" then return one(v) end
+  local out = {}
+  for i, x in ipairs(v) do out[i] = one(x) end
+  return out
 end
 
 -- One dimension as the core reads it: "auto", a value or a list (recompute names mapped).
@@ -44,12 +44,7 @@ local function normalise(dim, v)
       end
       return r
     end
-    if type(v) == "table" then
-      local out = {}
-      for i, x in ipairs(v) do out[i] = one(x) end
-      return out
-    end
-    return one(v)
+    return each(v, one)
   end
   if dim == "sp" then
     local function one(x)
@@ -57,12 +52,7 @@ local function normalise(dim, v)
       if x == false or x == 0 then return false end
       error("nd.search: sp: expected true, false, a list of them or \"auto\"", 0)
     end
-    if type(v) == "table" then
-      local out = {}
-      for i, x in ipairs(v) do out[i] = one(x) end
-      return out
-    end
-    return one(v)
+    return each(v, one)
   end
   if type(v) == "table" then
     for _, x in ipairs(v) do
@@ -90,9 +80,9 @@ function M.search(args)
       error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
     end
   end
-  local model, merr = resolve("model", args.model)
+  local model, merr = estimate.resolve("model", args.model)
   if not model then return nil, merr end
-  local device, derr = resolve("device", args.device)
+  local device, derr = estimate.resolve("device", args.device)
   if not device then return nil, derr end
   local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
   for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
