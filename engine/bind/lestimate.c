@@ -227,7 +227,7 @@ static void read_job (lua_State *L, int t, nd_job *job) {
   lua_pop(L, 1);
 }
 
-static void setnum (lua_State *L, const char *k, double v) {
+void nd_setnum (lua_State *L, const char *k, double v) {
   lua_pushnumber(L, v);
   lua_setfield(L, -2, k);
 }
@@ -240,24 +240,24 @@ static void setnums (lua_State *L, const char *k, const double *v, int n) {
   lua_setfield(L, -2, k);
 }
 
-static void setint (lua_State *L, const char *k, lua_Integer v) {
+void nd_setint (lua_State *L, const char *k, lua_Integer v) {
   lua_pushinteger(L, v);
   lua_setfield(L, -2, k);
 }
 
 static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
   lua_createtable(L, 0, 16);
-  setint(L, "dp", st->dp); setint(L, "tp", st->tp); setint(L, "pp", st->pp);
-  setint(L, "vpp", st->vpp); setint(L, "cp", st->cp); setint(L, "ep", st->ep);
-  setint(L, "etp", st->etp); setint(L, "zero", st->zero);
-  setint(L, "mbs", st->mbs); setint(L, "mb", st->mb);
+  nd_setint(L, "dp", st->dp); nd_setint(L, "tp", st->tp); nd_setint(L, "pp", st->pp);
+  nd_setint(L, "vpp", st->vpp); nd_setint(L, "cp", st->cp); nd_setint(L, "ep", st->ep);
+  nd_setint(L, "etp", st->etp); nd_setint(L, "zero", st->zero);
+  nd_setint(L, "mbs", st->mbs); nd_setint(L, "mb", st->mb);
   lua_pushboolean(L, st->sp); lua_setfield(L, -2, "sp");
   lua_pushboolean(L, st->flash_attention); lua_setfield(L, -2, "flash_attention");
   lua_pushstring(L, nd_schedule_name(st->schedule)); lua_setfield(L, -2, "schedule");
   lua_pushstring(L, st->per_layer ? "per_layer" : nd_recompute_name(st->recompute));
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
-  setnum(L, "offload", st->offload);
+  nd_setnum(L, "offload", st->offload);
   push_ops(L, st->selective_ops);
   lua_setfield(L, -2, "selective_ops");
   if (st->vpp <= 1) {  /* the layout: body and MTP layers per stage */
@@ -299,10 +299,10 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
 
 static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
   lua_createtable(L, 0, 7);
-  setnum(L, "weights", se->weights); setnum(L, "grads", se->grads);
-  setnum(L, "optimizer", se->optimizer); setnum(L, "activations", se->activations);
-  setnum(L, "buffers", se->buffers); setnum(L, "reserve", se->reserve);
-  setnum(L, "peak", se->peak);
+  nd_setnum(L, "weights", se->weights); nd_setnum(L, "grads", se->grads);
+  nd_setnum(L, "optimizer", se->optimizer); nd_setnum(L, "activations", se->activations);
+  nd_setnum(L, "buffers", se->buffers); nd_setnum(L, "reserve", se->reserve);
+  nd_setnum(L, "peak", se->peak);
 }
 
 static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
@@ -312,31 +312,31 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   lua_createtable(L, 0, 16);
   lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
   push_strategy(L, st, m); lua_setfield(L, -2, "strategy");
-  setnum(L, "step_time_s", e->step_time);
-  setnum(L, "tokens_per_s", e->tokens_per_s);
-  setnum(L, "mfu", e->mfu);
-  setnum(L, "hfu", e->hfu);
-  setnum(L, "model_flops", e->model_flops);
-  setnum(L, "hardware_flops", e->hardware_flops);
-  setnum(L, "peak_memory_bytes", e->peak);
-  setint(L, "heaviest_stage", e->heaviest);
+  nd_setnum(L, "step_time_s", e->step_time);
+  nd_setnum(L, "tokens_per_s", e->tokens_per_s);
+  nd_setnum(L, "mfu", e->mfu);
+  nd_setnum(L, "hfu", e->hfu);
+  nd_setnum(L, "model_flops", e->model_flops);
+  nd_setnum(L, "hardware_flops", e->hardware_flops);
+  nd_setnum(L, "peak_memory_bytes", e->peak);
+  nd_setint(L, "heaviest_stage", e->heaviest);
   push_memory_parts(L, &e->stage[e->heaviest]);
   lua_setfield(L, -2, "memory_parts_bytes");
   lua_createtable(L, 0, ND_T_COUNT);
-  for (i = 0; i < ND_T_COUNT; i++) setnum(L, nd_time_part_name(i), e->time_parts[i]);
+  for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), e->time_parts[i]);
   lua_setfield(L, -2, "time_parts_s");
   lua_createtable(L, e->stages, 0);
   for (i = 0; i < e->stages; i++) {
     const nd_stage_estimate *se = &e->stage[i];
     push_memory_parts(L, se);
-    setint(L, "stage", i);
-    setint(L, "layers", se->layers);
-    setnum(L, "params", se->params);
-    setnum(L, "inflight", se->inflight);
-    setnum(L, "forward_s", se->fwd_s);
-    setnum(L, "backward_s", se->bwd_s);
-    setnum(L, "recompute_s", se->recompute_s);
-    setnum(L, "comm_s", se->comm_s);
+    nd_setint(L, "stage", i);
+    nd_setint(L, "layers", se->layers);
+    nd_setnum(L, "params", se->params);
+    nd_setnum(L, "inflight", se->inflight);
+    nd_setnum(L, "forward_s", se->fwd_s);
+    nd_setnum(L, "backward_s", se->bwd_s);
+    nd_setnum(L, "recompute_s", se->recompute_s);
+    nd_setnum(L, "comm_s", se->comm_s);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "stages");
@@ -344,7 +344,7 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   for (i = 0; i < ND_GROUP_COUNT; i++) {
     const nd_topology_entry *g = &e->topology[i];
     lua_createtable(L, 0, 4);
-    setint(L, "size", g->size); setint(L, "stride", g->stride); setint(L, "local", g->local);
+    nd_setint(L, "size", g->size); nd_setint(L, "stride", g->stride); nd_setint(L, "local", g->local);
     lua_pushstring(L, g->size <= 1 ? "none" : g->local >= g->size ? "scale-up"
                       : g->local > 1 ? "scale-up+scale-out" : "scale-out");
     lua_setfield(L, -2, "link");
@@ -353,7 +353,7 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   lua_setfield(L, -2, "topology");
   nd_model_params(m, &p);
   lua_createtable(L, 0, 2);
-  setnum(L, "total", (double)p.total); setnum(L, "active", (double)p.active);
+  nd_setnum(L, "total", (double)p.total); nd_setnum(L, "active", (double)p.active);
   lua_setfield(L, -2, "params");
 }
 
@@ -417,18 +417,18 @@ static int e_layer (lua_State *L) {
   lua_createtable(L, 0, 8);
   lua_createtable(L, 0, ND_RECOMPUTE_COUNT);
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
-    setnum(L, nd_recompute_name((nd_recompute)i), le.activations[i]);
+    nd_setnum(L, nd_recompute_name((nd_recompute)i), le.activations[i]);
   lua_setfield(L, -2, "activations");
   lua_createtable(L, 0, ND_RECOMPUTE_COUNT);
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
-    setnum(L, nd_recompute_name((nd_recompute)i), le.recompute_s[i]);
+    nd_setnum(L, nd_recompute_name((nd_recompute)i), le.recompute_s[i]);
   lua_setfield(L, -2, "recompute_s");
-  setnum(L, "forward_s", le.forward_s);
-  setnum(L, "tp_comm_s", le.tp_comm_s);
-  setnum(L, "cp_comm_s", le.cp_comm_s);
-  setnum(L, "ep_comm_s", le.ep_comm_s);
-  setnum(L, "params", le.params);
-  setnum(L, "flops_token", le.flops_token);
+  nd_setnum(L, "forward_s", le.forward_s);
+  nd_setnum(L, "tp_comm_s", le.tp_comm_s);
+  nd_setnum(L, "cp_comm_s", le.cp_comm_s);
+  nd_setnum(L, "ep_comm_s", le.ep_comm_s);
+  nd_setnum(L, "params", le.params);
+  nd_setnum(L, "flops_token", le.flops_token);
   return 1;
 }
 
@@ -438,7 +438,7 @@ static int e_costs (lua_State *L) {
   const cost_field *f;
   nd_read_costs(L, 1, &c);
   lua_newtable(L);
-  for (f = cost_fields; f->name; f++) setnum(L, f->name, *cost_slot(&c, f));
+  for (f = cost_fields; f->name; f++) nd_setnum(L, f->name, *cost_slot(&c, f));
   return 1;
 }
 
@@ -517,7 +517,7 @@ static int e_plan (lua_State *L) {
     for (i = 0; i < n; i++) any = any || plan->offload_bytes[i] > 0.0;
     if (any) {  /* bytes per micro-batch each offloaded layer sends to host */
       setnums(L, "layer_offload_bytes", plan->offload_bytes, n);
-      setnum(L, "host_link_bandwidth", a.dev->host_link.bandwidth);
+      nd_setnum(L, "host_link_bandwidth", a.dev->host_link.bandwidth);
     }
   }
   return 1;
@@ -543,7 +543,7 @@ static int e_balance (lua_State *L) {
                         sizeof err) != 0)
     return push_refusal(L, err);
   push_result(L, e, a.st, a.m);
-  setint(L, "layout_moves", moves);
+  nd_setint(L, "layout_moves", moves);
   return 1;
 }
 
@@ -570,7 +570,7 @@ static int e_megatron (lua_State *L) {
   lua_createtable(L, 0, 2);
   lua_pushstring(L, methods[method]);
   lua_setfield(L, -2, "method");
-  setint(L, "num_layers", num_layers);
+  nd_setint(L, "num_layers", num_layers);
   lua_setfield(L, -2, "megatron");
   return 1;
 }

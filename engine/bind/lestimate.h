@@ -1,6 +1,7 @@
 /*
-** lestimate.h -- for bindings that take named costs (ndplan.c.estimate, ndplan.c.search):
-** one reader, so the two cannot disagree on which costs exist. Include lua.h first.
+** lestimate.h -- what the estimate and search bindings (ndplan.c.estimate, ndplan.c.search)
+** share: one reader of named costs, so the two cannot disagree on which costs exist, and
+** the setters of their result tables. Include lua.h first.
 */
 #ifndef NDPLAN_BIND_LESTIMATE_H
 #define NDPLAN_BIND_LESTIMATE_H
@@ -10,5 +11,9 @@
 /* Fills c with the defaults, then the table at index t (nil: none); raises on an unknown
    name or a value that is not a number. */
 void nd_read_costs (lua_State *L, int t, nd_costs *c);
+
+/* t[k] = v for the table on top of the stack. */
+void nd_setnum (lua_State *L, const char *k, double v);
+void nd_setint (lua_State *L, const char *k, lua_Integer v);
 
 #endif

@@ -187,23 +187,13 @@ static void read_job (lua_State *L, int t, nd_job *job) {
 
 /* ---- rows as Lua tables ---------------------------------------------------------- */
 
-static void setnum (lua_State *L, const char *k, double v) {
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, k);
-}
-
-static void setint (lua_State *L, const char *k, lua_Integer v) {
-  lua_pushinteger(L, v);
-  lua_setfield(L, -2, k);
-}
-
 /* The candidate as a strategy table (the fields of nd.estimate's result.strategy). */
 static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strategy *base) {
   lua_createtable(L, 0, 16);
-  setint(L, "dp", c->dp); setint(L, "tp", c->tp); setint(L, "pp", c->pp);
-  setint(L, "vpp", c->vpp); setint(L, "cp", c->cp); setint(L, "ep", c->ep);
-  setint(L, "etp", c->etp); setint(L, "zero", c->zero);
-  setint(L, "mbs", c->mbs); setint(L, "mb", c->mb);
+  nd_setint(L, "dp", c->dp); nd_setint(L, "tp", c->tp); nd_setint(L, "pp", c->pp);
+  nd_setint(L, "vpp", c->vpp); nd_setint(L, "cp", c->cp); nd_setint(L, "ep", c->ep);
+  nd_setint(L, "etp", c->etp); nd_setint(L, "zero", c->zero);
+  nd_setint(L, "mbs", c->mbs); nd_setint(L, "mb", c->mb);
   lua_pushboolean(L, c->sp); lua_setfield(L, -2, "sp");
   lua_pushstring(L, nd_search_recompute_name(c->recompute));
   lua_setfield(L, -2, "recompute");
@@ -225,24 +215,24 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
   lua_createtable(L, 0, 20);
   push_candidate(L, &r->c, base);
   lua_setfield(L, -2, "strategy");
-  setint(L, "index", (lua_Integer)r->index + 1);
-  setnum(L, "step_time_s", r->step_time);
-  setnum(L, "tokens_per_s", r->tokens_per_s);
-  setnum(L, "mfu", r->mfu);
-  setnum(L, "hfu", r->hfu);
-  setnum(L, "peak_memory_bytes", r->peak);
-  setint(L, "heaviest_stage", r->heaviest);
-  setint(L, "stages", r->stages);
-  setnum(L, "budget_bytes", res->budget);
+  nd_setint(L, "index", (lua_Integer)r->index + 1);
+  nd_setnum(L, "step_time_s", r->step_time);
+  nd_setnum(L, "tokens_per_s", r->tokens_per_s);
+  nd_setnum(L, "mfu", r->mfu);
+  nd_setnum(L, "hfu", r->hfu);
+  nd_setnum(L, "peak_memory_bytes", r->peak);
+  nd_setint(L, "heaviest_stage", r->heaviest);
+  nd_setint(L, "stages", r->stages);
+  nd_setnum(L, "budget_bytes", res->budget);
   lua_pushboolean(L, r->fits); lua_setfield(L, -2, "fits");
-  setnum(L, "over_bytes", r->over);
-  setnum(L, "objective", r->key);
+  nd_setnum(L, "over_bytes", r->over);
+  nd_setnum(L, "objective", r->key);
   lua_createtable(L, 0, 7);
-  for (i = 0; i < 6; i++) setnum(L, mem_part_names[i], r->mem[i]);
-  setnum(L, "peak", r->peak);
+  for (i = 0; i < 6; i++) nd_setnum(L, mem_part_names[i], r->mem[i]);
+  nd_setnum(L, "peak", r->peak);
   lua_setfield(L, -2, "memory_parts_bytes");
   lua_createtable(L, 0, ND_T_COUNT);
-  for (i = 0; i < ND_T_COUNT; i++) setnum(L, nd_time_part_name(i), r->time_parts[i]);
+  for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), r->time_parts[i]);
   lua_setfield(L, -2, "time_parts_s");
 }
 
@@ -419,7 +409,7 @@ static int res_index (lua_State *L) {
     lua_Integer i = lua_tointeger(L, 2);
     if (i < 1 || i > res->nbest) return 0;
     push_row(L, &res->best[i - 1], res, NULL);
-    setint(L, "rank", i);
+    nd_setint(L, "rank", i);
     return 1;
   }
   luaL_getmetafield(L, 1, "methods");
@@ -447,19 +437,19 @@ static int res_info (lua_State *L) {
   unsigned long long refused = 0;
   int r;
   lua_createtable(L, 0, 12);
-  setint(L, "tested", (lua_Integer)c->tested);
-  setint(L, "priced", (lua_Integer)c->priced);
-  setint(L, "fit", (lua_Integer)c->fit);
-  setint(L, "dropped", (lua_Integer)res->dropped);
-  setint(L, "postfiltered", (lua_Integer)res->postfiltered);
-  setint(L, "kept", res->nbest);
+  nd_setint(L, "tested", (lua_Integer)c->tested);
+  nd_setint(L, "priced", (lua_Integer)c->priced);
+  nd_setint(L, "fit", (lua_Integer)c->fit);
+  nd_setint(L, "dropped", (lua_Integer)res->dropped);
+  nd_setint(L, "postfiltered", (lua_Integer)res->postfiltered);
+  nd_setint(L, "kept", res->nbest);
   lua_createtable(L, 0, ND_REFUSE_COUNT);
   for (r = 0; r < ND_REFUSE_COUNT; r++) {
-    setint(L, nd_refusal_label((nd_refusal)r), (lua_Integer)c->refused[r]);
+    nd_setint(L, nd_refusal_label((nd_refusal)r), (lua_Integer)c->refused[r]);
     refused += c->refused[r];
   }
   lua_setfield(L, -2, "refused");
-  setint(L, "refused_total", (lua_Integer)refused);
+  nd_setint(L, "refused_total", (lua_Integer)refused);
   lua_createtable(L, ND_REFUSE_COUNT, 0);
   for (r = 0; r < ND_REFUSE_COUNT; r++) {
     lua_pushstring(L, nd_refusal_label((nd_refusal)r));
@@ -467,13 +457,13 @@ static int res_info (lua_State *L) {
   }
   lua_setfield(L, -2, "labels");
   lua_createtable(L, 0, 8);
-  setint(L, "tp", res->bounds.tp); setint(L, "pp", res->bounds.pp);
-  setint(L, "cp", res->bounds.cp); setint(L, "ep", res->bounds.ep);
-  setint(L, "etp", res->bounds.etp); setint(L, "vpp", res->bounds.vpp);
-  setint(L, "mbs", res->bounds.mbs); setint(L, "layers", res->bounds.layers);
+  nd_setint(L, "tp", res->bounds.tp); nd_setint(L, "pp", res->bounds.pp);
+  nd_setint(L, "cp", res->bounds.cp); nd_setint(L, "ep", res->bounds.ep);
+  nd_setint(L, "etp", res->bounds.etp); nd_setint(L, "vpp", res->bounds.vpp);
+  nd_setint(L, "mbs", res->bounds.mbs); nd_setint(L, "layers", res->bounds.layers);
   lua_setfield(L, -2, "bounds");
-  setnum(L, "budget_bytes", res->budget);
-  setnum(L, "elapsed_s", res->elapsed);
+  nd_setnum(L, "budget_bytes", res->budget);
+  nd_setnum(L, "elapsed_s", res->elapsed);
   return 1;
 }
 
@@ -632,9 +622,9 @@ static int s_bounds (lua_State *L) {
   read_space(L, 3, p);
   nd_search_bounds_of(p, m, &job, &b);
   lua_createtable(L, 0, 8);
-  setint(L, "tp", b.tp); setint(L, "pp", b.pp); setint(L, "cp", b.cp); setint(L, "ep", b.ep);
-  setint(L, "etp", b.etp); setint(L, "vpp", b.vpp); setint(L, "mbs", b.mbs);
-  setint(L, "layers", b.layers);
+  nd_setint(L, "tp", b.tp); nd_setint(L, "pp", b.pp); nd_setint(L, "cp", b.cp); nd_setint(L, "ep", b.ep);
+  nd_setint(L, "etp", b.etp); nd_setint(L, "vpp", b.vpp); nd_setint(L, "mbs", b.mbs);
+  nd_setint(L, "layers", b.layers);
   return 1;
 }
 
