@@ -400,17 +400,21 @@ static double rebuilt (const double *km, double w, int k, int md) {
   return w > 0.0 ? (km[3 * k + ND_RECOMPUTE_NONE] - km[3 * k + md]) / w : 0.0;
 }
 
+/* Adds working set t to the n caps unless it is there (or the array is full); the count. */
+static int add_cap (double *caps, int n, int max, double t) {
+  int c;
+  for (c = 0; c < n; c++) if (caps[c] == t) return n;
+  if (n < max) caps[n++] = t;
+  return n;
+}
+
 /* The distinct working sets of the allowed (kind, mode) pairs, largest first; their count. */
 static int working_caps (int nk, const double *km, double w, unsigned modes, double *caps) {
-  int n = 0, k, md, c;
+  int n = 0, k, md;
   for (k = 0; k < nk; k++)
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-      if (modes & ND_RECOMPUTE_MASK(md)) {
-        double t = rebuilt(km, w, k, md);
-        int known = 0;
-        for (c = 0; c < n; c++) known |= caps[c] == t;
-        if (!known) caps[n++] = t;
-      }
+      if (modes & ND_RECOMPUTE_MASK(md))
+        n = add_cap(caps, n, ND_RECOMPUTE_COUNT * MAX_KINDS, rebuilt(km, w, k, md));
   qsort(caps, (size_t)n, sizeof caps[0], by_value);
   return n;
 }
@@ -468,13 +472,14 @@ static int fallback (int nk, const int *kinds, const double *km, const double *k
   best = HUGE_VAL;
   got = 1;
   for (c = 0; c < ncaps; c++) {
+    unsigned kmodes[MAX_KINDS];
     double cost = 0.0;
+    capped_modes(nk, km, w, modes, caps[c], kmodes);
     for (i = 0; i < n; i++) {
       int local = 0;
       while (local < nk - 1 && kind_of[local] != slot[i]) local++;
       for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-        ap[i * 3 + md] = (modes & ND_RECOMPUTE_MASK(md)) && rebuilt(km, w, local, md) <= caps[c]
-                       ? a[i * 3 + md] : HUGE_VAL;
+        ap[i * 3 + md] = kmodes[local] & ND_RECOMPUTE_MASK(md) ? a[i * 3 + md] : HUGE_VAL;
     }
     if (knapsack(n, 3, ap, r, room - caps[c], sc, picked) != 0) continue;
     for (i = 0; i < n; i++) cost += r[i * 3 + picked[i]];
@@ -781,15 +786,13 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
         for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
           plain += counts[k][md] * kc->est[k].recompute_s[md];
       for (i = 0; i < list->n; i++) {
-        int o, known;
+        int o;
         if (nopts[slot[i]] == 0)
           nopts[slot[i]] = kind_options(&kc->est[slot[i]], modes, opts[slot[i]]);
-        for (o = 0; o < nopts[slot[i]]; o++) {
-          double t = wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE]
-                           - opts[slot[i]][o].bytes);
-          for (known = 0, c = 0; c < ncaps; c++) known |= caps[c] == t;
-          if (!known && ncaps < MAX_KINDS * MAX_OPTIONS) caps[ncaps++] = t;
-        }
+        for (o = 0; o < nopts[slot[i]]; o++)
+          ncaps = add_cap(caps, ncaps, MAX_KINDS * MAX_OPTIONS,
+                          wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE]
+                                - opts[slot[i]][o].bytes));
       }
       if (ensure_scratch(&sc, list->n) != 0) {
         snprintf(err, errlen, "recompute: out of memory");
