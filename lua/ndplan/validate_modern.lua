@@ -1,0 +1,180 @@
+-- The measured runs of today's stacks (../shared/validation/modern_runs.csv, described in
+-- modern_runs.md beside it) as validation cases: each complete row becomes
+-- {label, group, stack, device, model, job, strategy, costs, measured_s}, priced as a user
+-- would price it: the row's stated strategy, recompute as stated (none where unknown).
+-- Groups are (stack, device, precision). The architectures come from modern_models.json.
+local files = require "ndplan.files"
+
+local M = {}
+
+M.FILE = "modern_runs.csv"
+M.MODELS = "modern_models.json"
+
+-- read_csv(path) -> rows keyed by header | nil, message. RFC 4180 quoting (the notes
+-- column holds commas and quotes).
+function M.read_csv(path)
+  local text, err = files.read(path)
+  if not text then return nil, err end
+  text = text:gsub("^\239\187\191", "")
+  local records, cells, cell, i, n, quoted = {}, {}, {}, 1, #text, false
+  while i <= n do
+    local ch = text:sub(i, i)
+    if quoted then
+      if ch == '"' then
+        if text:sub(i + 1, i + 1) == '"' then cell[#cell + 1] = '"'; i = i + 1
+        else quoted = false end
+      else cell[#cell + 1] = ch end
+    elseif ch == '"' then quoted = true
+    elseif ch == "," then cells[#cells + 1] = table.concat(cell); cell = {}
+    elseif ch == "\n" or ch == "\r" then
+      if ch == "\r" and text:sub(i + 1, i + 1) == "\n" then i = i + 1 end
+      cells[#cells + 1] = table.concat(cell); cell = {}
+      if #cells > 1 or cells[1] ~= "" then records[#records + 1] = cells end
+      cells = {}
+    else cell[#cell + 1] = ch end
+    i = i + 1
+  end
+  if #cell > 0 or #cells > 0 then cells[#cells + 1] = table.concat(cell); records[#records + 1] = cells end
+  if quoted then return nil, path .. ": unterminated quoted field" end
+  local header, rows = records[1], {}
+  if not header then return nil, path .. ": no header row" end
+  for r = 2, #records do
+    local row = {_line = r}
+    for k, name in ipairs(header) do row[name] = records[r][k] end
+    rows[#rows + 1] = row
+  end
+  return rows
+end
+
+local function int(v) return math.tointeger(tonumber(v)) end
+local function num(v) return tonumber(v) end
+
+-- The stack a row ran on: NeMo and Megatron-LM rows are Megatron-Core underneath.
+local STACKS = {
+  {"^nemo", "megatron-core"}, {"^megatron%-core", "megatron-core"},
+  {"^torchtitan", "torchtitan"}, {"^llm%-foundry", "llm-foundry"},
+  {"^maxtext", "maxtext"}, {"^paxml", "paxml"},
+}
+function M.stack_of(framework)
+  for _, s in ipairs(STACKS) do if framework:find(s[1]) then return s[2] end end
+  return nil
+end
+
+-- The device a row ran on. torchtitan's H100s are the 96 GB HBM2e, 500 W parts
+-- (modern_runs.md, gpu column): a variant of the bundled h100 with that capacity.
+M.H100_96GB = {base = "h100", name = "H100-96GB",
+               description = "NVIDIA H100 96 GB HBM2e, 500 W (Grand Teton, torchtitan's runs)",
+               hbm = {capacity = "96GB"}}
+local DEVICES = {
+  {"^H100%-96GB", "h100-96gb"}, {"^H100", "h100"}, {"^H200", "h200"}, {"^GB200", "gb200"},
+  {"^B200", "b200"}, {"^A100%-SXM%-80GB", "a100-80gb"},
+}
+function M.device_of(gpu)
+  for _, d in ipairs(DEVICES) do if gpu:find(d[1]) then return d[2] end end
+  return nil
+end
+
+-- The precision a row's GEMMs ran at, and the recipe as the source states it.
+function M.precision_of(text)
+  if text:find("^bf16") then return "bf16" end
+  if text:find("fp8") then return "fp8" end
+  return nil
+end
+
+local function recompute_of(text)
+  if text:find("^selective") then return "selective" end
+  if text == "full" then return "full" end
+  return "none"  -- none, or unknown: priced as none, as a user would
+end
+
+-- The HF-style config of a model_key: the architecture fields of modern_models.json with
+-- the family each describes (its hidden_act text says gated or not).
+local function family_config(key, entry, layers_override)
+  local cfg = {}
+  for k, v in pairs(entry.config) do cfg[k] = v end
+  local act = tostring(cfg.hidden_act or "")
+  cfg.hidden_act = nil
+  if key:find("^deepseek") then cfg.model_type = "deepseek_v3"
+  elseif key:find("^mixtral") or key:find("^grok") then cfg.model_type = "mixtral"
+  elseif key:find("^llama") and not key:find("^llama4") then cfg.model_type = "llama"
+  elseif act:find("non%-gated") or key:find("^mlm%-gpt") or key:find("^mpt") then
+    -- GPT-style: LayerNorm, a 2-matrix MLP; NeMo's GPT-3 learns positions
+    cfg.model_type = "gpt2"
+    cfg.n_positions = cfg.max_position_embeddings or 4096
+    cfg.tie_word_embeddings = true
+  else return nil, "architecture not read by the modern-runs table (" .. key .. ")" end
+  if layers_override then cfg.num_hidden_layers = layers_override end
+  cfg._name = key .. (layers_override and ("-" .. layers_override .. "l") or "")
+  return cfg
+end
+
+-- The sharding a row states: FSDP (torchtitan's degree, llm-foundry's strategy, NeMo's
+-- FSDP=1, MaxText/PaxML's "FSDP+DP") as a ZeRO stage; Megatron's distributed optimizer
+-- (NeMo's recipes turn it on) as ZeRO-1.
+local function zero_of(stack, row)
+  local f = row.fsdp or ""
+  if f:find("SHARD_GRAD_OP") then return 2 end
+  if f:find("FULL_SHARD") or f:find("FSDP=1") or (int(f) and int(f) > 1) then return 3 end
+  if stack == "maxtext" or stack == "paxml" then return 3 end
+  if stack == "megatron-core" then return 1 end
+  return 0
+end
+
+-- One row -> a case, or nil, reason when the row cannot be priced as stated.
+local function build(row, models)
+  if row.config_complete ~= "yes" then return nil, "config not complete" end
+  local stack = M.stack_of(row.framework or "")
+  local device = M.device_of(row.gpu or "")
+  local precision = M.precision_of(row.precision or "")
+  if not (stack and device and precision) then return nil, "stack, device or precision not read" end
+  local entry = models[row.model_key]
+  if not entry then return nil, "model_key " .. tostring(row.model_key) .. " not described" end
+  local cfg, why = family_config(row.model_key, entry, int(row.num_layers_override))
+  if not cfg then return nil, why end
+  local gpus, gbs, seq = int(row.num_gpus), int(row.global_batch), int(row.seq_len)
+  local measured = num(row.step_time_s)
+  local tps = num(row.tokens_per_s_per_gpu)
+  if not measured and tps and tps > 0 then measured = gbs * seq / (tps * gpus) end
+  if not (gpus and gbs and seq and measured) then return nil, "no measured step time" end
+  local tp = int(row.tp) or 1
+  local st = {
+    tp = tp, pp = int(row.pp) or 1, cp = int(row.cp) or 1, vpp = int(row.vpp) or 1,
+    ep = int(row.ep) or 1, etp = int(row.etp) or 1, mbs = int(row.micro_batch) or 1,
+    sp = tp > 1, zero = zero_of(stack, row), precision = precision,
+    recompute = recompute_of(row.activation_checkpointing or ""),
+  }
+  if st.pp == 1 then st.vpp = 1 end  -- Llama 4 rows list VP with PP 1 (modern_runs.md #7)
+  return {
+    label = string.format("%s %s %dx%s tp%d pp%d cp%d ep%d", stack, row.model, gpus, device,
+                          st.tp, st.pp, st.cp, st.ep),
+    group = string.format("%s/%s/%s", stack, device, precision),
+    stack = stack, device_name = device, precision_text = row.precision,
+    version = row.framework_version, line = row._line,
+    model = cfg, job = {devices = gpus, global_batch = gbs, seq_len = seq},
+    strategy = st, costs = {}, measured_s = measured,
+  }
+end
+
+-- cases(dir) -> cases, skipped | nil, message. skipped lists {line, reason} of rows left out.
+function M.cases(dir)
+  local rows, err = M.read_csv(dir .. "/" .. M.FILE)
+  if not rows then return nil, err end
+  local text, jerr = files.read(dir .. "/" .. M.MODELS)
+  if not text then return nil, jerr end
+  local models = require("ndplan").json.decode(text, M.MODELS)
+  local out, skipped = {}, {}
+  for _, row in ipairs(rows) do
+    local c, why = build(row, models)
+    if c then out[#out + 1] = c else skipped[#skipped + 1] = {line = row._line, reason = why} end
+  end
+  return out, skipped
+end
+
+-- The device of a case: a bundled name, or the 96 GB H100 variant.
+function M.device(name)
+  local nd = require "ndplan"
+  if name == "h100-96gb" then return assert(nd.device(M.H100_96GB)) end
+  return assert(nd.device(name))
+end
+
+return M
