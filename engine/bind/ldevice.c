@@ -57,6 +57,10 @@ static const field fields[] = {
   {"efficiency", "scale_up", OFF(efficiency.scale_up), F_NUMBER, 0},
   {"efficiency", "scale_out", OFF(efficiency.scale_out), F_NUMBER, 0},
   {"efficiency", "kernel_overhead", OFF(efficiency.kernel_overhead), F_NUMBER, 0},
+  {"efficiency", "gemm_fp8", OFF(efficiency.gemm_fp8), F_NUMBER, 0},
+  {"efficiency", "attn_fwd", OFF(efficiency.attn_fwd), F_NUMBER, 0},
+  {"efficiency", "attn_bwd", OFF(efficiency.attn_bwd), F_NUMBER, 0},
+  {"efficiency", "attn_half_keys", OFF(efficiency.attn_half_keys), F_NUMBER, 0},
   {NULL, "reserve_bytes", OFF(reserve_bytes), F_NUMBER, 0},
   {NULL, NULL, 0, F_NUMBER, 0}
 };

@@ -402,7 +402,7 @@ static int e_run (lua_State *L) {
 /*
 ** layer(model, device, job, strategy, i [, costs]) -> {activations = {none=, selective=,
 ** full=}, recompute_s = {none=, selective=, full=} (time each mode adds per micro-batch),
-** forward_s=, tp_comm_s=, cp_comm_s=, ep_comm_s=, params=, flops_token=}
+** forward_s=, backward_s=, tp_comm_s=, cp_comm_s=, ep_comm_s=, params=, flops_token=}
 ** for layer i (0-based) alone, per device and micro-batch | nil, reason.
 */
 static int e_layer (lua_State *L) {
@@ -424,6 +424,7 @@ static int e_layer (lua_State *L) {
     nd_setnum(L, nd_recompute_name((nd_recompute)i), le.recompute_s[i]);
   lua_setfield(L, -2, "recompute_s");
   nd_setnum(L, "forward_s", le.forward_s);
+  nd_setnum(L, "backward_s", le.backward_s);
   nd_setnum(L, "tp_comm_s", le.tp_comm_s);
   nd_setnum(L, "cp_comm_s", le.cp_comm_s);
   nd_setnum(L, "ep_comm_s", le.ep_comm_s);

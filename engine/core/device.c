@@ -44,6 +44,10 @@ void nd_device_init (nd_device *dev) {
   dev->efficiency.scale_up = 0.65;
   dev->efficiency.scale_out = 0.9;
   dev->efficiency.kernel_overhead = 20e-6;
+  dev->efficiency.gemm_fp8 = 0.8;  /* as gemm until a device file or stack profile says */
+  dev->efficiency.attn_fwd = 0.8;
+  dev->efficiency.attn_bwd = 0.8;
+  dev->efficiency.attn_half_keys = 0.0;
   dev->reserve_bytes = 2.5 * 1024.0 * 1024.0 * 1024.0;
 }
 
@@ -99,7 +103,11 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
       || check_fraction("efficiency.hbm", e->hbm, err, len)
       || check_fraction("efficiency.scale_up", e->scale_up, err, len)
       || check_fraction("efficiency.scale_out", e->scale_out, err, len)
-      || check_nonnegative("efficiency.kernel_overhead", e->kernel_overhead, err, len))
+      || check_nonnegative("efficiency.kernel_overhead", e->kernel_overhead, err, len)
+      || check_fraction("efficiency.gemm_fp8", e->gemm_fp8, err, len)
+      || check_fraction("efficiency.attn_fwd", e->attn_fwd, err, len)
+      || check_fraction("efficiency.attn_bwd", e->attn_bwd, err, len)
+      || check_nonnegative("efficiency.attn_half_keys", e->attn_half_keys, err, len))
     return -1;
   if (check_nonnegative("reserve_bytes", dev->reserve_bytes, err, len)) return -1;
   if (!(dev->reserve_bytes < dev->hbm_bytes))
@@ -119,4 +127,22 @@ double nd_device_gemm_efficiency (const nd_device *dev, double flops) {
   if (!(flops > 0.0)) return 0.0;
   if (isinf(flops) || half <= 0.0) return dev->efficiency.gemm;
   return dev->efficiency.gemm * (flops / (flops + half));
+}
+
+double nd_device_gemm_efficiency_at (const nd_device *dev, nd_precision p, double flops) {
+  double top, half = dev->efficiency.gemm_half_size, b = dev->peak_flops[ND_PREC_BF16];
+  if (p != ND_PREC_FP8) return nd_device_gemm_efficiency(dev, flops);
+  if (!(flops > 0.0)) return 0.0;
+  top = dev->efficiency.gemm_fp8;
+  if (isinf(flops) || half <= 0.0) return top;
+  if (b > 0.0 && dev->peak_flops[ND_PREC_FP8] > 0.0) half *= dev->peak_flops[ND_PREC_FP8] / b;
+  return top * (flops / (flops + half));
+}
+
+double nd_device_attention_efficiency (const nd_device *dev, int bwd, double keys) {
+  double top = bwd ? dev->efficiency.attn_bwd : dev->efficiency.attn_fwd;
+  double half = dev->efficiency.attn_half_keys;
+  if (!(keys > 0.0)) return 0.0;
+  if (isinf(keys) || half <= 0.0) return top;
+  return top * (keys / (keys + half));
 }

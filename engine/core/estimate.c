@@ -36,6 +36,8 @@ void nd_costs_init (nd_costs *c) {
   c->zero3_flat_ring = 0.0;     /* 0: hierarchical NCCL rings over all NICs of a node */
   c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
   c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
+  c->fp8_cast_bytes = 4.0;      /* read bf16 (2), write fp8 (1) and its transpose (1) */
+  c->step_overhead = 0.0;       /* per-step host work beyond the model: set by a stack */
 }
 
 int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
@@ -45,7 +47,8 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
     F(activation_bytes, 64), F(dropout, 1), F(capacity_factor, 64), F(dp_overlap, 1),
     F(tp_overlap, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
-    F(optimizer_traffic, 1024), F(offload_overlap, 1)
+    F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
+    F(step_overhead, 3600)
 #undef F
   };
   size_t i;
@@ -80,6 +83,11 @@ typedef struct layer_cost {
   int ready;
   double act[ND_RECOMPUTE_COUNT];  /* activation bytes held per micro-batch */
   double gemm_s, core_s, mem_s;    /* forward: GEMMs, attention core, element-wise */
+  double cast_s;                   /* forward: casting the FP8 GEMMs' inputs */
+  double bwd_s;                    /* the backward's work: 2x the GEMMs, the attention
+                                      core's own backward, element-wise, FP8 casts */
+  double core_bwd_s;               /* of which the attention core */
+  double cast_bwd_s;               /* of which casting output gradients to FP8 */
   double core_mem_s;               /* element-wise work selective recompute repeats */
   double tp_s, cp_s, ep_s;         /* communication of one forward pass (before overlap) */
   double flops_token;              /* model FLOPs of one forward per token, unsharded */
@@ -102,7 +110,9 @@ typedef struct ctx {
   const nd_costs *c;
   nd_fabric fabric;
   nd_group g[ND_GROUP_COUNT];
-  double peak;         /* FLOP/s at the strategy's precision */
+  double peak;         /* FLOP/s at the strategy's precision (the linear layers' GEMMs) */
+  double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
+  int fp8;             /* the linear layers run FP8 GEMMs */
   double hbm;          /* achievable HBM bytes/s */
   double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
   double r;            /* 1/tp with sequence parallelism, else 1 */
@@ -110,11 +120,69 @@ typedef struct ctx {
   layer_cost kind[KIND_SLOTS];
 } ctx;
 
+/*
+** What a collective of which `overlap` is hidden behind compute costs, as a share of its
+** time: the exposed rest, plus the compute the hidden part slows down by taking
+** overlap_sm_share of the device's compute units while it runs.
+*/
+static double exposed_share (const nd_costs *c, double overlap) {
+  return 1.0 - overlap + overlap * c->overlap_sm_share;
+}
+
+/* A GEMM of a linear layer, at the strategy's precision. */
 static double gemm_time (const ctx *x, double flops) {
   double eff;
   if (flops <= 0.0) return 0.0;
-  eff = nd_device_gemm_efficiency(x->dev, flops);
+  eff = nd_device_gemm_efficiency_at(x->dev, x->st->precision, flops);
   return eff > 0.0 ? flops / (x->peak * eff) : 0.0;
+}
+
+/* A GEMM that stays in 16 bits under FP8 recipes (LM head, MTP head, router). */
+static double gemm16_time (const ctx *x, double flops) {
+  double eff;
+  if (flops <= 0.0) return 0.0;
+  eff = nd_device_gemm_efficiency(x->dev, flops);
+  return eff > 0.0 ? flops / (x->peak16 * eff) : 0.0;
+}
+
+/*
+** `count` linear layers of `rows` tokens from width k to width n: their forward GEMM time.
+** Under FP8 each casts its input (forward) and its output gradient (backward) to FP8, a
+** memory-bound pass of fp8_cast_bytes per element, charged to the layer kind.
+*/
+static double lin (const ctx *x, layer_cost *lc, double count, double rows, double k,
+                   double n) {
+  if (x->fp8) {
+    lc->cast_s += count * x->c->fp8_cast_bytes * rows * k / x->hbm;
+    lc->cast_bwd_s += count * x->c->fp8_cast_bytes * rows * n / x->hbm;
+  }
+  return count * gemm_time(x, 2.0 * rows * k * n);
+}
+
+/*
+** The attention core (QK^T and AV over `keys` keys per query): the fused kernel in 16 bits.
+** Its forward is priced at attn_fwd; flash attention's backward recomputes the scores and
+** runs five products for the forward's two (2.5x the FLOPs) at attn_bwd. Without flash
+** the scores are kept and the backward is two products per forward product, as a GEMM.
+*/
+static void attention_core (const ctx *x, layer_cost *lc, double flops, double keys) {
+  double ef, eb;
+  if (flops <= 0.0) return;
+  if (!x->st->flash_attention) {
+    double t = gemm16_time(x, flops);
+    lc->core_s += t;
+    lc->core_bwd_s += 2.0 * t;
+    return;
+  }
+  ef = nd_device_attention_efficiency(x->dev, 0, keys);
+  eb = nd_device_attention_efficiency(x->dev, 1, keys);
+  lc->core_s += flops / (x->peak16 * ef);
+  lc->core_bwd_s += 2.5 * flops / (x->peak16 * eb);
+}
+
+/* The forward work of a layer kind: GEMMs, attention core, element-wise, FP8 casts. */
+static double fwd_work (const layer_cost *lc) {
+  return lc->gemm_s + lc->core_s + lc->mem_s + lc->cast_s;
 }
 
 /* Keys one query attends to, on average: executed (flash skips masked blocks) or model. */
@@ -144,9 +212,13 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     double nv = (double)m->linear_v_heads, dk = (double)m->linear_k_dim;
     double dvv = (double)m->linear_v_dim, chunk = 64.0;
     double per_tok_core = nv * (4.0 * dk * dvv + 2.0 * chunk * (dk + dvv));
-    lc->gemm_s += gemm_time(x, 2 * T * h * (2 * kd + 2 * vd + 2 * nv) / t)
-                + gemm_time(x, 2 * T * vd * h / t);
-    lc->core_s += gemm_time(x, T * per_tok_core / t);
+    lc->gemm_s += lin(x, lc, 1, T, h, (2 * kd + 2 * vd + 2 * nv) / t)
+                + lin(x, lc, 1, T, vd / t, h);
+    {  /* the chunked scan: GEMM-like products in 16 bits, backward twice the forward */
+      double scan = gemm16_time(x, T * per_tok_core / t);
+      lc->core_s += scan;
+      lc->core_bwd_s += 2.0 * scan;
+    }
     a->rep += 2 * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;  /* the norm output feeding the block */
     a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (2 * kd + vd) + 2 * vd) / t;
@@ -164,8 +236,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     dqk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
     dv = (double)m->v_head_dim;
     if (ql > 0) {
-      double up = gemm_time(x, 2 * T * ql * hq * dqk / t);
-      lc->gemm_s += gemm_time(x, 2 * T * h * ql) + up;
+      double up = lin(x, lc, 1, T, ql, hq * dqk / t);
+      lc->gemm_s += lin(x, lc, 1, T, h, ql) + up;
       a->dev += 2 * ab * T * ql;  /* compressed q and its norm, on every TP rank */
       tok = 2 * h * ql + 2 * ql * hq * dqk;
       lc->op_bytes[ND_OP_MLA_UP] += ab * T * hq * dqk / t;  /* q, re-projected from its latent */
@@ -173,13 +245,12 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
       lc->op_flops[ND_OP_MLA_UP] += 2 * ql * hq * dqk;
     }
     else {
-      lc->gemm_s += gemm_time(x, 2 * T * h * hq * dqk / t);
+      lc->gemm_s += lin(x, lc, 1, T, h, hq * dqk / t);
       tok = 2 * h * hq * dqk;
     }
     {  /* k and v come from the kv latent: up-projected, droppable */
-      double up = gemm_time(x, 2 * T * kvl * hq * (dqk - rope + dv) / t);
-      lc->gemm_s += gemm_time(x, 2 * T * h * (kvl + rope)) + up
-                  + gemm_time(x, 2 * T * hq * dv * h / t);
+      double up = lin(x, lc, 1, T, kvl, hq * (dqk - rope + dv) / t);
+      lc->gemm_s += lin(x, lc, 1, T, h, kvl + rope) + up + lin(x, lc, 1, T, hq * dv / t, h);
       lc->op_bytes[ND_OP_MLA_UP] += ab * T * hq * (dqk + dv) / t;
       lc->op_time[ND_OP_MLA_UP] += up;
       lc->op_flops[ND_OP_MLA_UP] += 2 * kvl * hq * (dqk - rope + dv);
@@ -195,8 +266,7 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     double kv_loc = (kv >= t ? kv / t : 1.0) * d, q_loc = hq * d / t;
     double gate = m->attn_output_gate ? q_loc : 0.0;
     dqk = dv = d;
-    lc->gemm_s += gemm_time(x, 2 * T * h * (q_loc + gate + 2 * kv_loc))
-                + gemm_time(x, 2 * T * q_loc * h);
+    lc->gemm_s += lin(x, lc, 1, T, h, q_loc + gate + 2 * kv_loc) + lin(x, lc, 1, T, q_loc, h);
     a->rep += 2 * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
     a->dev += ab * T * (2 * q_loc + gate + 2 * kv_loc);
@@ -204,7 +274,7 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   }
   /* core: QK^T and AV over the keys each query sees */
   core_flops = 2.0 * T * keys * (hq / t) * (dqk + dv);
-  lc->core_s += gemm_time(x, core_flops);
+  attention_core(x, lc, core_flops, keys);
   if (x->st->flash_attention) a->core += 4.0 * (hq / t) * T;  /* fp32 log-sum-exp */
   else {
     a->core += (ab + dm * (1.0 + ab)) * (hq / t) * T * keys;  /* softmax, mask, dropout */
@@ -250,9 +320,9 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     double Te = T * k * cf * etp / t;          /* token copies one device computes */
     double per_expert = Te / (E / ep);         /* grouped-GEMM size per local expert */
     double send = ab * h * T * x->r * k * cf;  /* all-to-all send buffer per device */
-    lc->gemm_s += (E / ep) * (gemm_time(x, 2 * per_expert * h * (mats - 1) * mf / etp)
-                              + gemm_time(x, 2 * per_expert * (mf / etp) * h));
-    lc->gemm_s += gemm_time(x, 2 * T * x->r * h * E);  /* router */
+    lc->gemm_s += lin(x, lc, E / ep, per_expert, h, (mats - 1) * mf / etp)
+                + lin(x, lc, E / ep, per_expert, mf / etp, h);
+    lc->gemm_s += gemm16_time(x, 2 * T * x->r * h * E);  /* router */
     a->dev += 8.0 * T * x->r * E;                    /* fp32 router logits and probs */
     a->dev += ab * Te * (2 * h + mats * mf / etp);  /* dispatched in, hidden, out */
     lc->op_bytes[ND_OP_ACT] += ab * Te * mf / etp;   /* the experts' activation output */
@@ -260,7 +330,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
       double one = dispatch_time(x, send / k, k);
       lc->ep_s += 2.0 * one;
       lc->op_bytes[ND_OP_MOE_DISPATCH] += ab * Te * h;
-      lc->op_time[ND_OP_MOE_DISPATCH] += one * (1.0 - x->c->ep_overlap);
+      lc->op_time[ND_OP_MOE_DISPATCH] += one * exposed_share(x->c, x->c->ep_overlap);
     }
     if (etp > 1)
       lc->ep_s += nd_allgather_time(&x->fabric, &x->g[ND_GROUP_ETP], ab * h * Te)
@@ -269,8 +339,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     shared = (double)m->shared_ffn_size;
   }
   if (shared > 0) {
-    lc->gemm_s += gemm_time(x, 2 * T * h * (mats - 1) * shared / t)
-                + gemm_time(x, 2 * T * (shared / t) * h);
+    lc->gemm_s += lin(x, lc, 1, T, h, (mats - 1) * shared / t) + lin(x, lc, 1, T, shared / t, h);
     a->dev += ab * T * mats * shared / t;  /* gate/up outputs and activation output */
     lc->op_bytes[ND_OP_ACT] += ab * T * shared / t;
     lc->flops_token += 2 * mats * h * shared;
@@ -301,7 +370,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   }
   if (k->mtp) {  /* DeepSeek MTP: two norms, the 2h concatenation, its own logits */
     a.rep += 4 * ab * T * h;
-    lc->gemm_s += gemm_time(x, 2 * T * 2 * h * h / t) + gemm_time(x, 2 * T * h * x->vocab / t);
+    lc->gemm_s += lin(x, lc, 1, T, 2 * h, h / t) + gemm16_time(x, 2 * T * h * x->vocab / t);
     a.dev += 4.0 * T * x->vocab / t;
     lc->flops_token += 2 * 2 * h * h + 2 * h * x->vocab;
   }
@@ -310,6 +379,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->act[ND_RECOMPUTE_NONE] = act_all;
   lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
   lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s;
+  lc->bwd_s = 2.0 * lc->gemm_s + lc->core_bwd_s + 2.0 * lc->mem_s + lc->cast_bwd_s;
   /* selective switches: the attention core only matters without flash attention (flash
      keeps no scores and recomputes them anyway); norms and activation functions repeat
      element-wise work; MLA's up-projections repeat their GEMMs (set above) */
@@ -337,7 +407,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
     double one = x->st->sp ? nd_allgather_time(&x->fabric, g, tp_bytes)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
                            : nd_allreduce_time(&x->fabric, g, tp_bytes);
-    lc->tp_s = blocks * one * (1.0 - x->c->tp_overlap);
+    lc->tp_s = blocks * one * exposed_share(x->c, x->c->tp_overlap);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
   if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR) {
@@ -437,7 +507,7 @@ static double comm_shown (const ctx *x, double work, double comm, double passes)
 
 /* Compute a layer's recompute mode adds per micro-batch (its communication apart). */
 static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
-  if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
+  if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, fwd_work(lc), 1.0);
   if (mode == ND_RECOMPUTE_SELECTIVE) return sel_time(lc, x->st->selective_ops);
   return 0.0;
 }
@@ -446,15 +516,15 @@ static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
    switches in `mask`), to a stage. */
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
-  double work = lc->gemm_s + lc->core_s + lc->mem_s;
+  double work = fwd_work(lc);
   double fwd = layer_pass(x, work, 1.0);
-  double ep = lc->ep_s * (1.0 - x->c->ep_overlap);
-  double tp_f = comm_shown(x, work, lc->tp_s, 1.0), tp_b = comm_shown(x, 2.0 * work, lc->tp_s, 2.0);
+  double ep = lc->ep_s * exposed_share(x->c, x->c->ep_overlap);
+  double tp_f = comm_shown(x, work, lc->tp_s, 1.0), tp_b = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0);
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
   ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? sel_act(lc, mask) : lc->act[mode]);
   ss->fwd += n * fwd;
-  ss->bwd += n * layer_pass(x, 2.0 * work, 2.0);
+  ss->bwd += n * layer_pass(x, lc->bwd_s, 2.0);
   ss->tp += n * (tp_f + tp_b);  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
@@ -554,6 +624,9 @@ static int setup (ctx *x_, char *err, size_t errlen) {
              nd_precision_name(x_->st->precision));
     return -1;
   }
+  x_->fp8 = x_->st->precision == ND_PREC_FP8;
+  x_->peak16 = x_->st->precision == ND_PREC_FP16 ? x_->peak
+               : nd_device_peak_flops(x_->dev, ND_PREC_BF16);
   x_->hbm = x_->dev->hbm_bandwidth * x_->dev->efficiency.hbm;
   x_->fabric.domain = x_->dev->scale_up.domain_size > 0 ? x_->dev->scale_up.domain_size : 1;
   x_->fabric.up.bandwidth = x_->dev->scale_up.bandwidth * x_->dev->efficiency.scale_up;
@@ -613,9 +686,9 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     }
     if (last_end) {  /* final norm, head (a copy when tied across stages) */
       pd += (double)outer_last / st->tp + (p > 1 ? (double)tied_copy / st->tp : 0.0);
-      ss.fwd += gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
+      ss.fwd += gemm16_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
               + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
-      ss.bwd += 2.0 * gemm_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
+      ss.bwd += 2.0 * gemm16_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
               + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
     }
     if (dual) {  /* each direction carries half the micro-batches through one of the two
@@ -657,8 +730,9 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     se->bwd_s = ss.bwd;
     se->recompute_s = ss.rec;
     {
-      double cp_exposed = ss.cp - costs->cp_overlap * 3.0 * ss.core_s_total;
-      if (cp_exposed < 0.0) cp_exposed = 0.0;
+      double cp_hidden = costs->cp_overlap * 3.0 * ss.core_s_total, cp_exposed;
+      if (cp_hidden > ss.cp) cp_hidden = ss.cp;
+      cp_exposed = ss.cp - cp_hidden + costs->overlap_sm_share * cp_hidden;
       if (dual) {  /* a forward and a backward chunk run together: each one's all-to-all
                       hides behind the other's compute (DeepSeek-V3 report, DualPipe) */
         double hidden;
@@ -712,11 +786,14 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
                + gathers * nd_allgather_time(&x.fabric, &fe, costs->weight_bytes * pe)
                + nd_reducescatter_time(&x.fabric, &fe, costs->grad_bytes * pe);
         double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
-        dp_time = st->mb * (per_mb > hidden ? per_mb - hidden : 0.0);
+        if (hidden > per_mb) hidden = per_mb;
+        dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden);
       }
-      if (st->zero < 3) {
-        dp_time -= costs->dp_overlap * ss.bwd;
-        if (dp_time < 0.0) dp_time = 0.0;
+      if (st->zero < 3) {  /* the last micro-batch's backward hides a share of it, at the
+                              compute the communication kernels take meanwhile */
+        double hidden = costs->dp_overlap * ss.bwd;
+        if (hidden > dp_time) hidden = dp_time;
+        dp_time += costs->overlap_sm_share * hidden - hidden;
       }
       if (dp_time > dp_exposed) dp_exposed = dp_time;
     }
@@ -745,7 +822,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     out->time_parts[ND_T_OFFLOAD] *= mb;
     out->time_parts[ND_T_PP] = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
     out->time_parts[ND_T_DP] = dp_exposed;
-    out->time_parts[ND_T_OPTIMIZER] = opt_time;
+    out->time_parts[ND_T_OPTIMIZER] = opt_time + costs->step_overhead;
     out->time_parts[ND_T_BUBBLE] = bubble;
   }
   step = 0.0;
@@ -790,8 +867,8 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
     out->activations[i] = lc->act[i];
     out->recompute_s[i] = recompute_time(&x, lc, i);
     if (i == ND_RECOMPUTE_FULL)  /* the repeated forward's TP and EP traffic */
-      out->recompute_s[i] += comm_shown(&x, lc->gemm_s + lc->core_s + lc->mem_s, lc->tp_s, 1.0)
-                           + lc->ep_s * (1.0 - costs->ep_overlap);
+      out->recompute_s[i] += comm_shown(&x, fwd_work(lc), lc->tp_s, 1.0)
+                           + lc->ep_s * exposed_share(costs, costs->ep_overlap);
   }
   {  /* every set of switches, each from the set without its lowest switch */
     double dropped[ND_OP_MASKS];
@@ -809,7 +886,8 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
                                                                   : kept;
     }
   }
-  out->forward_s = layer_pass(&x, lc->gemm_s + lc->core_s + lc->mem_s, 1.0);
+  out->forward_s = layer_pass(&x, fwd_work(lc), 1.0);
+  out->backward_s = layer_pass(&x, lc->bwd_s, 2.0);
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;

@@ -48,6 +48,13 @@ typedef struct nd_efficiency {
   double scale_out;       /* bus-bandwidth fraction on the scale-out network */
   double kernel_overhead; /* seconds of launch and synchronisation per layer per pass, paid
                              on top of the work (dominates small models) */
+  double gemm_fp8;        /* best fraction of the FP8 peak, reached by large FP8 GEMMs (FP8
+                             tensor cores lose more to the epilogue and to scaling) */
+  double attn_fwd;        /* fraction of the 16-bit peak the fused attention kernel reaches
+                             in the forward (flash attention; the core stays in bf16) */
+  double attn_bwd;        /* the same in the backward, which runs well below the forward */
+  double attn_half_keys;  /* keys per query at which attention efficiency is half of
+                             attn_fwd/attn_bwd (short sequences fill the SMs poorly; 0: none) */
 } nd_efficiency;
 
 typedef struct nd_device {
@@ -91,5 +98,16 @@ double nd_device_peak_flops (const nd_device *dev, nd_precision p);
 ** and launch overhead; this is the smooth version of Calculon's size-step table.
 */
 double nd_device_gemm_efficiency (const nd_device *dev, double flops);
+
+/*
+** The same curve for a GEMM run at precision p: FP8 GEMMs top out at gemm_fp8 and reach it
+** at proportionally larger sizes (the fixed cost per GEMM is time, so in FLOPs it scales
+** with the peak).
+*/
+double nd_device_gemm_efficiency_at (const nd_device *dev, nd_precision p, double flops);
+
+/* Fraction of the 16-bit peak of the fused attention kernel, forward (bwd = 0) or backward
+   (bwd = 1), when each query sees `keys` keys. */
+double nd_device_attention_efficiency (const nd_device *dev, int bwd, double keys);
 
 #endif

@@ -41,6 +41,11 @@ typedef struct nd_costs {
                                byte (read + write: 2) */
   double optimizer_traffic; /* HBM bytes moved per locally updated parameter in the
                                optimizer step (Adam with fp32 master: 32) */
+  double fp8_cast_bytes;    /* HBM bytes moved per element cast to FP8 for a GEMM (read bf16,
+                               write fp8 and its transpose: 4) */
+  double step_overhead;     /* seconds per step outside the model and the optimizer's
+                               traffic: loader, logging, launches, synchronisation (a stack
+                               field; part of the optimizer time part) */
 } nd_costs;
 
 void nd_costs_init (nd_costs *c);
@@ -103,7 +108,8 @@ typedef struct nd_layer_estimate {
                                               repeated forward's communication */
   double sel_activations[ND_OP_MASKS];  /* selective with each set of switches (mask) */
   double sel_recompute_s[ND_OP_MASKS];
-  double forward_s;         /* GEMMs + attention core + element-wise */
+  double forward_s;         /* GEMMs + attention core + element-wise (+ FP8 casts) */
+  double backward_s;        /* its backward: 2x the GEMMs, the attention core's own backward */
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
   double params;            /* parameters one device holds */
   double flops_token;       /* model FLOPs of one forward per token, unsharded */

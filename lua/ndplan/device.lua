@@ -81,6 +81,10 @@ local KINDS = {
     if type(v) == "number" and v > 0 and v <= 1 then return v end
     return nil, "expected a fraction in (0, 1] like 0.8"
   end,
+  keys = function(v)
+    if type(v) == "number" and v >= 0 and v < math.huge then return v end
+    return nil, "expected a number of keys per query like 1024 (0: no size effect)"
+  end,
   string = function(v)
     if type(v) == "string" then return v end
     return nil, "expected a string"
@@ -121,6 +125,10 @@ local SCHEMA = {
     scale_up = {"fraction", "efficiency", "scale_up"},
     scale_out = {"fraction", "efficiency", "scale_out"},
     kernel_overhead = {"time", "efficiency", "kernel_overhead"},
+    gemm_fp8 = {"fraction", "efficiency", "gemm_fp8"},
+    attn_fwd = {"fraction", "efficiency", "attn_fwd"},
+    attn_bwd = {"fraction", "efficiency", "attn_bwd"},
+    attn_half_keys = {"keys", "efficiency", "attn_half_keys"},
   },
   reserve = {"size", "reserve_bytes"},
 }

@@ -307,7 +307,7 @@ describe("kernel launch floor (device efficiency.kernel_overhead)", function()
     local floor = l0.forward_s + l0.tp_comm_s / 2
     local mid, l1 = priced(floor)
     local shown_f = l0.forward_s + l0.tp_comm_s - floor
-    local shown_b = math.max(0, 2 * l0.forward_s + l0.tp_comm_s - 2 * floor)
+    local shown_b = math.max(0, l0.backward_s + l0.tp_comm_s - 2 * floor)
     assert.are.equal(floor, l1.forward_s)
     assert.is_true(math.abs(mid.time_parts_s.tp_comm - 4 * (shown_f + shown_b))
                    <= 1e-9 * mid.time_parts_s.tp_comm)
