@@ -28,6 +28,9 @@ local spec = {
     {name = "max-evals", arg = "N", default = "800", help = "estimator evaluations of the whole fit set"},
     {name = "output", short = "o", arg = "FILE", help = "the override file (default: <device>-calibrated.yaml)"},
     {name = "name", arg = "NAME", help = "device name in the file (default: <device name>-calibrated)"},
+    {name = "profile", arg = "NAME", help = "fit a stack profile NAME instead: every device's efficiencies and the stack's costs at once (-o FILE.yaml; use with --stack NAME)"},
+    {name = "hold-out", arg = "PATTERN", help = "with --profile: runs whose group, label or release matches stay out of the fit and are reported"},
+    {name = "fallback", arg = "DEVICE", help = "with --profile: the fitted device whose efficiencies devices without a fit use"},
     {name = "json", help = "print one JSON document"},
   },
 }
@@ -126,6 +129,32 @@ if opts.csv then
   sources[#sources + 1] = "runs of " .. opts.csv
 end
 local held_out = opts.check and cli.check(C.table_cases(dir, opts.check))
+
+if opts.profile then  -- a stack profile: every field at once, per device and stack-wide
+  local SF = require "ndplan.stack_fit"
+  local r = cli.check(SF.run{name = opts.profile, cases = cases, device = device,
+                             hold_out = opts["hold-out"], fallback = opts.fallback,
+                             base_costs = extra, description = "fitted on " .. table.concat(sources, ", "),
+                             max_evals = positive_int("max-evals")})
+  local function st(x) return x and string.format("%d runs, MAPE %.1f%%, bias %+.1f%%", x.runs, x.mape or 0, x.bias or 0) or "-" end
+  local header = {string.format("stack profile %s: ndplan calibrate --profile %s on %s%s", opts.profile,
+                                opts.profile, table.concat(sources, ", "),
+                                opts["hold-out"] and (" --hold-out '" .. opts["hold-out"] .. "'") or ""),
+                  "fit set: " .. st(r.fit) .. (r.held and ("; held out: " .. st(r.held)) or "")}
+  local path = opts.output or (opts.profile .. ".yaml")
+  cli.check(require("ndplan.files").write_atomic(path, SF.render(r.profile, header)))
+  cli.check(require("ndplan.stack").load(path))
+  if opts.json then
+    io.write(json.encode({schema = "ndplan.calibrate.profile/1", name = opts.profile, output = path,
+                          fit = r.fit, held_out = r.held, evaluations = r.evals, cpu_s = r.cpu_s}), "\n")
+    return
+  end
+  print(string.format("fitted stack %s on %s: %s; %d evaluations, %.1f s CPU", opts.profile,
+                      table.concat(sources, ", "), st(r.fit), r.evals, r.cpu_s))
+  if r.held then print("held out  " .. st(r.held)) end
+  print(string.format("wrote %s (--stack %s in every command)", path, path))
+  return
+end
 
 local clock = os.clock()
 local result = cli.check(C.fit{device = device, cases = cases, fields = fields, bounds = bounds,

@@ -44,6 +44,7 @@ local spec = {
     {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
     {name = "no-flash", help = "attention without flash"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
+    {name = "stack", arg = "NAME|PATH", default = "megatron-core", help = "stack profile (ndplan stacks; none: the device file alone)"},
     {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
     {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
     {name = "unsafe-policy", help = "run a policy file with the full Lua library (default: a sandbox without os.execute, io, or C modules outside ndplan)"},
@@ -208,6 +209,7 @@ if args.recompute == nil then args.recompute = "off" end
 args.schedule, args.precision = opts.schedule, opts.precision
 if opts["no-flash"] then args.flash_attention = false end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
+args.stack = opts.stack
 if opts["policy-opts"] then
   local po = {}
   for k, v in opts["policy-opts"]:gmatch("([%w_]+)=([^,]+)") do po[k] = tonumber(v) or v end

@@ -27,7 +27,7 @@ static const cost_field cost_fields[] = {
   COST(offload_overlap),
   COST(zero3_overlap),
   COST(zero3_flat_ring),
-  COST(memory_ops), COST(optimizer_traffic),
+  COST(memory_ops), COST(optimizer_traffic), COST(fp8_cast_bytes), COST(step_overhead),
   {NULL, 0}
 };
 

@@ -315,6 +315,19 @@ function load_source(x, seen, depth, dir)
   return dev, err
 end
 
+-- with_efficiency(device, values, source) -> device | nil, message: the device with the
+-- efficiency fields of `values` (the file schema's units, or plain SI numbers) replaced; a
+-- stack profile's per-device fit. `source` names the file in messages.
+function M.with_efficiency(device, values, source)
+  local canon = device:totable()
+  local src = {name = source or "(efficiency)", from_lua = true}
+  local ok, err = check_keys(src, {efficiency = values}, SCHEMA, "")
+  if not ok then return nil, err end
+  ok, err = convert(src, {efficiency = values}, SCHEMA, "", canon)
+  if not ok then return nil, err end
+  return cdev.new(canon)
+end
+
 -- load(x) -> device | nil, message. x: a bundled name (case-insensitive), a path to a YAML
 -- device file, a description table (the file schema above), or a device (returned as is).
 function M.load(x)

@@ -25,7 +25,7 @@ local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
                        "layer_selective_ops"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
-                    layout = true}
+                    layout = true, stack = true}
 
 -- resolve("model" | "device", x) -> the object: a name, a path or a plain table is loaded
 -- (nd.model / nd.device), an object is kept | nil, message
@@ -47,6 +47,30 @@ function M.budget(device, max_mem)
   return bytes
 end
 
+-- with_stack(args, device) -> device, costs, stack info | nil, message: the stack profile
+-- (args.stack: a name, a path, a table or "none"; default megatron-core) applied to the
+-- device's efficiencies and under the caller's costs.
+function M.with_stack(args, device)
+  local stack = require "ndplan.stack"
+  local s, err = stack.load(args.stack)
+  if err then return nil, "stack: " .. err end
+  return stack.apply(s, device, args.costs)
+end
+
+-- The step-time band of a result from its stack's residuals (nil without a profile).
+local function add_band(result, model, strategy, info)
+  local stack = require "ndplan.stack"
+  local moe = model:spec().num_experts > 0
+  local b = stack.band(info, strategy.precision or "bf16", moe)
+  if b then
+    b.low_s = result.step_time_s / (1 + b.pct / 100)
+    b.high_s = result.step_time_s * (1 + b.pct / 100)
+    b.stack = info.name
+    b.device = info.device_fit
+  end
+  result.step_time_band = b
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
@@ -59,6 +83,9 @@ function M.estimate(args)
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)
   if not device then return nil, derr end
+  local costs, sinfo
+  device, costs, sinfo = M.with_stack(args, device)
+  if not device then return nil, costs end
   local strategy = {}
   for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = args[k] end
   local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
@@ -84,7 +111,7 @@ function M.estimate(args)
   end
   if args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
-    result, why = core.balance(model, device, job, strategy, budget, args.costs,
+    result, why = core.balance(model, device, job, strategy, budget, costs,
                                per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil)
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
@@ -94,16 +121,16 @@ function M.estimate(args)
     if args.recompute_modes ~= nil then
       error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
     end
-    result, why = core.megatron(model, device, job, strategy, budget, args.costs)
+    result, why = core.megatron(model, device, job, strategy, budget, costs)
   elseif per_layer then
     -- each layer's mode chosen under the budget: least recompute time that fits
-    result, why = core.plan(model, device, job, strategy, budget, args.costs,
+    result, why = core.plan(model, device, job, strategy, budget, costs,
                             args.recompute_modes or M.DEFAULT_MODES)
   else
     if args.recompute_modes ~= nil then
       error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
     end
-    result, why = core.run(model, device, job, strategy, args.costs)
+    result, why = core.run(model, device, job, strategy, costs)
   end
   if not result then return nil, why end
   result.budget_bytes = budget
@@ -112,6 +139,8 @@ function M.estimate(args)
   result.model = model.name
   result.device = device.name
   result.job = job
+  result.stack = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
+  add_band(result, model, strategy, sinfo)
   return result
 end
 

@@ -19,7 +19,7 @@ local OTHER = {model = true, device = true, devices = true, global_batch = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
-               unsafe_policy = true}
+               unsafe_policy = true, stack = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -84,6 +84,9 @@ function M.search(args)
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
   if not device then return nil, derr end
+  local costs, sinfo
+  device, costs, sinfo = estimate.with_stack(args, device)
+  if not device then return nil, costs end
   local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
   for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
     if math.type(job[k]) ~= "integer" or job[k] < 1 then
@@ -119,7 +122,7 @@ function M.search(args)
                         {budget = opts.budget_bytes, jobs = opts.jobs, keep = keep,
                          misses = args.misses or 5, csv = args.csv, progress = args.progress,
                          timeout = args.timeout,
-                         admit = p.admit, objective = p.objective}, args.costs)
+                         admit = p.admit, objective = p.objective}, costs)
   if not ok then
     if type(res) == "table" and res.policy_error then
       policy.raise(res.policy_error, p.admit and p.objective and "admit/objective"
@@ -160,6 +163,8 @@ function M.search(args)
   info.top = opts.top
   info.policy_table, info.opts, info.job_info = p, opts, job_info
   info.costs = args.costs
+  info.stack = args.stack
+  info.stack_info = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
   info.model_obj, info.device_obj = model, device
   return ranked, info
 end
@@ -175,7 +180,7 @@ function M.estimate_args(st, info)
     sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb,
     schedule = info.space.schedule, precision = info.space.precision,
     flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
-    costs = info.costs}
+    costs = info.costs, stack = info.stack}
 end
 
 function M.detail(row, info)

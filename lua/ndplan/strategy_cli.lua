@@ -33,6 +33,8 @@ M.OPTIONS = {
   {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
   {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
   {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
+  {name = "stack", arg = "NAME|PATH", default = "megatron-core",
+   help = "stack profile: efficiencies and costs fitted per software stack (ndplan stacks; none: the device file alone)"},
   {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script; options given here win"},
 }
 
@@ -152,6 +154,9 @@ function M.args(spec, argv, opts)
     args.offload = share
   end
   if opts.costs then args.costs = cli.parse_costs(opts.costs) end
+  args.stack = opts.stack
+  local _, serr = require("ndplan.stack").load(args.stack)
+  if serr then cli.fail("--stack: " .. serr, cli.EXIT_USAGE) end
   return args, model
 end
 

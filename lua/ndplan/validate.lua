@@ -12,6 +12,8 @@ M.TABLES = {
   {name = "korthikanti2022", file = "korthikanti2022.csv", what = "Korthikanti 2022 Table 5"},
   {name = "vtrain_multi", file = "vtrain_ground_truth_multi.csv", what = "vTrain multi-node"},
   {name = "vtrain_single", file = "vtrain_ground_truth_single.csv", what = "vTrain single-node"},
+  {name = "modern_runs", file = "modern_runs.csv", what = "2024-25 stacks (modern_runs.csv)",
+   per_group = true},
 }
 
 -- The default data folder: $NDPLAN_VALIDATION, else shared/ beside the checkout (as laid
@@ -266,12 +268,20 @@ function M.cases(dir, spec)
   local t
   for _, x in ipairs(M.TABLES) do if x.name == name then t = x end end
   if not t then return nil, "unknown validation table '" .. name .. "'" end
-  local rows, err = M.read_csv(dir .. "/" .. t.file)
-  if not rows then return nil, err end
   local out = {}
-  for _, row in ipairs(rows) do
-    local c = builders[name](row)
-    if c and (not pattern or c.group:find(pattern)) then out[#out + 1] = c end
+  if name == "modern_runs" then
+    local all, err = require("ndplan.validate_modern").cases(dir)
+    if not all then return nil, err end
+    for _, c in ipairs(all) do
+      if not pattern or c.group:find(pattern) then out[#out + 1] = c end
+    end
+  else
+    local rows, err = M.read_csv(dir .. "/" .. t.file)
+    if not rows then return nil, err end
+    for _, row in ipairs(rows) do
+      local c = builders[name](row)
+      if c and (not pattern or c.group:find(pattern)) then out[#out + 1] = c end
+    end
   end
   if #out == 0 then
     return nil, string.format("table '%s': no row's group matches '%s'", name, pattern)
@@ -312,11 +322,32 @@ function M.spearman(a, b)
   return sab / math.sqrt(saa * sbb)
 end
 
--- run(cases, device, extra_costs) -> cases with predicted_s, error_pct (nil when refused)
-function M.run(cases, device, extra_costs)
+-- The stack a case is priced with: `stack` when given; a modern run's own stack when a
+-- profile of it is bundled; else none (the 2021-22 tables ran Megatron before Transformer
+-- Engine: the device file alone, with each table's stated costs).
+function M.stack_for(c, stack)
+  if stack then return stack end
+  if c.stack then
+    for _, n in ipairs(require("ndplan.stack").names()) do
+      if n == c.stack then return n end
+    end
+  end
+  return "none"
+end
+
+-- run(cases, device, extra_costs, stack) -> cases with predicted_s, error_pct (nil when
+-- refused). A case naming its own device (device_name) is priced on it.
+function M.run(cases, device, extra_costs, stack)
   local nd = require "ndplan"
+  local devices = {}
   for _, c in ipairs(cases) do
-    local args = {device = device, costs = {}}
+    local dev = device
+    if c.device_name then
+      devices[c.device_name] = devices[c.device_name]
+                               or require("ndplan.validate_modern").device(c.device_name)
+      dev = devices[c.device_name]
+    end
+    local args = {device = dev, costs = {}, stack = M.stack_for(c, stack)}
     for k, v in pairs(c.strategy) do args[k] = v end
     for k, v in pairs(c.job) do args[k] = v end
     for k, v in pairs(c.costs or {}) do args.costs[k] = v end
@@ -336,12 +367,18 @@ function M.run(cases, device, extra_costs)
   return cases
 end
 
--- summary(cases) -> {n, refused, mape, max_abs, spearman_min, groups = {name = rho}}
+-- summary(cases) -> {n, refused, mape, bias, max_abs, spearman_min, groups = {name = rho},
+-- by_group = {name = {n, mape, bias, max_abs, spearman}}}
 function M.summary(cases)
-  local s = {n = 0, refused = 0, sum = 0, max_abs = 0, groups = {}}
+  local s = {n = 0, refused = 0, sum = 0, max_abs = 0, groups = {}, by_group = {}, bias_sum = 0}
   local by = {}
   for _, c in ipairs(cases) do
+    local g = s.by_group[c.group] or {n = 0, sum = 0, bias_sum = 0, max_abs = 0, refused = 0}
+    s.by_group[c.group] = g
     if c.error_pct then
+      g.n, g.sum, g.bias_sum = g.n + 1, g.sum + math.abs(c.error_pct), g.bias_sum + c.error_pct
+      g.max_abs = math.max(g.max_abs, math.abs(c.error_pct))
+      s.bias_sum = s.bias_sum + c.error_pct
       s.n = s.n + 1
       s.sum = s.sum + math.abs(c.error_pct)
       s.max_abs = math.max(s.max_abs, math.abs(c.error_pct))
@@ -350,13 +387,19 @@ function M.summary(cases)
         table.insert(by[c.group].p, c.predicted_s)
         table.insert(by[c.group].m, c.measured_s)
       end
-    else s.refused = s.refused + 1 end
+    else s.refused, g.refused = s.refused + 1, g.refused + 1 end
   end
   s.mape = s.n > 0 and s.sum / s.n or nil
+  s.bias = s.n > 0 and s.bias_sum / s.n or nil
+  for _, g in pairs(s.by_group) do
+    g.mape = g.n > 0 and g.sum / g.n or nil
+    g.bias = g.n > 0 and g.bias_sum / g.n or nil
+  end
   for g, v in pairs(by) do
     local rho = M.spearman(v.p, v.m)
     if rho then
       s.groups[g] = rho
+      s.by_group[g].spearman = rho
       s.spearman_min = math.min(s.spearman_min or 1, rho)
     end
   end

@@ -120,6 +120,19 @@ local function zero_of(stack, row)
   return 0
 end
 
+-- The year of a release from its version text: a 20xx year, or a container tag YY.MM
+-- (NeMo's 24.09, MaxText's 25.01); llm-foundry's tables date from 2023-10 and 2024-01
+-- (modern_runs.md) and state no version.
+function M.release_year(version, stack)
+  version = version or ""
+  local y = version:match("(20%d%d)")
+  if y then return tonumber(y) end
+  y = version:match("container (%d%d)%.") or version:match("label (%d%d)%.")
+  if y then return 2000 + tonumber(y) end
+  if stack == "llm-foundry" then return 2024 end
+  return nil
+end
+
 -- One row -> a case, or nil, reason when the row cannot be priced as stated.
 local function build(row, models)
   if row.config_complete ~= "yes" then return nil, "config not complete" end
@@ -149,7 +162,9 @@ local function build(row, models)
                           st.tp, st.pp, st.cp, st.ep),
     group = string.format("%s/%s/%s", stack, device, precision),
     stack = stack, device_name = device, precision_text = row.precision,
+    moe = (cfg.n_routed_experts or cfg.num_local_experts) ~= nil,
     version = row.framework_version, line = row._line,
+    year = M.release_year(row.framework_version, stack),
     model = cfg, job = {devices = gpus, global_batch = gbs, seq_len = seq},
     strategy = st, costs = {}, measured_s = measured,
   }

@@ -4,6 +4,9 @@
 local nd = require "ndplan"
 local export = require "ndplan.export"
 local block_plan = require "ndplan.block_plan"
+-- These specs check the estimators' mechanics on the device files alone (no stack profile:
+-- its fitted efficiencies and costs are checked by validate_spec and stack_spec).
+require("ndplan.stack").DEFAULT = "none"
 
 local function merge(...)
   local out = {}

@@ -27,6 +27,9 @@
 -- above the all-full peak on stages of more than 512 layers.
 local nd = require "ndplan"
 local core = require "ndplan.c.estimate"
+-- These specs check the estimators' mechanics on the device files alone (no stack profile:
+-- its fitted efficiencies and costs are checked by validate_spec and stack_spec).
+require("ndplan.stack").DEFAULT = "none"
 
 local MODES = {"none", "selective", "full"}
 -- engine/core/recompute.c

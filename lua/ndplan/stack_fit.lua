@@ -1,0 +1,276 @@
+-- Fitting a stack profile to measured runs: every field at once -- per device the GEMM
+-- efficiencies (16-bit and FP8) and the attention kernel's, stack-wide the exposed shares
+-- of communication, the compute overlapped collectives take, the per-step overhead and the
+-- MoE imbalance -- by bounded least squares on log(predicted / measured) step time
+-- (ndplan.calibrate.least_squares). Cases are validate's: {model, job, strategy, costs,
+-- measured_s, device_name, group}. The profile it returns carries its residuals: per device
+-- (runs, MAPE, bias) and per regime (precision / dense or MoE), the step-time bands.
+local calibrate = require "ndplan.calibrate"
+
+local M = {}
+
+-- Flash attention's backward reaches about 0.73 of its forward's rate on H100 (FlashAttention-3,
+-- BF16, head dim 128, causal, 8k: ~470 against ~640 TFLOP/s); the fit moves the forward and
+-- keeps that ratio, since step times alone cannot tell the two apart.
+M.ATTN_BWD_RATIO = 0.73
+
+-- Per-device fields: name, bounds, and whether only FP8 rows inform it.
+M.DEVICE_FIELDS = {
+  {name = "gemm", lo = 0.3, hi = 0.95},
+  {name = "gemm_fp8", lo = 0.2, hi = 0.95, fp8 = true},
+  {name = "attn_fwd", lo = 0.3, hi = 0.85},  -- FlashAttention-2/3 reach 0.35-0.75 of peak
+}
+-- Stack-wide costs: name, bounds.
+M.COST_FIELDS = {
+  {name = "dp_overlap", lo = 0, hi = 1},
+  {name = "tp_overlap", lo = 0, hi = 1},
+  {name = "ep_overlap", lo = 0, hi = 1, moe = true},
+  {name = "cp_overlap", lo = 0, hi = 1, cp = true},
+  {name = "overlap_sm_share", lo = 0, hi = 0.5},
+  {name = "step_overhead", lo = 0, hi = 0.5},
+  {name = "capacity_factor", lo = 1, hi = 2, moe = true},
+}
+
+local function lin_map(lo, hi)
+  return function(z) return lo + (hi - lo) * math.max(0, math.min(1, z)) end,
+         function(x) return (math.max(lo, math.min(hi, x)) - lo) / (hi - lo) end
+end
+
+-- The parameters this set of cases can inform.
+local function parameters(cases, start)
+  local devices, has = {}, {fp8 = {}, bf16 = {}, moe = false, cp = false}
+  for _, c in ipairs(cases) do
+    devices[c.device_name] = true
+    if c.strategy.precision == "fp8" then has.fp8[c.device_name] = true
+    else has.bf16[c.device_name] = true end
+    if (c.strategy.ep or 1) > 1 or c.moe then has.moe = true end
+    if (c.strategy.cp or 1) > 1 then has.cp = true end
+  end
+  local names = {}
+  for d in pairs(devices) do names[#names + 1] = d end
+  table.sort(names)
+  local params = {}
+  for _, d in ipairs(names) do
+    for _, f in ipairs(M.DEVICE_FIELDS) do
+      -- gemm_fp8 only where FP8 rows inform it; gemm only where 16-bit rows do (an
+      -- FP8-only device's 16-bit GEMMs -- LM head, router -- take its FP8 fraction)
+      if (f.fp8 and has.fp8[d]) or (f.name == "gemm" and has.bf16[d])
+         or (not f.fp8 and f.name ~= "gemm") then
+        local to_x, to_z = lin_map(f.lo, f.hi)
+        local s = start.devices[d] and start.devices[d][f.name] or 0.7
+        params[#params + 1] = {device = d, field = f.name, to_x = to_x, z0 = to_z(s)}
+      end
+    end
+  end
+  for _, f in ipairs(M.COST_FIELDS) do
+    if (not f.moe or has.moe) and (not f.cp or has.cp) then
+      local to_x, to_z = lin_map(f.lo, f.hi)
+      local s = start.costs[f.name]
+      params[#params + 1] = {cost = f.name, to_x = to_x, z0 = to_z(s or (f.lo + f.hi) / 2)}
+    end
+  end
+  return params, names
+end
+
+-- The profile table at parameter point z.
+local function profile_at(name, params, z, base_costs)
+  local p = {name = name, costs = {}, devices = {}}
+  for k, v in pairs(base_costs or {}) do p.costs[k] = v end
+  for i, q in ipairs(params) do
+    local x = q.to_x(z[i])
+    if q.device then
+      p.devices[q.device] = p.devices[q.device] or {efficiency = {}}
+      p.devices[q.device].efficiency[q.field] = x
+      if q.field == "attn_fwd" then
+        p.devices[q.device].efficiency.attn_bwd = x * M.ATTN_BWD_RATIO
+      end
+    else p.costs[q.cost] = x end
+  end
+  for _, d in pairs(p.devices) do
+    local e = d.efficiency
+    if e.gemm == nil and e.gemm_fp8 then e.gemm = e.gemm_fp8 end
+  end
+  return p
+end
+
+-- price(cases, profile) -> residuals (log ratios), priced count
+function M.price(cases, profile, device_of)
+  local nd = require "ndplan"
+  local stack = require("ndplan.stack")
+  local s = assert(stack.load(profile))
+  local r = {}
+  for _, c in ipairs(cases) do
+    local args = {device = device_of(c.device_name), stack = s, costs = c.costs}
+    for k, v in pairs(c.strategy) do args[k] = v end
+    for k, v in pairs(c.job) do args[k] = v end
+    c.model_obj = c.model_obj or assert(nd.model(c.model))
+    args.model = c.model_obj
+    local e = nd.estimate(args)
+    c.predicted_s = e and e.step_time_s or nil
+    if e then r[#r + 1] = math.log(e.step_time_s / c.measured_s) end
+  end
+  return r
+end
+
+-- Residual statistics of priced cases: runs, MAPE and bias in % (predicted vs measured).
+function M.stats(cases)
+  local n, sum, bias = 0, 0, 0
+  for _, c in ipairs(cases) do
+    if c.predicted_s then
+      local e = 100 * (c.predicted_s - c.measured_s) / c.measured_s
+      n, sum, bias = n + 1, sum + math.abs(e), bias + e
+    end
+  end
+  if n == 0 then return {runs = 0} end
+  return {runs = n, mape = sum / n, bias = bias / n}
+end
+
+local function round(x, digits)
+  local m = 10 ^ digits
+  return math.floor(x * m + 0.5) / m
+end
+
+-- fit{name, cases, device_of, start = {devices = {d = {field = x}}, costs = {...}},
+--     base_costs, max_evals} -> profile (with fit residuals), result of least_squares
+function M.fit(o)
+  local start = o.start or {devices = {}, costs = {}}
+  start.devices, start.costs = start.devices or {}, start.costs or {}
+  local params, devices = parameters(o.cases, start)
+  local z0 = {}
+  for i, q in ipairs(params) do z0[i] = q.z0 end
+  local function residuals(z)
+    local r = M.price(o.cases, profile_at(o.name, params, z, o.base_costs), o.device_of)
+    if #r < #o.cases then
+      -- a refused case counts as a large residual so the fit does not chase refusals
+      for _ = #r + 1, #o.cases do r[#r + 1] = 1 end
+    end
+    return r
+  end
+  local res = calibrate.least_squares(residuals, z0, {max_evals = o.max_evals or 600,
+                                                       grid = 5, restarts = 0})
+  local profile = profile_at(o.name, params, res.z, o.base_costs)
+  for _, dev in pairs(profile.devices) do
+    for k, v in pairs(dev.efficiency) do dev.efficiency[k] = round(v, 3) end
+  end
+  for k, v in pairs(profile.costs) do profile.costs[k] = round(v, 3) end
+  M.price(o.cases, profile, o.device_of)  -- predictions at the rounded values
+  M.attach_residuals(profile, o.cases, devices)
+  return profile, res
+end
+
+-- Residuals per device and per regime (precision / dense or MoE), into the profile.
+function M.attach_residuals(profile, cases, devices)
+  for _, d in ipairs(devices) do
+    local mine, regimes = {}, {}
+    for _, c in ipairs(cases) do
+      if c.device_name == d then
+        mine[#mine + 1] = c
+        local key = (c.strategy.precision or "bf16") .. "/" .. (c.moe and "moe" or "dense")
+        regimes[key] = regimes[key] or {}
+        table.insert(regimes[key], c)
+      end
+    end
+    local entry = profile.devices[d] or {efficiency = {}}
+    profile.devices[d] = entry
+    local s = M.stats(mine)
+    entry.fit = {runs = s.runs, mape = s.mape and round(s.mape, 1), bias = s.bias and round(s.bias, 1)}
+    entry.bands = {}
+    for key, list in pairs(regimes) do
+      local rs = M.stats(list)
+      if rs.runs > 0 then
+        entry.bands[key] = {runs = rs.runs, mape = round(rs.mape, 1), bias = round(rs.bias, 1)}
+      end
+    end
+  end
+end
+
+-- render(profile, header_lines) -> YAML text of a profile, keys in a fixed order
+function M.render(profile, header)
+  local out = {}
+  for _, l in ipairs(header or {}) do out[#out + 1] = "# " .. l end
+  out[#out + 1] = "name: " .. profile.name
+  out[#out + 1] = "description: " .. string.format("%q", profile.description or profile.name)
+  local function keys(t)
+    local ks = {}
+    for k in pairs(t) do ks[#ks + 1] = k end
+    table.sort(ks)
+    return ks
+  end
+  out[#out + 1] = "costs:"
+  for _, k in ipairs(keys(profile.costs)) do out[#out + 1] = string.format("  %s: %.4g", k, profile.costs[k]) end
+  if profile.fallback then out[#out + 1] = "fallback: " .. profile.fallback end
+  out[#out + 1] = "devices:"
+  for _, d in ipairs(keys(profile.devices)) do
+    local e = profile.devices[d]
+    out[#out + 1] = "  " .. d .. ":"
+    out[#out + 1] = "    efficiency:"
+    for _, k in ipairs(keys(e.efficiency or {})) do
+      out[#out + 1] = string.format("      %s: %.4g", k, e.efficiency[k])
+    end
+    if e.fit then
+      out[#out + 1] = string.format("    fit: {runs: %d, mape: %s, bias: %s}", e.fit.runs,
+                                    tostring(e.fit.mape), tostring(e.fit.bias))
+    end
+    if e.bands and next(e.bands) then
+      out[#out + 1] = "    bands:"
+      for _, k in ipairs(keys(e.bands)) do
+        local b = e.bands[k]
+        out[#out + 1] = string.format("      %s: {runs: %d, mape: %s, bias: %s}", k, b.runs,
+                                      tostring(b.mape), tostring(b.bias))
+      end
+    end
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- Whether a case matches a hold-out pattern (a Lua pattern over its group, label and release).
+local function held(c, pattern)
+  if not pattern then return false end
+  for _, text in ipairs({c.group or "", c.label or "", c.version or "",
+                         c.year and tostring(c.year) or ""}) do
+    if text:find(pattern) then return true end
+  end
+  return false
+end
+
+-- run{name, cases, device, hold_out, fallback, description, max_evals} -> result:
+-- {profile, text, fit = stats, held = stats, fit_rows, held_rows, evals, cpu_s}. Cases
+-- without a device of their own (a user's CSV) run on `device`; cases whose group, label or
+-- release matches hold_out stay out of the fit and are priced with it after.
+function M.run(o)
+  local nd = require "ndplan"
+  local cache = {}
+  local function device_of(name)
+    if name == nil then return o.device end
+    cache[name] = cache[name] or require("ndplan.validate_modern").device(name)
+    return cache[name]
+  end
+  local fit_cases, held_cases = {}, {}
+  for _, c in ipairs(o.cases) do
+    c.device_name = c.device_name or (o.device and o.device.name:lower())
+    if c.device_name == (o.device and o.device.name:lower()) then cache[c.device_name] = o.device end
+    if held(c, o.hold_out) then held_cases[#held_cases + 1] = c
+    else fit_cases[#fit_cases + 1] = c end
+  end
+  if #fit_cases == 0 then return nil, "no run left to fit on (all held out?)" end
+  local clock = os.clock()
+  local profile, res = M.fit{name = o.name, cases = fit_cases, device_of = device_of,
+                             base_costs = o.base_costs, max_evals = o.max_evals}
+  profile.description = o.description
+  if o.fallback then
+    if not profile.devices[o.fallback] then
+      return nil, string.format("fallback '%s': no run of the fit set is on that device", o.fallback)
+    end
+    profile.fallback = o.fallback
+  end
+  local out = {profile = profile, fit = M.stats(fit_cases), fit_rows = #fit_cases,
+               held_rows = #held_cases, evals = res.evals, cpu_s = os.clock() - clock}
+  if #held_cases > 0 then
+    M.price(held_cases, profile, device_of)
+    out.held = M.stats(held_cases)
+  end
+  local _ = nd
+  return out
+end
+
+return M
