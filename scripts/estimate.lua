@@ -50,8 +50,16 @@ end
 say("          schedule %s, recompute %s, %s, flash attention %s", s.schedule, rec,
     s.precision, s.flash_attention and "on" or "off")
 say("")
-say("step time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%", units.seconds(r.step_time_s),
-    r.tokens_per_s, 100 * r.mfu, 100 * r.hfu)
+local band = r.step_time_band  -- the stack profile's residuals in this regime
+local band_text = ""
+if band then
+  band_text = string.format(" ± %.0f%% (%s · %s · %s%s)", band.pct, band.stack, band.device,
+                            band.regime, band.widened and ": no runs, widened" or
+                            string.format(" · %d runs", band.runs))
+end
+say("step time %s%s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%", units.seconds(r.step_time_s),
+    band_text, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu)
+if r.stack and r.stack.note then say("          %s", r.stack.note) end
 local parts = {}
 for _, k in ipairs({"forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm",
                     "pp_comm", "dp_comm", "optimizer", "bubble", "offload"}) do
