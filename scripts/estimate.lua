@@ -84,6 +84,7 @@ out[#out + 1] = (cli.format_table({
   {key = "optimizer", title = "optimizer", align = "right", fmt = gib},
   {key = "activations", title = "activations", align = "right", fmt = gib},
   {key = "buffers", title = "buffers", align = "right", fmt = gib},
+  {key = "fragmentation", title = "slack", align = "right", fmt = gib},
   {key = "reserve", title = "reserve", align = "right", fmt = gib},
   {key = "peak", title = "peak", align = "right", fmt = gib},
   r.stage_savings_s and {key = "saved", title = "saved vs full", align = "right",

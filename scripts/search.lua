@@ -284,13 +284,14 @@ if out_dir then
   local okr, rerr = os.rename(csv_tmp, out_dir .. "/results.csv")
   if not okr then cli.fail(rerr) end
   doc = search.json_doc(ranked or {}, info)
-  local mem = {"rank,stage,layers,inflight,weights,grads,optimizer,activations,buffers,reserve,peak"}
+  local mem = {"rank,stage,layers,inflight,weights,grads,optimizer,activations,buffers,"
+               .. "fragmentation,reserve,peak"}
   local tim = {"rank,part,seconds,share"}
   for _, r in ipairs(doc.results) do
     for _, s in ipairs(r.stages) do
-      mem[#mem + 1] = string.format("%d,%d,%d,%.6g,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f", r.rank,
-        s.stage, s.layers, s.inflight, s.weights, s.grads, s.optimizer, s.activations, s.buffers,
-        s.reserve, s.peak)
+      mem[#mem + 1] = string.format("%d,%d,%d,%.6g,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f",
+        r.rank, s.stage, s.layers, s.inflight, s.weights, s.grads, s.optimizer, s.activations,
+        s.buffers, s.fragmentation, s.reserve, s.peak)
     end
     for _, k in ipairs(core.time_parts()) do
       local v = r.time_parts_s[k] or 0

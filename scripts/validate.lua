@@ -72,7 +72,7 @@ end
 for _, t in ipairs(V.MEMORY_TABLES) do
   if not only or only == t.name then
     local cases = cli.check(V.memory_cases(dir, t.name))
-    V.run_memory(cases, device)
+    V.run_memory(cases, device, opts.stack)
     local s = V.summary(cases)
     local entry = {name = t.name, what = t.what, rows = s.n, refused = s.refused,
                    mape_pct = s.mape, max_abs_pct = s.max_abs, cases = {}}

@@ -28,6 +28,7 @@ static const cost_field cost_fields[] = {
   COST(zero3_overlap),
   COST(zero3_flat_ring),
   COST(memory_ops), COST(optimizer_traffic), COST(fp8_cast_bytes), COST(step_overhead),
+  COST(alloc_fragmentation), COST(logits_bytes), COST(fp8_saved_bytes),
   {NULL, 0}
 };
 
@@ -302,6 +303,8 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
   nd_setnum(L, "weights", se->weights); nd_setnum(L, "grads", se->grads);
   nd_setnum(L, "optimizer", se->optimizer); nd_setnum(L, "activations", se->activations);
   nd_setnum(L, "buffers", se->buffers); nd_setnum(L, "reserve", se->reserve);
+  nd_setnum(L, "allocated", se->allocated); nd_setnum(L, "reserved", se->reserved);
+  nd_setnum(L, "fragmentation", se->reserved - se->allocated);
   nd_setnum(L, "peak", se->peak);
 }
 
@@ -319,6 +322,8 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   nd_setnum(L, "model_flops", e->model_flops);
   nd_setnum(L, "hardware_flops", e->hardware_flops);
   nd_setnum(L, "peak_memory_bytes", e->peak);
+  nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
+  nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
   nd_setint(L, "heaviest_stage", e->heaviest);
   push_memory_parts(L, &e->stage[e->heaviest]);
   lua_setfield(L, -2, "memory_parts_bytes");

@@ -38,6 +38,10 @@ void nd_costs_init (nd_costs *c) {
   c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
   c->fp8_cast_bytes = 4.0;      /* read bf16 (2), write fp8 (1) and its transpose (1) */
   c->step_overhead = 0.0;       /* per-step host work beyond the model: set by a stack */
+  c->alloc_fragmentation = 0.0; /* allocator slack: set by a stack */
+  c->logits_bytes = 4.0;        /* fp32 logits at the loss */
+  c->fp8_saved_bytes = 1.0;     /* Transformer Engine saves an FP8 GEMM's input in FP8 (its
+                                   transposed copy, for the weight gradient) */
 }
 
 int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
@@ -48,7 +52,8 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
     F(tp_overlap, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
     F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
-    F(step_overhead, 3600)
+    F(step_overhead, 3600), F(alloc_fragmentation, 1), F(logits_bytes, 64),
+    F(fp8_saved_bytes, 64)
 #undef F
   };
   size_t i;
@@ -198,7 +203,11 @@ static double keys_per_query (const ctx *x, int sliding, int executed) {
 ** regions (split by tp only with SP); dev = bytes already counted per device; core = the
 ** attention-core tensors that selective recompute drops.
 */
-typedef struct act_parts { double rep, dev, core; } act_parts;
+typedef struct act_parts {
+  double rep, dev, core;
+  double in_rep, in_dev;  /* of which the saved inputs of linear layers (elements, rep split
+                             as rep is): FP8 recipes keep them as FP8 (fp8_saved_bytes) */
+} act_parts;
 
 static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   const nd_model_spec *m = x->m;
@@ -220,6 +229,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
       lc->core_bwd_s += 2.0 * scan;
     }
     a->rep += 2 * ab * T * h;
+    a->in_rep += T * h;
+    a->in_dev += T * vd / t;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;  /* the norm output feeding the block */
     a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (2 * kd + vd) + 2 * vd) / t;
     a->core += 4.0 * (T / chunk) * nv * dk * dvv / t;  /* fp32 chunk states */
@@ -257,6 +268,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     }
     a->dev += ab * T * (2 * kvl + rope);
     a->rep += 2 * ab * T * h;
+    a->in_rep += T * h;
+    a->in_dev += T * hq * dv / t;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
     a->dev += ab * T * hq * (2 * dqk + 2 * dv) / t;
     tok += 2 * h * (kvl + rope) + 2 * kvl * hq * (dqk - rope + dv) + 2 * hq * dv * h;
@@ -270,6 +283,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     a->rep += 2 * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
     a->dev += ab * T * (2 * q_loc + gate + 2 * kv_loc);
+    a->in_rep += T * h;      /* the QKV projection's input */
+    a->in_dev += T * q_loc;  /* the output projection's input */
     tok = 2 * h * (hq * d * (m->attn_output_gate ? 2 : 1) + 2 * kv * d) + 2 * hq * d * h;
   }
   /* core: QK^T and AV over the keys each query sees */
@@ -325,6 +340,7 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     lc->gemm_s += gemm16_time(x, 2 * T * x->r * h * E);  /* router */
     a->dev += 8.0 * T * x->r * E;                    /* fp32 router logits and probs */
     a->dev += ab * Te * (2 * h + mats * mf / etp);  /* dispatched in, hidden, out */
+    a->in_dev += Te * (h + mf / etp);                /* the experts' two inputs */
     lc->op_bytes[ND_OP_ACT] += ab * Te * mf / etp;   /* the experts' activation output */
     {  /* dispatch and combine; dropping the dispatched inputs sends them again */
       double one = dispatch_time(x, send / k, k);
@@ -341,6 +357,8 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
   if (shared > 0) {
     lc->gemm_s += lin(x, lc, 1, T, h, (mats - 1) * shared / t) + lin(x, lc, 1, T, shared / t, h);
     a->dev += ab * T * mats * shared / t;  /* gate/up outputs and activation output */
+    a->in_rep += T * h;            /* the first projection's input (the norm output) */
+    a->in_dev += T * shared / t;   /* the second's (the activation output) */
     lc->op_bytes[ND_OP_ACT] += ab * T * shared / t;
     lc->flops_token += 2 * mats * h * shared;
   }
@@ -356,7 +374,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   const nd_model_spec *m = x->m;
   const nd_layer_kind *k = &m->layer[layer];
   layer_cost *lc = &x->kind[kind_slot(k)];
-  act_parts a = {0, 0, 0};
+  act_parts a = {0, 0, 0, 0, 0};
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double act_all, tp_bytes;
   nd_layer_buckets pb;
@@ -371,11 +389,13 @@ static layer_cost *price_kind (ctx *x, int layer) {
   if (k->mtp) {  /* DeepSeek MTP: two norms, the 2h concatenation, its own logits */
     a.rep += 4 * ab * T * h;
     lc->gemm_s += lin(x, lc, 1, T, 2 * h, h / t) + gemm16_time(x, 2 * T * h * x->vocab / t);
-    a.dev += 4.0 * T * x->vocab / t;
+    a.dev += x->c->logits_bytes * T * x->vocab / t;
     lc->flops_token += 2 * 2 * h * h + 2 * h * x->vocab;
   }
   /* bytes held per micro-batch under each mode */
   act_all = a.rep * x->r + a.dev + a.core;
+  if (x->fp8 && x->c->fp8_saved_bytes < ab)  /* TE saves FP8 GEMMs' inputs as FP8 */
+    act_all -= (ab - x->c->fp8_saved_bytes) * (a.in_rep * x->r + a.in_dev);
   lc->act[ND_RECOMPUTE_NONE] = act_all;
   lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
   lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s;
@@ -713,7 +733,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     off_copy = inflight > 1.0 ? st->offload * (ss.act - ss.act_off) + ss.act_off : 0.0;
     se->activations = (ss.act + extra_act) * inflight - off_copy * (inflight - 1.0);
     if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
-      se->activations += 4.0 * x.T * h * x.r + 4.0 * x.T * x.vocab / st->tp;
+      se->activations += 4.0 * x.T * h * x.r + costs->logits_bytes * x.T * x.vocab / st->tp;
     /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
        and the working set of recompute: when warm-up ends, the first backward rebuilds
        one layer's dropped activations for one micro-batch on top of all that is held */
@@ -722,8 +742,9 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     /* (DualPipe: the mean of the two stages, as every activation above) */
     se->buffers = buffers + ss.working * (dual ? 0.5 : 1.0);
     se->reserve = dev->reserve_bytes;
-    se->peak = se->weights + se->grads + se->optimizer + se->activations + se->buffers
-             + se->reserve;
+    se->allocated = se->weights + se->grads + se->optimizer + se->activations + se->buffers;
+    se->reserved = se->allocated * (1.0 + costs->alloc_fragmentation);
+    se->peak = se->reserved + se->reserve;
     if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
     /* time per micro-batch on this stage */
     se->fwd_s = ss.fwd;

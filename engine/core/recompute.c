@@ -621,7 +621,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   for (s = 0; s < stages_to_plan; s++) {
     double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
     double work_full = 0.0, work_least = 0.0;
-    double wd = dual ? 0.5 : 1.0;  /* DualPipe's mean of two stages, as estimate.c */
+    /* a working set counts as estimate.c counts it: DualPipe's mean of two stages, and
+       the allocator's slack on top of every live byte */
+    double wd = (dual ? 0.5 : 1.0) * (1.0 + costs->alloc_fragmentation);
     int copies_priced = 0, use_variants = 0;
     int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
     int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];

@@ -46,6 +46,14 @@ typedef struct nd_costs {
   double step_overhead;     /* seconds per step outside the model and the optimizer's
                                traffic: loader, logging, launches, synchronisation (a stack
                                field; part of the optimizer time part) */
+  double logits_bytes;      /* bytes per logit element held at the loss (Megatron's fp32
+                               cross entropy: 4; with the bf16 logits and the fp32 softmax
+                               kept beside the fp32 copy: up to 10) */
+  double fp8_saved_bytes;   /* bytes per element of an FP8 GEMM's input kept for the backward
+                               (Transformer Engine keeps the FP8 copy: 1) */
+  double alloc_fragmentation; /* bytes the caching allocator reserves beyond the live ones,
+                               as a share of them (PyTorch max reserved / max allocated - 1:
+                               0.8-6% in Megatron logs; 0: none) */
 } nd_costs;
 
 void nd_costs_init (nd_costs *c);
@@ -58,6 +66,10 @@ typedef struct nd_stage_estimate {
   double inflight;          /* micro-batches whose activations are held at the peak */
   double params;            /* parameters held by one device of the stage */
   double weights, grads, optimizer, activations, reserve, peak;
+  double allocated;         /* live tensors at the peak (PyTorch's max allocated): weights,
+                               grads, optimizer, activations, buffers */
+  double reserved;          /* what the caching allocator holds: allocated x (1 +
+                               alloc_fragmentation); peak adds the device's runtime reserve */
   double buffers;           /* transients: the largest collective buffer, plus the dropped
                                activations the first backward rebuilds for one recomputed
                                layer (its recompute working set) */

@@ -89,8 +89,13 @@ function M.stage_memory(result)
              {["text-anchor"] = "end", fill = P.budget, ["font-size"] = 11})
   end
 
-  local items = {}
-  for _, k in ipairs(base.MEMORY_PARTS) do items[#items + 1] = {base.MEMORY_LABELS[k], P[k]} end
+  local items, drawn = {}, {}
+  for _, st in ipairs(result.stages) do  -- a part no stage holds gets no legend entry
+    for _, k in ipairs(base.MEMORY_PARTS) do drawn[k] = drawn[k] or (st[k] or 0) > 0 end
+  end
+  for _, k in ipairs(base.MEMORY_PARTS) do
+    if drawn[k] or k ~= "fragmentation" then items[#items + 1] = {base.MEMORY_LABELS[k], P[k]} end
+  end
   items[#items + 1] = {"budget (device capacity or -M)", P.budget, kind = "dash"}
   base.legend(doc, box.left, box.bottom + 48, box.right - box.left, items)
   return doc:finish()

@@ -11,7 +11,7 @@ M.MiB = 2 ^ 20
 -- colour wherever it appears. Colour-blind-safe hues (Okabe-Ito, then Tableau's).
 M.PALETTE = {
   weights = "#0072b2", grads = "#56b4e9", optimizer = "#009e73", activations = "#e69f00",
-  buffers = "#cc79a7", reserve = "#999999",
+  buffers = "#cc79a7", fragmentation = "#d9d9d9", reserve = "#999999",
   forward = "#0072b2", backward = "#009e73", recompute = "#e69f00", tp_comm = "#d55e00",
   cp_comm = "#cc79a7", ep_comm = "#f0e442", pp_comm = "#56b4e9", dp_comm = "#8c564b",
   optimizer_step = "#7f7f7f", bubble = "#c7c7c7", offload = "#17becf",
@@ -19,9 +19,11 @@ M.PALETTE = {
   memory = "#333333", axis = "#333333", grid = "#e5e5e5", text = "#222222", note = "#555555",
 }
 
-M.MEMORY_PARTS = {"weights", "grads", "optimizer", "activations", "buffers", "reserve"}
+M.MEMORY_PARTS = {"weights", "grads", "optimizer", "activations", "buffers", "fragmentation",
+                  "reserve"}
 M.MEMORY_LABELS = {weights = "weights", grads = "gradients", optimizer = "optimizer states",
-                   activations = "activations", buffers = "buffers", reserve = "runtime reserve"}
+                   activations = "activations", buffers = "buffers",
+                   fragmentation = "allocator slack", reserve = "runtime reserve"}
 M.TIME_PARTS = {"forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                 "dp_comm", "optimizer", "bubble", "offload"}
 M.TIME_LABELS = {forward = "forward", backward = "backward", recompute = "recompute",

@@ -149,6 +149,8 @@ end
 M.MEMORY_TABLES = {
   {name = "korthikanti2022_memory", file = "korthikanti2022.csv",
    what = "Korthikanti 2022 Fig. 1 and Fig. 7"},
+  {name = "megatron_memory", file = "megatron_memory_logs.json",
+   what = "Megatron-LM logs: max allocated and max reserved"},
 }
 
 local GIB = 2^30
@@ -208,6 +210,7 @@ end
 
 -- memory_cases(dir, name) -> array of memory cases | nil, message
 function M.memory_cases(dir, name)
+  if name == "megatron_memory" then return require("ndplan.validate_modern").memory_cases(dir) end
   if name ~= "korthikanti2022_memory" then
     return nil, "unknown memory validation table '" .. tostring(name) .. "'"
   end
@@ -219,20 +222,24 @@ function M.memory_cases(dir, name)
 end
 
 -- run_memory(cases, device) -> cases with predicted and error_pct (nil when refused)
-function M.run_memory(cases, device)
+function M.run_memory(cases, device, stack)
   local nd = require "ndplan"
   local core = require "ndplan.c.estimate"
-  local function price(c, strategy)
-    local args = {device = device, model = c.model_obj, costs = c.costs}
+  local function price(c, dev, strategy)
+    local args = {device = dev, model = c.model_obj, costs = c.costs, stack = M.stack_for(c, stack)}
     for k, v in pairs(strategy) do args[k] = v end
     for k, v in pairs(c.job) do args[k] = v end
     return nd.estimate(args)
   end
   for _, c in ipairs(cases) do
     c.model_obj = c.model_obj or assert(nd.model(c.model))
-    local r, why = price(c, c.strategy)
-    local layer, lwhy = core.layer(c.model_obj, device, c.job, c.strategy, 0, c.costs)
-    local base, bwhy = core.layer(c.model_obj, device, c.job, c.baseline, 0, c.costs)
+    local dev = c.device_name and require("ndplan.validate_modern").device(c.device_name) or device
+    local r, why = price(c, dev, c.strategy)
+    local layer, lwhy, base, bwhy = true, nil, true, nil
+    if c.baseline then  -- ratios of one layer priced alone (Korthikanti's Figure 7)
+      layer, lwhy = core.layer(c.model_obj, dev, c.job, c.strategy, 0, c.costs)
+      base, bwhy = core.layer(c.model_obj, dev, c.job, c.baseline, 0, c.costs)
+    end
     if r and layer and base then
       c.predicted = c.predict(r, layer, base)
       c.error_pct = 100 * (c.predicted - c.measured) / c.measured

@@ -185,10 +185,81 @@ function M.cases(dir)
   return out, skipped
 end
 
+---------------------------------------------------------------------------------------------
+-- Measured allocator peaks: megatron_memory_logs.json (Megatron's report_memory lines)
+---------------------------------------------------------------------------------------------
+M.MEMORY_FILE = "megatron_memory_logs.json"
+
+-- Leonardo's A100s are the 64 GB parts.
+M.A100_64GB = {base = "a100-80gb", name = "A100-64GB",
+               description = "NVIDIA A100 SXM 64 GB (CINECA Leonardo Booster)",
+               hbm = {capacity = "64GB"}}
+
+local function memory_device(gpu)
+  gpu = gpu or ""
+  if gpu:find("A100 SXM 64GB", 1, true) then return "a100-64gb" end
+  if gpu:find("H100", 1, true) then return "h100" end
+  return "h100"  -- not printed in the log: the device does not enter the bytes
+end
+
+-- One log row -> two memory cases (max allocated, max reserved), or nil, reason.
+local function memory_rows(row, out)
+  local cfg = {model_type = "llama", hidden_size = row.hidden_size,
+               num_hidden_layers = row.num_layers, num_attention_heads = row.num_attention_heads,
+               num_key_value_heads = row.num_query_groups, head_dim = row.kv_channels,
+               intermediate_size = row.ffn_hidden_size, vocab_size = row.vocab_size,
+               tie_word_embeddings = row.tied_embeddings == true,
+               attention_bias = row.bias_linear == true, mlp_bias = row.bias_linear == true,
+               max_position_embeddings = row.max_position_embeddings, _name = row.id}
+  -- JSON nulls decode to a sentinel: only tables and strings count as given
+  local function given(v) return type(v) == "table" or type(v) == "string" or type(v) == "number" end
+  if given(row.moe) or given(row.mla) or row.gated_mlp ~= true then
+    return nil, "architecture not read"
+  end
+  for k, v in pairs(cfg) do  -- whole numbers as integers; nulls left out
+    if type(v) == "number" then cfg[k] = math.tointeger(v) or v
+    elseif not given(v) and type(v) ~= "boolean" then cfg[k] = nil end
+  end
+  local rec = type(row.recompute) == "table" and row.recompute.granularity
+  local function n(v, d) return type(v) == "number" and math.tointeger(v) or d end
+  local st = {tp = n(row.tp, 1), pp = n(row.pp, 1), cp = n(row.cp, 1), vpp = n(row.vpp, 1),
+              dp = n(row.dp), mbs = n(row.micro_batch), sp = row.sequence_parallel == true,
+              zero = row.distributed_optimizer and 1 or 0,
+              precision = given(row.fp8) and "fp8" or "bf16",
+              recompute = rec == "selective" and "selective" or rec == "full" and "full"
+                          or "none"}
+  local common = {group = "megatron-core", model = cfg, device_name = memory_device(row.gpu_type),
+                  stack = "megatron-core",
+                  job = {devices = n(row.world_size), global_batch = n(row.global_batch),
+                         seq_len = n(row.seq_len)},
+                  strategy = st, costs = {}}
+  local function add(quantity, measured_mb, field)
+    local c = {label = row.id .. " " .. quantity, quantity = quantity, unit = "GiB",
+               measured = measured_mb / 1024,
+               predict = function(r) return r.stages[1][field] / 2^30 end}
+    for k, v in pairs(common) do c[k] = v end
+    out[#out + 1] = c
+  end
+  add("max allocated", row.max_allocated_mb, "allocated")
+  add("max reserved", row.max_reserved_mb, "reserved")
+  return true
+end
+
+-- memory_cases(dir) -> memory cases of the Megatron logs | nil, message
+function M.memory_cases(dir)
+  local text, err = files.read(dir .. "/" .. M.MEMORY_FILE)
+  if not text then return nil, err end
+  local doc = require("ndplan").json.decode(text, M.MEMORY_FILE)
+  local out = {}
+  for _, row in ipairs(doc.rows or {}) do memory_rows(row, out) end
+  return out
+end
+
 -- The device of a case: a bundled name, or the 96 GB H100 variant.
 function M.device(name)
   local nd = require "ndplan"
   if name == "h100-96gb" then return assert(nd.device(M.H100_96GB)) end
+  if name == "a100-64gb" then return assert(nd.device(M.A100_64GB)) end
   return assert(nd.device(name))
 end
 
