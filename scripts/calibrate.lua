@@ -30,6 +30,7 @@ local spec = {
     {name = "name", arg = "NAME", help = "device name in the file (default: <device name>-calibrated)"},
     {name = "profile", arg = "NAME", help = "fit a stack profile NAME instead: every device's efficiencies and the stack's costs at once (-o FILE.yaml; use with --stack NAME)"},
     {name = "hold-out", arg = "PATTERN", help = "with --profile: runs whose group, label or release matches stay out of the fit and are reported"},
+    {name = "hold-out-every", arg = "N", help = "with --profile: every N-th run (in table order) stays out of the fit and is reported"},
     {name = "fallback", arg = "DEVICE", help = "with --profile: the fitted device whose efficiencies devices without a fit use"},
     {name = "json", help = "print one JSON document"},
   },
@@ -134,12 +135,14 @@ if opts.profile then  -- a stack profile: every field at once, per device and st
   local SF = require "ndplan.stack_fit"
   local r = cli.check(SF.run{name = opts.profile, cases = cases, device = device,
                              hold_out = opts["hold-out"], fallback = opts.fallback,
+                             hold_out_every = positive_int("hold-out-every"),
                              base_costs = extra, description = "fitted on " .. table.concat(sources, ", "),
                              max_evals = positive_int("max-evals")})
   local function st(x) return x and string.format("%d runs, MAPE %.1f%%, bias %+.1f%%", x.runs, x.mape or 0, x.bias or 0) or "-" end
   local header = {string.format("stack profile %s: ndplan calibrate --profile %s on %s%s", opts.profile,
                                 opts.profile, table.concat(sources, ", "),
-                                opts["hold-out"] and (" --hold-out '" .. opts["hold-out"] .. "'") or ""),
+                                (opts["hold-out"] and (" --hold-out '" .. opts["hold-out"] .. "'") or "")
+                                .. (opts["hold-out-every"] and (" --hold-out-every " .. opts["hold-out-every"]) or "")),
                   "fit set: " .. st(r.fit) .. (r.held and ("; held out: " .. st(r.held)) or "")}
   local path = opts.output or (opts.profile .. ".yaml")
   cli.check(require("ndplan.files").write_atomic(path, SF.render(r.profile, header)))
@@ -151,7 +154,10 @@ if opts.profile then  -- a stack profile: every field at once, per device and st
   end
   print(string.format("fitted stack %s on %s: %s; %d evaluations, %.1f s CPU", opts.profile,
                       table.concat(sources, ", "), st(r.fit), r.evals, r.cpu_s))
-  if r.held then print("held out  " .. st(r.held)) end
+  if r.held then
+    print("held out  " .. st(r.held))
+    for _, g in ipairs(r.held_groups) do print(string.format("  %-32s %s", g.group, st(g))) end
+  end
   print(string.format("wrote %s (--stack %s in every command)", path, path))
   return
 end

@@ -223,8 +223,10 @@ function M.render(profile, header)
   return table.concat(out, "\n") .. "\n"
 end
 
--- Whether a case matches a hold-out pattern (a Lua pattern over its group, label and release).
-local function held(c, pattern)
+-- Whether a case is held out: its group, label, release or year matches the pattern (a Lua
+-- pattern), or it is the every-th case of the list (index i).
+local function held(c, pattern, every, i)
+  if every and i % every == 0 then return true end
   if not pattern then return false end
   for _, text in ipairs({c.group or "", c.label or "", c.version or "",
                          c.year and tostring(c.year) or ""}) do
@@ -233,7 +235,7 @@ local function held(c, pattern)
   return false
 end
 
--- run{name, cases, device, hold_out, fallback, description, max_evals} -> result:
+-- run{name, cases, device, hold_out, hold_out_every, fallback, description, max_evals} -> result:
 -- {profile, text, fit = stats, held = stats, fit_rows, held_rows, evals, cpu_s}. Cases
 -- without a device of their own (a user's CSV) run on `device`; cases whose group, label or
 -- release matches hold_out stay out of the fit and are priced with it after.
@@ -246,10 +248,10 @@ function M.run(o)
     return cache[name]
   end
   local fit_cases, held_cases = {}, {}
-  for _, c in ipairs(o.cases) do
+  for i, c in ipairs(o.cases) do
     c.device_name = c.device_name or (o.device and o.device.name:lower())
     if c.device_name == (o.device and o.device.name:lower()) then cache[c.device_name] = o.device end
-    if held(c, o.hold_out) then held_cases[#held_cases + 1] = c
+    if held(c, o.hold_out, o.hold_out_every, i) then held_cases[#held_cases + 1] = c
     else fit_cases[#fit_cases + 1] = c end
   end
   if #fit_cases == 0 then return nil, "no run left to fit on (all held out?)" end
@@ -268,6 +270,18 @@ function M.run(o)
   if #held_cases > 0 then
     M.price(held_cases, profile, device_of)
     out.held = M.stats(held_cases)
+    local by, names = {}, {}
+    for _, c in ipairs(held_cases) do
+      if not by[c.group or "runs"] then by[c.group or "runs"] = {}; names[#names + 1] = c.group or "runs" end
+      table.insert(by[c.group or "runs"], c)
+    end
+    table.sort(names)
+    out.held_groups = {}
+    for _, g in ipairs(names) do
+      local s = M.stats(by[g])
+      s.group = g
+      out.held_groups[#out.held_groups + 1] = s
+    end
   end
   local _ = nd
   return out
