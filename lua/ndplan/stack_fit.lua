@@ -107,7 +107,7 @@ function M.price(cases, profile, device_of)
     args.model = c.model_obj
     local e = nd.estimate(args)
     c.predicted_s = e and e.step_time_s or nil
-    if e then r[#r + 1] = math.log(e.step_time_s / c.measured_s) end
+    if e and c.measured_s then r[#r + 1] = math.log(e.step_time_s / c.measured_s) end
   end
   return r
 end

@@ -1,0 +1,134 @@
+-- Stack profiles: loading, applying to a device and costs, the bands, and the fitter.
+local nd = require "ndplan"
+local stack = require "ndplan.stack"
+local SF = require "ndplan.stack_fit"
+
+describe("stack profiles", function()
+  it("lists the bundled profiles and loads each", function()
+    local names = stack.names()
+    assert.is_true(#names >= 2)
+    for _, n in ipairs(names) do assert.are.equal(n, assert(stack.load(n)).name) end
+    assert.is_nil((stack.load("none")))
+  end)
+
+  it("refuses an unknown name and a bad field, naming them", function()
+    local s, err = stack.load("bogus")
+    assert.is_nil(s)
+    assert.matches("unknown stack 'bogus'", err, 1, true)
+    s, err = stack.load{name = "x", costs = {bogus = 1}}
+    assert.is_nil(s)
+    assert.matches("costs.bogus", err, 1, true)
+    s, err = stack.load{name = "x", devices = {h100 = {}}, fallback = "b200"}
+    assert.is_nil(s)
+    assert.matches("fallback", err, 1, true)
+  end)
+
+  it("replaces the device's efficiencies with the profile's and keeps the caller's costs on top", function()
+    local s = assert(stack.load{name = "t", costs = {dp_overlap = 0.5, tp_overlap = 0.2},
+                                devices = {h100 = {efficiency = {gemm = 0.6, attn_fwd = 0.4}}}})
+    local dev, costs, info = stack.apply(s, assert(nd.device("h100")), {dp_overlap = 0.9})
+    local e = dev:totable().efficiency
+    assert.are.equal(0.6, e.gemm)
+    assert.are.equal(0.4, e.attn_fwd)
+    assert.are.equal(0.9, costs.dp_overlap)   -- the caller's
+    assert.are.equal(0.2, costs.tp_overlap)   -- the profile's
+    assert.are.equal("h100", info.device_fit)
+    assert.is_nil(info.note)
+  end)
+
+  it("gives a device without a fit the fallback's efficiencies and says so", function()
+    local s = assert(stack.load{name = "t", fallback = "h100",
+                                devices = {h100 = {efficiency = {gemm = 0.6}}}})
+    local dev, _, info = stack.apply(s, assert(nd.device("h800")), nil)
+    assert.are.equal(0.6, dev:totable().efficiency.gemm)
+    assert.matches("no fit for h800: using h100", info.note, 1, true)
+  end)
+
+  it("slows an estimate as its profile's efficiencies fall", function()
+    local args = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+                  seq_len = 4096, tp = 2}
+    local function step(gemm)
+      local a = {stack = {name = "t", devices = {h100 = {efficiency = {gemm = gemm}}}}}
+      for k, v in pairs(args) do a[k] = v end
+      return assert(nd.estimate(a)).step_time_s
+    end
+    assert.is_true(step(0.5) > step(0.7))
+  end)
+
+  it("bands an estimate by its regime's residuals, and widens a regime without runs", function()
+    local s = assert(stack.load{name = "t", devices = {h100 = {efficiency = {},
+      fit = {runs = 10, mape = 6}, bands = {["bf16/dense"] = {runs = 10, mape = 5, bias = 1}}}}})
+    local _, _, info = stack.apply(s, assert(nd.device("h100")), nil)
+    local b = stack.band(info, "bf16", false)
+    assert.are.same({5, 10, "bf16/dense"}, {b.pct, b.runs, b.regime})
+    local w = stack.band(info, "fp8", true)
+    assert.is_true(w.widened)
+    assert.are.equal(12, w.pct)  -- twice the widest the device has
+    local r = assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                                 global_batch = 64, seq_len = 4096, stack = s})
+    assert.are.equal(5, r.step_time_band.pct)
+    assert.is_true(r.step_time_band.low_s < r.step_time_s and r.step_time_s < r.step_time_band.high_s)
+  end)
+end)
+
+describe("fitting a profile", function()
+  -- runs priced with a known profile: the fit from another start must find it again
+  local truth = {name = "truth", costs = {dp_overlap = 0.6, overlap_sm_share = 0.1,
+                                          tp_overlap = 0.3, step_overhead = 0.05},
+                 devices = {h100 = {efficiency = {gemm = 0.62, gemm_fp8 = 0.5, attn_fwd = 0.45,
+                                                  attn_bwd = 0.45 * SF.ATTN_BWD_RATIO}}}}
+  local function cases()
+    local out = {}
+    for _, m in ipairs({"llama3.1-8b", "llama3.1-70b", "qwen3-32b"}) do
+      for _, st in ipairs({{tp = 1, pp = 1}, {tp = 4, pp = 2}, {tp = 8, pp = 1}, {tp = 2, pp = 4}}) do
+        for _, prec in ipairs({"bf16", "fp8"}) do
+          for _, seq in ipairs({4096, 16384}) do
+            out[#out + 1] = {model = m, device_name = "h100", group = "g",
+                             job = {devices = 64, global_batch = 256, seq_len = seq},
+                             strategy = {tp = st.tp, pp = st.pp, sp = st.tp > 1, zero = 1,
+                                         precision = prec, recompute = m == "llama3.1-70b" and "full" or "none"},
+                             costs = {}}
+          end
+        end
+      end
+    end
+    return out
+  end
+  it("recovers the efficiencies and costs that produced the step times", function()
+    local cs = cases()
+    local dev = assert(nd.device("h100"))
+    SF.price(cs, truth, function() return dev end)
+    for _, c in ipairs(cs) do c.measured_s = assert(c.predicted_s) end
+    local r = assert(SF.run{name = "fit", cases = cs, device = dev, max_evals = 1500})
+    assert.is_true(r.fit.mape < 1, string.format("fit MAPE %.2f%%", r.fit.mape))
+    local e = r.profile.devices.h100.efficiency
+    assert.is_true(math.abs(e.gemm - 0.62) < 0.03, "gemm " .. e.gemm)
+    assert.is_true(math.abs(e.gemm_fp8 - 0.5) < 0.03, "gemm_fp8 " .. e.gemm_fp8)
+    assert.is_true(math.abs(e.attn_fwd - 0.45) < 0.05, "attn_fwd " .. e.attn_fwd)
+  end)
+
+  it("holds out what --hold-out names and prices it with the fit", function()
+    local cs = cases()
+    local dev = assert(nd.device("h100"))
+    SF.price(cs, truth, function() return dev end)
+    for _, c in ipairs(cs) do c.measured_s = c.predicted_s; c.label = c.model end
+    local r = assert(SF.run{name = "fit", cases = cs, device = dev, hold_out = "qwen3",
+                            max_evals = 400})
+    assert.are.equal(16, r.held_rows)
+    assert.are.equal(32, r.fit_rows)
+    assert.is_true(r.held.mape < 3, string.format("held-out MAPE %.2f%%", r.held.mape))
+  end)
+
+  it("writes a profile that loads back with its residuals", function()
+    local p = {name = "w", costs = {dp_overlap = 0.5}, fallback = "h100",
+               devices = {h100 = {efficiency = {gemm = 0.7}, fit = {runs = 3, mape = 4.5, bias = 1},
+                                  bands = {["bf16/dense"] = {runs = 3, mape = 4.5, bias = 1}}}}}
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w")); f:write(SF.render(p, {"a test"})); f:close()
+    local s = assert(stack.load(path))
+    os.remove(path)
+    assert.are.equal(0.7, s.devices.h100.efficiency.gemm)
+    assert.are.equal(4.5, s.devices.h100.bands["bf16/dense"].mape)
+    assert.are.equal("h100", s.fallback)
+  end)
+end)
