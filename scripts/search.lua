@@ -45,6 +45,7 @@ local spec = {
     {name = "no-flash", help = "attention without flash"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
     {name = "stack", arg = "NAME|PATH", default = "megatron-core", help = "stack profile (ndplan stacks; none: the device file alone)"},
+    {name = "memory-band", arg = "SHARE", help = "rank what fits with the memory estimate this share higher (default: the stack's memory_band; 0: the estimate as is)"},
     {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
     {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
     {name = "unsafe-policy", help = "run a policy file with the full Lua library (default: a sandbox without os.execute, io, or C modules outside ndplan)"},
@@ -210,6 +211,13 @@ args.schedule, args.precision = opts.schedule, opts.precision
 if opts["no-flash"] then args.flash_attention = false end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 args.stack = opts.stack
+if opts["memory-band"] then
+  local b = tonumber(opts["memory-band"])
+  if not b or not (b >= 0 and b < 1) then
+    cli.fail("--memory-band: expected a share in [0, 1), got '" .. opts["memory-band"] .. "'", cli.EXIT_USAGE)
+  end
+  args.memory_band = b
+end
 if opts["policy-opts"] then
   local po = {}
   for k, v in opts["policy-opts"]:gmatch("([%w_]+)=([^,]+)") do po[k] = tonumber(v) or v end
@@ -328,9 +336,12 @@ else
   local out = {}
   local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
   if verbosity >= 1 then
-    say("%s on %d x %s, global batch %d x %d tokens, budget %s per device, policy %s",
+    say("%s on %d x %s, global batch %d x %d tokens, budget %s per device%s, policy %s",
         info.model, info.job.devices, info.device, info.job.global_batch, info.job.seq_len,
-        gib(info.budget_bytes or 0), tostring(info.policy))
+        gib(info.device_budget_bytes or info.budget_bytes or 0),
+        (info.memory_band or 0) > 0 and string.format(" (%s at the memory band's upper edge, +%.1f%%)",
+                                                      gib(info.budget_bytes), 100 * info.memory_band) or "",
+        tostring(info.policy))
     if config_line then
       local parts = {}
       for _, d in ipairs(search.DIMS) do
@@ -365,6 +376,8 @@ else
     cols[#cols + 1] = {key = "tokens_per_s", title = "tokens/s", align = "right", fmt = function(v) return string.format("%.0f", v) end}
     cols[#cols + 1] = {key = "mfu", title = "MFU", align = "right", fmt = function(v) return string.format("%.1f%%", 100 * v) end}
     cols[#cols + 1] = {key = "peak_memory_bytes", title = "peak", align = "right", fmt = gib}
+    cols[#cols + 1] = {key = "peak_memory_bytes", title = "headroom", align = "right", fmt = function(v)
+      return gib((info.device_budget_bytes or info.budget_bytes) - v) end}
     cols[#cols + 1] = {key = "heaviest_stage", title = "stage", align = "right"}
     if info.objective_label then
       cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",

@@ -19,7 +19,7 @@ local OTHER = {model = true, device = true, devices = true, global_batch = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
-               unsafe_policy = true, stack = true}
+               unsafe_policy = true, stack = true, memory_band = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -95,6 +95,15 @@ function M.search(args)
   end
   local budget, berr = estimate.budget(device, args.max_mem)
   if not budget then return nil, berr end
+  -- rank only what fits at the upper edge of the memory estimate's band: the allocator's
+  -- share of the budget shrinks by the stack's memory_band (or args.memory_band)
+  local band = args.memory_band
+  if band == nil then band = sinfo and sinfo.memory_band or 0 end
+  if type(band) ~= "number" or not (band >= 0 and band < 1) then
+    error("nd.search: memory_band: expected a share in [0, 1), got " .. tostring(band), 2)
+  end
+  local device_budget, reserve = budget, device:totable().reserve_bytes
+  if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
   local space = {schedule = args.schedule, precision = args.precision,
                  flash_attention = args.flash_attention}
   local shown_dims = {}
@@ -160,6 +169,8 @@ function M.search(args)
   if type(ranked) ~= "table" then policy.raise("rank must return a list of results", "rank") end
   for i, r in ipairs(ranked) do r.rank = i end
   info.budget_bytes = opts.budget_bytes
+  info.device_budget_bytes = device_budget
+  info.memory_band = band
   info.top = opts.top
   info.policy_table, info.opts, info.job_info = p, opts, job_info
   info.costs = args.costs
@@ -283,7 +294,8 @@ function M.json_doc(ranked, info)
   return {
     schema = "ndplan.search/1",
     model = info.model, device = info.device, job = info.job,
-    budget_bytes = info.budget_bytes, policy = info.policy,
+    budget_bytes = info.device_budget_bytes or info.budget_bytes,
+    ranking_budget_bytes = info.budget_bytes, memory_band = info.memory_band, policy = info.policy,
     counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
               fit = info.fit, dropped = info.dropped, postfiltered = info.postfiltered},
     refusals = info.refused,

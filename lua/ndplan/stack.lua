@@ -11,6 +11,9 @@
 --       bands: {bf16/dense: {runs: 40, mape: 6.0, bias: 1.2}, ...}     # per regime
 --   fallback: h100                       # devices without a fit of their own use this one's
 --                                        #   efficiencies (fractions of their own peaks)
+--   memory_band: 0.063                   # the memory estimate's relative error bound (its
+--                                        #   validation's largest): the search ranks what fits
+--                                        #   at the band's upper edge
 --
 -- apply(stack, device, costs) gives the device with the profile's efficiencies for it, and
 -- the costs with the profile's under the caller's own (the caller's win). "none" is no profile:
@@ -56,11 +59,16 @@ local function check(doc, src)
       return bad("devices." .. tostring(name), "expected {efficiency = {...}, fit = {...}}")
     end
   end
+  if doc.memory_band ~= nil and not (type(doc.memory_band) == "number" and doc.memory_band >= 0
+                                      and doc.memory_band < 1) then
+    return bad("memory_band", "expected a share in [0, 1)")
+  end
   if doc.fallback ~= nil and devices[doc.fallback] == nil then
     return bad("fallback", "names no device entry of the profile")
   end
   return setmetatable({name = doc.name, description = doc.description or "", costs = costs,
-                       devices = devices, fallback = doc.fallback, source = src}, Stack)
+                       devices = devices, fallback = doc.fallback, source = src,
+                       memory_band = doc.memory_band or 0}, Stack)
 end
 
 -- load(x) -> stack | nil, message. x: a bundled name, a path to a YAML profile, a table of
@@ -103,7 +111,7 @@ end
 function M.apply(stack, device, costs)
   if stack == nil then return device, costs, nil end
   local entry, used, missing = stack:entry(device)
-  local info = {name = stack.name, device_fit = used, note = nil}
+  local info = {name = stack.name, device_fit = used, note = nil, memory_band = stack.memory_band}
   if entry and entry.efficiency then
     local dev, err = require("ndplan.device").with_efficiency(device, entry.efficiency,
                                                               stack.source)
