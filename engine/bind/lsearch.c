@@ -163,9 +163,8 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
     luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe or zb, got '%s'",
                lua_tostring(L, -1));
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "precision") != LUA_TNIL
-      && nd_precision_parse(luaL_checkstring(L, -1), &p->base.precision) != 0)
-    luaL_error(L, "precision: expected bf16, fp16 or fp8, got '%s'", lua_tostring(L, -1));
+  if (lua_getfield(L, t, "precision") != LUA_TNIL)
+    nd_check_recipe(L, -1, "precision", &p->base.precision);
   lua_pop(L, 1);
   if (lua_getfield(L, t, "flash_attention") != LUA_TNIL)
     p->base.flash_attention = lua_toboolean(L, -1);
@@ -202,7 +201,7 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
                                        : base->schedule == ND_SCHED_INTERLEAVED
                                        ? ND_SCHED_1F1B : base->schedule));
     lua_setfield(L, -2, "schedule");
-    lua_pushstring(L, nd_precision_name(base->precision));
+    lua_pushstring(L, nd_strategy_recipe(base)->name);
     lua_setfield(L, -2, "precision");
     lua_pushboolean(L, base->flash_attention);
     lua_setfield(L, -2, "flash_attention");

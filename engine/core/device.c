@@ -7,7 +7,8 @@
 
 #include "ndplan/device.h"
 
-static const char *const precision_names[ND_PREC_COUNT] = {"bf16", "fp16", "fp8"};
+static const char *const precision_names[ND_PREC_COUNT] = {"bf16", "fp16", "fp8", "mxfp8",
+                                                            "nvfp4", "mxfp4"};
 
 const char *nd_precision_name (nd_precision p) {
   return ((int)p >= 0 && p < ND_PREC_COUNT) ? precision_names[p] : NULL;
@@ -70,7 +71,8 @@ static int check_fraction (const char *field, double x, char *err, size_t len) {
 
 int nd_device_validate (const nd_device *dev, char *err, size_t len) {
   static const char *const peak_fields[ND_PREC_COUNT] = {
-    "peak_flops.bf16", "peak_flops.fp16", "peak_flops.fp8"
+    "peak_flops.bf16", "peak_flops.fp16", "peak_flops.fp8", "peak_flops.mxfp8",
+    "peak_flops.nvfp4", "peak_flops.mxfp4"
   };
   const nd_efficiency *e = &dev->efficiency;
   int i;

@@ -9,10 +9,17 @@
 
 #include <stddef.h>
 
+/*
+** The number formats a device's matrix units run, each with its own dense peak (a peak
+** slot). The training recipes that use them are in ndplan/precision.h.
+*/
 typedef enum nd_precision {
   ND_PREC_BF16 = 0,
   ND_PREC_FP16,
-  ND_PREC_FP8,
+  ND_PREC_FP8,     /* FP8 with tensor-wide (or software block) scales: Hopper, Blackwell, CDNA 3-4 */
+  ND_PREC_MXFP8,   /* FP8 with hardware E8M0 scales per 32 elements (OCP MX): Blackwell, CDNA 4 */
+  ND_PREC_NVFP4,   /* FP4 E2M1 with E4M3 scales per 16 elements: Blackwell */
+  ND_PREC_MXFP4,   /* FP4 E2M1 with E8M0 scales per 32 elements (OCP MX): Blackwell, CDNA 4 */
   ND_PREC_COUNT
 } nd_precision;
 
@@ -64,7 +71,7 @@ typedef struct nd_device {
                                          communicator buffers, allocator fragmentation */
 } nd_device;
 
-/* "bf16", "fp16", "fp8"; NULL for an invalid value. */
+/* "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4"; NULL for an invalid value. */
 const char *nd_precision_name (nd_precision p);
 /* Parses a precision name (lower case). Returns 0 and sets *out, or -1 if unknown. */
 int nd_precision_parse (const char *name, nd_precision *out);

@@ -41,6 +41,9 @@ typedef struct nd_costs {
                                byte (read + write: 2) */
   double optimizer_traffic; /* HBM bytes moved per locally updated parameter in the
                                optimizer step (Adam with fp32 master: 32) */
+  double quant_cache;       /* share (0..1) of the recipe's quantized weight copies the
+                               trainer keeps between micro-batches (Transformer Engine: 1;
+                               0 for a trainer that re-quantizes each use) */
 } nd_costs;
 
 void nd_costs_init (nd_costs *c);
@@ -52,6 +55,7 @@ typedef struct nd_stage_estimate {
   int layers;               /* body + MTP layers on the stage */
   double inflight;          /* micro-batches whose activations are held at the peak */
   double params;            /* parameters held by one device of the stage */
+  double quant_params;      /* of which in linear layers the recipe quantizes (unsharded) */
   double weights, grads, optimizer, activations, reserve, peak;
   double buffers;           /* transients: the largest collective buffer, plus the dropped
                                activations the first backward rebuilds for one recomputed
