@@ -35,6 +35,11 @@ io.write(cli.format_table({
    fmt = function(v) return tflops(v and v.bf16) end},
   {key = "peak_flops", title = "fp8 TF/s", align = "right",
    fmt = function(v) return tflops(v and v.fp8) end},
+  {key = "peak_flops", title = "fp4 TF/s", align = "right",  -- NVFP4, else OCP MXFP4 (mx)
+   fmt = function(v)
+     if v and v.nvfp4 > 0 then return tflops(v.nvfp4) end
+     return v and v.mxfp4 > 0 and tflops(v.mxfp4) .. " mx" or "-"
+   end},
   {key = "hbm_bytes", title = "HBM", align = "right",
    fmt = function(v) return units.bytes(v, "binary") end},
   {key = "hbm_bandwidth", title = "HBM BW", align = "right", fmt = rate},

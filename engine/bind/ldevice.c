@@ -7,7 +7,7 @@
 **     scale_up = {domain_size, bandwidth, latency}, scale_out = {bandwidth, latency},
 **     host_link = {bandwidth, latency},
 **     efficiency = {gemm, gemm_half_size, hbm, scale_up, scale_out, kernel_overhead},
-**     reserve_bytes }
+**     reserve_bytes, node_size }
 ** new(t) reads it, totable() writes it back, and __index serves the same names. One table
 ** of field descriptors drives all three, so they cannot drift apart.
 **
@@ -63,6 +63,7 @@ static const field fields[] = {
   {"efficiency", "scale_out", OFF(efficiency.scale_out), F_NUMBER, 0},
   {"efficiency", "kernel_overhead", OFF(efficiency.kernel_overhead), F_NUMBER, 0},
   {NULL, "reserve_bytes", OFF(reserve_bytes), F_NUMBER, 0},
+  {NULL, "node_size", OFF(node_size), F_INT, 0},
   {NULL, NULL, 0, F_NUMBER, 0}
 };
 

@@ -104,6 +104,11 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
       || check_nonnegative("efficiency.kernel_overhead", e->kernel_overhead, err, len))
     return -1;
   if (check_nonnegative("reserve_bytes", dev->reserve_bytes, err, len)) return -1;
+  if (dev->node_size < 0
+      || (dev->node_size > 0 && dev->scale_up.domain_size % dev->node_size != 0
+          && dev->node_size % dev->scale_up.domain_size != 0))
+    FAIL("node_size (%d) must divide scale_up.domain_size (%d) or be a multiple of it",
+         dev->node_size, dev->scale_up.domain_size);
   if (!(dev->reserve_bytes < dev->hbm_bytes))
     FAIL("reserve_bytes (%g) must be smaller than hbm_bytes (%g)", dev->reserve_bytes,
          dev->hbm_bytes);

@@ -69,6 +69,10 @@ typedef struct nd_device {
   nd_efficiency efficiency;
   double reserve_bytes;               /* HBM never available to the model: runtime context,
                                          communicator buffers, allocator fragmentation */
+  int node_size;                      /* devices per host, the unit that shares the NICs and
+                                         the CPUs (8 on HGX, 4 on a GB200/GB300 compute tray
+                                         inside its 72-GPU NVLink domain; launchers start
+                                         this many ranks per node); 0 = the scale-up domain */
 } nd_device;
 
 /* "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4"; NULL for an invalid value. */
