@@ -486,6 +486,26 @@ static int e_layer (lua_State *L) {
   return 1;
 }
 
+/*
+** recipe(precision, body [, first [, last]]) -> name, bf16_first, bf16_last: the recipe's
+** table name ("fp8" -> its default) and the body layers it keeps in BF16 at each end for a
+** model of `body` layers (first/last: the strategy's counts, nil or -1 for the recipe's).
+*/
+static int e_recipe (lua_State *L) {
+  nd_strategy st;
+  int body = (int)luaL_checkinteger(L, 2), first, last;
+  nd_strategy_init(&st);
+  nd_check_recipe(L, 1, "precision", &st.precision);
+  st.bf16_first = (int)luaL_optinteger(L, 3, -1);
+  st.bf16_last = (int)luaL_optinteger(L, 4, -1);
+  luaL_argcheck(L, body >= 0, 2, "a layer count");
+  nd_strategy_bf16_layers(&st, body, &first, &last);
+  lua_pushstring(L, nd_strategy_recipe(&st)->name);
+  lua_pushinteger(L, first);
+  lua_pushinteger(L, last);
+  return 3;
+}
+
 /* costs() -> the default named costs */
 static int e_costs (lua_State *L) {
   nd_costs c;
@@ -635,6 +655,7 @@ static const luaL_Reg funcs[] = {
   {"megatron", e_megatron},
   {"balance", e_balance},
   {"costs", e_costs},
+  {"recipe", e_recipe},
   {"layer", e_layer},
   {"bench", e_bench},
   {NULL, NULL}

@@ -32,8 +32,8 @@ teardown(function()
   for i = #tmpfiles, 1, -1 do os.remove(tmpfiles[i]) end  -- directories sit at the front
 end)
 
-local BUNDLED = {"a100-40gb", "a100-80gb", "a2", "a3", "b200", "gb200", "h100", "h200", "h800",
-                 "mi300x"}
+local BUNDLED = {"a100-40gb", "a100-80gb", "a2", "a3", "b200", "b300", "gb200", "gb300", "h100",
+                 "h200", "h800", "mi300x", "mi325x", "mi350x", "mi355x"}
 
 describe("the bundled catalog", function()
   it("lists every bundled device, sorted", function()
