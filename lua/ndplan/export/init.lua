@@ -231,6 +231,8 @@ local FIELDS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs",
                 "selective_ops", "stage_layers"}
 M.FIELDS = FIELDS
 
+M.RECIPE_FIELDS = {fp8_param_gather = true, bf16_first_layers = true, bf16_last_layers = true}
+
 -- quantized(precision) -> true for a recipe whose linear layers run in FP8 or FP4
 function M.quantized(precision)
   return precision ~= "bf16" and precision ~= "fp16"
@@ -265,8 +267,9 @@ local function effective(st, field)
     return "per layer: " .. table.concat(order, ", ")
   end
   if field == "sp" then return st.sp and st.tp > 1 end
-  if field == "bf16_first_layers" or field == "bf16_last_layers" or field == "fp8_param_gather" then
-    return M.quantized(st.precision) and st[field] or "-"  -- only a quantized recipe has them
+  if M.RECIPE_FIELDS[field] then  -- only a quantized recipe has them
+    if M.quantized(st.precision) then return st[field] end
+    return "-"
   end
   if field == "zero" then return st.dp > 1 and st.zero or 0 end
   if field == "schedule" then return st.pp > 1 and st.schedule or "-" end
@@ -280,8 +283,9 @@ function M.compare(ctx, said, why)
   local notes = {}
   for _, f in ipairs(FIELDS) do
     local a, b = show(f, effective(ctx.strategy, f)), show(f, effective(said, f))
-    -- switch sets matter only where the file recomputes selectively (recompute says the rest)
-    if a ~= b and not (f == "selective_ops" and b == "-") then
+    -- switch sets matter only where the file recomputes selectively (recompute says the rest),
+    -- a recipe's options only where the file states a quantized recipe (precision says it)
+    if a ~= b and not (f == "selective_ops" and b == "-") and not (M.RECIPE_FIELDS[f] and b == "-") then
       notes[#notes + 1] = {kind = "rounded", field = f, plan = a, file = b, why = why and why[f]}
     end
   end
