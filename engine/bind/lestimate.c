@@ -233,17 +233,20 @@ static void read_job (lua_State *L, int t, nd_job *job) {
 void nd_check_recipe (lua_State *L, int i, const char *key, nd_recipe_id *out) {
   luaL_Buffer b;
   int r;
+  i = lua_absindex(L, i);
   if (lua_type(L, i) == LUA_TSTRING && nd_recipe_parse(lua_tostring(L, i), out) == 0) return;
+  luaL_tolstring(L, i, NULL);  /* what was given, below the buffer */
   luaL_buffinit(L, &b);
-  luaL_addstring(&b, "bf16, fp16, fp8 (");
+  luaL_addstring(&b, "bf16, fp16, fp8 (");  /* the table's names, fp8 standing for its default */
   luaL_addstring(&b, nd_recipe_get(ND_RECIPE_FP8_DEFAULT)->name);
   luaL_addstring(&b, ")");
   for (r = ND_RECIPE_FP16 + 1; r < ND_RECIPE_COUNT; r++) {
+    if (r == ND_RECIPE_FP8_DEFAULT) continue;
     luaL_addstring(&b, r == ND_RECIPE_COUNT - 1 ? " or " : ", ");
     luaL_addstring(&b, nd_recipe_get((nd_recipe_id)r)->name);
   }
   luaL_pushresult(&b);
-  luaL_error(L, "%s: expected %s, got '%s'", key, lua_tostring(L, -1), luaL_tolstring(L, i, NULL));
+  luaL_error(L, "%s: expected %s, got '%s'", key, lua_tostring(L, -1), lua_tostring(L, -2));
 }
 
 void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
