@@ -310,8 +310,12 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_strategy_recipe(st)->name); lua_setfield(L, -2, "precision");
   lua_pushboolean(L, st->param_gather); lua_setfield(L, -2, "fp8_param_gather");
-  if (st->bf16_first >= 0) nd_setint(L, "bf16_first_layers", st->bf16_first);
-  if (st->bf16_last >= 0) nd_setint(L, "bf16_last_layers", st->bf16_last);
+  if (nd_strategy_recipe(st)->element_bytes > 0.0) {  /* the BF16 layers, resolved */
+    int first, last;
+    nd_strategy_bf16_layers(st, (int)m->num_layers, &first, &last);
+    nd_setint(L, "bf16_first_layers", first);
+    nd_setint(L, "bf16_last_layers", last);
+  }
   nd_setnum(L, "offload", st->offload);
   push_ops(L, st->selective_ops);
   lua_setfield(L, -2, "selective_ops");
