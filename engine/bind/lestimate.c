@@ -513,6 +513,21 @@ static int e_recipe (lua_State *L) {
   return 3;
 }
 
+/*
+** check_recipe(device, precision) -> true | nil, reason: whether the device has the peak
+** the recipe's GEMMs need (nd_recipe_check), for callers that walk many strategies.
+*/
+static int e_check_recipe (lua_State *L) {
+  const nd_device *dev = nd_checkdevice(L, 1);
+  nd_strategy st;
+  char err[256];
+  nd_strategy_init(&st);
+  nd_check_recipe(L, 2, "precision", &st.precision);
+  if (nd_recipe_check(&st, dev, ND_MAX_LAYERS, err, sizeof err) != 0) return push_refusal(L, err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* costs() -> the default named costs */
 static int e_costs (lua_State *L) {
   nd_costs c;
@@ -663,6 +678,7 @@ static const luaL_Reg funcs[] = {
   {"balance", e_balance},
   {"costs", e_costs},
   {"recipe", e_recipe},
+  {"check_recipe", e_check_recipe},
   {"layer", e_layer},
   {"bench", e_bench},
   {NULL, NULL}

@@ -92,6 +92,10 @@ function M.search(args)
   end
   local budget, berr = estimate.budget(device, args.max_mem)
   if not budget then return nil, berr end
+  if args.precision ~= nil then  -- a recipe the device cannot run refuses the whole search
+    local ok, why = require("ndplan.c.estimate").check_recipe(device, args.precision)
+    if not ok then return nil, why end
+  end
   local space = {schedule = args.schedule, precision = args.precision,
                  flash_attention = args.flash_attention}
   local shown_dims = {}

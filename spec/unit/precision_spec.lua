@@ -172,3 +172,37 @@ describe("recipes a device or a strategy cannot run", function()
                    .. "fp8:rowwise, fp8:blockwise, fp8:mxfp8 or nvfp4, got 'fp8:dynamic'", err)
   end)
 end)
+
+describe("the search with a precision recipe", function()
+  local job = {model = model, devices = 8, global_batch = 64, seq_len = 1024, tp = {1, 2},
+               pp = 1, cp = 1, zero = 1}  -- ZeRO-1: the copies stay (not under ZeRO-3)
+  local function search(dev, precision)
+    local a = {device = dev, precision = precision}
+    for k, v in pairs(job) do a[k] = v end
+    return nd.search(a)
+  end
+
+  it("refuses up front what the device cannot run, with the estimator's reason", function()
+    local ranked, why = search("h100", "nvfp4")
+    assert.is_nil(ranked)
+    assert.equal("precision: nvfp4 runs its GEMMs at nvfp4 and the device H100 has no nvfp4 "
+                 .. "peak (peak_tflops.nvfp4)", why)
+  end)
+
+  it("prices every candidate with the recipe, as the estimator does", function()
+    local ranked, info = assert(search("b200", "fp8:mxfp8"))
+    local best = ranked[1]
+    assert.equal("fp8:mxfp8", info.space.precision)
+    local again = assert(nd.estimate{model = model, device = "b200", devices = 8,
+                                     global_batch = 64, seq_len = 1024, tp = best.strategy.tp,
+                                     dp = best.strategy.dp, zero = best.strategy.zero,
+                                     mbs = best.strategy.mbs, sp = best.strategy.sp,
+                                     precision = "fp8:mxfp8"})
+    assert.equal(again.peak_memory_bytes, best.peak_memory_bytes)
+    -- and the recipe's weight copies are in it
+    assert.is_true(best.peak_memory_bytes > assert(nd.estimate{model = model, device = "b200",
+      devices = 8, global_batch = 64, seq_len = 1024, tp = best.strategy.tp,
+      dp = best.strategy.dp, zero = best.strategy.zero, mbs = best.strategy.mbs,
+      sp = best.strategy.sp}).peak_memory_bytes)
+  end)
+end)
