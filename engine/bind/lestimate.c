@@ -514,8 +514,9 @@ static int e_recipe (lua_State *L) {
 }
 
 /*
-** check_recipe(device, precision) -> true | nil, reason: whether the device has the peak
-** the recipe's GEMMs need (nd_recipe_check), for callers that walk many strategies.
+** check_recipe(device, precision [, param_gather]) -> true | nil, reason: whether the
+** device has the peak the recipe's GEMMs need and the recipe can gather quantized
+** parameters (nd_recipe_check under ZeRO-3), for callers that walk many strategies.
 */
 static int e_check_recipe (lua_State *L) {
   const nd_device *dev = nd_checkdevice(L, 1);
@@ -523,6 +524,8 @@ static int e_check_recipe (lua_State *L) {
   char err[256];
   nd_strategy_init(&st);
   nd_check_recipe(L, 2, "precision", &st.precision);
+  st.param_gather = lua_toboolean(L, 3);
+  st.zero = 3;  /* the widest: a ZeRO stage the walk may refuse is its own label */
   if (nd_recipe_check(&st, dev, ND_MAX_LAYERS, err, sizeof err) != 0) return push_refusal(L, err);
   lua_pushboolean(L, 1);
   return 1;

@@ -152,7 +152,8 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   while (lua_next(L, t)) {  /* unknown keys are misuse */
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
     int known = strcmp(key, "schedule") == 0 || strcmp(key, "precision") == 0
-             || strcmp(key, "flash_attention") == 0;
+             || strcmp(key, "flash_attention") == 0 || strcmp(key, "fp8_param_gather") == 0
+             || strcmp(key, "bf16_first_layers") == 0 || strcmp(key, "bf16_last_layers") == 0;
     for (d = 0; d < ND_DIM_COUNT && !known; d++) known = strcmp(key, nd_dim_name(d)) == 0;
     if (!known) luaL_error(L, "space: unknown field '%s'", key);
     lua_pop(L, 1);
@@ -168,6 +169,15 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   lua_pop(L, 1);
   if (lua_getfield(L, t, "flash_attention") != LUA_TNIL)
     p->base.flash_attention = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "fp8_param_gather") != LUA_TNIL)  /* the recipe's options */
+    p->base.param_gather = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "bf16_first_layers") != LUA_TNIL)
+    p->base.bf16_first = (int)luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "bf16_last_layers") != LUA_TNIL)
+    p->base.bf16_last = (int)luaL_checkinteger(L, -1);
   lua_pop(L, 1);
 }
 

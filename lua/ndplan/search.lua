@@ -17,7 +17,8 @@ local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
                max_mem = true, costs = true, schedule = true, precision = true,
-               flash_attention = true, jobs = true, top = true, keep = true, misses = true,
+               flash_attention = true, fp8_param_gather = true, bf16_first_layers = true,
+               bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
@@ -92,12 +93,15 @@ function M.search(args)
   end
   local budget, berr = estimate.budget(device, args.max_mem)
   if not budget then return nil, berr end
-  if args.precision ~= nil then  -- a recipe the device cannot run refuses the whole search
-    local ok, why = require("ndplan.c.estimate").check_recipe(device, args.precision)
+  if args.precision ~= nil or args.fp8_param_gather then  -- what no candidate can run
+    local ok, why = require("ndplan.c.estimate").check_recipe(device, args.precision or "bf16",
+                                                              args.fp8_param_gather)
     if not ok then return nil, why end
   end
   local space = {schedule = args.schedule, precision = args.precision,
-                 flash_attention = args.flash_attention}
+                 flash_attention = args.flash_attention, fp8_param_gather = args.fp8_param_gather,
+                 bf16_first_layers = args.bf16_first_layers,
+                 bf16_last_layers = args.bf16_last_layers}
   local shown_dims = {}
   for _, d in ipairs(M.DIMS) do
     local v = args[d]

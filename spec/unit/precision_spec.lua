@@ -189,6 +189,27 @@ describe("the search with a precision recipe", function()
                  .. "peak (peak_tflops.nvfp4)", why)
   end)
 
+  it("refuses param gather without a quantized recipe up front", function()
+    local a = {device = "b200", fp8_param_gather = true}
+    for k, v in pairs(job) do a[k] = v end
+    local ranked, why = nd.search(a)
+    assert.is_nil(ranked)
+    assert.equal("fp8_param_gather: needs an fp8 or nvfp4 precision, not bf16", why)
+  end)
+
+  it("passes param gather to every candidate", function()
+    local a = {device = "b200", precision = "fp8:delayed", fp8_param_gather = true}
+    for k, v in pairs(job) do a[k] = v end
+    local best = assert(nd.search(a))[1]
+    local again = assert(nd.estimate{model = model, device = "b200", devices = 8,
+                                     global_batch = 64, seq_len = 1024, tp = best.strategy.tp,
+                                     dp = best.strategy.dp, zero = best.strategy.zero,
+                                     mbs = best.strategy.mbs, sp = best.strategy.sp,
+                                     precision = "fp8:delayed", fp8_param_gather = true})
+    assert.equal(again.peak_memory_bytes, best.peak_memory_bytes)
+    assert.equal(again.step_time_s, best.step_time_s)
+  end)
+
   it("prices every candidate with the recipe, as the estimator does", function()
     local ranked, info = assert(search("b200", "fp8:mxfp8"))
     local best = ranked[1]
