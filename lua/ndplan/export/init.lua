@@ -341,6 +341,9 @@ function M.estimate_args(ctx, st)
                       "bf16_first_layers", "bf16_last_layers"}) do
     args[k] = copy(st[k])
   end
+  if not M.quantized(st.precision) then  -- a file rounded to BF16 drops the recipe's options
+    args.fp8_param_gather, args.bf16_first_layers, args.bf16_last_layers = nil, nil, nil
+  end
   local u = M.uniform_mode(st.layer_recompute)
   if u then args.recompute = u else args.layer_recompute = copy(st.layer_recompute) end
   if st.vpp <= 1 then args.stage_layers = copy(st.stage_layers) end
