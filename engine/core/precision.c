@@ -15,7 +15,8 @@
 **     A TE linear layer keeps its quantized weight between micro-batches (Megatron passes
 **     is_first_microbatch), as a rowwise and a columnwise copy: the transpose on Hopper,
 **     whose FP8 GEMMs take one layout only, and the copy scaled along the other axis for
-**     the block formats.
+**     the block formats. (Blackwell's FP8 GEMMs take either layout, so TE may skip the
+**     transpose of a per-tensor FP8 weight there: costs.quant_cache = 0.5 says so.)
 **   torchao float8 (torchtitan --float8.recipe_name): tensorwise is its default, rowwise
 **     uses one fp32 scale per row; it casts weights on each use and keeps no copy;
 **     enable_fsdp_float8_all_gather all-gathers FSDP parameters in float8 (tensorwise).
