@@ -174,6 +174,8 @@ function M.precision(said, why, unsaid, add)
     return
   end
   add("model.converters", c[1])
+  unsaid[#unsaid + 1] = {field = "quant_cache", plan = "the recipe's quantized weight copies",
+    why = "torchao casts the weights on each use and keeps no copy: price it with --costs quant_cache=0"}
   if c[1] == "float8" then
     if c[2] then add("float8.recipe_name", c[2]) end
     add("float8.filter_fqns", "output")
