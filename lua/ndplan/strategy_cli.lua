@@ -28,7 +28,7 @@ M.OPTIONS = {
   {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up,moe_dispatch (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
-  {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan estimate --precision list)"},
+  {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan devices --recipes lists them)"},
   {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width (Megatron --fp8-param-gather/--fp4-param-gather; torchao FSDP float8 all-gather with --zero 3)"},
   {name = "num-layers-at-start-in-bf16", arg = "N", help = "body layers kept in BF16 at the start (default: the recipe's; nvfp4 2)"},
   {name = "num-layers-at-end-in-bf16", arg = "N", help = "body layers kept in BF16 at the end (default: the recipe's; nvfp4 8)"},

@@ -122,3 +122,18 @@ describe("precision through the Megatron exporter and --from-megatron", function
     end)
   end
 end)
+
+describe("ndplan devices --recipes", function()
+  it("lists the core's recipe table with its widths, and says what fp8 alone is", function()
+    local r = R.run({"devices", "--recipes"})
+    assert.equal(0, r.code, r.err)
+    assert.matches("\nfp8:mxfp8%s+mxfp8%s+1%s+32%s+1%s+1%.031%s+2%s+0%+0\n", r.out)
+    assert.matches("\nnvfp4%s+nvfp4%s+0%.5%s+16%s+1%s+0%.5625%s+2%s+2%+8\n", r.out)
+    assert.matches("fp8 alone is fp8:delayed", r.out)
+    local doc = cjson.decode(R.run({"devices", "--recipes", "--json"}).out)
+    assert.equal("ndplan.recipes/1", doc.schema)
+    assert.equal(8, #doc.recipes)
+    assert.equal("fp8:blockwise", doc.recipes[6].name)
+    assert.equal(1 + 4 / 16384, doc.recipes[6].quant_bytes)
+  end)
+end)
