@@ -182,6 +182,9 @@ function M.estimate_args(st, info)
     dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
     sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb,
     schedule = info.space.schedule, precision = info.space.precision,
+    fp8_param_gather = info.space.fp8_param_gather,
+    bf16_first_layers = info.space.bf16_first_layers,
+    bf16_last_layers = info.space.bf16_last_layers,
     flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
     costs = info.costs}
 end

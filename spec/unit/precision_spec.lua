@@ -200,7 +200,12 @@ describe("the search with a precision recipe", function()
   it("passes param gather to every candidate", function()
     local a = {device = "b200", precision = "fp8:delayed", fp8_param_gather = true}
     for k, v in pairs(job) do a[k] = v end
-    local best = assert(nd.search(a))[1]
+    local ranked, info = assert(nd.search(a))
+    local best = ranked[1]
+    -- the search's re-pricing of a row (--json, the exports) keeps the option too
+    local detail = require("ndplan.search").detail(best, info)
+    assert.is_true(detail.precision.fp8_param_gather)
+    assert.equal(best.peak_memory_bytes, detail.peak_memory_bytes)
     local again = assert(nd.estimate{model = model, device = "b200", devices = 8,
                                      global_batch = 64, seq_len = 1024, tp = best.strategy.tp,
                                      dp = best.strategy.dp, zero = best.strategy.zero,
