@@ -49,6 +49,17 @@ if r.megatron then  -- the form Megatron states, and its flags
 end
 say("          schedule %s, recompute %s, %s, flash attention %s", s.schedule, rec,
     s.precision, s.flash_attention and "on" or "off")
+local p = r.precision
+if p.element_bytes > 0 then  -- what the recipe quantizes, and its byte widths
+  local w = p.bytes_per_param
+  say("          %s: linear GEMMs at %s (%.0f TFLOP/s)%s; per quantized parameter %.4g B "
+      .. "stored, %.4g B of quantized copies, all-gathered at %.4g B", p.recipe, p.gemm_precision,
+      p.gemm_peak_flops / 1e12,
+      (p.bf16_first_layers + p.bf16_last_layers > 0)
+        and string.format(", the first %d and last %d body layers in BF16",
+                          p.bf16_first_layers, p.bf16_last_layers) or "",
+      w.param, w.cache, w.gather)
+end
 say("")
 local band = r.step_time_band  -- the stack profile's residuals in this regime
 local band_text = ""

@@ -41,7 +41,8 @@ local spec = {
     {name = "mb", arg = "LIST", help = "micro-batches per step (derived; a list post-filters)"},
     {name = "recompute", arg = "MODES", help = "off, selective, full, per_layer (each layer's mode chosen under -M), megatron (the fastest recompute Megatron-LM can state under -M), a list, or auto (the first four)"},
     {name = "schedule", arg = "NAME", help = "1f1b, gpipe or zb (interleaved when vpp > 1)"},
-    {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
+    {name = "precision", arg = "P", help = "bf16, fp16, fp8 (fp8:delayed), fp8:RECIPE or nvfp4"},
+    {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width"},
     {name = "no-flash", help = "attention without flash"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
     {name = "stack", arg = "NAME|PATH", default = "megatron-core", help = "stack profile (ndplan stacks; none: the device file alone)"},
@@ -207,7 +208,9 @@ if opts.dimensions then
   end
 end
 if args.recompute == nil then args.recompute = "off" end
-args.schedule, args.precision = opts.schedule, opts.precision
+args.schedule = opts.schedule
+args.precision = require("ndplan.strategy_cli").check_precision("precision", opts.precision)
+args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 args.stack = opts.stack

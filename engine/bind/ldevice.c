@@ -2,11 +2,12 @@
 ** ldevice.c -- Lua binding: ndplan.c.device, devices as read-only userdata.
 **
 ** The Lua side speaks the canonical table (SI units, the nd_device field names):
-**   { name, description, peak_flops = {bf16, fp16, fp8}, hbm_bytes, hbm_bandwidth,
+**   { name, description, peak_flops = {bf16, fp16, fp8, mxfp8, nvfp4, mxfp4}, hbm_bytes,
+**     hbm_bandwidth,
 **     scale_up = {domain_size, bandwidth, latency}, scale_out = {bandwidth, latency},
 **     host_link = {bandwidth, latency},
 **     efficiency = {gemm, gemm_half_size, hbm, scale_up, scale_out, kernel_overhead},
-**     reserve_bytes }
+**     reserve_bytes, node_size }
 ** new(t) reads it, totable() writes it back, and __index serves the same names. One table
 ** of field descriptors drives all three, so they cannot drift apart.
 **
@@ -20,6 +21,7 @@
 #include <lauxlib.h>
 
 #include "ndplan/device.h"
+#include "ndplan/precision.h"
 #include "ndplan/ndplan_lua.h"
 #include "ndplan/units.h"
 #include "ldevice.h"
@@ -42,6 +44,9 @@ static const field fields[] = {
   {"peak_flops", "bf16", OFF(peak_flops[ND_PREC_BF16]), F_NUMBER, 1},
   {"peak_flops", "fp16", OFF(peak_flops[ND_PREC_FP16]), F_NUMBER, 0},
   {"peak_flops", "fp8", OFF(peak_flops[ND_PREC_FP8]), F_NUMBER, 0},
+  {"peak_flops", "mxfp8", OFF(peak_flops[ND_PREC_MXFP8]), F_NUMBER, 0},
+  {"peak_flops", "nvfp4", OFF(peak_flops[ND_PREC_NVFP4]), F_NUMBER, 0},
+  {"peak_flops", "mxfp4", OFF(peak_flops[ND_PREC_MXFP4]), F_NUMBER, 0},
   {NULL, "hbm_bytes", OFF(hbm_bytes), F_NUMBER, 1},
   {NULL, "hbm_bandwidth", OFF(hbm_bandwidth), F_NUMBER, 1},
   {"scale_up", "domain_size", OFF(scale_up.domain_size), F_INT, 1},
@@ -62,6 +67,7 @@ static const field fields[] = {
   {"efficiency", "attn_bwd", OFF(efficiency.attn_bwd), F_NUMBER, 0},
   {"efficiency", "attn_half_keys", OFF(efficiency.attn_half_keys), F_NUMBER, 0},
   {NULL, "reserve_bytes", OFF(reserve_bytes), F_NUMBER, 0},
+  {NULL, "node_size", OFF(node_size), F_INT, 0},
   {NULL, NULL, 0, F_NUMBER, 0}
 };
 
@@ -69,7 +75,6 @@ static const field fields[] = {
    bf16 peak: an assumed constant that makes the curve scale with the device's speed. */
 #define DEFAULT_HALF_SIZE_SECONDS 1e-6
 
-static const char *const precision_names[] = {"bf16", "fp16", "fp8", NULL};
 
 
 /*
@@ -282,7 +287,7 @@ static int d_is (lua_State *L) {
   return 1;
 }
 
-/* precisions() -> {"bf16", "fp16", "fp8"} */
+/* precisions() -> the peak slots: {"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4"} */
 static int d_precisions (lua_State *L) {
   int i;
   lua_createtable(L, ND_PREC_COUNT, 0);
@@ -293,11 +298,47 @@ static int d_precisions (lua_State *L) {
   return 1;
 }
 
-/* dev:peak_flops(prec) -> FLOP/s (0 if unsupported); prec defaults to "bf16" */
+/* recipes() -> the precision recipes, in table order: {{name=, family=, scaling=,
+   gemm_precision=, element_bytes=, quant_bytes=, ...}, ...}; recipes().default_fp8 */
+static int d_recipes (lua_State *L) {
+  int i;
+  lua_createtable(L, ND_RECIPE_COUNT, 1);
+  for (i = 0; i < ND_RECIPE_COUNT; i++) {
+    const nd_recipe *r = nd_recipe_get((nd_recipe_id)i);
+    lua_createtable(L, 0, 12);
+    lua_pushstring(L, r->name); lua_setfield(L, -2, "name");
+    lua_pushstring(L, r->family); lua_setfield(L, -2, "family");
+    lua_pushstring(L, r->scaling); lua_setfield(L, -2, "scaling");
+    lua_pushstring(L, nd_precision_name(r->gemm)); lua_setfield(L, -2, "gemm_precision");
+    lua_pushnumber(L, r->element_bytes); lua_setfield(L, -2, "element_bytes");
+    lua_pushnumber(L, nd_recipe_quant_bytes(r)); lua_setfield(L, -2, "quant_bytes");
+    lua_pushinteger(L, r->block); lua_setfield(L, -2, "block");
+    lua_pushinteger(L, r->weight_block); lua_setfield(L, -2, "weight_block");
+    lua_pushboolean(L, r->weight_2d); lua_setfield(L, -2, "weight_2d");
+    lua_pushnumber(L, r->scale_bytes); lua_setfield(L, -2, "scale_bytes");
+    lua_pushinteger(L, r->copies); lua_setfield(L, -2, "copies");
+    lua_pushinteger(L, r->bf16_first); lua_setfield(L, -2, "bf16_first_layers");
+    lua_pushinteger(L, r->bf16_last); lua_setfield(L, -2, "bf16_last_layers");
+    lua_pushstring(L, r->bf16_parts); lua_setfield(L, -2, "keeps_bf16");
+    lua_pushstring(L, r->source); lua_setfield(L, -2, "source");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_pushstring(L, nd_recipe_get(ND_RECIPE_FP8_DEFAULT)->name);
+  lua_setfield(L, -2, "default_fp8");
+  return 1;
+}
+
+/* dev:peak_flops(prec) -> FLOP/s (0 if unsupported); prec is a peak slot ("bf16" by
+   default) or a recipe name ("fp8:mxfp8": the slot its GEMMs run at) */
 static int m_peak_flops (lua_State *L) {
   const nd_device *dev = check_dev(L, 1);
-  int p = luaL_checkoption(L, 2, "bf16", precision_names);
-  lua_pushnumber(L, nd_device_peak_flops(dev, (nd_precision)p));
+  const char *name = luaL_optstring(L, 2, "bf16");
+  nd_precision p;
+  nd_recipe_id r;
+  if (nd_precision_parse(name, &p) == 0) {}
+  else if (nd_recipe_parse(name, &r) == 0) p = nd_recipe_get(r)->gemm;
+  else return luaL_argerror(L, 2, lua_pushfstring(L, "unknown precision '%s'", name));
+  lua_pushnumber(L, nd_device_peak_flops(dev, p));
   return 1;
 }
 
@@ -368,6 +409,7 @@ static const luaL_Reg funcs[] = {
   {"defaults", d_defaults},
   {"is", d_is},
   {"precisions", d_precisions},
+  {"recipes", d_recipes},
   {NULL, NULL}
 };
 

@@ -28,7 +28,7 @@ static const cost_field cost_fields[] = {
   COST(zero3_overlap),
   COST(zero3_flat_ring),
   COST(memory_ops), COST(optimizer_traffic), COST(fp8_cast_bytes), COST(step_overhead),
-  COST(alloc_fragmentation), COST(logits_bytes), COST(fp8_saved_bytes),
+  COST(alloc_fragmentation), COST(logits_bytes), COST(fp8_saved_bytes), COST(quant_cache),
   {NULL, 0}
 };
 
@@ -111,7 +111,8 @@ static void push_ops (lua_State *L, unsigned mask) {
 static const char *const strategy_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
-  "selective_ops", "layer_offload", "layer_selective_ops",
+  "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
+  "bf16_first_layers", "bf16_last_layers",
   NULL
 };
 
@@ -166,10 +167,12 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe, zb or dualpipe, got '%s'",
                lua_tostring(L, -1));
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "precision") != LUA_TNIL
-      && nd_precision_parse(luaL_checkstring(L, -1), &st->precision) != 0)
-    luaL_error(L, "precision: expected bf16, fp16 or fp8, got '%s'", lua_tostring(L, -1));
+  if (lua_getfield(L, t, "precision") != LUA_TNIL)
+    nd_check_recipe(L, -1, "precision", &st->precision);
   lua_pop(L, 1);
+  st->param_gather = get_bool(L, t, "fp8_param_gather", 0);
+  st->bf16_first = get_int(L, t, "bf16_first_layers", -1);
+  st->bf16_last = get_int(L, t, "bf16_last_layers", -1);
   if (lua_getfield(L, t, "recompute") != LUA_TNIL
       && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0)
     luaL_error(L, "recompute: expected none, selective or full, got '%s'",
@@ -228,6 +231,55 @@ static void read_job (lua_State *L, int t, nd_job *job) {
   lua_pop(L, 1);
 }
 
+void nd_check_recipe (lua_State *L, int i, const char *key, nd_recipe_id *out) {
+  luaL_Buffer b;
+  int r;
+  i = lua_absindex(L, i);
+  if (lua_type(L, i) == LUA_TSTRING && nd_recipe_parse(lua_tostring(L, i), out) == 0) return;
+  luaL_tolstring(L, i, NULL);  /* what was given, below the buffer */
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "bf16, fp16, fp8 (");  /* the table's names, fp8 standing for its default */
+  luaL_addstring(&b, nd_recipe_get(ND_RECIPE_FP8_DEFAULT)->name);
+  luaL_addstring(&b, ")");
+  for (r = ND_RECIPE_FP16 + 1; r < ND_RECIPE_COUNT; r++) {
+    if (r == ND_RECIPE_FP8_DEFAULT) continue;
+    luaL_addstring(&b, r == ND_RECIPE_COUNT - 1 ? " or " : ", ");
+    luaL_addstring(&b, nd_recipe_get((nd_recipe_id)r)->name);
+  }
+  luaL_pushresult(&b);
+  luaL_error(L, "%s: expected %s, got '%s'", key, lua_tostring(L, -1), lua_tostring(L, -2));
+}
+
+void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
+                     const nd_costs *c, int body) {
+  const nd_recipe *r = nd_strategy_recipe(st);
+  nd_recipe_widths w;
+  int first, last;
+  nd_recipe_widths_of(r, st->param_gather, st->zero, c->weight_bytes, c->quant_cache, &w);
+  nd_strategy_bf16_layers(st, body, &first, &last);
+  lua_createtable(L, 0, 20);
+  lua_pushstring(L, r->name); lua_setfield(L, -2, "recipe");
+  lua_pushstring(L, r->family); lua_setfield(L, -2, "family");
+  lua_pushstring(L, r->scaling); lua_setfield(L, -2, "scaling");
+  lua_pushstring(L, nd_precision_name(r->gemm)); lua_setfield(L, -2, "gemm_precision");
+  nd_setnum(L, "gemm_peak_flops", nd_device_peak_flops(dev, r->gemm));
+  nd_setnum(L, "element_bytes", r->element_bytes);
+  nd_setint(L, "block", r->block);
+  nd_setint(L, "weight_block", r->weight_block);
+  lua_pushboolean(L, r->weight_2d); lua_setfield(L, -2, "weight_2d");
+  nd_setnum(L, "scale_bytes", r->scale_bytes);
+  nd_setint(L, "copies", r->copies);
+  lua_pushboolean(L, st->param_gather); lua_setfield(L, -2, "fp8_param_gather");
+  lua_createtable(L, 0, 4);
+  nd_setnum(L, "quant", w.quant); nd_setnum(L, "param", w.param);
+  nd_setnum(L, "cache", w.cache); nd_setnum(L, "gather", w.gather);
+  lua_setfield(L, -2, "bytes_per_param");
+  nd_setint(L, "bf16_first_layers", first);
+  nd_setint(L, "bf16_last_layers", last);
+  lua_pushstring(L, r->bf16_parts); lua_setfield(L, -2, "keeps_bf16");
+  lua_pushstring(L, r->source); lua_setfield(L, -2, "source");
+}
+
 void nd_setnum (lua_State *L, const char *k, double v) {
   lua_pushnumber(L, v);
   lua_setfield(L, -2, k);
@@ -257,7 +309,14 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_pushstring(L, nd_schedule_name(st->schedule)); lua_setfield(L, -2, "schedule");
   lua_pushstring(L, st->per_layer ? "per_layer" : nd_recompute_name(st->recompute));
   lua_setfield(L, -2, "recompute");
-  lua_pushstring(L, nd_precision_name(st->precision)); lua_setfield(L, -2, "precision");
+  lua_pushstring(L, nd_strategy_recipe(st)->name); lua_setfield(L, -2, "precision");
+  lua_pushboolean(L, st->param_gather); lua_setfield(L, -2, "fp8_param_gather");
+  if (nd_strategy_recipe(st)->element_bytes > 0.0) {  /* the BF16 layers, resolved */
+    int first, last;
+    nd_strategy_bf16_layers(st, (int)m->num_layers, &first, &last);
+    nd_setint(L, "bf16_first_layers", first);
+    nd_setint(L, "bf16_last_layers", last);
+  }
   nd_setnum(L, "offload", st->offload);
   push_ops(L, st->selective_ops);
   lua_setfield(L, -2, "selective_ops");
@@ -309,12 +368,13 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
 }
 
 static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
-                         const nd_model_spec *m) {
+                         const nd_model_spec *m, const nd_device *dev, const nd_costs *c) {
   int i;
   nd_params p;
   lua_createtable(L, 0, 16);
   lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
   push_strategy(L, st, m); lua_setfield(L, -2, "strategy");
+  nd_push_recipe(L, st, dev, c, (int)m->num_layers); lua_setfield(L, -2, "precision");
   nd_setnum(L, "step_time_s", e->step_time);
   nd_setnum(L, "tokens_per_s", e->tokens_per_s);
   nd_setnum(L, "mfu", e->mfu);
@@ -337,6 +397,7 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
     nd_setint(L, "stage", i);
     nd_setint(L, "layers", se->layers);
     nd_setnum(L, "params", se->params);
+    nd_setnum(L, "quant_params", se->quant_params);
     nd_setnum(L, "inflight", se->inflight);
     nd_setnum(L, "forward_s", se->fwd_s);
     nd_setnum(L, "backward_s", se->bwd_s);
@@ -400,7 +461,7 @@ static int e_run (lua_State *L) {
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
   if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, e, err, sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m);
+  push_result(L, e, a.st, a.m, a.dev, &a.costs);
   return 1;
 }
 
@@ -435,6 +496,44 @@ static int e_layer (lua_State *L) {
   nd_setnum(L, "ep_comm_s", le.ep_comm_s);
   nd_setnum(L, "params", le.params);
   nd_setnum(L, "flops_token", le.flops_token);
+  return 1;
+}
+
+/*
+** recipe(precision, body [, first [, last]]) -> name, bf16_first, bf16_last: the recipe's
+** table name ("fp8" -> its default) and the body layers it keeps in BF16 at each end for a
+** model of `body` layers (first/last: the strategy's counts, nil or -1 for the recipe's).
+*/
+static int e_recipe (lua_State *L) {
+  nd_strategy st;
+  int body = (int)luaL_checkinteger(L, 2), first, last;
+  nd_strategy_init(&st);
+  nd_check_recipe(L, 1, "precision", &st.precision);
+  st.bf16_first = (int)luaL_optinteger(L, 3, -1);
+  st.bf16_last = (int)luaL_optinteger(L, 4, -1);
+  luaL_argcheck(L, body >= 0, 2, "a layer count");
+  nd_strategy_bf16_layers(&st, body, &first, &last);
+  lua_pushstring(L, nd_strategy_recipe(&st)->name);
+  lua_pushinteger(L, first);
+  lua_pushinteger(L, last);
+  return 3;
+}
+
+/*
+** check_recipe(device, precision [, param_gather]) -> true | nil, reason: whether the
+** device has the peak the recipe's GEMMs need and the recipe can gather quantized
+** parameters (nd_recipe_check under ZeRO-3), for callers that walk many strategies.
+*/
+static int e_check_recipe (lua_State *L) {
+  const nd_device *dev = nd_checkdevice(L, 1);
+  nd_strategy st;
+  char err[256];
+  nd_strategy_init(&st);
+  nd_check_recipe(L, 2, "precision", &st.precision);
+  st.param_gather = lua_toboolean(L, 3);
+  st.zero = 3;  /* the widest: a ZeRO stage the walk may refuse is its own label */
+  if (nd_recipe_check(&st, dev, ND_MAX_LAYERS, err, sizeof err) != 0) return push_refusal(L, err);
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -515,7 +614,7 @@ static int e_plan (lua_State *L) {
   if (nd_recompute_plan_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, plan, e, err,
                             sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m);
+  push_result(L, e, a.st, a.m, a.dev, &a.costs);
   setnums(L, "stage_savings_s", plan->stage_savings, e->stages);
   setnums(L, "stage_need_bytes", plan->stage_need, e->stages);
   {
@@ -548,7 +647,7 @@ static int e_balance (lua_State *L) {
   if (nd_layout_balance(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, e, &moves, err,
                         sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m);
+  push_result(L, e, a.st, a.m, a.dev, &a.costs);
   nd_setint(L, "layout_moves", moves);
   return 1;
 }
@@ -572,7 +671,7 @@ static int e_megatron (lua_State *L) {
   if (nd_recompute_megatron_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, e, &method,
                                 &num_layers, err, sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m);
+  push_result(L, e, a.st, a.m, a.dev, &a.costs);
   lua_createtable(L, 0, 2);
   lua_pushstring(L, methods[method]);
   lua_setfield(L, -2, "method");
@@ -587,6 +686,8 @@ static const luaL_Reg funcs[] = {
   {"megatron", e_megatron},
   {"balance", e_balance},
   {"costs", e_costs},
+  {"recipe", e_recipe},
+  {"check_recipe", e_check_recipe},
   {"layer", e_layer},
   {"bench", e_bench},
   {NULL, NULL}

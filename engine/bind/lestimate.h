@@ -12,6 +12,15 @@
    name or a value that is not a number. */
 void nd_read_costs (lua_State *L, int t, nd_costs *c);
 
+/* Parses the recipe name at index i into *out; raises "KEY: expected bf16, ..., got 'x'"
+   listing the table's names. */
+void nd_check_recipe (lua_State *L, int i, const char *key, nd_recipe_id *out);
+/* Pushes {recipe, family, scaling, gemm_precision, gemm_peak_flops, element_bytes, ...}:
+   the recipe of st with its byte widths under costs c (ndplan estimate --json
+   "precision"). */
+void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
+                     const nd_costs *c, int body);
+
 /* t[k] = v for the table on top of the stack. */
 void nd_setnum (lua_State *L, const char *k, double v);
 void nd_setint (lua_State *L, const char *k, lua_Integer v);

@@ -152,7 +152,8 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   while (lua_next(L, t)) {  /* unknown keys are misuse */
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
     int known = strcmp(key, "schedule") == 0 || strcmp(key, "precision") == 0
-             || strcmp(key, "flash_attention") == 0;
+             || strcmp(key, "flash_attention") == 0 || strcmp(key, "fp8_param_gather") == 0
+             || strcmp(key, "bf16_first_layers") == 0 || strcmp(key, "bf16_last_layers") == 0;
     for (d = 0; d < ND_DIM_COUNT && !known; d++) known = strcmp(key, nd_dim_name(d)) == 0;
     if (!known) luaL_error(L, "space: unknown field '%s'", key);
     lua_pop(L, 1);
@@ -163,12 +164,20 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
     luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe or zb, got '%s'",
                lua_tostring(L, -1));
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "precision") != LUA_TNIL
-      && nd_precision_parse(luaL_checkstring(L, -1), &p->base.precision) != 0)
-    luaL_error(L, "precision: expected bf16, fp16 or fp8, got '%s'", lua_tostring(L, -1));
+  if (lua_getfield(L, t, "precision") != LUA_TNIL)
+    nd_check_recipe(L, -1, "precision", &p->base.precision);
   lua_pop(L, 1);
   if (lua_getfield(L, t, "flash_attention") != LUA_TNIL)
     p->base.flash_attention = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "fp8_param_gather") != LUA_TNIL)  /* the recipe's options */
+    p->base.param_gather = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "bf16_first_layers") != LUA_TNIL)
+    p->base.bf16_first = (int)luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "bf16_last_layers") != LUA_TNIL)
+    p->base.bf16_last = (int)luaL_checkinteger(L, -1);
   lua_pop(L, 1);
 }
 
@@ -202,7 +211,7 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
                                        : base->schedule == ND_SCHED_INTERLEAVED
                                        ? ND_SCHED_1F1B : base->schedule));
     lua_setfield(L, -2, "schedule");
-    lua_pushstring(L, nd_precision_name(base->precision));
+    lua_pushstring(L, nd_strategy_recipe(base)->name);
     lua_setfield(L, -2, "precision");
     lua_pushboolean(L, base->flash_attention);
     lua_setfield(L, -2, "flash_attention");

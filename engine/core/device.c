@@ -7,7 +7,8 @@
 
 #include "ndplan/device.h"
 
-static const char *const precision_names[ND_PREC_COUNT] = {"bf16", "fp16", "fp8"};
+static const char *const precision_names[ND_PREC_COUNT] = {"bf16", "fp16", "fp8", "mxfp8",
+                                                            "nvfp4", "mxfp4"};
 
 const char *nd_precision_name (nd_precision p) {
   return ((int)p >= 0 && p < ND_PREC_COUNT) ? precision_names[p] : NULL;
@@ -74,7 +75,8 @@ static int check_fraction (const char *field, double x, char *err, size_t len) {
 
 int nd_device_validate (const nd_device *dev, char *err, size_t len) {
   static const char *const peak_fields[ND_PREC_COUNT] = {
-    "peak_flops.bf16", "peak_flops.fp16", "peak_flops.fp8"
+    "peak_flops.bf16", "peak_flops.fp16", "peak_flops.fp8", "peak_flops.mxfp8",
+    "peak_flops.nvfp4", "peak_flops.mxfp4"
   };
   const nd_efficiency *e = &dev->efficiency;
   int i;
@@ -110,6 +112,11 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
       || check_nonnegative("efficiency.attn_half_keys", e->attn_half_keys, err, len))
     return -1;
   if (check_nonnegative("reserve_bytes", dev->reserve_bytes, err, len)) return -1;
+  if (dev->node_size < 0
+      || (dev->node_size > 0 && dev->scale_up.domain_size % dev->node_size != 0
+          && dev->node_size % dev->scale_up.domain_size != 0))
+    FAIL("node_size (%d) must divide scale_up.domain_size (%d) or be a multiple of it",
+         dev->node_size, dev->scale_up.domain_size);
   if (!(dev->reserve_bytes < dev->hbm_bytes))
     FAIL("reserve_bytes (%g) must be smaller than hbm_bytes (%g)", dev->reserve_bytes,
          dev->hbm_bytes);
@@ -131,11 +138,11 @@ double nd_device_gemm_efficiency (const nd_device *dev, double flops) {
 
 double nd_device_gemm_efficiency_at (const nd_device *dev, nd_precision p, double flops) {
   double top, half = dev->efficiency.gemm_half_size, b = dev->peak_flops[ND_PREC_BF16];
-  if (p != ND_PREC_FP8) return nd_device_gemm_efficiency(dev, flops);
+  if (p == ND_PREC_BF16 || p == ND_PREC_FP16) return nd_device_gemm_efficiency(dev, flops);
   if (!(flops > 0.0)) return 0.0;
   top = dev->efficiency.gemm_fp8;
   if (isinf(flops) || half <= 0.0) return top;
-  if (b > 0.0 && dev->peak_flops[ND_PREC_FP8] > 0.0) half *= dev->peak_flops[ND_PREC_FP8] / b;
+  if (b > 0.0 && dev->peak_flops[p] > 0.0) half *= dev->peak_flops[p] / b;
   return top * (flops / (flops + half));
 }
 

@@ -42,6 +42,7 @@ void nd_costs_init (nd_costs *c) {
   c->logits_bytes = 4.0;        /* fp32 logits at the loss */
   c->fp8_saved_bytes = 1.0;     /* Transformer Engine saves an FP8 GEMM's input in FP8 (its
                                    transposed copy, for the weight gradient) */
+  c->quant_cache = 1.0;         /* the recipe's quantized weight copies are kept (TE) */
 }
 
 int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
@@ -53,7 +54,7 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
     F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
     F(step_overhead, 3600), F(alloc_fragmentation, 1), F(logits_bytes, 64),
-    F(fp8_saved_bytes, 64)
+    F(fp8_saved_bytes, 64), F(quant_cache, 1)
 #undef F
   };
   size_t i;
@@ -102,6 +103,7 @@ typedef struct layer_cost {
   double op_flops[ND_OP_COUNT];    /* and those FLOPs per token (HFU) */
   double p_dense, p_expert;        /* local parameters: dense (TP-sharded or replicated),
                                       routed experts */
+  double q_dense, q_expert;        /* of which in linear layers (no norms, router) */
   double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
 } layer_cost;
 
@@ -115,9 +117,11 @@ typedef struct ctx {
   const nd_costs *c;
   nd_fabric fabric;
   nd_group g[ND_GROUP_COUNT];
-  double peak;         /* FLOP/s at the strategy's precision (the linear layers' GEMMs) */
+  double peak;         /* FLOP/s at the recipe's GEMM precision (the linear layers) */
   double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
-  int fp8;             /* the linear layers run FP8 GEMMs */
+  nd_precision gemm;   /* the peak slot of the linear layers' GEMMs */
+  int quant;           /* the recipe quantizes linear layers (FP8, FP4) */
+  nd_recipe_widths w;  /* its byte widths per quantized parameter */
   double hbm;          /* achievable HBM bytes/s */
   double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
   double r;            /* 1/tp with sequence parallelism, else 1 */
@@ -138,7 +142,7 @@ static double exposed_share (const nd_costs *c, double overlap) {
 static double gemm_time (const ctx *x, double flops) {
   double eff;
   if (flops <= 0.0) return 0.0;
-  eff = nd_device_gemm_efficiency_at(x->dev, x->st->precision, flops);
+  eff = nd_device_gemm_efficiency_at(x->dev, x->gemm, flops);
   return eff > 0.0 ? flops / (x->peak * eff) : 0.0;
 }
 
@@ -157,7 +161,7 @@ static double gemm16_time (const ctx *x, double flops) {
 */
 static double lin (const ctx *x, layer_cost *lc, double count, double rows, double k,
                    double n) {
-  if (x->fp8) {
+  if (x->quant) {
     lc->cast_s += count * x->c->fp8_cast_bytes * rows * k / x->hbm;
     lc->cast_bwd_s += count * x->c->fp8_cast_bytes * rows * n / x->hbm;
   }
@@ -394,7 +398,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   }
   /* bytes held per micro-batch under each mode */
   act_all = a.rep * x->r + a.dev + a.core;
-  if (x->fp8 && x->c->fp8_saved_bytes < ab)  /* TE saves FP8 GEMMs' inputs as FP8 */
+  if (x->quant && x->c->fp8_saved_bytes < ab)  /* TE saves FP8 GEMMs' inputs as FP8 */
     act_all -= (ab - x->c->fp8_saved_bytes) * (a.in_rep * x->r + a.in_dev);
   lc->act[ND_RECOMPUTE_NONE] = act_all;
   lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
@@ -442,7 +446,10 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->p_dense = (double)(pb.attention + pb.dense_mlp + pb.shared_experts + pb.mtp_proj) / t
               + (double)(pb.attention_replicated + pb.router + pb.norms);
   lc->p_expert = (double)pb.routed_experts / ((double)x->st->ep * x->st->etp);
-  lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert);
+  lc->q_dense = lc->p_dense - (double)(pb.router + pb.norms);
+  lc->q_expert = lc->p_expert;
+  lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert)
+                   + (x->w.gather - x->c->weight_bytes) * (lc->q_dense + lc->q_expert);
   lc->ready = 1;
   return lc;
 }
@@ -492,6 +499,7 @@ static double sel_flops (const layer_cost *lc, unsigned mask) {
 typedef struct stage_sum {
   ctx *x;
   double act, fwd, bwd, rec, tp, cp, ep, p_dense, p_expert, gather, flops_rec;
+  double q_dense, q_expert;                   /* parameters of quantized linear layers */
   double core_s_total, layers, flops_model;
   int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
   int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
@@ -575,6 +583,11 @@ static void count_layer (int layer, int chunk, void *ud) {
                                   : (int)ss->x->st->recompute;
   unsigned mask = ss->x->st->per_layer ? ss->x->st->layer_ops[layer] : 0u;
   (void)chunk;
+  if (ss->x->quant && nd_strategy_layer_quantized(ss->x->st, (int)ss->x->m->num_layers, layer)) {
+    const layer_cost *lc = price_kind(ss->x, layer);  /* priced once per kind */
+    ss->q_dense += lc->q_dense;
+    ss->q_expert += lc->q_expert;
+  }
   if (mode == ND_RECOMPUTE_SELECTIVE && mask && mask != ss->x->st->selective_ops) {
     int g;  /* a switch set of its own: counted apart, priced with its own bytes and time */
     for (g = 0; g < ss->nsel; g++)
@@ -638,15 +651,14 @@ static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
 
 /* Fills the per-call context: peaks, fabric, tokens per rank, groups. */
 static int setup (ctx *x_, char *err, size_t errlen) {
-  x_->peak = nd_device_peak_flops(x_->dev, x_->st->precision);
-  if (x_->peak <= 0.0) {
-    snprintf(err, errlen, "precision: the device has no %s peak",
-             nd_precision_name(x_->st->precision));
-    return -1;
-  }
-  x_->fp8 = x_->st->precision == ND_PREC_FP8;
-  x_->peak16 = x_->st->precision == ND_PREC_FP16 ? x_->peak
-               : nd_device_peak_flops(x_->dev, ND_PREC_BF16);
+  const nd_recipe *rec = nd_strategy_recipe(x_->st);
+  if (nd_recipe_check(x_->st, x_->dev, (int)x_->m->num_layers, err, errlen) != 0) return -1;
+  x_->gemm = rec->gemm;
+  x_->peak = nd_device_peak_flops(x_->dev, rec->gemm);  /* the recipe's GEMM precision */
+  x_->quant = rec->element_bytes > 0.0;
+  x_->peak16 = rec->gemm == ND_PREC_FP16 ? x_->peak : nd_device_peak_flops(x_->dev, ND_PREC_BF16);
+  nd_recipe_widths_of(rec, x_->st->param_gather, x_->st->zero, x_->c->weight_bytes,
+                      x_->c->quant_cache, &x_->w);
   x_->hbm = x_->dev->hbm_bandwidth * x_->dev->efficiency.hbm;
   x_->fabric.domain = x_->dev->scale_up.domain_size > 0 ? x_->dev->scale_up.domain_size : 1;
   x_->fabric.up.bandwidth = x_->dev->scale_up.bandwidth * x_->dev->efficiency.scale_up;
@@ -723,6 +735,11 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     se->layers = (int)ss.layers;
     se->params = pd + pe;
     se->weights = costs->weight_bytes * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
+    se->quant_params = ss.q_dense + ss.q_expert;
+    if (x.quant)  /* the recipe's stored width and the quantized copies it keeps */
+      se->weights += (x.w.param - costs->weight_bytes)
+                     * (ss.q_dense / (zfac_w ? dpc : 1.0) + ss.q_expert / (zfac_w ? edp : 1.0))
+                   + x.w.cache * se->quant_params;
     se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
     se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
                   * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
@@ -787,14 +804,17 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     /* data parallelism: gradient reduction (and parameter gather after a sharded step) */
     {
       const nd_group *gd = &x.g[ND_GROUP_DP], *ge = &x.g[ND_GROUP_EDP];
+      /* parameter all-gathers at the recipe's width (param gather) */
+      double wd = costs->weight_bytes * pd + (x.w.gather - costs->weight_bytes) * ss.q_dense;
+      double we = costs->weight_bytes * pe + (x.w.gather - costs->weight_bytes) * ss.q_expert;
       if (st->zero == 0)
         dp_time = nd_allreduce_time(&x.fabric, gd, costs->grad_bytes * pd)
                 + nd_allreduce_time(&x.fabric, ge, costs->grad_bytes * pe);
       else if (st->zero <= 2)
         dp_time = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
-                + nd_allgather_time(&x.fabric, gd, costs->weight_bytes * pd)
+                + nd_allgather_time(&x.fabric, gd, wd)
                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe)
-                + nd_allgather_time(&x.fabric, ge, costs->weight_bytes * pe);
+                + nd_allgather_time(&x.fabric, ge, we);
       else {  /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch */
         /* gathers for forward, backward and (full recompute) the repeated forward; a
            flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
@@ -802,9 +822,9 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
         double gathers = 2.0 + (ss.rec > 0.0 ? 1.0 : 0.0);
         double per_mb;
         if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
-        per_mb = gathers * nd_allgather_time(&x.fabric, &fd, costs->weight_bytes * pd)
+        per_mb = gathers * nd_allgather_time(&x.fabric, &fd, wd)
                + nd_reducescatter_time(&x.fabric, &fd, costs->grad_bytes * pd)
-               + gathers * nd_allgather_time(&x.fabric, &fe, costs->weight_bytes * pe)
+               + gathers * nd_allgather_time(&x.fabric, &fe, we)
                + nd_reducescatter_time(&x.fabric, &fe, costs->grad_bytes * pe);
         double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
         if (hidden > per_mb) hidden = per_mb;

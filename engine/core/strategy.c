@@ -43,7 +43,9 @@ void nd_strategy_init (nd_strategy *st) {
   st->schedule = ND_SCHED_1F1B;
   st->recompute = ND_RECOMPUTE_NONE;
   st->selective_ops = ND_OP_BIT(ND_OP_ATTN_CORE);  /* Megatron's classic selective */
-  st->precision = ND_PREC_BF16;
+  st->precision = ND_RECIPE_BF16;
+  st->param_gather = 0;
+  st->bf16_first = st->bf16_last = -1;
   st->flash_attention = 1;
 }
 

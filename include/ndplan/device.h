@@ -9,10 +9,17 @@
 
 #include <stddef.h>
 
+/*
+** The number formats a device's matrix units run, each with its own dense peak (a peak
+** slot). The training recipes that use them are in ndplan/precision.h.
+*/
 typedef enum nd_precision {
   ND_PREC_BF16 = 0,
   ND_PREC_FP16,
-  ND_PREC_FP8,
+  ND_PREC_FP8,     /* FP8 with tensor-wide (or software block) scales: Hopper, Blackwell, CDNA 3-4 */
+  ND_PREC_MXFP8,   /* FP8 with hardware E8M0 scales per 32 elements (OCP MX): Blackwell, CDNA 4 */
+  ND_PREC_NVFP4,   /* FP4 E2M1 with E4M3 scales per 16 elements: Blackwell */
+  ND_PREC_MXFP4,   /* FP4 E2M1 with E8M0 scales per 32 elements (OCP MX): Blackwell, CDNA 4 */
   ND_PREC_COUNT
 } nd_precision;
 
@@ -48,8 +55,9 @@ typedef struct nd_efficiency {
   double scale_out;       /* bus-bandwidth fraction on the scale-out network */
   double kernel_overhead; /* seconds of launch and synchronisation per layer per pass, paid
                              on top of the work (dominates small models) */
-  double gemm_fp8;        /* best fraction of the FP8 peak, reached by large FP8 GEMMs (FP8
-                             tensor cores lose more to the epilogue and to scaling) */
+  double gemm_fp8;        /* best fraction of a quantized format's peak (FP8, MXFP8, FP4),
+                             reached by large GEMMs (they lose more to the epilogue and to
+                             scaling than 16-bit ones) */
   double attn_fwd;        /* fraction of the 16-bit peak the fused attention kernel reaches
                              in the forward (flash attention; the core stays in bf16) */
   double attn_bwd;        /* the same in the backward, which runs well below the forward */
@@ -69,9 +77,13 @@ typedef struct nd_device {
   nd_efficiency efficiency;
   double reserve_bytes;               /* HBM never available to the model: runtime context,
                                          communicator buffers, allocator fragmentation */
+  int node_size;                      /* devices per host, the unit that shares the NICs and
+                                         the CPUs (8 on HGX, 4 on a GB200/GB300 compute tray
+                                         inside its 72-GPU NVLink domain; launchers start
+                                         this many ranks per node); 0 = the scale-up domain */
 } nd_device;
 
-/* "bf16", "fp16", "fp8"; NULL for an invalid value. */
+/* "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4"; NULL for an invalid value. */
 const char *nd_precision_name (nd_precision p);
 /* Parses a precision name (lower case). Returns 0 and sets *out, or -1 if unknown. */
 int nd_precision_parse (const char *name, nd_precision *out);
@@ -100,7 +112,7 @@ double nd_device_peak_flops (const nd_device *dev, nd_precision p);
 double nd_device_gemm_efficiency (const nd_device *dev, double flops);
 
 /*
-** The same curve for a GEMM run at precision p: FP8 GEMMs top out at gemm_fp8 and reach it
+** The same curve for a GEMM run at precision p: quantized GEMMs top out at gemm_fp8 and reach it
 ** at proportionally larger sizes (the fixed cost per GEMM is time, so in FLOPs it scales
 ** with the peak).
 */

@@ -54,6 +54,9 @@ typedef struct nd_costs {
   double alloc_fragmentation; /* bytes the caching allocator reserves beyond the live ones,
                                as a share of them (PyTorch max reserved / max allocated - 1:
                                0.8-6% in Megatron logs; 0: none) */
+  double quant_cache;       /* share (0..1) of the recipe's quantized weight copies the
+                               trainer keeps between micro-batches (Transformer Engine: 1;
+                               0 for a trainer that re-quantizes each use) */
 } nd_costs;
 
 void nd_costs_init (nd_costs *c);
@@ -65,6 +68,7 @@ typedef struct nd_stage_estimate {
   int layers;               /* body + MTP layers on the stage */
   double inflight;          /* micro-batches whose activations are held at the peak */
   double params;            /* parameters held by one device of the stage */
+  double quant_params;      /* of which in linear layers the recipe quantizes (unsharded) */
   double weights, grads, optimizer, activations, reserve, peak;
   double allocated;         /* live tensors at the peak (PyTorch's max allocated): weights,
                                grads, optimizer, activations, buffers */

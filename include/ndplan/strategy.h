@@ -10,6 +10,7 @@
 
 #include "ndplan/device.h"
 #include "ndplan/model.h"
+#include "ndplan/precision.h"
 
 #define ND_MAX_STAGES 512
 
@@ -63,7 +64,12 @@ typedef struct nd_strategy {
                                               (ND_OP_BIT mask); 0 = selective_ops */
   double offload;          /* share (0..1) of the activations a stage holds for micro-batches
                               not being computed that wait in host memory instead */
-  nd_precision precision;
+  nd_recipe_id precision;  /* the training recipe (ndplan/precision.h) */
+  int param_gather;        /* 1: parameters kept and all-gathered at the recipe's quantized
+                              width (Megatron --fp8-param-gather / --fp4-param-gather, torchao
+                              enable_fsdp_float8_all_gather under ZeRO-3) */
+  int bf16_first, bf16_last;  /* body layers kept in BF16 at each end (Megatron
+                              --num-layers-at-start/end-in-bf16); -1 = the recipe's default */
   int flash_attention;     /* 1 (default): no s^2 score tensors kept, causal blocks skipped */
   int stage_layers[ND_MAX_STAGES];  /* body+MTP layers per stage; all 0 = even split */
 } nd_strategy;
@@ -96,6 +102,19 @@ const char *nd_schedule_name (nd_schedule s);
 const char *nd_recompute_name (nd_recompute r);
 int nd_schedule_parse (const char *name, nd_schedule *out);
 int nd_recompute_parse (const char *name, nd_recompute *out);
+/* The strategy's recipe; the body layers it keeps in BF16 at each end (the strategy's
+   count or the recipe's, at most body between them); whether a layer's linear GEMMs
+   run at the recipe's precision (MTP layers count as body layers past the end). */
+const nd_recipe *nd_strategy_recipe (const nd_strategy *st);
+void nd_strategy_bf16_layers (const nd_strategy *st, int body, int *first, int *last);
+int nd_strategy_layer_quantized (const nd_strategy *st, int body, int layer);
+/*
+** Refuses a recipe the device or the strategy cannot run: the device lacks the peak slot
+** its GEMMs need, param gather without a quantized recipe, BF16 layer counts out of range.
+** Returns 0, or -1 with one line naming the field in err.
+*/
+int nd_recipe_check (const nd_strategy *st, const nd_device *dev, int body, char *err,
+                     size_t len);
 const char *nd_op_name (int op);   /* "attn_core", "norms", "act", "mla_up", "moe_dispatch" */
 int nd_op_parse (const char *name, int *op);
 

@@ -281,7 +281,7 @@ end
 local CELL = {
   schedule = one_of{"1f1b", "interleaved", "gpipe", "zb"},
   recompute = one_of{"none", "selective", "full"},
-  precision = one_of{"bf16", "fp16", "fp8"},
+  precision = one_of(require("ndplan.device").recipe_names()),
   count = whole(1, math.maxinteger, "a positive whole number"),
   zero = whole(0, 3, "a ZeRO stage 0, 1, 2 or 3"),
   seconds = function(s)

@@ -9,7 +9,9 @@
 --   name: H100                 # required unless inherited
 --   description: free text
 --   peak_tflops: {bf16: 989, fp16: 989, fp8: 1979}   # TFLOP/s (1e12); bf16 required,
---                              #   fp16 defaults to bf16, a missing fp8 means unsupported
+--                              #   fp16 defaults to bf16; a missing fp8, mxfp8 (FP8 with
+--                              #   hardware E8M0 block scales), nvfp4 or mxfp4 means the
+--                              #   part lacks it, and recipes needing it are refused
 --   hbm: {capacity: 80GB, bandwidth: 3.35TB/s}
 --   scale_up: {domain: 8, bandwidth: 450GB/s, latency: 10us}   # domain = devices in it
 --   scale_out: {bandwidth: 400Gb/s, latency: 20us}             # this device's NIC share
@@ -18,6 +20,8 @@
 --                scale_out: 0.9, kernel_overhead: 20us}  # fractions of the peaks above;
 --                              #   kernel_overhead: launch/sync time per layer per pass
 --   reserve: 2.5GiB            # HBM the model never gets (runtime, buffers, fragmentation)
+--   node_size: 4               # devices per host, sharing its NICs and CPUs (launchers start
+--                              #   this many ranks per node); default: the scale-up domain
 --
 -- Optional fields default to nd_device_init's values (latencies, efficiencies, reserve);
 -- gemm_half_size defaults to the FLOPs of 1 us of work at bf16 peak. In a YAML file sizes,
@@ -100,6 +104,9 @@ local SCHEMA = {
     bf16 = {"tflops", "peak_flops", "bf16"},
     fp16 = {"tflops", "peak_flops", "fp16"},
     fp8 = {"tflops", "peak_flops", "fp8"},
+    mxfp8 = {"tflops", "peak_flops", "mxfp8"},
+    nvfp4 = {"tflops", "peak_flops", "nvfp4"},
+    mxfp4 = {"tflops", "peak_flops", "mxfp4"},
   },
   hbm = {
     capacity = {"size", "hbm_bytes"},
@@ -131,6 +138,7 @@ local SCHEMA = {
     attn_half_keys = {"keys", "efficiency", "attn_half_keys"},
   },
   reserve = {"size", "reserve_bytes"},
+  node_size = {"count", "node_size"},
 }
 
 -- Needed when there is no base to inherit from.
@@ -347,5 +355,17 @@ end
 M.new = cdev.new
 M.is = cdev.is
 M.precisions = cdev.precisions
+M.recipes = cdev.recipes
+
+-- recipe_names() -> the names a precision takes, in the core's table order, with "fp8"
+-- (the default FP8 recipe, recipes().default_fp8) after fp16
+function M.recipe_names()
+  local names = {}
+  for _, r in ipairs(cdev.recipes()) do
+    names[#names + 1] = r.name
+    if r.name == "fp16" then names[#names + 1] = "fp8" end
+  end
+  return names
+end
 
 return M

@@ -22,7 +22,8 @@ M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
 local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "stage_layers", "selective_ops", "layer_offload",
-                       "layer_selective_ops"}
+                       "layer_selective_ops", "fp8_param_gather", "bf16_first_layers",
+                       "bf16_last_layers"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true, stack = true}

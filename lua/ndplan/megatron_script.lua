@@ -98,10 +98,33 @@ local function from_parsed(parsed)
   if r.has("--use-megatron-fsdp") or r.has("--data-parallel-sharding-strategy") then
     st.zero = fsdp[r.str("--data-parallel-sharding-strategy") or "optim_grads_params"]
   elseif r.has("--use-distributed-optimizer") then st.zero = 1 end
-  -- precision
-  if r.has("--fp8-format") then st.precision = "fp8"
+  -- precision (Megatron arguments.py): --fp8-format turns FP8 on, --fp8-recipe picks the
+  -- recipe (default delayed); --fp4-format e2m1 turns NVFP4 on (--fp4-recipe nvfp4, its
+  -- only choice); the BF16 layers at each end only with --first-last-layers-bf16 (1 and 1
+  -- by default), none without it
+  if r.has("--fp4-format") then
+    local recipe = r.str("--fp4-recipe") or "nvfp4"
+    if recipe ~= "nvfp4" then
+      error({message = string.format("%s: --fp4-recipe: expected nvfp4, got '%s'",
+                                     parsed.source, recipe)}, 0)
+    end
+    st.precision = "nvfp4"
+  elseif r.has("--fp8-format") then
+    local recipe = r.str("--fp8-recipe") or "delayed"
+    if not (recipe == "delayed" or recipe == "tensorwise" or recipe == "blockwise"
+            or recipe == "mxfp8") then
+      error({message = string.format("%s: --fp8-recipe: expected tensorwise, delayed, mxfp8 "
+                                     .. "or blockwise, got '%s'", parsed.source, recipe)}, 0)
+    end
+    st.precision = "fp8:" .. recipe
   elseif r.has("--bf16") then st.precision = "bf16"
   elseif r.has("--fp16") then st.precision = "fp16" end
+  if st.precision == "nvfp4" or (st.precision or ""):match("^fp8:") then
+    st.fp8_param_gather = r.has("--fp8-param-gather") or r.has("--fp4-param-gather")
+    local ends = r.has("--first-last-layers-bf16")
+    st.bf16_first_layers = ends and (r.int("--num-layers-at-start-in-bf16") or 1) or 0
+    st.bf16_last_layers = ends and (r.int("--num-layers-at-end-in-bf16") or 1) or 0
+  end
   -- stage layout (body layers per stage)
   local stage_body
   if r.has("--pipeline-model-parallel-layout") then
@@ -261,6 +284,9 @@ function M.fill_options(spec, argv, opts)
     fill(k, st[k])
   end
   if st.sp and not given("sp") then opts.sp = true end
+  if st.fp8_param_gather and not given("fp8-param-gather") then opts["fp8-param-gather"] = true end
+  fill("num-layers-at-start-in-bf16", st.bf16_first_layers)
+  fill("num-layers-at-end-in-bf16", st.bf16_last_layers)
   fill("global-batch-size", info.job.global_batch)
   fill("seq-len", info.job.seq_len)
   if not given("devices") then

@@ -17,7 +17,8 @@ local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
                max_mem = true, costs = true, schedule = true, precision = true,
-               flash_attention = true, jobs = true, top = true, keep = true, misses = true,
+               flash_attention = true, fp8_param_gather = true, bf16_first_layers = true,
+               bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, stack = true, memory_band = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
@@ -95,6 +96,11 @@ function M.search(args)
   end
   local budget, berr = estimate.budget(device, args.max_mem)
   if not budget then return nil, berr end
+  if args.precision ~= nil or args.fp8_param_gather then  -- what no candidate can run
+    local ok, why = require("ndplan.c.estimate").check_recipe(device, args.precision or "bf16",
+                                                              args.fp8_param_gather)
+    if not ok then return nil, why end
+  end
   -- rank only what fits at the upper edge of the memory estimate's band: the allocator's
   -- share of the budget shrinks by the stack's memory_band (or args.memory_band)
   local band = args.memory_band
@@ -105,7 +111,9 @@ function M.search(args)
   local device_budget, reserve = budget, device:totable().reserve_bytes
   if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
   local space = {schedule = args.schedule, precision = args.precision,
-                 flash_attention = args.flash_attention}
+                 flash_attention = args.flash_attention, fp8_param_gather = args.fp8_param_gather,
+                 bf16_first_layers = args.bf16_first_layers,
+                 bf16_last_layers = args.bf16_last_layers}
   local shown_dims = {}
   for _, d in ipairs(M.DIMS) do
     local v = args[d]
@@ -190,6 +198,9 @@ function M.estimate_args(st, info)
     dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
     sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb,
     schedule = info.space.schedule, precision = info.space.precision,
+    fp8_param_gather = info.space.fp8_param_gather,
+    bf16_first_layers = info.space.bf16_first_layers,
+    bf16_last_layers = info.space.bf16_last_layers,
     flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
     costs = info.costs, stack = info.stack}
 end

@@ -132,13 +132,18 @@ function M.apply(stack, device, costs)
   return device, merged, info
 end
 
+-- family("fp8:tensorwise") -> "fp8": a recipe's precision family, the regimes' key
+function M.family(precision)
+  return (tostring(precision or "bf16"):match("^[^:]+"))
+end
+
 -- band(info, precision, moe) -> {pct, runs, regime, widened} : the step-time uncertainty of an
 -- estimate from the profile's residuals in its regime (device, precision, dense or MoE). A
 -- regime without runs takes twice the widest band the device has, and says so.
 function M.band(info, precision, moe)
   if not info or not info.entry then return nil end
   local bands = info.entry.bands or {}
-  local regime = precision .. "/" .. (moe and "moe" or "dense")
+  local regime = M.family(precision) .. "/" .. (moe and "moe" or "dense")
   local b = bands[regime]
   if b and (b.runs or 0) >= 1 then
     return {pct = b.mape, bias = b.bias, runs = b.runs, regime = regime}

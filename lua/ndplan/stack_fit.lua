@@ -41,7 +41,8 @@ local function parameters(cases, start)
   local devices, has = {}, {fp8 = {}, bf16 = {}, moe = false, cp = false}
   for _, c in ipairs(cases) do
     devices[c.device_name] = true
-    if c.strategy.precision == "fp8" then has.fp8[c.device_name] = true
+    local fam = require("ndplan.stack").family(c.strategy.precision)
+    if fam ~= "bf16" and fam ~= "fp16" then has.fp8[c.device_name] = true
     else has.bf16[c.device_name] = true end
     if (c.strategy.ep or 1) > 1 or c.moe then has.moe = true end
     if (c.strategy.cp or 1) > 1 then has.cp = true end
@@ -165,7 +166,8 @@ function M.attach_residuals(profile, cases, devices)
     for _, c in ipairs(cases) do
       if c.device_name == d then
         mine[#mine + 1] = c
-        local key = (c.strategy.precision or "bf16") .. "/" .. (c.moe and "moe" or "dense")
+        local key = require("ndplan.stack").family(c.strategy.precision) .. "/"
+                    .. (c.moe and "moe" or "dense")
         regimes[key] = regimes[key] or {}
         table.insert(regimes[key], c)
       end

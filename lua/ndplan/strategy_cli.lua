@@ -28,7 +28,10 @@ M.OPTIONS = {
   {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up,moe_dispatch (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
-  {name = "precision", arg = "P", help = "bf16, fp16 or fp8"},
+  {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan devices --recipes lists them)"},
+  {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width (Megatron --fp8-param-gather/--fp4-param-gather; torchao FSDP float8 all-gather with --zero 3)"},
+  {name = "num-layers-at-start-in-bf16", arg = "N", help = "body layers kept in BF16 at the start (default: the recipe's; nvfp4 2)"},
+  {name = "num-layers-at-end-in-bf16", arg = "N", help = "body layers kept in BF16 at the end (default: the recipe's; nvfp4 8)"},
   {name = "no-flash", help = "attention without flash (keeps the s^2 scores)"},
   {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
   {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
@@ -37,6 +40,16 @@ M.OPTIONS = {
    help = "stack profile: efficiencies and costs fitted per software stack (ndplan stacks; none: the device file alone)"},
   {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script; options given here win"},
 }
+
+-- check_precision(flag, value): a usage error naming the flag and the accepted names
+function M.check_precision(flag, value)
+  if value == nil then return nil end
+  local names = require("ndplan.device").recipe_names()
+  for _, n in ipairs(names) do if n == value then return value end end
+  cli.fail(string.format("--%s: expected %s or %s, got '%s'", flag,
+                         table.concat(names, ", ", 1, #names - 1), names[#names], value),
+           cli.EXIT_USAGE)
+end
 
 -- options(own) -> the command's own options followed by the shared ones
 function M.options(own)
@@ -91,7 +104,7 @@ function M.args(spec, argv, opts)
              cli.EXIT_USAGE)
   end
   one_of("schedule", opts.schedule, {"1f1b", "interleaved", "gpipe", "zb", "dualpipe"})
-  one_of("precision", opts.precision, {"bf16", "fp16", "fp8"})
+  M.check_precision("precision", opts.precision)
   local args = {
     model = model, device = device, devices = int("devices"),
     global_batch = int("global-batch-size"), seq_len = int("seq-len"),
@@ -99,6 +112,9 @@ function M.args(spec, argv, opts)
     etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),
     sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
     flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
+    fp8_param_gather = opts["fp8-param-gather"] or nil,
+    bf16_first_layers = int("num-layers-at-start-in-bf16"),
+    bf16_last_layers = int("num-layers-at-end-in-bf16"),
   }
   local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
   if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer"

@@ -74,11 +74,20 @@ function M.device_of(gpu)
   return nil
 end
 
--- The precision a row's GEMMs ran at, and the recipe as the source states it.
+-- The precision family a row's GEMMs ran at (its group), and the recipe as the source
+-- states it: NeMo's fp8-cs is current (tensorwise) scaling, its plain fp8 and llm-foundry's
+-- amp_fp8 Transformer Engine's delayed scaling, torchao's float8 Linear tensorwise unless
+-- rowwise is said; torchao's FSDP float8 all-gather gathers FP8 parameters.
 function M.precision_of(text)
-  if text:find("^bf16") then return "bf16" end
-  if text:find("fp8") then return "fp8" end
-  return nil
+  if text:find("^bf16") then return "bf16", "bf16" end
+  if not text:find("fp8") then return nil end
+  local gather = text:find("all%-gather") ~= nil
+  if text:find("mxfp8") then return "fp8", "fp8:mxfp8" end
+  if text:find("fp8%-cs") then return "fp8", "fp8:tensorwise" end
+  if text:find("torchao") then
+    return "fp8", text:find("rowwise") and "fp8:rowwise" or "fp8:tensorwise", gather
+  end
+  return "fp8", "fp8:delayed"
 end
 
 local function recompute_of(text)
@@ -138,7 +147,7 @@ local function build(row, models)
   if row.config_complete ~= "yes" then return nil, "config not complete" end
   local stack = M.stack_of(row.framework or "")
   local device = M.device_of(row.gpu or "")
-  local precision = M.precision_of(row.precision or "")
+  local precision, recipe, param_gather = M.precision_of(row.precision or "")
   if not (stack and device and precision) then return nil, "stack, device or precision not read" end
   local entry = models[row.model_key]
   if not entry then return nil, "model_key " .. tostring(row.model_key) .. " not described" end
@@ -153,7 +162,8 @@ local function build(row, models)
   local st = {
     tp = tp, pp = int(row.pp) or 1, cp = int(row.cp) or 1, vpp = int(row.vpp) or 1,
     ep = int(row.ep) or 1, etp = int(row.etp) or 1, mbs = int(row.micro_batch) or 1,
-    sp = tp > 1, zero = zero_of(stack, row), precision = precision,
+    sp = tp > 1, zero = zero_of(stack, row), precision = recipe,
+    fp8_param_gather = param_gather or nil,
     recompute = recompute_of(row.activation_checkpointing or ""),
   }
   if st.pp == 1 then st.vpp = 1 end  -- Llama 4 rows list VP with PP 1 (modern_runs.md #7)

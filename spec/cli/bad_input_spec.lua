@@ -85,7 +85,12 @@ describe("bad input", function()
     assert.matches("^ndplan: unknown device 'tpu9' %(bundled: ", r.err)
     r = estimate({"--precision", "fp4"})
     assert.equal(2, r.code)
-    assert.matches("%-%-precision: expected bf16, fp16, fp8, got 'fp4'", r.err)
+    assert.matches("^ndplan: %-%-precision: expected bf16, fp16, fp8, fp8:delayed, "
+                   .. "fp8:tensorwise, .*fp8:mxfp8 or nvfp4, got 'fp4'\n$", r.err)
+    -- a recipe the table does not have: the same one line, exit 2
+    r = estimate({"--precision", "fp8:dynamic"})
+    assert.equal(2, r.code)
+    assert.matches("^ndplan: %-%-precision: expected .* got 'fp8:dynamic'\n$", r.err)
     r = estimate({"--schedule", "magic"})
     assert.equal(2, r.code)
     assert.matches("%-%-schedule: expected 1f1b, interleaved, gpipe, zb, dualpipe", r.err)

@@ -207,6 +207,8 @@ static void make_device (rd *r, nd_device *d) {
   d->peak_flops[ND_PREC_BF16] = logreal(r, 1e12, 1e16);
   d->peak_flops[ND_PREC_FP16] = flag(r) ? d->peak_flops[ND_PREC_BF16] : 0.0;
   d->peak_flops[ND_PREC_FP8] = flag(r) ? 2.0 * d->peak_flops[ND_PREC_BF16] : 0.0;
+  d->peak_flops[ND_PREC_MXFP8] = flag(r) ? d->peak_flops[ND_PREC_FP8] : 0.0;
+  d->peak_flops[ND_PREC_NVFP4] = flag(r) ? 4.0 * d->peak_flops[ND_PREC_BF16] : 0.0;
   d->hbm_bytes = logreal(r, 1e9, 1e13);
   d->hbm_bandwidth = logreal(r, 1e10, 1e14);
   d->scale_up.domain_size = (int)logrange(r, 1, 1024);
@@ -293,7 +295,10 @@ static void make_strategy (rd *r, const nd_model_spec *m, nd_strategy *st, nd_jo
     case 2: st->offload = unit(r); break;
     default: st->offload = 0.0; break;
   }
-  st->precision = (nd_precision)range(r, 0, ND_PREC_COUNT - 1);
+  st->precision = (nd_recipe_id)range(r, 0, ND_RECIPE_COUNT - 1);
+  st->param_gather = (u8(r) & 3) == 0;
+  st->bf16_first = (u8(r) & 3) == 0 ? (int)range(r, 0, 2) : -1;
+  st->bf16_last = (u8(r) & 3) == 0 ? (int)range(r, 0, 2) : -1;
   st->flash_attention = !((u8(r) & 7) == 0);
   if (st->vpp == 1 && (u8(r) & 3) == 0 && st->pp <= total) {  /* explicit layout */
     int left = total;

@@ -32,8 +32,8 @@ teardown(function()
   for i = #tmpfiles, 1, -1 do os.remove(tmpfiles[i]) end  -- directories sit at the front
 end)
 
-local BUNDLED = {"a100-40gb", "a100-80gb", "a2", "a3", "b200", "gb200", "h100", "h200", "h800",
-                 "mi300x"}
+local BUNDLED = {"a100-40gb", "a100-80gb", "a2", "a3", "b200", "b300", "gb200", "gb300", "h100",
+                 "h200", "h800", "mi300x", "mi325x", "mi350x", "mi355x"}
 
 describe("the bundled catalog", function()
   it("lists every bundled device, sorted", function()
@@ -83,6 +83,59 @@ describe("the bundled catalog", function()
     assert.equal(72, device.load("gb200").scale_up.domain_size)
     assert.equal(16, device.load("a3").scale_up.domain_size)
     assert.equal(8, device.load("a2").scale_up.domain_size)
+  end)
+
+  it("has the current parts' peaks as their datasheets derive them", function()
+    -- GB300 NVL72: the rack's 1.1 EF dense FP4, 360 PF FP8 and 20 TB over 72 GPUs
+    local gb300 = device.load("gb300")
+    assert.is_true(math.abs(72 * gb300:peak_flops("nvfp4") - 1.1e18) < 0.02 * 1.1e18)
+    assert.equal(360e15, 72 * gb300:peak_flops("fp8"))
+    assert.is_true(72 * gb300.hbm_bytes > 20e12)
+    assert.equal(gb300:peak_flops("fp8"), gb300:peak_flops("mxfp8"))
+    -- HGX B300: 108 PF dense FP4 and 72 PF sparse FP8 per 8 GPUs; nvidia-smi's capacity
+    local b300 = device.load("b300")
+    assert.equal(108e15, 8 * b300:peak_flops("nvfp4"))
+    assert.equal(72e15, 8 * 2 * b300:peak_flops("fp8"))
+    assert.equal(275040 * 2^20, b300.hbm_bytes)
+    -- B200 rechecked: nvidia-smi's 183359 MiB, FP4 twice FP8
+    local b200 = device.load("b200")
+    assert.equal(183359 * 2^20, b200.hbm_bytes)
+    assert.equal(2 * b200:peak_flops("fp8"), b200:peak_flops("nvfp4"))
+    -- CDNA 4: 256 CUs x 8,192 FP8 FLOPs per clock at 2.4 / 2.2 GHz, BF16 half, MXFP4 twice;
+    -- OCP MX formats only (no NVFP4)
+    for name, ghz in pairs({mi355x = 2.4, mi350x = 2.2}) do
+      local d = device.load(name)
+      local fp8 = 256 * 8192 * ghz * 1e9
+      assert.is_true(math.abs(d:peak_flops("fp8") - fp8) < 1e-4 * fp8, name)
+      assert.is_true(math.abs(2 * d:peak_flops("bf16") - fp8) < 1e-4 * fp8, name)
+      assert.is_true(math.abs(d:peak_flops("mxfp4") - 2 * fp8) < 1e-4 * fp8, name)
+      assert.equal(d:peak_flops("fp8"), d:peak_flops("mxfp8"))
+      assert.equal(0, d:peak_flops("nvfp4"))
+      assert.equal(288 * 2^30, d.hbm_bytes)
+    end
+    -- MI325X: MI300X's compute with 256 GB of HBM3E at 6 TB/s
+    local mi325x, mi300x = device.load("mi325x"), device.load("mi300x")
+    assert.equal(mi300x:peak_flops("fp8"), mi325x:peak_flops("fp8"))
+    assert.equal(256 * 2^30, mi325x.hbm_bytes)
+    assert.equal(6e12, mi325x.hbm_bandwidth)
+    assert.equal(0, mi325x:peak_flops("mxfp8"))
+    -- Hopper has no MXFP8 or FP4 path
+    for _, name in ipairs({"h100", "h200", "h800"}) do
+      assert.equal(0, device.load(name):peak_flops("mxfp8"), name)
+      assert.equal(0, device.load(name):peak_flops("nvfp4"), name)
+    end
+  end)
+
+  it("has 4 GPUs per compute tray inside the GB200/GB300 NVLink domain", function()
+    for _, name in ipairs({"gb200", "gb300"}) do
+      local d = device.load(name)
+      assert.equal(4, d.node_size, name)
+      assert.equal(72, d.scale_up.domain_size, name)
+    end
+    assert.equal(0, device.load("h100").node_size)  -- the domain: 8
+    local bad, err = device.load({base = "gb300", node_size = 5})
+    assert.is_nil(bad)
+    assert.matches("node_size %(5%) must divide scale_up.domain_size %(72%) or be a multiple of it", err)
   end)
 
   it("reports 0 FLOP/s for a precision a part lacks", function()

@@ -37,6 +37,13 @@ local PLANS = {
   offload = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
              seq_len = 8192, tp = 8, pp = 4, vpp = 2, sp = true, zero = 1,
              recompute = "selective", offload = 0.45},
+  -- FP8 with torchao's FSDP float8 all-gather, and NVFP4 with Megatron's param gather
+  fp8 = {model = "llama3.1-8b", device = "h100", devices = 64, global_batch = 512,
+         seq_len = 4096, zero = 3, recompute = "full", precision = "fp8:tensorwise",
+         fp8_param_gather = true},
+  nvfp4 = {model = "llama3.1-8b", device = "b200", devices = 64, global_batch = 512,
+           seq_len = 4096, tp = 2, zero = 1, recompute = "selective", precision = "nvfp4",
+           fp8_param_gather = true, bf16_first_layers = 1},
   -- full layers in the middle of each stage: no "first N" rule says that
   scattered = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
                seq_len = 8192, tp = 8, pp = 4, sp = true, zero = 1,
@@ -45,8 +52,10 @@ local PLANS = {
 
 -- What each file can state, compared after parsing it back.
 local FIELDS = {
-  megatron = {"tp", "pp", "vpp", "cp", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers", "offload"},
-  torchtitan = {"dp", "tp", "pp", "vpp", "cp", "zero", "mbs", "mb", "recompute", "stage_layers"},
+  megatron = {"tp", "pp", "vpp", "cp", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers", "offload",
+              "fp8_param_gather", "bf16_first_layers", "bf16_last_layers"},
+  torchtitan = {"dp", "tp", "pp", "vpp", "cp", "zero", "mbs", "mb", "recompute", "stage_layers",
+                "precision", "fp8_param_gather"},
   deepspeed = {"dp", "tp", "zero", "mbs", "mb", "precision", "recompute", "offload"},
   mindformers = {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers"},
   hyper = {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "mbs", "mb", "precision", "recompute", "stage_layers"},
@@ -92,6 +101,11 @@ local function check_round_trip(name, plan)
     elseif f == "sp" then
       a = a and want.tp > 1
       b = b and want.tp > 1 or false
+    elseif f == "precision" then
+      b = b or "bf16"  -- no converter or precision flag: BF16
+    elseif export.RECIPE_FIELDS[f] then  -- the recipe's options, where it quantizes
+      if not export.quantized(want.precision) then goto continue end
+      b = b or false
     end
     assert.same(a, b, string.format("%s: %s", name, f))
     ::continue::
@@ -131,12 +145,13 @@ describe("ndplan.export", function()
 
   for _, name in ipairs({"megatron", "torchtitan", "deepspeed", "mindformers", "hyper"}) do
     it(name .. " files parse back to what they state, for every plan", function()
-      for _, key in ipairs({"dense", "moe", "zero3", "prefix", "scattered", "offload"}) do
+      for _, key in ipairs({"dense", "moe", "zero3", "prefix", "scattered", "offload", "fp8",
+                            "nvfp4"}) do
         local notes, rounded = check_round_trip(name, plans[key])
         -- a rounded plan is re-priceable, and comes exactly with "rounded" notes
         assert.equal(#kinds(notes, "rounded") > 0, rounded ~= nil, name .. " " .. key)
         if rounded then
-          rounded.device = "h100"
+          rounded.device = PLANS[key].device
           assert.is_table(nd.estimate(rounded))
         end
       end
@@ -166,6 +181,16 @@ describe("ndplan.export", function()
     for _, key in ipairs({"prefix", "scattered"}) do
       assert.same({"recompute"}, rounded_fields("megatron", key))
       assert.same({"recompute", "zero"}, rounded_fields("torchtitan", key))
+    end
+    -- precision: Megatron states every recipe and its options; torchtitan FP8 tensorwise
+    -- with the FSDP float8 all-gather, but no NVFP4; the others BF16 only
+    assert.same({}, rounded_fields("megatron", "fp8"))
+    assert.same({}, rounded_fields("megatron", "nvfp4"))
+    assert.same({}, rounded_fields("torchtitan", "fp8"))
+    assert.same({"precision", "sp", "zero"}, rounded_fields("torchtitan", "nvfp4"))
+    for _, name in ipairs({"deepspeed", "mindformers", "hyper"}) do
+      local fields = rounded_fields(name, "fp8")
+      assert.truthy(table.concat(fields, ","):find("precision"), name)
     end
   end)
 

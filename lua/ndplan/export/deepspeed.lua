@@ -46,9 +46,9 @@ function M.render(plan)
     said.sp = false
     why.sp = "AutoTP has no sequence parallelism (§2.6)"
   end
-  if said.precision == "fp8" then
+  if export.quantized(said.precision) then
     said.precision = "bf16"
-    why.precision = "ds_config has bf16 and fp16 sections only (§2.6)"
+    why.precision = "ds_config has bf16 and fp16 sections only (§2.6): no FP8 or FP4 recipe"
   end
   local any = false
   for _, m in ipairs(said.layer_recompute) do any = any or m ~= "none" end

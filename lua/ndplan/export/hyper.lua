@@ -53,9 +53,9 @@ function M.render(plan)
     said.zero = 2
     why.zero = "every DP rank is an FSDP shard (dp_shard_size); ZeRO-2 keeps gathered parameters"
   end
-  if said.precision == "fp8" then
+  if export.quantized(said.precision) then
     said.precision = "bf16"
-    why.precision = "torch_dtype is bfloat16 or float16"
+    why.precision = "torch_dtype is bfloat16 or float16: no FP8 or FP4 recipe"
   end
   if said.pp > 1 and said.schedule ~= "1f1b" and said.schedule ~= "interleaved" then
     said.schedule = "1f1b"

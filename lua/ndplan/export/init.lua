@@ -61,7 +61,7 @@ end
 
 local DEFAULTS = {dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, sp = false,
                   zero = 0, mbs = 1, schedule = "1f1b", precision = "bf16",
-                  flash_attention = true, recompute = "none"}
+                  flash_attention = true, recompute = "none", fp8_param_gather = false}
 
 local function copy(t)
   if type(t) ~= "table" then return t end
@@ -108,6 +108,11 @@ function M.context(plan)
   end
   st.layer_recompute = per
   st.recompute = M.uniform_mode(per) or "per_layer"
+  -- the precision recipe by its table name, with the BF16 layers it keeps (the core's rule)
+  local ok, name, first, last = pcall(require("ndplan.c.estimate").recipe, st.precision,
+                                      layers, st.bf16_first_layers, st.bf16_last_layers)
+  if not ok then return nil, "export: " .. tostring(name) end
+  st.precision, st.bf16_first_layers, st.bf16_last_layers = name, first, last
   -- per-layer offload (layer_offload): trainers say offload as whole layers or a share, so
   -- it is carried as the share of layers offloaded, and each exporter rounds that
   if type(st.layer_offload) == "table" then
@@ -221,9 +226,17 @@ end
 -- Comparing the plan with what a file says
 ---------------------------------------------------------------------------------------------
 local FIELDS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
-                "schedule", "precision", "flash_attention", "offload", "recompute",
+                "schedule", "precision", "fp8_param_gather", "bf16_first_layers",
+                "bf16_last_layers", "flash_attention", "offload", "recompute",
                 "selective_ops", "stage_layers"}
 M.FIELDS = FIELDS
+
+M.RECIPE_FIELDS = {fp8_param_gather = true, bf16_first_layers = true, bf16_last_layers = true}
+
+-- quantized(precision) -> true for a recipe whose linear layers run in FP8 or FP4
+function M.quantized(precision)
+  return precision ~= "bf16" and precision ~= "fp16"
+end
 
 local function show(field, v)
   if field == "recompute" then return M.describe_modes(v) end
@@ -254,6 +267,10 @@ local function effective(st, field)
     return "per layer: " .. table.concat(order, ", ")
   end
   if field == "sp" then return st.sp and st.tp > 1 end
+  if M.RECIPE_FIELDS[field] then  -- only a quantized recipe has them
+    if M.quantized(st.precision) then return st[field] end
+    return "-"
+  end
   if field == "zero" then return st.dp > 1 and st.zero or 0 end
   if field == "schedule" then return st.pp > 1 and st.schedule or "-" end
   if field == "stage_layers" then return st.vpp <= 1 and st.stage_layers or {} end
@@ -266,8 +283,9 @@ function M.compare(ctx, said, why)
   local notes = {}
   for _, f in ipairs(FIELDS) do
     local a, b = show(f, effective(ctx.strategy, f)), show(f, effective(said, f))
-    -- switch sets matter only where the file recomputes selectively (recompute says the rest)
-    if a ~= b and not (f == "selective_ops" and b == "-") then
+    -- switch sets matter only where the file recomputes selectively (recompute says the rest),
+    -- a recipe's options only where the file states a quantized recipe (precision says it)
+    if a ~= b and not (f == "selective_ops" and b == "-") and not (M.RECIPE_FIELDS[f] and b == "-") then
       notes[#notes + 1] = {kind = "rounded", field = f, plan = a, file = b, why = why and why[f]}
     end
   end
@@ -319,8 +337,12 @@ function M.estimate_args(ctx, st)
                 seq_len = ctx.job.seq_len}
   for _, k in ipairs({"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
                       "schedule", "precision", "flash_attention", "offload",
-                      "selective_ops", "layer_selective_ops"}) do
+                      "selective_ops", "layer_selective_ops", "fp8_param_gather",
+                      "bf16_first_layers", "bf16_last_layers"}) do
     args[k] = copy(st[k])
+  end
+  if not M.quantized(st.precision) then  -- a file rounded to BF16 drops the recipe's options
+    args.fp8_param_gather, args.bf16_first_layers, args.bf16_last_layers = nil, nil, nil
   end
   local u = M.uniform_mode(st.layer_recompute)
   if u then args.recompute = u else args.layer_recompute = copy(st.layer_recompute) end

@@ -302,13 +302,13 @@ function M.render(plan, opts)
                     "--seq-length", ctx.job.seq_len}
   if said.precision == "fp16" then add(training, "--fp16")  -- Megatron's fp16 switch [R]
   else add(training, "--bf16") end
-  if said.precision == "fp8" then add(training, "--fp8-format", "hybrid") end
+  for _, v in ipairs(M.precision_flags(said, why)) do training[#training + 1] = v end
   for _, v in ipairs(recompute) do training[#training + 1] = v end
   if offloaded then
     add(training, "--cpu-offloading", "--cpu-offloading-num-layers", offloaded)
   end
   local devices = ctx.job.devices or said.dp * said.tp * said.pp * said.cp
-  local per_node = devices % 8 == 0 and 8 or devices
+  local per_node = M.node_size(ctx, devices)
   local notes, rounded = export.finish(ctx, said, why, unsaid)
   local text = table.concat({
     "# Megatron-LM launch arguments written by ndplan export (" .. M.dialect .. ").",
@@ -323,6 +323,52 @@ function M.render(plan, opts)
     "",
   }, "\n")
   return text, notes, rounded, info
+end
+
+-- Megatron's FP8 recipes and the FP8 format Transformer Engine's recipe class takes by
+-- default (DelayedScaling and Float8CurrentScaling: HYBRID, E4M3 forward and E5M2 for
+-- gradients; Float8BlockScaling and MXFP8BlockScaling: E4M3 throughout).
+local FP8_RECIPES = {["fp8:delayed"] = {"delayed", "hybrid"},
+                     ["fp8:tensorwise"] = {"tensorwise", "hybrid"},
+                     ["fp8:blockwise"] = {"blockwise", "e4m3"},
+                     ["fp8:mxfp8"] = {"mxfp8", "e4m3"}}
+M.FP8_RECIPES = FP8_RECIPES
+
+-- precision_flags(said, why) -> the flags after --bf16: --fp8-format/--fp8-recipe or
+-- --fp4-format/--fp4-recipe, the param gather and the BF16 layers at each end (Megatron
+-- arguments.py); a recipe Megatron has no name for is rounded, with the reason in why.
+function M.precision_flags(said, why)
+  local out = {}
+  if not export.quantized(said.precision) then return out end
+  if said.precision == "fp8:rowwise" then
+    said.precision = "fp8:tensorwise"
+    why.precision = "--fp8-recipe has tensorwise, delayed, mxfp8 and blockwise; torchao's "
+      .. "rowwise scaling is not among them"
+  end
+  local fp4 = said.precision == "nvfp4"
+  if fp4 then
+    out = {"--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"}
+  else
+    local r = FP8_RECIPES[said.precision]
+    out = {"--fp8-format", r[2], "--fp8-recipe", r[1]}
+  end
+  if said.fp8_param_gather then out[#out + 1] = fp4 and "--fp4-param-gather" or "--fp8-param-gather" end
+  if said.bf16_first_layers + said.bf16_last_layers > 0 then
+    for _, v in ipairs({"--first-last-layers-bf16", "--num-layers-at-start-in-bf16",
+                        said.bf16_first_layers, "--num-layers-at-end-in-bf16",
+                        said.bf16_last_layers}) do out[#out + 1] = v end
+  end
+  return out
+end
+
+-- node_size(ctx, devices) -> ranks per node for torchrun: the plan's device's node_size
+-- (4 on a GB200/GB300 tray, else its scale-up domain), else 8 when it divides the devices
+function M.node_size(ctx, devices)
+  local dev = ctx.plan.device or (ctx.plan.result and ctx.plan.result.device)
+  local d = dev and require("ndplan").device(dev)
+  local n = d and (d.node_size > 0 and d.node_size or d.scale_up.domain_size) or 8
+  if devices % n == 0 then return n end
+  return devices % 8 == 0 and 8 or devices
 end
 
 -- parse(text) -> strategy, job: what the flags say (stage_layers are body+MTP layers per

@@ -57,9 +57,9 @@ function M.render(plan)
     said.zero = 1
     why.zero = "enable_parallel_optimizer is one switch (§2.9), priced as ZeRO-1"
   end
-  if said.precision == "fp8" then
+  if export.quantized(said.precision) then
     said.precision = "bf16"
-    why.precision = "compute_dtype is bfloat16 or float16"
+    why.precision = "compute_dtype is bfloat16 or float16: no FP8 or FP4 recipe"
   end
   if said.pp > 1 and said.schedule ~= "1f1b" and said.schedule ~= "interleaved" then
     said.schedule = "1f1b"

@@ -128,10 +128,7 @@ function M.render(plan)
   add("activation_checkpoint.mode", mode)
   if mode == "selective" then add("activation_checkpoint.selective_ac_option", nth and tostring(nth) or "op") end
   export.no_offload(said, why, "training.enable_cpu_offload moves parameters and optimizer, not activations")
-  if said.precision ~= "bf16" then
-    unsaid[#unsaid + 1] = {field = "precision", plan = said.precision,
-                           why = "mixed precision is not among §2.5's options; torchtitan trains in bf16 by default [R]"}
-  end
+  M.precision(said, why, unsaid, add)
   if ctx.mtp > 0 then
     unsaid[#unsaid + 1] = {field = "mtp_layers", plan = tostring(ctx.mtp),
                            why = "the MTP layers are not part of a torchtitan model definition [R]"}
@@ -145,6 +142,59 @@ function M.render(plan)
   lines[#lines + 1] = ")"
   lines[#lines + 1] = "# NGPU=$NGPU ./run_train.sh ${TORCHTITAN_ARGS[@]}"
   return table.concat(lines, "\n") .. "\n", notes, rounded
+end
+
+-- torchtitan's low-precision converters (job_config Float8 and MX): `float8` (torchao:
+-- tensorwise by default, float8.recipe_name rowwise or rowwise_with_gw_hp) and `mx`
+-- (mx.recipe_name mxfp8); float8.enable_fsdp_float8_all_gather all-gathers FSDP
+-- parameters in float8 (tensorwise), with precompute_float8_dynamic_scale_for_fsdp.
+-- Delayed scaling, blockwise FP8 and NVFP4 have no converter; filter_fqns matches module
+-- names as substrings ("layers.1" also matches "layers.10"), so BF16 layers at the ends
+-- cannot be listed; the output head is filtered, as ndplan keeps it in BF16.
+local TORCHAO = {["fp8:tensorwise"] = {"float8"}, ["fp8:rowwise"] = {"float8", "rowwise"},
+                 ["fp8:mxfp8"] = {"mx", "mxfp8"}}
+local ROUND = {["fp8:delayed"] = {"fp8:tensorwise", "torchao has no delayed scaling; its float8 "
+                                  .. "default is tensorwise (current) scaling"},
+               ["fp8:blockwise"] = {"fp8:rowwise", "torchao's float8 recipes are tensorwise, "
+                                    .. "rowwise and rowwise_with_gw_hp: the per-row scales are "
+                                    .. "the nearest to 1x128 blocks"},
+               nvfp4 = {"bf16", "no torchtitan converter trains in NVFP4 (float8 and mx only)"}}
+
+function M.precision(said, why, unsaid, add)
+  if said.precision == "fp16" then
+    unsaid[#unsaid + 1] = {field = "precision", plan = said.precision,
+                           why = "training.mixed_precision_param takes bfloat16 or float32; torchtitan trains in bf16 by default [R]"}
+    return
+  end
+  local round = ROUND[said.precision]
+  if round then said.precision, why.precision = round[1], round[2] end
+  local c = TORCHAO[said.precision]
+  if not c then  -- bf16
+    said.fp8_param_gather, said.bf16_first_layers, said.bf16_last_layers = false, 0, 0
+    return
+  end
+  add("model.converters", c[1])
+  unsaid[#unsaid + 1] = {field = "quant_cache", plan = "the recipe's quantized weight copies",
+    why = "torchao casts the weights on each use and keeps no copy: price it with --costs quant_cache=0"}
+  if c[1] == "float8" then
+    if c[2] then add("float8.recipe_name", c[2]) end
+    add("float8.filter_fqns", "output")
+  else
+    add("mx.recipe_name", c[2])
+  end
+  if said.fp8_param_gather and not (c[1] == "float8" and not c[2] and said.zero >= 3) then
+    said.fp8_param_gather = false
+    why.fp8_param_gather = "float8 all-gather is FSDP's (ZeRO-3) with tensorwise scaling only"
+  end
+  if said.fp8_param_gather then
+    add("float8.enable_fsdp_float8_all_gather", "true")
+    add("float8.precompute_float8_dynamic_scale_for_fsdp", "true")
+  end
+  if said.bf16_first_layers + said.bf16_last_layers > 0 then
+    said.bf16_first_layers, said.bf16_last_layers = 0, 0
+    why.bf16_first_layers = "filter_fqns matches module names as substrings: layer ranges cannot be listed"
+    why.bf16_last_layers = why.bf16_first_layers
+  end
 end
 
 -- parse(text, {layers = body layers}) -> strategy, job (stage_layers are body layers)
@@ -185,6 +235,15 @@ function M.parse(text, opts)
     st.mbs = lbs
     st.mb = job.global_batch // (lbs * st.dp)
     st.vpp = 1
+  end
+  local conv = v("model.converters")
+  if conv == "float8" then
+    local recipe = v("float8.recipe_name")
+    st.precision = (recipe == "rowwise" or recipe == "rowwise_with_gw_hp") and "fp8:rowwise"
+                   or "fp8:tensorwise"
+    st.fp8_param_gather = v("float8.enable_fsdp_float8_all_gather") == "true"
+  elseif conv == "mx" then
+    st.precision = "fp8:mxfp8"
   end
   local mode, option = v("activation_checkpoint.mode"), v("activation_checkpoint.selective_ac_option")
   local nth = option and math.tointeger(tonumber(option))
