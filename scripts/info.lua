@@ -10,13 +10,14 @@ local spec = {
     {name = "model", short = "m", arg = "NAME|PATH", required = true,
      help = "a bundled model name (ndplan models) or a config.json / YAML path"},
     {name = "json", help = "print one JSON document instead of text"},
+    {name = "strict", help = "refuse a model the loader had to assume anything about"},
   },
 }
 
 local opts = cli.parse(spec, {...})
 if not opts then return end
 
-local m = cli.check(nd.model(opts.model))
+local m = cli.check(nd.model(opts.model, {strict = opts.strict}))
 local p, s, groups = m:params(), m:spec(), m:layers()
 local warnings = m:warnings()
 for _, w in ipairs(warnings) do io.stderr:write("ndplan: warning: ", w, "\n") end

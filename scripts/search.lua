@@ -16,6 +16,7 @@ local spec = {
   options = {
     {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config"},
     {name = "yaml-config", short = "y", arg = "PATH", help = "model config file (as --model PATH)"},
+    {name = "strict", help = "refuse a model the loader had to assume anything about"},
     {name = "search-config", short = "s", arg = "PATH", help = "search configuration YAML"},
     {name = "device-type", short = "A", arg = "NAME|PATH", help = "device (default: h100)"},
     {name = "devices", short = "d", arg = "N", help = "number of devices"},
@@ -251,7 +252,10 @@ if out_dir then
   args.csv = csv_tmp
 end
 
-local model = cli.check(nd.model(args.model))
+local model = cli.check(nd.model(args.model, {strict = opts.strict}))
+for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
+  io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
+end
 args.model = model
 
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)

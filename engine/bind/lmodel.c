@@ -56,7 +56,11 @@ static const field fields[] = {
   FIELD(expert_bias, F_BOOL, 0),
   FIELD(linear_k_heads, F_INT, 0), FIELD(linear_v_heads, F_INT, 0),
   FIELD(linear_k_dim, F_INT, 0), FIELD(linear_v_dim, F_INT, 0), FIELD(conv_kernel, F_INT, 0),
-  FIELD(sliding_window, F_INT, 0), FIELD(mtp_layers, F_INT, 0),
+  FIELD(mamba_heads, F_INT, 0), FIELD(mamba_head_dim, F_INT, 0), FIELD(mamba_state, F_INT, 0),
+  FIELD(mamba_groups, F_INT, 0), FIELD(mamba_conv, F_INT, 0), FIELD(mamba_chunk, F_INT, 0),
+  FIELD(mamba_conv_bias, F_BOOL, 0), FIELD(mamba_proj_bias, F_BOOL, 0),
+  FIELD(sliding_window, F_INT, 0), FIELD(chunked_window, F_BOOL, 0),
+  FIELD(mtp_layers, F_INT, 0),
   {"attention", F_STACK, 0, 0}, {"mlp", F_STACK, 0, 0},  /* per-layer kinds */
   {NULL, 0, 0, 0}
 };
@@ -180,8 +184,8 @@ static const char *read_stack (lua_State *L, nd_model_spec *m, const field *f) {
     if (k < 0) {
       const char *msg = lua_pushfstring(L, "%s: layer %d: unknown kind '%s' (expected %s)",
                                         f->name, i, s ? s : luaL_typename(L, -1),
-                                        attention ? "full, sliding, linear or mla"
-                                                  : "dense or moe");
+                                        attention ? "full, sliding, linear, mla, mamba or none"
+                                                  : "dense, moe or none");
       lua_remove(L, -2);
       return msg;
     }

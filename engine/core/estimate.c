@@ -117,11 +117,15 @@ static double gemm_time (const ctx *x, double flops) {
   return eff > 0.0 ? flops / (x->peak * eff) : 0.0;
 }
 
-/* Keys one query attends to, on average: executed (flash skips masked blocks) or model. */
+/*
+** Keys one query attends to, on average: executed (flash skips masked blocks) or model.
+** Chunked windows (Llama 4) are causal inside each chunk: w/2 on average, w materialised.
+*/
 static double keys_per_query (const ctx *x, int sliding, int executed) {
   double s = (double)x->job->seq_len;
   double w = (double)x->m->sliding_window;
-  if (sliding && w > 0 && w < s) return w;
+  if (sliding && w > 0 && w < s)
+    return x->m->chunked_window && (!executed || x->st->flash_attention) ? w / 2.0 : w;
   return (executed && !x->st->flash_attention) ? s : s / 2.0;
 }
 
@@ -216,6 +220,39 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
 }
 
 /*
+** Mamba-2 mixer, sharded as Megatron does: in_proj column-parallel (z, x, B, C and dt split
+** by heads and groups), the conv and the scan on the local heads, out_proj row-parallel, so
+** its TP traffic is one block's, like attention. The chunked scan (SSD) per token, with chunk
+** Q, state N, head dim P, G groups and H heads: C.B^T inside the chunk (2QN per group), its
+** masked product with x (2QP per head), the chunk's state B^T x (2NP per head) and the output
+** read from the carried state (2NP per head); passing the states between chunks (NP per head
+** per chunk) is left out. The conv (2K FLOPs per channel) and the gated norm are element-wise
+** work, priced over HBM through the bytes they store like every element-wise kernel here.
+*/
+static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double H = (double)m->mamba_heads, P = (double)m->mamba_head_dim;
+  double N = (double)m->mamba_state, G = (double)m->mamba_groups;
+  double Q = (double)m->mamba_chunk, seq = (double)x->job->seq_len / x->st->cp;
+  double inner = H * P, bc = 2.0 * G * N, in = 2.0 * inner + bc + H, conv = inner + bc;
+  double core_tok;
+  if (Q > seq) Q = seq;  /* one chunk when the sequence is shorter */
+  core_tok = 2.0 * Q * N * G + 2.0 * Q * P * H + 4.0 * N * P * H;
+  lc->gemm_s += gemm_time(x, 2 * T * h * in / t) + gemm_time(x, 2 * T * inner * h / t);
+  lc->core_s += gemm_time(x, T * core_tok / t);
+  a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
+  lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
+  /* in_proj output (z, x, B, C, dt), conv output, scan output, gated-norm output */
+  a->dev += ab * T * (in + conv + 2.0 * inner) / t;
+  a->dev += 8.0 * T * H / t;                        /* fp32 dt and its cumulative decay */
+  lc->op_bytes[ND_OP_ACT] += ab * T * conv / t;     /* the conv's SiLU output */
+  a->core += 4.0 * (T / Q) * H * P * N / t;         /* fp32 chunk states */
+  lc->flops_token += 2 * h * in + 2 * inner * h + 2.0 * (double)m->mamba_conv * conv + core_tok;
+  lc->core_flops_token += core_tok;
+}
+
+/*
 ** One MoE dispatch (or combine) of `copy` bytes per routed copy, k copies per token. With
 ** node deduplication a token crosses the scale-out once per remote node it visits: of N
 ** nodes in the EP group, k experts placed at random visit N(1 - (1 - 1/N)^k) of them, and
@@ -293,8 +330,9 @@ static layer_cost *price_kind (ctx *x, int layer) {
   nd_layer_buckets pb;
   if (lc->ready) return lc;
   memset(lc, 0, sizeof *lc);
-  price_attention(x, k->attention, lc, &a);
-  price_mlp(x, k->mlp, lc, &a);
+  if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a);
+  else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
+  if (k->mlp != ND_MLP_NONE) price_mlp(x, k->mlp, lc, &a);
   if (m->norms_per_layer > 2) {  /* Gemma's extra norms: their outputs are droppable too */
     a.rep += (m->norms_per_layer - 2) * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += (m->norms_per_layer - 2) * ab * T * h * x->r;
@@ -332,7 +370,8 @@ static layer_cost *price_kind (ctx *x, int layer) {
   /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
   tp_bytes = ab * T * h;
   if (t > 1) {
-    int blocks = (k->mlp == ND_MLP_DENSE || m->shared_ffn_size > 0) ? 2 : 1;
+    int blocks = (k->attention != ND_ATTN_NONE)  /* attention or mixer, then the MLP */
+               + (k->mlp == ND_MLP_DENSE || (k->mlp == ND_MLP_MOE && m->shared_ffn_size > 0));
     const nd_group *g = &x->g[ND_GROUP_TP];
     double one = x->st->sp ? nd_allgather_time(&x->fabric, g, tp_bytes)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
@@ -340,7 +379,9 @@ static layer_cost *price_kind (ctx *x, int layer) {
     lc->tp_s = blocks * one * (1.0 - x->c->tp_overlap);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
-  if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR) {
+  /* (a scan passes only its final state between CP ranks: left out) */
+  if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR && k->attention != ND_ATTN_MAMBA
+      && k->attention != ND_ATTN_NONE) {
     double kvw = k->attention == ND_ATTN_MLA
       ? (double)m->num_heads / t * (m->qk_nope_head_dim + m->qk_rope_head_dim + m->v_head_dim)
       : 2.0 * (m->num_kv_heads >= t ? m->num_kv_heads / t : 1.0) * m->head_dim;

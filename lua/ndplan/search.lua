@@ -19,7 +19,7 @@ local OTHER = {model = true, device = true, devices = true, global_batch = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
-               unsafe_policy = true}
+               unsafe_policy = true, strict = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -80,7 +80,7 @@ function M.search(args)
       error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
     end
   end
-  local model, merr = estimate.resolve("model", args.model)
+  local model, merr = estimate.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
   if not device then return nil, derr end

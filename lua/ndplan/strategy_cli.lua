@@ -33,6 +33,7 @@ M.OPTIONS = {
   {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
   {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
   {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
+  {name = "strict", help = "refuse a model the loader had to assume anything about"},
   {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script; options given here win"},
 }
 
@@ -77,7 +78,7 @@ function M.args(spec, argv, opts)
     end
     return n
   end
-  local model = cli.check(nd.model(opts.model))
+  local model = cli.check(nd.model(opts.model, {strict = opts.strict}))
   for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
     io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
   end

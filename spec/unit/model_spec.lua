@@ -27,6 +27,29 @@ local function gemma3_12b()
   return L * layer + V * h + h
 end
 
+-- Llama 4 text towers by hand: q/k/v/o (no biases), experts of width 8192 (SwiGLU), one
+-- shared expert of that width and a router in each MoE layer (every `step`-th), dense layers
+-- of width 16384, two RMSNorms per layer, untied head. Returns total, active.
+local function llama4(experts, step)
+  local h, L, V, q, kv = 5120, 48, 202048, 40 * 128, 8 * 128
+  local attn, expert = 2 * h * q + 2 * h * kv, 3 * h * 8192
+  local moe = L // step
+  local body = L * (attn + 2 * h) + (L - moe) * 3 * h * 16384 + moe * (expert + h * experts)
+  local outer = 2 * V * h + h
+  return body + moe * experts * expert + outer, body + moe * expert + outer
+end
+
+-- Nemotron-H-56B by hand: 54 Mamba-2 mixers (in_proj to z, x, B, C, dt; conv with bias over
+-- x, B, C; dt_bias, A_log, D; gated norm; out_proj), 10 attention layers, 54 squared-ReLU
+-- MLPs (two matrices), one RMSNorm per layer, untied head, final norm.
+local function nemotron_h_56b()
+  local h, inner, bc, heads = 8192, 256 * 64, 2 * 8 * 256, 256
+  local mamba = h * (2 * inner + bc + heads) + (inner + bc) * 5 + 3 * heads + inner + inner * h
+  local attention = 2 * h * 64 * 128 + 2 * h * 8 * 128
+  local mlp = 2 * h * 32768
+  return 54 * mamba + 10 * attention + 54 * mlp + 118 * h + 2 * 131072 * h + h
+end
+
 -- Published or derived totals (models-and-trainers.md 1.3, formulas-and-hardware.md B.2);
 -- active = total for dense models.
 local REFERENCE = {
@@ -45,6 +68,11 @@ local REFERENCE = {
   -- (mtp_num_hidden_layers: 1, another 1.65B): checked exactly below
   ["qwen3-next-80b-a3b"] = {total = 79674391296, active = 3874929408},
   ["gemma3-12b"] = {total = gemma3_12b()},
+  -- Gemma 2 technical report, Table 2: 917,504,000 embedding + 8,324,201,984 non-embedding
+  ["gemma2-9b"] = {total = 917504000 + 8324201984},
+  ["llama4-scout"] = (function() local t, a = llama4(16, 1) return {total = t, active = a} end)(),
+  ["llama4-maverick"] = (function() local t, a = llama4(128, 2) return {total = t, active = a} end)(),
+  ["nemotron-h-56b"] = {total = nemotron_h_56b()},
   -- the formula leaves out the final LayerNorm (2h), well inside the tolerance
   ["gpt3-175b"] = {total = narayanan(96, 12288)},
   ["megatron-22b"] = {total = narayanan(48, 6144)},

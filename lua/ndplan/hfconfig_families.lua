@@ -1,0 +1,110 @@
+-- What ndplan.hfconfig knows about each Hugging Face model_type: the family's implicit facts
+-- (traits) and the fields known not to change the cost of training (the rest is either read
+-- by the loader or reported by name).
+--
+-- Traits: tie = the head's tie by default (tie_word_embeddings absent); attn = how attention
+-- kinds are laid out when layer_types is absent; moe = how experts and MoE layers are read;
+-- gpt = LayerNorm, biases, 2-matrix MLP; gated = the MLP has gate, up and down matrices
+-- (default: yes unless gpt); pattern = the layer stack is spelled by one character per layer
+-- (Nemotron-H); o_bias = false: attention_bias biases q, k and v only; no_cost = fields of
+-- this family known not to change the cost; defaults = what the family's config class fills
+-- in when a published config leaves a field out.
+local M = {}
+
+local DEEPSEEK = {tie = false, moe = "deepseek"}
+
+M.FAMILIES = {
+  llama = {tie = false},
+  mistral = {tie = false, attn = "mistral"},
+  qwen2 = {tie = false, qkv_bias = true, attn = "qwen2"},
+  qwen2_moe = {tie = false, qkv_bias = true, attn = "qwen2", moe = "qwen"},
+  qwen3 = {tie = false, qk_norm = true, attn = "qwen2"},
+  qwen3_moe = {tie = false, qk_norm = true, attn = "qwen2", moe = "qwen"},
+  mixtral = {tie = false, attn = "mistral", moe = "per_expert"},
+  deepseek_v2 = DEEPSEEK,
+  deepseek_v3 = DEEPSEEK,
+  kimi_k2 = DEEPSEEK,  -- Kimi-K2 ships DeepSeek-V3's architecture under its own name
+  -- GLM-4.5: DeepSeek-style experts (always a score-correction bias), q/k norms, and
+  -- attention_bias on q, k and v only
+  glm4_moe = {tie = false, moe = "deepseek", router_bias = true, qk_norm_field = "use_qk_norm",
+              o_bias = false},
+  gpt_oss = {tie = false, attn = "alternate", moe = "per_expert", expert_bias = true,
+             router_bias = true, sinks = true,
+             no_cost = {"initial_context_length", "swiglu_limit"}},  -- YaRN base, a clamp
+  -- Gemma 1: GeGLU (gelu_pytorch_tanh on the gate) with three matrices, tied head
+  gemma = {tie = true},
+  -- Gemma 2: four norms per layer, sliding and global layers alternating from layer 0
+  gemma2 = {tie = true, norms_per_layer = 4, attn = "alternate",
+            defaults = {head_dim = 256, sliding_window = 4096}},
+  gemma3_text = {tie = true, qk_norm = true, norms_per_layer = 4, attn = "gemma3",
+                 -- Gemma3TextConfig defaults: its published configs leave these out
+                 defaults = {vocab_size = 262208, head_dim = 256, sliding_window = 4096,
+                             max_position_embeddings = 131072, sliding_window_pattern = 6}},
+  -- Llama 4: experts of width intermediate_size plus one shared expert of that width, dense
+  -- layers of width intermediate_size_mlp, MoE every interleave_moe_layer_step-th layer;
+  -- layers with RoPE attend within chunks of attention_chunk_size, every 4th is global
+  llama4_text = {tie = false, moe = "llama4", attn = "llama4",
+                 no_cost = {"use_qk_norm"}},  -- a weightless L2 norm
+  qwen3_next = {tie = false, qk_norm = true, attn = "hybrid", moe = "qwen",
+                output_gate = true},
+  qwen3_5_text = {tie = false, qk_norm = true, attn = "hybrid", output_gate = true},
+  qwen3_5_moe_text = {tie = false, qk_norm = true, attn = "hybrid", moe = "qwen",
+                      output_gate = true},
+  -- Nemotron-H: hybrid_override_pattern, one layer per character: M Mamba-2, * attention,
+  -- - MLP (squared ReLU, two matrices), E MoE (Nemotron-3)
+  nemotron_h = {tie = false, pattern = true, gated = false, moe = "nemotron_h",
+                no_cost = {"mamba_hidden_act", "mlp_hidden_act", "residual_in_fp32",
+                           "rescale_prenorm_residual", "use_mamba_kernels", "time_step_min",
+                           "time_step_max", "time_step_floor", "time_step_limit",
+                           "time_step_rank", "mamba_dt_min", "mamba_dt_max",
+                           "mamba_dt_limit", "mamba_dt_init_floor", "num_logits_to_keep",
+                           "expand", "mamba_expand"}},
+  gpt2 = {tie = true, gpt = true, position = "learned"},
+  gpt_neox = {tie = false, gpt = true, position = "rope"},
+  opt = {tie = true, gpt = true, position = "learned", position_offset = 2},
+  bloom = {tie = true, gpt = true, position = "none", embed_norm = true, ffn_4h = true},
+}
+
+-- Wrapper model_types whose text tower is in text_config.
+M.TEXT_TOWER = {gemma3 = "gemma3_text", qwen3_5 = "qwen3_5_text",
+                qwen3_5_moe = "qwen3_5_moe_text", llama4 = "llama4_text"}
+
+-- Fields no family reads that change neither parameters, FLOPs nor activation bytes:
+-- identifiers, token ids, dtypes, initialisation, numerical epsilons and scales, RoPE
+-- frequencies (RoPE costs no parameters), dropout rates (the dropout cost is
+-- costs.dropout), caching and generation switches, router loss and normalisation
+-- settings, and the towers ndplan does not cost (only the text tower is priced).
+local NO_COST = {
+  "architectures", "auto_map", "transformers_version", "torch_dtype", "dtype",
+  "_name_or_path", "name_or_path", "model_name", "quantization_config",
+  "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+  "image_token_index", "image_token_id", "boi_token_index", "eoi_token_index",
+  "video_token_id", "vision_start_token_id", "vision_end_token_id",
+  "initializer_range", "initializer_factor", "rms_norm_eps", "layer_norm_eps",
+  "layer_norm_epsilon", "norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
+  "rope_local_base_freq", "rope_interleave", "partial_rotary_factor", "rotary_pct",
+  "rotary_emb_base", "use_cache", "attention_dropout", "hidden_dropout", "dropout",
+  "embd_pdrop", "resid_pdrop", "attn_pdrop", "summary_first_dropout", "activation_dropout",
+  "router_aux_loss_coef", "router_z_loss_coef", "output_router_logits", "norm_topk_prob",
+  "routed_scaling_factor", "scoring_func", "aux_loss_alpha", "seq_aux", "ep_size",
+  "router_jitter_noise", "moe_router_enable_expert_bias",
+  "query_pre_attn_scalar", "final_logit_softcapping", "attn_logit_softcapping",
+  "cache_implementation", "hidden_act", "hidden_activation", "activation_function",
+  "return_dict", "output_attentions", "output_hidden_states", "is_encoder_decoder",
+  "tie_encoder_decoder", "use_return_dict", "pretraining_tp", "mm_tokens_per_image",
+  "vision_config", "vision_feature_layer", "vision_feature_select_strategy",
+  "projector_hidden_act", "multimodal_projector_bias", "audio_config", "text_config",
+  "use_qk_norm_scale",
+  "attn_temperature_tuning", "floor_scale", "attn_scale", "router_dtype",
+  "max_length", "min_length", "num_beams", "temperature", "top_p",
+}
+
+-- no_cost(family traits) -> set of the field names known not to change the cost
+function M.no_cost(traits)
+  local set = {}
+  for _, n in ipairs(NO_COST) do set[n] = true end
+  for _, n in ipairs(traits.no_cost or {}) do set[n] = true end
+  return set
+end
+
+return M
