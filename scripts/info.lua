@@ -42,15 +42,52 @@ say("params    %s total, %s active", cli.count(p.total), cli.count(p.active))
 if p.total_with_mtp and p.total_with_mtp ~= p.total then
   say("          %s with the MTP module(s)", cli.count(p.total_with_mtp))
 end
+local per_kind, order = {}, {}
+for _, g in ipairs(groups) do
+  local k = g.kind .. (g.mtp and " (mtp)" or "")
+  if not per_kind[k] then order[#order + 1], per_kind[k] = k, 0 end
+  per_kind[k] = per_kind[k] + g.count
+end
+for i, k in ipairs(order) do order[i] = per_kind[k] .. " " .. k end
+say("kinds     %s", table.concat(order, ", "))
 say("")
 say("layer stack:")
-local rows = {}
-for _, g in ipairs(groups) do
-  rows[#rows + 1] = {
-    layers = g.count == 1 and tostring(g.first) or
-             string.format("%d-%d", g.first, g.first + g.count - 1),
-    count = g.count, kind = g.kind .. (g.mtp and " (mtp)" or ""),
-  }
+-- Runs of groups that repeat a motif of 2 to 4 groups (Gemma 2's sliding/global, Nemotron-H's
+-- Mamba/MLP) are one row: "mamba x1, mlp x1 (x3)".
+local function same(a, b)
+  return a.kind == b.kind and a.count == b.count and a.mtp == b.mtp
+end
+local function repeats(i, p)
+  local n = 1
+  while true do
+    for j = 0, p - 1 do
+      local a, b = groups[i + j], groups[i + n * p + j]
+      if not (a and b and same(a, b)) then return n end
+    end
+    n = n + 1
+  end
+end
+local rows, i = {}, 1
+while i <= #groups do
+  local best_p, best_n = 1, 1
+  for p = 2, 4 do
+    local n = repeats(i, p)
+    if n >= 2 and n * p > best_n * best_p then best_p, best_n = p, n end
+  end
+  local last = groups[i + best_p * best_n - 1]
+  local first, stop = groups[i].first, last.first + last.count - 1
+  local kind = groups[i].kind .. (groups[i].mtp and " (mtp)" or "")
+  if best_p > 1 then
+    local parts = {}
+    for j = 0, best_p - 1 do
+      local g = groups[i + j]
+      parts[#parts + 1] = g.kind .. " x" .. g.count
+    end
+    kind = table.concat(parts, ", ") .. " (x" .. best_n .. ")"
+  end
+  rows[#rows + 1] = {layers = first == stop and tostring(first) or first .. "-" .. stop,
+                     count = stop - first + 1, kind = kind}
+  i = i + best_p * best_n
 end
 out[#out + 1] = (cli.format_table({
   {key = "layers", title = "  layers"}, {key = "count", title = "count", align = "right"},
@@ -62,7 +99,11 @@ local parts = {}
 for _, k in ipairs({"embedding", "attention", "dense_mlp", "routed_experts", "shared_experts",
                     "router", "norms", "head", "mtp"}) do
   local v = p.breakdown[k] or 0
-  parts[#parts + 1] = {part = k, params = v,
+  local label = k
+  for _, g in ipairs(groups) do
+    if k == "attention" and g.attention == "mamba" then label = "attention, mamba" end
+  end
+  parts[#parts + 1] = {part = label, params = v,
                        share = p.total_with_mtp > 0 and 100 * v / p.total_with_mtp or 0}
 end
 out[#out + 1] = (cli.format_table({

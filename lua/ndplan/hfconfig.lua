@@ -318,9 +318,11 @@ local function read_experts(r, s, traits)
                   "an integer: experts chosen per token", 1)
   -- DeepSeek's group-limited routing: a token's experts lie in topk_group of n_group groups
   local groups = r:int("n_group")
+  local per_token = r:int("topk_group", nil, 1)  -- known, even with one group
   if groups and groups > 1 then
     s.expert_groups = groups
-    s.groups_per_token = r:int("topk_group", "an integer: expert groups per token", 1)
+    s.groups_per_token = per_token or r:missing("topk_group", "an integer: expert groups"
+                                                .. " per token")
   end
   local per_expert = traits.moe == "per_expert" or traits.moe == "llama4"
   if per_expert then
