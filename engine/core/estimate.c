@@ -153,7 +153,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     lc->core_s += gemm_time(x, T * per_tok_core / t);
     a->rep += 2 * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;  /* the norm output feeding the block */
-    a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (2 * kd + vd) + 2 * vd) / t;
+    a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (m->conv_kernel > 0 ? 2 * kd + vd : 0)
+                        + 2 * vd) / t;  /* projections, conv outputs (if any), gated norm */
     a->core += 4.0 * (T / chunk) * nv * dk * dvv / t;  /* fp32 chunk states */
     lc->flops_token += 2 * h * (2 * kd + 2 * vd + 2 * nv) + 2 * vd * h + per_tok_core;
     lc->core_flops_token += per_tok_core;

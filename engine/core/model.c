@@ -193,7 +193,7 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
     RANGE(linear_v_heads, 1, MAX_HEADS);
     RANGE(linear_k_dim, 1, MAX_HEAD_DIM);
     RANGE(linear_v_dim, 1, MAX_HEAD_DIM);
-    RANGE(conv_kernel, 1, MAX_CONV);
+    RANGE(conv_kernel, 0, MAX_CONV);  /* 0: no conv (MiniMax's lightning attention) */
     if (m->linear_v_heads % m->linear_k_heads != 0)
       return fail(err, errlen, "linear_v_heads: must be a multiple of linear_k_heads (%lld),"
                   " got %lld", (long long)m->linear_k_heads, (long long)m->linear_v_heads);

@@ -183,6 +183,15 @@ local function attention_kinds(r, s, traits, L)
     return kinds
   end
   local rule = traits.attn
+  if rule == "minimax" then  -- attn_type_list: 0 lightning (linear), 1 softmax
+    local list = r:list("attn_type_list", "0 or 1", function(x) return x == 0 or x == 1 end)
+    if not list then r:missing("attn_type_list", "a list of 0 (lightning) and 1 (softmax)") end
+    if #list ~= L then
+      r:fail("field 'attn_type_list' has %d entries but num_hidden_layers is %d", #list, L)
+    end
+    for i = 1, L do kinds[i] = list[i] == 1 and "full" or "linear" end
+    return kinds
+  end
   if rule == "llama4" then  -- without chunks every layer is global (the loop below)
     local k = chunked(r, s, L)
     if k then return k end
@@ -339,7 +348,7 @@ local function read_experts(r, s, traits)
     end
   end
   local n_shared = r:int("n_shared_experts") or 0
-  local shared = r:int("shared_expert_intermediate_size") or 0
+  local shared = r:int({"shared_expert_intermediate_size", "shared_intermediate_size"}) or 0
   local nemotron = traits.moe == "nemotron_h" and r:int("moe_shared_expert_intermediate_size")
   if traits.moe == "llama4" then  -- Llama 4: one ungated shared expert of the routed width
     s.num_shared_experts, s.shared_ffn_size = 1, s.moe_ffn_size
@@ -366,7 +375,12 @@ local function read_mla(r, s)
   s.v_head_dim = r:int("v_head_dim", what, 1)
 end
 
-local function read_linear(r, s)
+local function read_linear(r, s, traits)
+  if traits.attn == "minimax" then  -- lightning attention: the softmax layers' q heads,
+    s.linear_k_heads, s.linear_v_heads = s.num_heads, s.num_heads  -- no conv
+    s.linear_k_dim, s.linear_v_dim, s.conv_kernel = s.head_dim, s.head_dim, 0
+    return
+  end
   local what = "an integer (the linear-attention layers need it)"
   s.linear_k_heads = r:int("linear_num_key_heads", what, 1)
   s.linear_v_heads = r:int("linear_num_value_heads", what, 1)
@@ -487,7 +501,7 @@ local function convert(r, opts)
     uses[attention[i]], uses[mlp[i]] = true, true
   end
   s.attention, s.mlp = attention, mlp
-  if uses.linear then read_linear(r, s) end
+  if uses.linear then read_linear(r, s, traits) end
   if uses.mamba then read_mamba(r, s) end
   if uses.moe and s.num_experts == 0 then
     r:missing({"n_routed_experts", "num_experts"}, "an integer: the MoE layers need experts")

@@ -12,6 +12,12 @@
 local M = {}
 
 local DEEPSEEK = {tie = false, moe = "deepseek"}
+local MINIMAX = {tie = false, attn = "minimax", moe = "per_expert",
+                 no_cost = {"layernorm_full_attention_alpha", "layernorm_full_attention_beta",
+                            "layernorm_linear_attention_alpha",
+                            "layernorm_linear_attention_beta", "layernorm_mlp_alpha",
+                            "layernorm_mlp_beta", "postnorm", "rotary_dim", "block_size",
+                            "shared_moe_mode"}}
 
 M.FAMILIES = {
   llama = {tie = false},
@@ -62,6 +68,9 @@ M.FAMILIES = {
                            "time_step_rank", "mamba_dt_min", "mamba_dt_max",
                            "mamba_dt_limit", "mamba_dt_init_floor", "num_logits_to_keep",
                            "expand", "mamba_expand"}},
+  -- MiniMax-Text-01 / M1: attn_type_list (lightning attention, priced as the linear kind,
+  -- in most layers), 32 experts of width intermediate_size; DeepNorm scales cost nothing
+  minimax = MINIMAX, minimax_text_01 = MINIMAX, minimax_m1 = MINIMAX,
   gpt2 = {tie = true, gpt = true, position = "learned"},
   gpt_neox = {tie = false, gpt = true, position = "rope"},
   opt = {tie = true, gpt = true, position = "learned", position_offset = 2},

@@ -70,6 +70,12 @@ describe("model cards", function()
     assert.is_true(math.abs(p.total - 56 * B) < 0.5 * B, ("got %.3fB"):format(p.total / B))
     assert.are.equal(p.total, p.active)
   end)
+
+  it("MiniMax-M1: 456B total, 45.9B activated without the embedding and head (card)", function()
+    local p = assert(nd.model("minimax-m1")):params()
+    near(p.total, 456 * B, 0.005, "total")
+    near(p.active - p.breakdown.embedding - p.breakdown.head, 45.9 * B, 0.005, "activated")
+  end)
 end)
 
 describe("layer stacks", function()
@@ -105,6 +111,16 @@ describe("layer stacks", function()
     assert.are.equal("mamba x1, mlp x1, mamba x1, mlp x1, mamba x1, mlp x1, mamba x1, "
                      .. "attention x1", first_kinds(m, 8))
     assert.is_false(m.gated_mlp)  -- squared ReLU
+  end)
+end)
+
+describe("MiniMax's attn_type_list", function()
+  it("puts a softmax layer after every seven lightning layers, priced as linear", function()
+    local m = assert(nd.model("minimax-m1"))
+    assert.are.same({["linear-moe"] = 70, moe = 10}, kinds(m))
+    assert.are.equal("linear-moe x7, moe x1, linear-moe x7", first_kinds(m, 3))
+    assert.are.same({64, 64, 128, 128, 0}, {m.linear_k_heads, m.linear_v_heads,
+                                            m.linear_k_dim, m.linear_v_dim, m.conv_kernel})
   end)
 end)
 

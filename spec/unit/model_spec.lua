@@ -50,6 +50,18 @@ local function nemotron_h_56b()
   return 54 * mamba + 10 * attention + 54 * mlp + 118 * h + 2 * 131072 * h + h
 end
 
+-- MiniMax-M1 by hand: 70 lightning layers as the linear kind (q, k, v, output gate, the
+-- kind's beta/decay projections and per-head parameters, no conv, output, a 128-wide norm),
+-- 10 softmax layers (64 q heads, 8 KV heads of 128), 32 SwiGLU experts of 9216 and a router
+-- in every layer, two norms per layer, untied head, final norm.
+local function minimax_m1()
+  local h, d, heads, V = 6144, 64 * 128, 64, 200064
+  local lightning = 4 * h * d + 2 * h * heads + 2 * heads + d * h + 128
+  local softmax = 2 * h * d + 2 * h * 8 * 128
+  local moe = 32 * 3 * h * 9216 + 32 * h
+  return 70 * lightning + 10 * softmax + 80 * (moe + 2 * h) + 2 * V * h + h
+end
+
 -- Published or derived totals (models-and-trainers.md 1.3, formulas-and-hardware.md B.2);
 -- active = total for dense models.
 local REFERENCE = {
@@ -73,6 +85,8 @@ local REFERENCE = {
   ["llama4-scout"] = (function() local t, a = llama4(16, 1) return {total = t, active = a} end)(),
   ["llama4-maverick"] = (function() local t, a = llama4(128, 2) return {total = t, active = a} end)(),
   ["nemotron-h-56b"] = {total = nemotron_h_56b()},
+  ["minimax-m1"] = {total = minimax_m1(),
+                    active = minimax_m1() - 80 * 30 * 3 * 6144 * 9216},  -- top-2 of 32
   -- the formula leaves out the final LayerNorm (2h), well inside the tolerance
   ["gpt3-175b"] = {total = narayanan(96, 12288)},
   ["megatron-22b"] = {total = narayanan(48, 6144)},
