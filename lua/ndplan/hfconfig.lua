@@ -440,6 +440,10 @@ end
 local function convert(r, opts)
   local family, traits, known = family_of(r)
   r.defaults, r.traits, r.family = traits.defaults, traits, family
+  if r:raw("block_configs") ~= nil then  -- Nemotron NAS (Super, Ultra): refused by name
+    r:fail("block_configs: heterogeneous blocks (Nemotron NAS: per-layer attention and FFN"
+           .. " widths, no-op and linear-replacement blocks) are not priced by ndplan yet")
+  end
   local s = {name = opts.name, family = (family or "custom"):sub(1, 63)}
   read_common(r, s, traits)
   read_mla(r, s)

@@ -314,6 +314,30 @@ describe("the loader's report", function()
     assert.is_truthy(nd.estimate(args))
   end)
 
+  it("refuses Nemotron NAS's heterogeneous block_configs by name", function()
+    local m, err = nd.model({model_type = "nemotron-nas", hidden_size = 8192,
+      num_hidden_layers = 2, num_attention_heads = 64, vocab_size = 128256,
+      block_configs = {{attention = {n_heads_in_group = 8}, ffn = {ffn_mult = 2.625}},
+                       {attention = {no_op = true}, ffn = {ffn_mult = 1.3125}}}})
+    assert.is_nil(m)
+    assert.matches("block_configs: heterogeneous blocks (Nemotron NAS", err, 1, true)
+  end)
+
+  it("reads Nemotron-3's E (MoE-only) layers", function()
+    local m = assert(nd.model({model_type = "nemotron_h", hidden_size = 1024,
+      num_hidden_layers = 4, num_attention_heads = 8, num_key_value_heads = 2,
+      head_dim = 128, vocab_size = 1000, hybrid_override_pattern = "ME*E",
+      mamba_num_heads = 32, mamba_head_dim = 64, ssm_state_size = 128, n_groups = 8,
+      conv_kernel = 4, n_routed_experts = 16, num_experts_per_tok = 4,
+      moe_intermediate_size = 256, moe_shared_expert_intermediate_size = 512}))
+    assert.are.same({mamba = 1, ["moe-mlp"] = 2, attention = 1}, kinds(m))
+    assert.are.same({}, m:warnings())
+    local b = m:params().breakdown
+    -- two matrices per expert (squared ReLU), one shared expert of 512 per MoE layer
+    assert.are.equal(2 * 16 * 2 * 1024 * 256, b.routed_experts)
+    assert.are.equal(2 * 2 * 1024 * 512, b.shared_experts)
+  end)
+
   it("refuses a Hub id, saying how to give the file", function()
     local m, err = nd.model("nvidia/Nemotron-H-56B-Base-8K")
     assert.is_nil(m)
