@@ -49,6 +49,7 @@ static const field fields[] = {
   FIELD(q_lora_rank, F_INT, 0), FIELD(kv_lora_rank, F_INT, 0),
   FIELD(qk_nope_head_dim, F_INT, 0), FIELD(qk_rope_head_dim, F_INT, 0),
   FIELD(v_head_dim, F_INT, 0),
+  FIELD(index_heads, F_INT, 0), FIELD(index_head_dim, F_INT, 0), FIELD(index_topk, F_INT, 0),
   FIELD(num_experts, F_INT, 0), FIELD(top_k, F_INT, 0), FIELD(moe_ffn_size, F_INT, 0),
   FIELD(expert_groups, F_INT, 0), FIELD(groups_per_token, F_INT, 0),
   FIELD(num_shared_experts, F_INT, 0), FIELD(shared_ffn_size, F_INT, 0),

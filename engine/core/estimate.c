@@ -130,6 +130,16 @@ static double keys_per_query (const ctx *x, int sliding, int executed) {
 }
 
 /*
+** Keys a query attends to under DeepSeek sparse attention: the index_topk best of the
+** earlier ones, so a query at position p sees min(p, k): on average s/2 when s <= k, else
+** k - k^2/(2s). The sparse kernel computes only those, so executed and model keys agree.
+*/
+static double dsa_keys (const ctx *x) {
+  double s = (double)x->job->seq_len, k = (double)x->m->index_topk;
+  return s <= k ? s / 2.0 : k - k * k / (2.0 * s);
+}
+
+/*
 ** Activation bytes of one layer by class: rep = whole-sequence tensors outside the TP
 ** regions (split by tp only with SP); dev = bytes already counted per device; core = the
 ** attention-core tensors that selective recompute drops.
@@ -162,6 +172,7 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   }
   keys = keys_per_query(x, sliding, 1);
   keys_model = keys_per_query(x, sliding, 0);
+  if (attn == ND_ATTN_MLA && m->index_topk > 0) keys = keys_model = dsa_keys(x);
   hq = (double)m->num_heads;
   if (attn == ND_ATTN_MLA) {
     double ql = (double)m->q_lora_rank, kvl = (double)m->kv_lora_rank;
@@ -254,6 +265,27 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
 }
 
 /*
+** The DSA indexer of an MLA layer (DeepSeek-V3.2), replicated across TP: its q from the q
+** latent, one shared key, per-head weights, and every query scored against every earlier
+** key (2 x heads x head_dim per pair, the weighting 2 x heads); it stores q, k, the weights
+** and the chosen keys' int32 indices. The scores are not stored (the kernel fuses top-k).
+*/
+static void price_dsa_indexer (ctx *x, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double H = (double)m->index_heads, d = (double)m->index_head_dim;
+  double qin = m->q_lora_rank > 0 ? (double)m->q_lora_rank : h;
+  double keys = keys_per_query(x, 0, 1), keys_model = keys_per_query(x, 0, 0);
+  double proj = 2.0 * (qin * H * d + h * d + h * H), pair = 2.0 * H * d + 2.0 * H;
+  lc->gemm_s += gemm_time(x, T * proj);
+  lc->core_s += gemm_time(x, T * keys * pair);
+  a->dev += ab * T * (H * d + d + H)
+            + 4.0 * T * fmin((double)m->index_topk, (double)x->job->seq_len);
+  lc->flops_token += proj + keys_model * pair;
+  lc->core_flops_token += keys_model * pair;
+}
+
+/*
 ** One MoE dispatch (or combine) of `copy` bytes per routed copy, k copies per token. With
 ** node deduplication a token crosses the scale-out once per remote node it visits: of N
 ** nodes in the EP group, k experts placed at random visit N(1 - (1 - 1/N)^k) of them, and
@@ -333,6 +365,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   memset(lc, 0, sizeof *lc);
   if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a);
   else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
+  if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
   if (k->mlp != ND_MLP_NONE) price_mlp(x, k->mlp, lc, &a);
   if (m->norms_per_layer > 2) {  /* Gemma's extra norms: their outputs are droppable too */
     a.rep += (m->norms_per_layer - 2) * ab * T * h;

@@ -187,7 +187,13 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
     RANGE(v_head_dim, 1, MAX_HEAD_DIM);
     if (m->qk_nope_head_dim + m->qk_rope_head_dim < 1)
       return fail(err, errlen, "qk_nope_head_dim: with qk_rope_head_dim must be at least 1");
+    RANGE(index_topk, 0, MAX_POSITION);
+    if (m->index_topk > 0) {
+      RANGE(index_heads, 1, MAX_HEADS);
+      RANGE(index_head_dim, 1, MAX_HEAD_DIM);
+    }
   }
+  else RANGE(index_topk, 0, 0);
   if (u.attn[ND_ATTN_LINEAR]) {
     RANGE(linear_k_heads, 1, MAX_HEADS);
     RANGE(linear_v_heads, 1, MAX_HEADS);
@@ -277,6 +283,13 @@ static void attention_mla (const nd_model_spec *m, nd_layer_buckets *p) {
     p->attention_replicated += (m->q_lora_rank > 0 ? m->q_lora_rank : heads * qk)
                                + m->kv_lora_rank + m->qk_rope_head_dim;
   if (m->o_bias) p->attention += h;
+  if (m->index_topk > 0) {
+    /* the DSA indexer: q from the q latent (or the input), one shared key with a LayerNorm,
+       per-head weights; replicated across TP (its top-k needs every head's scores) */
+    int64_t qin = m->q_lora_rank > 0 ? m->q_lora_rank : h, di = m->index_head_dim;
+    p->attention_replicated += qin * m->index_heads * di + h * di + h * m->index_heads;
+    p->norms += 2 * di;
+  }
 }
 
 /*

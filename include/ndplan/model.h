@@ -69,6 +69,10 @@ typedef struct nd_model_spec {
   int attn_output_gate;              /* q projection doubled to carry a sigmoid gate */
   /* MLA: q_lora_rank 0 means a plain q projection */
   int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  /* DeepSeek sparse attention (V3.2): on MLA layers an indexer of index_heads heads of
+     index_head_dim scores every earlier key and each query attends to the index_topk best;
+     index_topk 0: no indexer */
+  int64_t index_heads, index_head_dim, index_topk;
   /* MoE: moe_ffn_size per routed expert; shared_ffn_size is the total shared width */
   int64_t num_experts, top_k, moe_ffn_size, num_shared_experts, shared_ffn_size;
   /* group-limited routing (DeepSeek n_group / topk_group): experts in expert_groups

@@ -373,6 +373,13 @@ local function read_mla(r, s)
   s.qk_nope_head_dim = r:int("qk_nope_head_dim", what)
   s.qk_rope_head_dim = r:int("qk_rope_head_dim", what)
   s.v_head_dim = r:int("v_head_dim", what, 1)
+  -- DeepSeek sparse attention (V3.2): the indexer and the keys each query keeps
+  s.index_topk = r:int("index_topk", nil, 1) or 0
+  if s.index_topk > 0 then
+    local dsa = "an integer (the sparse-attention indexer needs it)"
+    s.index_heads = r:int("index_n_heads", dsa, 1)
+    s.index_head_dim = r:int("index_head_dim", dsa, 1)
+  end
 end
 
 local function read_linear(r, s, traits)

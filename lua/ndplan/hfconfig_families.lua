@@ -31,7 +31,7 @@ M.FAMILIES = {
   deepseek_v3 = DEEPSEEK,
   kimi_k2 = DEEPSEEK,  -- Kimi-K2 ships DeepSeek-V3's architecture under its own name
   -- DeepSeek-V3.2: V3's stack plus the sparse-attention indexer (index_n_heads,
-  -- index_head_dim, index_topk), which ndplan does not price yet: reported by name
+  -- index_head_dim, index_topk)
   deepseek_v32 = DEEPSEEK,
   -- GLM-4.5: DeepSeek-style experts (always a score-correction bias), q/k norms, and
   -- attention_bias on q, k and v only

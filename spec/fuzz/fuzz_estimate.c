@@ -151,6 +151,10 @@ static void make_model (rd *r, nd_model_spec *m) {
   m->conv_kernel = range(r, 1, 8);
   m->sliding_window = flag(r) ? logrange(r, 1, 1 << 17) : 0;
   m->chunked_window = flag(r);
+  /* DeepSeek sparse attention: only MLA stacks take it (the validator refuses the rest) */
+  m->index_topk = flag(r) && m->kv_lora_rank > 0 ? logrange(r, 1, 1 << 14) : 0;
+  m->index_heads = logrange(r, 1, 64);
+  m->index_head_dim = logrange(r, 1, 256);
   /* Mamba-2 */
   m->mamba_groups = logrange(r, 1, 16);
   m->mamba_heads = m->mamba_groups * range(r, 1, 32);

@@ -183,6 +183,39 @@ describe("FLOPs per token of one layer, by hand", function()
   end)
 end)
 
+describe("DeepSeek sparse attention (V3.2), by hand", function()
+  local v3 = assert(nd.model("deepseek-v3"))
+  local cfg = nd.json.load_file("examples/models/deepseek-v3.json")
+  cfg.model_type, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk =
+    "deepseek_v32", 64, 128, 2048
+  local v32 = assert(nd.model(cfg))
+
+  it("adds the indexer to every MLA layer, replicated across TP", function()
+    -- wq_b from the 1536-wide q latent to 64 x 128, wk 7168 -> 128, its LayerNorm (2 x 128),
+    -- weights_proj 7168 -> 64
+    local per_layer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert.are.equal(61 * per_layer, v32:params().total - v3:params().total)
+    local job = {devices = 8, global_batch = 8, seq_len = 4096}
+    local a = assert(core.layer(v3, h100, job, {tp = 8, sp = true}, 3)).params
+    local b = assert(core.layer(v32, h100, job, {tp = 8, sp = true}, 3)).params
+    assert.are.equal(per_layer, b - a)  -- whole on every TP rank
+  end)
+
+  it("prices the indexer over every earlier key and the attention over the top-k", function()
+    local job = {devices = 1, global_batch = 1, seq_len = 4096}
+    local function f(m) return assert(core.layer(m, h100, job, {}, 3)).flops_token end
+    -- indexer projections 2 x (1536 x 64 x 128 + 7168 x 128 + 7168 x 64); scoring: 2048
+    -- earlier keys on average, 2 x 64 x 128 + 2 x 64 each; attention: 2048 - 2048^2/8192 =
+    -- 1536 keys per query instead of 2048, each 2 x 128 heads x (192 + 128)
+    local indexer = 2 * (1536 * 64 * 128 + 7168 * 128 + 7168 * 64) + 2048 * (2 * 64 * 128 + 2 * 64)
+    assert.are.equal(indexer + 2 * (1536 - 2048) * 128 * 320, f(v32) - f(v3))
+    -- shorter than the top-k, every earlier key is kept: the attention is unchanged
+    job.seq_len = 2048
+    assert.are.equal(2 * (1536 * 64 * 128 + 7168 * 128 + 7168 * 64)
+                     + 1024 * (2 * 64 * 128 + 2 * 64), f(v32) - f(v3))
+  end)
+end)
+
 describe("interleaved dense and MoE stacks", function()
   local base = {hidden_size = 1024, num_hidden_layers = 8, num_attention_heads = 8,
                 vocab_size = 1000, intermediate_size = 4096, moe_intermediate_size = 512,
@@ -274,16 +307,13 @@ describe("the loader's report", function()
     assert.are.equal(1, g.mtp_layers)
   end)
 
-  it("names DeepSeek-V3.2's indexer fields, without the unknown-model_type warning", function()
-    local cfg = {}
-    for key, v in pairs(kimi) do cfg[key] = v end
+  it("reads DeepSeek-V3.2's indexer fields, without the unknown-model_type warning", function()
+    local cfg = nd.json.load_file("examples/models/deepseek-v3.json")
     cfg.model_type, cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk =
       "deepseek_v32", 64, 128, 2048
-    local w = assert(nd.model(cfg)):warnings()
-    assert.are.equal(3, #w)
-    assert.matches("^index_head_dim: not read by ndplan for model_type 'deepseek_v32'", w[1])
-    assert.matches("^index_n_heads:", w[2])
-    assert.matches("^index_topk:", w[3])
+    local m = assert(nd.model(cfg))
+    assert.are.same({}, m:warnings())
+    assert.are.same({64, 128, 2048}, {m.index_heads, m.index_head_dim, m.index_topk})
   end)
 
   it("names an unknown field, and refuses the model with strict", function()
