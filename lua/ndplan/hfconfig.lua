@@ -19,7 +19,8 @@ local families = require "ndplan.hfconfig_families"
 local FAMILIES, TEXT_TOWER = families.FAMILIES, families.TEXT_TOWER
 
 local LAYER_TYPES = {full_attention = "full", sliding_attention = "sliding",
-                     linear_attention = "linear", chunked_attention = "sliding"}
+                     linear_attention = "linear", chunked_attention = "sliding",
+                     mamba = "mamba", attention = "full"}  -- the last two: Granite 4
 
 local GATED_ACTS = {silu = true, swish = true, swiglu = true, geglu = true}
 
@@ -300,8 +301,12 @@ end
 
 local function read_mamba(r, s)
   local what = "an integer (the Mamba-2 layers need it)"
-  s.mamba_heads = r:int("mamba_num_heads", what, 1)
-  s.mamba_head_dim = r:int("mamba_head_dim", what, 1)
+  s.mamba_heads = r:int({"mamba_num_heads", "mamba_n_heads"}, what, 1)
+  local expand = r:int({"expand", "mamba_expand"})
+  if r:raw("mamba_d_head") == "auto" and expand then  -- Granite 4: the inner width's share
+    r.seen.mamba_d_head = true
+    s.mamba_head_dim = expand * s.hidden_size // s.mamba_heads
+  else s.mamba_head_dim = r:int({"mamba_head_dim", "mamba_d_head"}, what, 1) end
   s.mamba_state = r:int({"ssm_state_size", "mamba_d_state"}, what, 1)
   s.mamba_groups = r:int({"n_groups", "mamba_n_groups"}, what, 1)
   s.mamba_conv = r:int({"conv_kernel", "mamba_d_conv"}, what, 1)
@@ -309,7 +314,6 @@ local function read_mamba(r, s)
   local conv_bias = r:bool({"use_conv_bias", "mamba_conv_bias"})
   s.mamba_conv_bias = conv_bias ~= false  -- the config classes default it to true
   s.mamba_proj_bias = r:bool({"mamba_proj_bias", "use_bias"}) or false
-  local expand = r:int({"expand", "mamba_expand"})
   if expand and expand * s.hidden_size ~= s.mamba_heads * s.mamba_head_dim then
     r:fail("mamba_num_heads (%d) x mamba_head_dim (%d) must be expand (%d) x hidden_size (%d)",
            s.mamba_heads, s.mamba_head_dim, expand, s.hidden_size)
@@ -358,7 +362,8 @@ local function read_experts(r, s, traits)
   elseif n_shared > 0 then  -- DeepSeek: n copies of a routed-width expert
     s.num_shared_experts, s.shared_ffn_size = n_shared, n_shared * s.moe_ffn_size
   elseif shared > 0 then  -- Qwen: one shared expert of its own width, with a sigmoid gate
-    s.num_shared_experts, s.shared_ffn_size, s.shared_expert_gate = 1, shared, true
+    s.num_shared_experts, s.shared_ffn_size = 1, shared   -- (Granite: without the gate)
+    s.shared_expert_gate = traits.shared_gate ~= false
   end
   s.router_bias = traits.router_bias or r:str("topk_method") == "noaux_tc"
   s.expert_bias = traits.expert_bias or false
@@ -447,6 +452,9 @@ end
 local function convert(r, opts)
   local family, traits, known = family_of(r)
   r.defaults, r.traits, r.family = traits.defaults, traits, family
+  if traits.refuse then
+    r:fail("model_type '%s': %s, which ndplan does not price yet", family, traits.refuse)
+  end
   if r:raw("block_configs") ~= nil then  -- Nemotron NAS (Super, Ultra): refused by name
     r:fail("block_configs: heterogeneous blocks (Nemotron NAS: per-layer attention and FFN"
            .. " widths, no-op and linear-replacement blocks) are not priced by ndplan yet")
@@ -535,6 +543,8 @@ local function convert(r, opts)
   local dense_width = traits.moe == "llama4" and r:int("intermediate_size_mlp", nil, 1)
   if uses.dense then
     if traits.ffn_4h then s.ffn_size = 4 * s.hidden_size
+    elseif traits.hybrid_ffn then  -- Granite 4 without experts: the shared MLP is dense
+      s.ffn_size = r:int("shared_intermediate_size", "an integer: the width of the MLPs", 1)
     elseif traits.moe == "llama4" and per_expert then
       s.ffn_size = dense_width or r:missing("intermediate_size_mlp", "an integer: the width"
                                             .. " of the dense layers")

@@ -12,6 +12,8 @@
 local M = {}
 
 local DEEPSEEK = {tie = false, moe = "deepseek"}
+local GRANITE_SCALES = {"embedding_multiplier", "logits_scaling", "residual_multiplier",
+                        "attention_multiplier"}  -- muP scales: no cost
 local MINIMAX = {tie = false, attn = "minimax", moe = "per_expert",
                  no_cost = {"layernorm_full_attention_alpha", "layernorm_full_attention_beta",
                             "layernorm_linear_attention_alpha",
@@ -71,6 +73,27 @@ M.FAMILIES = {
   -- MiniMax-Text-01 / M1: attn_type_list (lightning attention, priced as the linear kind,
   -- in most layers), 32 experts of width intermediate_size; DeepNorm scales cost nothing
   minimax = MINIMAX, minimax_text_01 = MINIMAX, minimax_m1 = MINIMAX,
+  -- Phi-3/4: fused qkv and gate_up projections (the same counts as Llama's); a non-null
+  -- sliding_window applies to every layer
+  phi3 = {tie = false, attn = "mistral", no_cost = {"original_max_position_embeddings"}},
+  -- OLMo 2: q and k RMSNorms over the whole projection width, read as two more norms of
+  -- hidden width per layer (exact for MHA, a few thousand parameters over for GQA)
+  olmo2 = {tie = false, norms_per_layer = 4},
+  -- Granite 3: Llama with muP scales; MoE: experts of width intermediate_size, and
+  -- (granitemoeshared) an ungated shared expert of shared_intermediate_size
+  granite = {tie = false, no_cost = GRANITE_SCALES},
+  granitemoe = {tie = false, moe = "per_expert", no_cost = GRANITE_SCALES},
+  granitemoeshared = {tie = false, moe = "per_expert", shared_gate = false,
+                      no_cost = GRANITE_SCALES},
+  -- Granite 4 (H): layer_types of mamba (Mamba-2) and attention mixers, each followed by
+  -- experts plus an ungated shared MLP, or by the shared MLP alone when there are no experts
+  granitemoehybrid = {tie = false, moe = "per_expert", shared_gate = false, hybrid_ffn = true,
+                      no_cost = {"embedding_multiplier", "logits_scaling",
+                                 "residual_multiplier", "attention_multiplier",
+                                 "position_embedding_type", "mamba_n_layers"}},
+  -- refused by name: what their layers do is not a kind ndplan prices
+  falcon_h1 = {refuse = "Falcon-H1 runs attention and Mamba-2 side by side in every layer"},
+  jamba = {refuse = "Jamba's mixers are Mamba-1 (ndplan prices Mamba-2)"},
   gpt2 = {tie = true, gpt = true, position = "learned"},
   gpt_neox = {tie = false, gpt = true, position = "rope"},
   opt = {tie = true, gpt = true, position = "learned", position_offset = 2},

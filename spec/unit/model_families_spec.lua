@@ -114,6 +114,53 @@ describe("layer stacks", function()
   end)
 end)
 
+describe("more families", function()
+  it("Phi-3-mini: '3.8B parameters' (card, rounded), every layer sliding", function()
+    -- microsoft/Phi-3-mini-4k-instruct config.json
+    local m = assert(nd.model({model_type = "phi3", hidden_size = 3072,
+      intermediate_size = 8192, num_hidden_layers = 32, num_attention_heads = 32,
+      num_key_value_heads = 32, vocab_size = 32064, max_position_embeddings = 4096,
+      original_max_position_embeddings = 4096, sliding_window = 2047,
+      tie_word_embeddings = false, resid_pdrop = 0.0, embd_pdrop = 0.0,
+      attention_bias = false, hidden_act = "silu", bos_token_id = 1, eos_token_id = 32000}))
+    assert.are.same({}, m:warnings())
+    assert.is_true(math.abs(m:params().total - 3.8 * B) < 0.05 * B)
+    assert.are.same({["sliding-dense"] = 32}, kinds(m))
+  end)
+
+  it("Granite 4 (H): Mamba-2 and attention from layer_types, experts and an ungated shared MLP",
+     function()
+    local cfg = {model_type = "granitemoehybrid", hidden_size = 1536, num_hidden_layers = 4,
+      num_attention_heads = 12, num_key_value_heads = 4, vocab_size = 100352,
+      intermediate_size = 512, num_local_experts = 8, num_experts_per_tok = 2,
+      shared_intermediate_size = 1024, layer_types = {"mamba", "mamba", "mamba", "attention"},
+      mamba_n_heads = 48, mamba_d_head = "auto", mamba_d_state = 128, mamba_n_groups = 1,
+      mamba_d_conv = 4, mamba_expand = 2, mamba_chunk_size = 256, mamba_conv_bias = true,
+      mamba_proj_bias = false, embedding_multiplier = 12, logits_scaling = 6,
+      residual_multiplier = 0.22, attention_multiplier = 0.0078,
+      position_embedding_type = "nope", tie_word_embeddings = true}
+    local m = assert(nd.model(cfg))
+    assert.are.same({}, m:warnings())
+    assert.are.same({["mamba-moe"] = 3, moe = 1}, kinds(m))
+    assert.are.equal(64, m.mamba_head_dim)  -- "auto": 2 x 1536 / 48
+    assert.are.same({1, 1024, false}, {m.num_shared_experts, m.shared_ffn_size,
+                                       m.shared_expert_gate})
+    cfg.num_local_experts, cfg.num_experts_per_tok = 0, nil  -- no experts: the MLP is dense
+    m = assert(nd.model(cfg))
+    assert.are.same({["mamba-dense"] = 3, dense = 1}, kinds(m))
+    assert.are.equal(1024, m.ffn_size)
+  end)
+
+  it("refuses Falcon-H1 and Jamba by name", function()
+    for _, t in ipairs({"falcon_h1", "jamba"}) do
+      local m, err = nd.model({model_type = t, hidden_size = 1024, num_hidden_layers = 2,
+                               num_attention_heads = 8, vocab_size = 1000})
+      assert.is_nil(m)
+      assert.matches("model_type '" .. t .. "': .* which ndplan does not price yet", err)
+    end
+  end)
+end)
+
 describe("MiniMax's attn_type_list", function()
   it("puts a softmax layer after every seven lightning layers, priced as linear", function()
     local m = assert(nd.model("minimax-m1"))
