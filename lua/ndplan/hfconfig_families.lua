@@ -131,7 +131,25 @@ local NO_COST = {
   "projector_hidden_act", "multimodal_projector_bias", "audio_config", "text_config",
   "use_qk_norm_scale",
   "attn_temperature_tuning", "floor_scale", "attn_scale", "router_dtype",
-  "max_length", "min_length", "num_beams", "temperature", "top_p",
+  "max_length", "min_length", "num_beams", "temperature", "top_p", "top_k",
+  -- what every PretrainedConfig may save: generation defaults, task heads, framework flags
+  "id2label", "label2id", "finetuning_task", "problem_type", "tokenizer_class", "prefix",
+  "task_specific_params", "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads",
+  "chunk_size_feed_forward", "is_decoder", "add_cross_attention",
+  "cross_attention_hidden_size", "bad_words_ids", "begin_suppress_tokens",
+  "diversity_penalty", "do_sample", "early_stopping", "encoder_no_repeat_ngram_size",
+  "exponential_decay_length_penalty", "forced_bos_token_id", "forced_eos_token_id",
+  "length_penalty", "no_repeat_ngram_size", "num_beam_groups", "num_return_sequences",
+  "output_scores", "remove_invalid_values", "repetition_penalty", "return_dict_in_generate",
+  "suppress_tokens", "typical_p", "unk_token_id", "classifier_dropout",
+  -- GPT-2's sequence-summary head and attention scaling, NeoX's parallel residual (the
+  -- same work in another order), BLOOM's kernel fusion switches, OPT's layer drop
+  "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+  "summary_first_dropout", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+  "reorder_and_upcast_attn", "use_parallel_residual", "attention_softmax_in_fp32",
+  "bias_dropout_fusion", "masked_softmax_fusion", "offset_alibi", "skip_bias_add",
+  "skip_bias_add_qkv", "slow_but_exact", "apply_residual_connection_post_layernorm",
+  "layerdrop", "init_std",
 }
 
 -- no_cost(family traits) -> set of the field names known not to change the cost
