@@ -117,13 +117,11 @@ static double gemm_time (const ctx *x, double flops) {
   return eff > 0.0 ? flops / (x->peak * eff) : 0.0;
 }
 
-/*
-** Keys one query attends to, on average: executed (flash skips masked blocks) or model.
-** Chunked windows (Llama 4) are causal inside each chunk: w/2 on average, w materialised.
-*/
+/* Keys one query attends to, on average: executed (flash skips masked blocks) or model. */
 static double keys_per_query (const ctx *x, int sliding, int executed) {
   double s = (double)x->job->seq_len;
   double w = (double)x->m->sliding_window;
+  /* chunked windows (Llama 4) are causal inside each chunk: w/2 on average, w materialised */
   if (sliding && w > 0 && w < s)
     return x->m->chunked_window && (!executed || x->st->flash_attention) ? w / 2.0 : w;
   return (executed && !x->st->flash_attention) ? s : s / 2.0;

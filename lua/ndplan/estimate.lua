@@ -23,9 +23,10 @@ local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "stage_layers", "selective_ops", "layer_offload",
                        "layer_selective_ops"}
-local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
+local OTHER_KEYS = {model = true, strict = true, device = true, devices = true,
+                    global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
-                    layout = true, strict = true}
+                    layout = true}
 
 -- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
 -- loaded (nd.model / nd.device), an object is kept | nil, message. opts.strict (models):

@@ -15,11 +15,12 @@ M.DIMS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs",
 M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "zero", "sp"}
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
-local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
+local OTHER = {model = true, strict = true, device = true, devices = true,
+               global_batch = true, seq_len = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
-               unsafe_policy = true, strict = true}
+               unsafe_policy = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 

@@ -7,6 +7,7 @@ local M = {}
 
 M.OPTIONS = {
   {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config (required without --from-megatron)"},
+  {name = "strict", help = "refuse a model the loader had to assume anything about"},
   {name = "device-type", short = "A", arg = "NAME|PATH", default = "h100", help = "device"},
   {name = "devices", short = "d", arg = "N", help = "number of devices (required)"},
   {name = "global-batch-size", short = "b", arg = "B", help = "sequences per step (required)"},
@@ -33,7 +34,6 @@ M.OPTIONS = {
   {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
   {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
   {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
-  {name = "strict", help = "refuse a model the loader had to assume anything about"},
   {name = "from-megatron", arg = "FILE", help = "take model, job and strategy from a Megatron launch script; options given here win"},
 }
 
