@@ -250,7 +250,7 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
   if (Q > seq) Q = seq;  /* one chunk when the sequence is shorter */
   core_tok = 2.0 * Q * N * G + 2.0 * Q * P * H + 4.0 * N * P * H;
   lc->gemm_s += gemm_time(x, 2 * T * h * in / t) + gemm_time(x, 2 * T * inner * h / t);
-  lc->core_s += gemm_time(x, T * core_tok / t);
+  lc->core_s += gemm_time(x, T * core_tok / t);  /* the scan: GEMM-like products */
   a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
   lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
   /* in_proj output (z, x, B, C, dt), conv output, scan output, gated-norm output */
@@ -276,7 +276,7 @@ static void price_dsa_indexer (ctx *x, layer_cost *lc, act_parts *a) {
   double keys = keys_per_query(x, 0, 1), keys_model = keys_per_query(x, 0, 0);
   double proj = 2.0 * (qin * H * d + h * d + h * H), pair = 2.0 * H * d + 2.0 * H;
   lc->gemm_s += gemm_time(x, T * proj);
-  lc->core_s += gemm_time(x, T * keys * pair);
+  lc->core_s += gemm_time(x, T * keys * pair);  /* the scoring: GEMM-like products */
   a->dev += ab * T * (H * d + d + H)
             + 4.0 * T * fmin((double)m->index_topk, (double)x->job->seq_len);
   lc->flops_token += proj + keys_model * pair;
