@@ -38,6 +38,21 @@ if (s.num_experts or 0) > 0 then
       s.moe_ffn_size, s.num_shared_experts or 0)
 end
 if (s.mtp_layers or 0) > 0 then say("mtp       %d layer(s)", s.mtp_layers) end
+if (s.mamba_heads or 0) > 0 then
+  say("mamba     %d heads of %d, state %d, %d groups, conv %d, chunk %d", s.mamba_heads,
+      s.mamba_head_dim, s.mamba_state, s.mamba_groups, s.mamba_conv, s.mamba_chunk)
+end
+if (s.index_topk or 0) > 0 then
+  say("indexer   %d heads of %d, top %d keys (DeepSeek sparse attention)", s.index_heads,
+      s.index_head_dim, s.index_topk)
+end
+for _, g in ipairs(groups) do
+  if g.attention == "sliding" then
+    say("window    %d tokens%s", s.sliding_window, s.chunked_window
+        and " (chunked: the sliding layers attend within fixed chunks)" or "")
+    break
+  end
+end
 say("params    %s total, %s active", cli.count(p.total), cli.count(p.active))
 if p.total_with_mtp and p.total_with_mtp ~= p.total then
   say("          %s with the MTP module(s)", cli.count(p.total_with_mtp))

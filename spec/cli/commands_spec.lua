@@ -50,10 +50,14 @@ describe("ndplan info", function()
     assert.matches("kinds     54 mamba, 54 mlp, 10 attention", r.out, 1, true)
     assert.matches("\n%s+0%-5%s+6%s+mamba x1, mlp x1 %(x3%)\n%s+6%s+1%s+mamba\n"
                    .. "%s+7%s+1%s+attention\n%s+8%-17%s+10%s+mlp x1, mamba x1 %(x5%)", r.out)
+    assert.matches("mamba     256 heads of 64, state 256, 8 groups, conv 4, chunk 128", r.out, 1,
+                   true)
     r = R.run({"info", "--model", "gemma2-9b"})
     assert.matches("0%-41%s+42%s+sliding%-dense x1, dense x1 %(x21%)", r.out)
+    assert.matches("window    4096 tokens\n", r.out, 1, true)
     r = R.run({"info", "--model", "llama4-maverick"})
     assert.matches("kinds     24 sliding-dense, 12 sliding-moe, 12 moe", r.out, 1, true)
+    assert.matches("window    8192 tokens (chunked", r.out, 1, true)
     assert.matches("0%-47%s+48%s+sliding%-dense x1, sliding%-moe x1, sliding%-dense x1, moe x1"
                    .. " %(x12%)", r.out)
   end)
