@@ -301,6 +301,7 @@ if out_dir then
   end
   write_out("memory_parts.csv", table.concat(mem, "\n") .. "\n")
   write_out("time_parts.csv", table.concat(tim, "\n") .. "\n")
+  doc.model_warnings = model:warnings()  -- the loader's report: what it assumed or did not read
   write_out("search.json", search.encode_json(doc) .. "\n")
   -- the potentials of the top per-layer configurations, the charts and report.html
   local outs = require "ndplan.search_outputs"
@@ -324,6 +325,7 @@ end
 
 if opts.json then
   doc = doc or search.json_doc(ranked or {}, info)
+  doc.model_warnings = model:warnings()
   io.write(search.encode_json(doc), "\n")
 else
   local out = {}
@@ -374,6 +376,7 @@ else
     out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
+  for _, w in ipairs(model:warnings()) do say("model %s: %s", model.name, w) end
   for _, l in ipairs(export_lines or {}) do say("%s", l) end
   if not ranked or verbosity >= 2 then
     if fail_msg then say("%s", fail_msg) end

@@ -115,6 +115,11 @@ describe("bad input", function()
     assert.equal(0, r.code, r.err)
     assert.matches("ndplan: warning: [^:]+: frobnicate_every: not read by ndplan for"
                    .. " model_type 'llama'", r.err)
+    r = R.run({"search", "-m", dir, "-d", "1", "-b", "1"})  -- and under the ranking
+    assert.equal(0, r.code, r.err)
+    assert.matches("\nmodel [^:]+: frobnicate_every: not read by ndplan", r.out)
+    r = R.run({"search", "-m", dir, "-d", "1", "-b", "1", "--json"})
+    assert.matches('"model_warnings":%["frobnicate_every: not read by ndplan', r.out)
     for _, cmd in ipairs({{"estimate", "-d", "1", "-b", "1"}, {"search", "-d", "1", "-b", "1"},
                           {"info"}, {"recompute", "-d", "1", "-b", "1"},
                           {"export", "-f", "megatron", "-d", "1", "-b", "1"}}) do
