@@ -238,6 +238,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
 ** read from the carried state (2NP per head); passing the states between chunks (NP per head
 ** per chunk) is left out. The conv (2K FLOPs per channel) and the gated norm are element-wise
 ** work, priced over HBM through the bytes they store like every element-wise kernel here.
+** Under CP, Megatron's mixer trades the sequence split for a head split around the conv and
+** the scan: an all-to-all of the in_proj output before them and of the scan output after.
 */
 static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
   const nd_model_spec *m = x->m;
@@ -251,6 +253,9 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
   core_tok = 2.0 * Q * N * G + 2.0 * Q * P * H + 4.0 * N * P * H;
   lc->gemm_s += gemm_time(x, 2 * T * h * in / t) + gemm_time(x, 2 * T * inner * h / t);
   lc->core_s += gemm_time(x, T * core_tok / t);  /* the scan: GEMM-like products */
+  if (x->st->cp > 1)
+    lc->cp_s += nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * in / t)
+              + nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * inner / t);
   a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
   lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
   /* in_proj output (z, x, B, C, dt), conv output, scan output, gated-norm output */
@@ -411,7 +416,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
     lc->tp_s = blocks * one * (1.0 - x->c->tp_overlap);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
-  /* (a scan passes only its final state between CP ranks: left out) */
+  /* (the Mamba mixer prices its own CP all-to-alls) */
   if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR && k->attention != ND_ATTN_MAMBA
       && k->attention != ND_ATTN_NONE) {
     double kvw = k->attention == ND_ATTN_MLA

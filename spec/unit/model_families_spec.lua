@@ -212,6 +212,11 @@ describe("FLOPs per token of one layer, by hand", function()
     local a = mamba.activations
     assert.are.equal(2 * 4096 * 8192 / 8, a.full)  -- bf16 input, split by SP
     assert.is_true(a.none > a.full and mamba.recompute_s.full > 0)
+    -- CP: the mixer's two all-to-alls (sequence split <-> head split), none on an MLP
+    local cj = {devices = 16, global_batch = 8, seq_len = 4096}
+    local cst = {tp = 8, sp = true, cp = 2}
+    assert.is_true(layer(0, cst, cj).cp_comm_s > 0)
+    assert.are.equal(0, layer(1, cst, cj).cp_comm_s)
     -- selective "act" drops the conv's SiLU output: bf16, x, B and C wide, split by TP
     st.selective_ops = {"act"}
     local act = layer(0, st, j).activations
