@@ -78,6 +78,13 @@ describe("model cards", function()
   end)
 end)
 
+describe("model cards, continued", function()
+  it("DeepSeek-V3.2-Exp: 685B with the MTP module (card, as V3's 671B + 14B)", function()
+    local p = assert(nd.model("deepseek-v3.2")):params()
+    near(p.total_with_mtp, 685 * B, 0.005, "with MTP")
+  end)
+end)
+
 describe("layer stacks", function()
   it("Llama-4-Scout: MoE everywhere, chunked attention except every 4th layer", function()
     local m = assert(nd.model("llama4-scout"))

@@ -74,6 +74,10 @@ local REFERENCE = {
   ["qwen3-30b-a3b"] = {total = 30.532 * B, active = 3.353 * B},
   ["mixtral-8x7b"] = {total = 46.703 * B, active = 12.880 * B},
   ["deepseek-v3"] = {total = 671.03 * B, active = 37.55 * B},
+  -- V3 plus 61 sparse-attention indexers: wq_b 1536 -> 64 x 128, wk 7168 -> 128 with its
+  -- LayerNorm, weights_proj 7168 -> 64
+  ["deepseek-v3.2"] = {total = 671.03 * B + 61 * (1536 * 64 * 128 + 7168 * 128 + 256 + 7168 * 64),
+                       active = 37.55 * B + 61 * (1536 * 64 * 128 + 7168 * 128 + 256 + 7168 * 64)},
   -- the doc leaves out GPT-OSS's expert biases (40M); OpenAI's model card says 116.83B
   ["gpt-oss-120b"] = {total = 116.79 * B, active = 5.71 * B},
   -- the published figures match the main model exactly, so they leave out the MTP layer
