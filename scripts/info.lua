@@ -10,13 +10,14 @@ local spec = {
     {name = "model", short = "m", arg = "NAME|PATH", required = true,
      help = "a bundled model name (ndplan models) or a config.json / YAML path"},
     {name = "json", help = "print one JSON document instead of text"},
+    {name = "strict", help = "refuse a model the loader had to assume anything about"},
   },
 }
 
 local opts = cli.parse(spec, {...})
 if not opts then return end
 
-local m = cli.check(nd.model(opts.model))
+local m = cli.check(nd.model(opts.model, {strict = opts.strict}))
 local p, s, groups = m:params(), m:spec(), m:layers()
 local warnings = m:warnings()
 for _, w in ipairs(warnings) do io.stderr:write("ndplan: warning: ", w, "\n") end
@@ -37,20 +38,36 @@ if (s.num_experts or 0) > 0 then
       s.moe_ffn_size, s.num_shared_experts or 0)
 end
 if (s.mtp_layers or 0) > 0 then say("mtp       %d layer(s)", s.mtp_layers) end
+if (s.mamba_heads or 0) > 0 then
+  say("mamba     %d heads of %d, state %d, %d groups, conv %d, chunk %d", s.mamba_heads,
+      s.mamba_head_dim, s.mamba_state, s.mamba_groups, s.mamba_conv, s.mamba_chunk)
+end
+if (s.index_topk or 0) > 0 then
+  say("indexer   %d heads of %d, top %d keys (DeepSeek sparse attention)", s.index_heads,
+      s.index_head_dim, s.index_topk)
+end
+for _, g in ipairs(groups) do
+  if g.attention == "sliding" then
+    say("window    %d tokens%s", s.sliding_window, s.chunked_window
+        and " (chunked: the sliding layers attend within fixed chunks)" or "")
+    break
+  end
+end
 say("params    %s total, %s active", cli.count(p.total), cli.count(p.active))
 if p.total_with_mtp and p.total_with_mtp ~= p.total then
   say("          %s with the MTP module(s)", cli.count(p.total_with_mtp))
 end
+local per_kind, order = {}, {}
+for _, g in ipairs(groups) do
+  local k = g.kind .. (g.mtp and " (mtp)" or "")
+  if not per_kind[k] then order[#order + 1], per_kind[k] = k, 0 end
+  per_kind[k] = per_kind[k] + g.count
+end
+for i, k in ipairs(order) do order[i] = per_kind[k] .. " " .. k end
+say("kinds     %s", table.concat(order, ", "))
 say("")
 say("layer stack:")
-local rows = {}
-for _, g in ipairs(groups) do
-  rows[#rows + 1] = {
-    layers = g.count == 1 and tostring(g.first) or
-             string.format("%d-%d", g.first, g.first + g.count - 1),
-    count = g.count, kind = g.kind .. (g.mtp and " (mtp)" or ""),
-  }
-end
+local rows = cli.stack_rows(groups)
 out[#out + 1] = (cli.format_table({
   {key = "layers", title = "  layers"}, {key = "count", title = "count", align = "right"},
   {key = "kind", title = "kind"},
@@ -61,7 +78,11 @@ local parts = {}
 for _, k in ipairs({"embedding", "attention", "dense_mlp", "routed_experts", "shared_experts",
                     "router", "norms", "head", "mtp"}) do
   local v = p.breakdown[k] or 0
-  parts[#parts + 1] = {part = k, params = v,
+  local label = k
+  for _, g in ipairs(groups) do
+    if k == "attention" and g.attention == "mamba" then label = "attention, mamba" end
+  end
+  parts[#parts + 1] = {part = label, params = v,
                        share = p.total_with_mtp > 0 and 100 * v / p.total_with_mtp or 0}
 end
 out[#out + 1] = (cli.format_table({

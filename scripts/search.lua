@@ -16,6 +16,7 @@ local spec = {
   options = {
     {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config"},
     {name = "yaml-config", short = "y", arg = "PATH", help = "model config file (as --model PATH)"},
+    {name = "strict", help = "refuse a model the loader had to assume anything about"},
     {name = "search-config", short = "s", arg = "PATH", help = "search configuration YAML"},
     {name = "device-type", short = "A", arg = "NAME|PATH", help = "device (default: h100)"},
     {name = "devices", short = "d", arg = "N", help = "number of devices"},
@@ -264,7 +265,10 @@ if out_dir then
   args.csv = csv_tmp
 end
 
-local model = cli.check(nd.model(args.model))
+local model = cli.check(nd.model(args.model, {strict = opts.strict}))
+for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
+  io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
+end
 args.model = model
 
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
@@ -311,6 +315,7 @@ if out_dir then
   end
   write_out("memory_parts.csv", table.concat(mem, "\n") .. "\n")
   write_out("time_parts.csv", table.concat(tim, "\n") .. "\n")
+  doc.model_warnings = model:warnings()  -- the loader's report: what it assumed or did not read
   write_out("search.json", search.encode_json(doc) .. "\n")
   -- the potentials of the top per-layer configurations, the charts and report.html
   local outs = require "ndplan.search_outputs"
@@ -334,6 +339,7 @@ end
 
 if opts.json then
   doc = doc or search.json_doc(ranked or {}, info)
+  doc.model_warnings = model:warnings()
   io.write(search.encode_json(doc), "\n")
 else
   local out = {}
@@ -389,6 +395,7 @@ else
     out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
+  for _, w in ipairs(model:warnings()) do say("model %s: %s", model.name, w) end
   for _, l in ipairs(export_lines or {}) do say("%s", l) end
   if not ranked or verbosity >= 2 then
     if fail_msg then say("%s", fail_msg) end

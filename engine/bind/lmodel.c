@@ -49,6 +49,7 @@ static const field fields[] = {
   FIELD(q_lora_rank, F_INT, 0), FIELD(kv_lora_rank, F_INT, 0),
   FIELD(qk_nope_head_dim, F_INT, 0), FIELD(qk_rope_head_dim, F_INT, 0),
   FIELD(v_head_dim, F_INT, 0),
+  FIELD(index_heads, F_INT, 0), FIELD(index_head_dim, F_INT, 0), FIELD(index_topk, F_INT, 0),
   FIELD(num_experts, F_INT, 0), FIELD(top_k, F_INT, 0), FIELD(moe_ffn_size, F_INT, 0),
   FIELD(expert_groups, F_INT, 0), FIELD(groups_per_token, F_INT, 0),
   FIELD(num_shared_experts, F_INT, 0), FIELD(shared_ffn_size, F_INT, 0),
@@ -56,7 +57,11 @@ static const field fields[] = {
   FIELD(expert_bias, F_BOOL, 0),
   FIELD(linear_k_heads, F_INT, 0), FIELD(linear_v_heads, F_INT, 0),
   FIELD(linear_k_dim, F_INT, 0), FIELD(linear_v_dim, F_INT, 0), FIELD(conv_kernel, F_INT, 0),
-  FIELD(sliding_window, F_INT, 0), FIELD(mtp_layers, F_INT, 0),
+  FIELD(mamba_heads, F_INT, 0), FIELD(mamba_head_dim, F_INT, 0), FIELD(mamba_state, F_INT, 0),
+  FIELD(mamba_groups, F_INT, 0), FIELD(mamba_conv, F_INT, 0), FIELD(mamba_chunk, F_INT, 0),
+  FIELD(mamba_conv_bias, F_BOOL, 0), FIELD(mamba_proj_bias, F_BOOL, 0),
+  FIELD(sliding_window, F_INT, 0), FIELD(chunked_window, F_BOOL, 0),
+  FIELD(mtp_layers, F_INT, 0),
   {"attention", F_STACK, 0, 0}, {"mlp", F_STACK, 0, 0},  /* per-layer kinds */
   {NULL, 0, 0, 0}
 };
@@ -180,8 +185,8 @@ static const char *read_stack (lua_State *L, nd_model_spec *m, const field *f) {
     if (k < 0) {
       const char *msg = lua_pushfstring(L, "%s: layer %d: unknown kind '%s' (expected %s)",
                                         f->name, i, s ? s : luaL_typename(L, -1),
-                                        attention ? "full, sliding, linear or mla"
-                                                  : "dense or moe");
+                                        attention ? "full, sliding, linear, mla, mamba or none"
+                                                  : "dense, moe or none");
       lua_remove(L, -2);
       return msg;
     }

@@ -198,8 +198,20 @@ static double fwd_work (const layer_cost *lc) {
 static double keys_per_query (const ctx *x, int sliding, int executed) {
   double s = (double)x->job->seq_len;
   double w = (double)x->m->sliding_window;
-  if (sliding && w > 0 && w < s) return w;
+  /* chunked windows (Llama 4) are causal inside each chunk: w/2 on average, w materialised */
+  if (sliding && w > 0 && w < s)
+    return x->m->chunked_window && (!executed || x->st->flash_attention) ? w / 2.0 : w;
   return (executed && !x->st->flash_attention) ? s : s / 2.0;
+}
+
+/*
+** Keys a query attends to under DeepSeek sparse attention: the index_topk best of the
+** earlier ones, so a query at position p sees min(p, k): on average s/2 when s <= k, else
+** k - k^2/(2s). The sparse kernel computes only those, so executed and model keys agree.
+*/
+static double dsa_keys (const ctx *x) {
+  double s = (double)x->job->seq_len, k = (double)x->m->index_topk;
+  return s <= k ? s / 2.0 : k - k * k / (2.0 * s);
 }
 
 /*
@@ -236,7 +248,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     a->in_rep += T * h;
     a->in_dev += T * vd / t;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;  /* the norm output feeding the block */
-    a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (2 * kd + vd) + 2 * vd) / t;
+    a->dev += ab * T * ((2 * kd + 2 * vd + 2 * nv) + (m->conv_kernel > 0 ? 2 * kd + vd : 0)
+                        + 2 * vd) / t;  /* projections, conv outputs (if any), gated norm */
     a->core += 4.0 * (T / chunk) * nv * dk * dvv / t;  /* fp32 chunk states */
     lc->flops_token += 2 * h * (2 * kd + 2 * vd + 2 * nv) + 2 * vd * h + per_tok_core;
     lc->core_flops_token += per_tok_core;
@@ -244,6 +257,7 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   }
   keys = keys_per_query(x, sliding, 1);
   keys_model = keys_per_query(x, sliding, 0);
+  if (attn == ND_ATTN_MLA && m->index_topk > 0) keys = keys_model = dsa_keys(x);
   hq = (double)m->num_heads;
   if (attn == ND_ATTN_MLA) {
     double ql = (double)m->q_lora_rank, kvl = (double)m->kv_lora_rank;
@@ -302,6 +316,73 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   a->rep += dm * T * h;  /* attention dropout mask */
   lc->flops_token += tok + 2.0 * keys_model * hq * (dqk + dv);
   lc->core_flops_token += 2.0 * keys_model * hq * (dqk + dv);
+}
+
+/*
+** Mamba-2 mixer, sharded as Megatron does: in_proj column-parallel (z, x, B, C and dt split
+** by heads and groups), the conv and the scan on the local heads, out_proj row-parallel, so
+** its TP traffic is one block's, like attention. The chunked scan (SSD) per token, with chunk
+** Q, state N, head dim P, G groups and H heads: C.B^T inside the chunk (2QN per group), its
+** masked product with x (2QP per head), the chunk's state B^T x (2NP per head) and the output
+** read from the carried state (2NP per head); passing the states between chunks (NP per head
+** per chunk) is left out. The conv (2K FLOPs per channel) and the gated norm are element-wise
+** work, priced over HBM through the bytes they store like every element-wise kernel here.
+** Under CP, Megatron's mixer trades the sequence split for a head split around the conv and
+** the scan: an all-to-all of the in_proj output before them and of the scan output after.
+*/
+static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double H = (double)m->mamba_heads, P = (double)m->mamba_head_dim;
+  double N = (double)m->mamba_state, G = (double)m->mamba_groups;
+  double Q = (double)m->mamba_chunk, seq = (double)x->job->seq_len / x->st->cp;
+  double inner = H * P, bc = 2.0 * G * N, in = 2.0 * inner + bc + H, conv = inner + bc;
+  double core_tok;
+  if (Q > seq) Q = seq;  /* one chunk when the sequence is shorter */
+  core_tok = 2.0 * Q * N * G + 2.0 * Q * P * H + 4.0 * N * P * H;
+  lc->gemm_s += lin(x, lc, 1, T, h, in / t) + lin(x, lc, 1, T, inner / t, h);
+  {  /* the scan: GEMM-like products in 16 bits, backward twice the forward */
+    double scan = gemm16_time(x, T * core_tok / t);
+    lc->core_s += scan;
+    lc->core_bwd_s += 2.0 * scan;
+  }
+  if (x->st->cp > 1)
+    lc->cp_s += nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * in / t)
+              + nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * inner / t);
+  a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
+  lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
+  /* in_proj output (z, x, B, C, dt), conv output, scan output, gated-norm output */
+  a->dev += ab * T * (in + conv + 2.0 * inner) / t;
+  a->dev += 8.0 * T * H / t;                        /* fp32 dt and its cumulative decay */
+  lc->op_bytes[ND_OP_ACT] += ab * T * conv / t;     /* the conv's SiLU output */
+  a->core += 4.0 * (T / Q) * H * P * N / t;         /* fp32 chunk states */
+  lc->flops_token += 2 * h * in + 2 * inner * h + 2.0 * (double)m->mamba_conv * conv + core_tok;
+  lc->core_flops_token += core_tok;
+}
+
+/*
+** The DSA indexer of an MLA layer (DeepSeek-V3.2), replicated across TP: its q from the q
+** latent, one shared key, per-head weights, and every query scored against every earlier
+** key (2 x heads x head_dim per pair, the weighting 2 x heads); it stores q, k, the weights
+** and the chosen keys' int32 indices. The scores are not stored (the kernel fuses top-k).
+*/
+static void price_dsa_indexer (ctx *x, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double H = (double)m->index_heads, d = (double)m->index_head_dim;
+  double qin = m->q_lora_rank > 0 ? (double)m->q_lora_rank : h;
+  double keys = keys_per_query(x, 0, 1), keys_model = keys_per_query(x, 0, 0);
+  double proj = 2.0 * (qin * H * d + h * d + h * H), pair = 2.0 * H * d + 2.0 * H;
+  lc->gemm_s += gemm_time(x, T * proj);
+  {  /* the scoring: GEMM-like products in 16 bits; its backward (the indexer's loss) twice */
+    double score = gemm16_time(x, T * keys * pair);
+    lc->core_s += score;
+    lc->core_bwd_s += 2.0 * score;
+  }
+  a->dev += ab * T * (H * d + d + H)
+            + 4.0 * T * fmin((double)m->index_topk, (double)x->job->seq_len);
+  lc->flops_token += proj + keys_model * pair;
+  lc->core_flops_token += keys_model * pair;
 }
 
 /*
@@ -384,8 +465,10 @@ static layer_cost *price_kind (ctx *x, int layer) {
   nd_layer_buckets pb;
   if (lc->ready) return lc;
   memset(lc, 0, sizeof *lc);
-  price_attention(x, k->attention, lc, &a);
-  price_mlp(x, k->mlp, lc, &a);
+  if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a);
+  else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
+  if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
+  if (k->mlp != ND_MLP_NONE) price_mlp(x, k->mlp, lc, &a);
   if (m->norms_per_layer > 2) {  /* Gemma's extra norms: their outputs are droppable too */
     a.rep += (m->norms_per_layer - 2) * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += (m->norms_per_layer - 2) * ab * T * h * x->r;
@@ -426,7 +509,8 @@ static layer_cost *price_kind (ctx *x, int layer) {
   /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
   tp_bytes = ab * T * h;
   if (t > 1) {
-    int blocks = (k->mlp == ND_MLP_DENSE || m->shared_ffn_size > 0) ? 2 : 1;
+    int blocks = (k->attention != ND_ATTN_NONE)  /* attention or mixer, then the MLP */
+               + (k->mlp == ND_MLP_DENSE || (k->mlp == ND_MLP_MOE && m->shared_ffn_size > 0));
     const nd_group *g = &x->g[ND_GROUP_TP];
     double one = x->st->sp ? nd_allgather_time(&x->fabric, g, tp_bytes)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
@@ -434,7 +518,9 @@ static layer_cost *price_kind (ctx *x, int layer) {
     lc->tp_s = blocks * one * exposed_share(x->c, x->c->tp_overlap);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
-  if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR) {
+  /* (the Mamba mixer prices its own CP all-to-alls) */
+  if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR && k->attention != ND_ATTN_MAMBA
+      && k->attention != ND_ATTN_NONE) {
     double kvw = k->attention == ND_ATTN_MLA
       ? (double)m->num_heads / t * (m->qk_nope_head_dim + m->qk_rope_head_dim + m->v_head_dim)
       : 2.0 * (m->num_kv_heads >= t ? m->num_kv_heads / t : 1.0) * m->head_dim;

@@ -22,13 +22,15 @@
 #define MAX_POSITION (INT64_C(1) << 24)
 #define MAX_CONV     (INT64_C(1) << 8)
 
-static const char *const attention_names[ND_ATTN_KINDS] = {"full", "sliding", "linear", "mla"};
-static const char *const mlp_names[ND_MLP_KINDS] = {"dense", "moe"};
+static const char *const attention_names[ND_ATTN_KINDS] = {"full", "sliding", "linear", "mla",
+                                                           "mamba", "none"};
+static const char *const mlp_names[ND_MLP_KINDS] = {"dense", "moe", "none"};
 static const char *const position_names[ND_POS_KINDS] = {"rope", "learned", "none"};
 static const char *const norm_names[ND_NORM_KINDS] = {"rmsnorm", "layernorm"};
 static const char *const kind_names[ND_ATTN_KINDS][ND_MLP_KINDS] = {
-  {"dense", "moe"}, {"sliding-dense", "sliding-moe"},
-  {"linear-dense", "linear-moe"}, {"mla-dense", "mla-moe"}
+  {"dense", "moe", "attention"}, {"sliding-dense", "sliding-moe", "sliding"},
+  {"linear-dense", "linear-moe", "linear"}, {"mla-dense", "mla-moe", "mla"},
+  {"mamba-dense", "mamba-moe", "mamba"}, {"mlp", "moe-mlp", NULL}
 };
 
 static const char *name_of (const char *const *names, int n, int kind) {
@@ -123,6 +125,9 @@ static int validate_stack (const nd_model_spec *m, usage *u, char *err, size_t e
                   k->attention);
     if (k->mlp >= ND_MLP_KINDS)
       return fail(err, errlen, "mlp: layer %lld has unknown kind %d", (long long)i, k->mlp);
+    if (k->attention == ND_ATTN_NONE && k->mlp == ND_MLP_NONE)
+      return fail(err, errlen, "mlp: layer %lld has neither attention nor an MLP",
+                  (long long)i);
     if (k->mtp != (i >= m->num_layers))
       return fail(err, errlen, "mtp: layer %lld must be marked as %s", (long long)i,
                   i >= m->num_layers ? "an MTP layer (it follows the body)" : "a body layer");
@@ -159,6 +164,7 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
   FLAG(tie_embeddings); FLAG(qkv_bias); FLAG(o_bias); FLAG(mlp_bias); FLAG(qk_norm);
   FLAG(attn_sinks); FLAG(final_norm); FLAG(embed_norm); FLAG(gated_mlp);
   FLAG(attn_output_gate); FLAG(shared_expert_gate); FLAG(router_bias); FLAG(expert_bias);
+  FLAG(mamba_conv_bias); FLAG(mamba_proj_bias); FLAG(chunked_window);
   if (m->position == ND_POS_LEARNED) RANGE(position_count, 1, MAX_POSITION);
   else RANGE(position_count, 0, 0);
   if (validate_stack(m, &u, err, errlen)) return -1;
@@ -181,16 +187,33 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
     RANGE(v_head_dim, 1, MAX_HEAD_DIM);
     if (m->qk_nope_head_dim + m->qk_rope_head_dim < 1)
       return fail(err, errlen, "qk_nope_head_dim: with qk_rope_head_dim must be at least 1");
+    RANGE(index_topk, 0, MAX_POSITION);
+    if (m->index_topk > 0) {
+      RANGE(index_heads, 1, MAX_HEADS);
+      RANGE(index_head_dim, 1, MAX_HEAD_DIM);
+    }
   }
+  else RANGE(index_topk, 0, 0);
   if (u.attn[ND_ATTN_LINEAR]) {
     RANGE(linear_k_heads, 1, MAX_HEADS);
     RANGE(linear_v_heads, 1, MAX_HEADS);
     RANGE(linear_k_dim, 1, MAX_HEAD_DIM);
     RANGE(linear_v_dim, 1, MAX_HEAD_DIM);
-    RANGE(conv_kernel, 1, MAX_CONV);
+    RANGE(conv_kernel, 0, MAX_CONV);  /* 0: no conv (MiniMax's lightning attention) */
     if (m->linear_v_heads % m->linear_k_heads != 0)
       return fail(err, errlen, "linear_v_heads: must be a multiple of linear_k_heads (%lld),"
                   " got %lld", (long long)m->linear_k_heads, (long long)m->linear_v_heads);
+  }
+  if (u.attn[ND_ATTN_MAMBA]) {
+    RANGE(mamba_heads, 1, MAX_HEADS);
+    RANGE(mamba_head_dim, 1, MAX_HEAD_DIM);
+    RANGE(mamba_state, 1, MAX_HEAD_DIM);
+    RANGE(mamba_groups, 1, m->mamba_heads);
+    RANGE(mamba_conv, 1, MAX_CONV);
+    RANGE(mamba_chunk, 1, MAX_POSITION);
+    if (m->mamba_heads % m->mamba_groups != 0)
+      return fail(err, errlen, "mamba_groups: must divide mamba_heads (%lld), got %lld",
+                  (long long)m->mamba_heads, (long long)m->mamba_groups);
   }
   if (u.mlp[ND_MLP_DENSE] && m->ffn_size < 1)
     return fail(err, errlen, "ffn_size: dense layers need a width of at least 1");
@@ -260,6 +283,13 @@ static void attention_mla (const nd_model_spec *m, nd_layer_buckets *p) {
     p->attention_replicated += (m->q_lora_rank > 0 ? m->q_lora_rank : heads * qk)
                                + m->kv_lora_rank + m->qk_rope_head_dim;
   if (m->o_bias) p->attention += h;
+  if (m->index_topk > 0) {
+    /* the DSA indexer: q from the q latent (or the input), one shared key with a LayerNorm,
+       per-head weights; replicated across TP (its top-k needs every head's scores) */
+    int64_t qin = m->q_lora_rank > 0 ? m->q_lora_rank : h, di = m->index_head_dim;
+    p->attention_replicated += qin * m->index_heads * di + h * di + h * m->index_heads;
+    p->norms += 2 * di;
+  }
 }
 
 /*
@@ -273,6 +303,22 @@ static void attention_linear (const nd_model_spec *m, nd_layer_buckets *p) {
   p->attention = h * (2 * k + 2 * v) + h * 2 * m->linear_v_heads
                  + (2 * k + v) * m->conv_kernel + 2 * m->linear_v_heads + v * h;
   p->norms += m->linear_v_dim;
+}
+
+/*
+** Mamba-2 (Megatron's MambaMixer, HF's Mamba2Mixer): one input projection to z and x (the
+** inner width each), B and C (groups x state each) and dt (one per head); a depthwise
+** causal conv over x, B and C; per-head dt_bias, A_log and D; a gated RMSNorm over the
+** inner width; the output projection. Megatron shards all of it across TP, so all of it
+** is in the TP-sharded bucket.
+*/
+static void attention_mamba (const nd_model_spec *m, nd_layer_buckets *p) {
+  int64_t h = m->hidden_size, heads = m->mamba_heads;
+  int64_t inner = heads * m->mamba_head_dim, bc = 2 * m->mamba_groups * m->mamba_state;
+  int64_t in = 2 * inner + bc + heads, conv = inner + bc;
+  p->attention = h * in + conv * m->mamba_conv + 3 * heads + inner + inner * h;
+  if (m->mamba_conv_bias) p->attention += conv;
+  if (m->mamba_proj_bias) p->attention += in + h;
 }
 
 /* One MLP of width w, with or without biases. */
@@ -292,9 +338,12 @@ int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *p) {
   switch (k->attention) {
     case ND_ATTN_LINEAR: attention_linear(m, p); break;
     case ND_ATTN_MLA: attention_mla(m, p); break;
+    case ND_ATTN_MAMBA: attention_mamba(m, p); break;
+    case ND_ATTN_NONE: break;
     default: attention_standard(m, p); break;
   }
-  if (k->mlp == ND_MLP_MOE) {
+  if (k->mlp == ND_MLP_NONE) {}
+  else if (k->mlp == ND_MLP_MOE) {
     int64_t expert = mlp_size(m, m->moe_ffn_size, m->expert_bias);
     p->routed_experts = m->num_experts * expert;
     p->routed_active = m->top_k * expert;
@@ -305,7 +354,9 @@ int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *p) {
     }
   }
   else p->dense_mlp = mlp_size(m, m->ffn_size, m->mlp_bias);
-  p->norms += m->norms_per_layer * norm_size(m, h);
+  /* half the per-layer norms go with each sublayer the layer has */
+  p->norms += m->norms_per_layer * ((k->attention != ND_ATTN_NONE) + (k->mlp != ND_MLP_NONE))
+              / 2 * norm_size(m, h);
   if (k->mtp) {
     /* DeepSeek/Qwen MTP module: norms on the embedding and on the previous hidden state,
        the projection of their concatenation back to h, and the module's own final norm */

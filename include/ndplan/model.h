@@ -24,11 +24,13 @@ enum {
   ND_ATTN_SLIDING,   /* same weights, windowed: differs only in activations and KV cache */
   ND_ATTN_LINEAR,    /* Gated DeltaNet (Qwen3-Next, Qwen3.5) */
   ND_ATTN_MLA,       /* multi-head latent attention (DeepSeek-V2/V3) */
+  ND_ATTN_MAMBA,     /* Mamba-2 mixer (Nemotron-H): in/out projections, conv, chunked scan */
+  ND_ATTN_NONE,      /* no token mixer: an MLP-only layer (Nemotron-H '-') */
   ND_ATTN_KINDS
 };
 
-/* MLP kind of one layer. */
-enum { ND_MLP_DENSE, ND_MLP_MOE, ND_MLP_KINDS };
+/* MLP kind of one layer; NONE: a mixer-only layer (Nemotron-H 'M' and '*'). */
+enum { ND_MLP_DENSE, ND_MLP_MOE, ND_MLP_NONE, ND_MLP_KINDS };
 
 enum { ND_POS_ROPE, ND_POS_LEARNED, ND_POS_NONE, ND_POS_KINDS };  /* NONE: ALiBi, NoPE */
 enum { ND_NORM_RMS, ND_NORM_LAYER, ND_NORM_KINDS };  /* RMSNorm: weight; LayerNorm: +bias */
@@ -57,7 +59,9 @@ typedef struct nd_model_spec {
   int qk_norm;                       /* a norm of width head_dim on q and on k */
   int attn_sinks;                    /* one learned logit per head (GPT-OSS) */
   int norm;                          /* ND_NORM_* */
-  int norms_per_layer;               /* 2 for most; 4 for Gemma 2/3 */
+  int norms_per_layer;               /* 2 for most; 4 for Gemma 2/3: half of them go with
+                                        each sublayer, so a layer without attention or
+                                        without MLP has half as many */
   int final_norm;                    /* a norm before the head (OPT-350m has none) */
   int embed_norm;                    /* a norm after the embedding (BLOOM) */
   int64_t embed_proj;                /* OPT word_embed_proj_dim when it differs from hidden */
@@ -65,6 +69,10 @@ typedef struct nd_model_spec {
   int attn_output_gate;              /* q projection doubled to carry a sigmoid gate */
   /* MLA: q_lora_rank 0 means a plain q projection */
   int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  /* DeepSeek sparse attention (V3.2): on MLA layers an indexer of index_heads heads of
+     index_head_dim scores every earlier key and each query attends to the index_topk best;
+     index_topk 0: no indexer */
+  int64_t index_heads, index_head_dim, index_topk;
   /* MoE: moe_ffn_size per routed expert; shared_ffn_size is the total shared width */
   int64_t num_experts, top_k, moe_ffn_size, num_shared_experts, shared_ffn_size;
   /* group-limited routing (DeepSeek n_group / topk_group): experts in expert_groups
@@ -76,7 +84,15 @@ typedef struct nd_model_spec {
   int expert_bias;                   /* biases inside each expert MLP (GPT-OSS) */
   /* Gated DeltaNet */
   int64_t linear_k_heads, linear_v_heads, linear_k_dim, linear_v_dim, conv_kernel;
+  /* Mamba-2: mamba_heads x mamba_head_dim is the inner width, mamba_groups share B and C
+     of mamba_state each, a depthwise conv of mamba_conv taps over x, B and C, and the scan
+     runs in chunks of mamba_chunk tokens */
+  int64_t mamba_heads, mamba_head_dim, mamba_state, mamba_groups, mamba_conv, mamba_chunk;
+  int mamba_conv_bias, mamba_proj_bias;
   int64_t sliding_window;            /* 0 when no layer is sliding */
+  int chunked_window;                /* sliding layers attend within fixed chunks of
+                                        sliding_window tokens, not a sliding window
+                                        (Llama 4's chunked attention) */
   int64_t mtp_layers;
   nd_layer_kind layer[ND_MAX_LAYERS];  /* num_layers + mtp_layers entries */
 } nd_model_spec;
@@ -155,7 +171,8 @@ void nd_model_outer_params (const nd_model_spec *m, int64_t *first, int64_t *las
 */
 int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max);
 
-/* Names: "full", "sliding", "linear", "mla"; "dense", "moe"; "rope", "learned", "none";
+/* Names: "full", "sliding", "linear", "mla", "mamba", "none"; "dense", "moe", "none";
+** "rope", "learned", "none";
 ** "rmsnorm", "layernorm". NULL when out of range. */
 const char *nd_attention_name (int kind);
 const char *nd_mlp_name (int kind);
@@ -167,7 +184,9 @@ int nd_mlp_kind (const char *name);
 int nd_position_kind (const char *name);
 int nd_norm_kind (const char *name);
 
-/* "dense", "moe", "sliding-dense", "linear-moe", "mla-moe", ...: full attention is implied. */
+/* "dense", "moe", "sliding-dense", "linear-moe", "mla-moe", ...: full attention is implied;
+** a layer without MLP is named by its mixer ("attention", "mamba", ...), one without
+** attention by its MLP ("mlp", "moe-mlp"). NULL out of range and for a layer with neither. */
 const char *nd_layer_kind_name (int attention, int mlp);
 
 #endif

@@ -194,4 +194,46 @@ function M.command_list()
   return table.concat(out, "\n") .. "\n"
 end
 
+-- stack_rows(groups) -> {layers=, count=, kind=} rows of model:layers(), a run of groups that
+-- repeats a motif of 2 to 4 groups (Gemma 2's sliding/global, Nemotron-H's Mamba/MLP) as one
+-- row: kind "mamba x1, mlp x1 (x3)".
+function M.stack_rows(groups)
+  local function same(a, b)
+    return a.kind == b.kind and a.count == b.count and a.mtp == b.mtp
+  end
+  local function repeats(i, p)
+    local n = 1
+    while true do
+      for j = 0, p - 1 do
+        local a, b = groups[i + j], groups[i + n * p + j]
+        if not (a and b and same(a, b)) then return n end
+      end
+      n = n + 1
+    end
+  end
+  local rows, i = {}, 1
+  while i <= #groups do
+    local best_p, best_n = 1, 1
+    for p = 2, 4 do
+      local n = repeats(i, p)
+      if n >= 2 and n * p > best_n * best_p then best_p, best_n = p, n end
+    end
+    local last = groups[i + best_p * best_n - 1]
+    local first, stop = groups[i].first, last.first + last.count - 1
+    local kind = groups[i].kind .. (groups[i].mtp and " (mtp)" or "")
+    if best_p > 1 then
+      local parts = {}
+      for j = 0, best_p - 1 do
+        local g = groups[i + j]
+        parts[#parts + 1] = g.kind .. " x" .. g.count
+      end
+      kind = table.concat(parts, ", ") .. " (x" .. best_n .. ")"
+    end
+    rows[#rows + 1] = {layers = first == stop and tostring(first) or first .. "-" .. stop,
+                       count = stop - first + 1, kind = kind}
+    i = i + best_p * best_n
+  end
+  return rows
+end
+
 return M

@@ -24,13 +24,18 @@ local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
                        "flash_attention", "stage_layers", "selective_ops", "layer_offload",
                        "layer_selective_ops", "fp8_param_gather", "bf16_first_layers",
                        "bf16_last_layers"}
-local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
+local OTHER_KEYS = {model = true, strict = true, device = true, devices = true,
+                    global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true, stack = true}
 
--- resolve("model" | "device", x) -> the object: a name, a path or a plain table is loaded
--- (nd.model / nd.device), an object is kept | nil, message
-function M.resolve(kind, x)
+-- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
+-- loaded (nd.model / nd.device), an object is kept | nil, message. opts.strict (models):
+-- a model the loader had to assume anything about is refused.
+function M.resolve(kind, x, opts)
+  if kind == "model" and opts and opts.strict and x ~= nil then
+    return require("ndplan.model").load(x, {strict = true})
+  end
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
     return require("ndplan")[kind](x)
   end
@@ -80,7 +85,7 @@ function M.estimate(args)
     for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
     if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
   end
-  local model, merr = M.resolve("model", args.model)
+  local model, merr = M.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)
   if not device then return nil, derr end

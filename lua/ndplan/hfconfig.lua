@@ -2,149 +2,28 @@
 -- model spec table that ndplan.c.model.new() takes.
 --
 --   to_spec(cfg [, opts]) -> spec, warnings | nil, message
---     opts.source names the file in messages; opts.name is the model name.
+--     opts.source names the file in messages; opts.name is the model name; opts.strict
+--     makes every warning (an assumption, a field not read) an error.
 --
 -- Known model_types get their family's implicit facts (Qwen2's QKV bias, Gemma 3's four
 -- norms per layer, Mixtral's per-expert intermediate_size, ...). Any other model_type with
 -- the standard fields loads as a Llama-style decoder, and each assumption is returned as a
--- warning. Keys starting with "_" are never read.
+-- warning. Keys starting with "_" are never read. Every other field the loader did not ask
+-- for and that is not known to leave the cost alone (ndplan.hfconfig_families) is reported
+-- by name, so no field that changes the layer stack is silently ignored.
 local M = {}
 
 local MAX_LAYERS = 1024  -- include/ndplan/model.h ND_MAX_LAYERS
 
--- Family traits. attn: how the attention kinds are laid out when layer_types is absent;
--- moe: how experts and MoE layers are read; gpt: LayerNorm, biases, 2-matrix MLP.
-local FAMILIES = {
-  llama = {tie = false},
-  mistral = {tie = false, attn = "mistral"},
-  qwen2 = {tie = false, qkv_bias = true, attn = "qwen2"},
-  qwen2_moe = {tie = false, qkv_bias = true, attn = "qwen2", moe = "qwen"},
-  qwen3 = {tie = false, qk_norm = true, attn = "qwen2"},
-  qwen3_moe = {tie = false, qk_norm = true, attn = "qwen2", moe = "qwen"},
-  mixtral = {tie = false, attn = "mistral", moe = "per_expert"},
-  deepseek_v2 = {tie = false, moe = "deepseek"},
-  deepseek_v3 = {tie = false, moe = "deepseek"},
-  gpt_oss = {tie = false, attn = "alternate", moe = "per_expert", expert_bias = true,
-             router_bias = true, sinks = true},
-  gemma3_text = {tie = true, qk_norm = true, norms_per_layer = 4, attn = "gemma3",
-                 -- Gemma3TextConfig defaults: its published configs leave these out
-                 defaults = {vocab_size = 262208, head_dim = 256, sliding_window = 4096,
-                             max_position_embeddings = 131072, sliding_window_pattern = 6}},
-  qwen3_next = {tie = false, qk_norm = true, attn = "hybrid", moe = "qwen",
-                output_gate = true},
-  qwen3_5_text = {tie = false, qk_norm = true, attn = "hybrid", output_gate = true},
-  qwen3_5_moe_text = {tie = false, qk_norm = true, attn = "hybrid", moe = "qwen",
-                      output_gate = true},
-  gpt2 = {tie = true, gpt = true, position = "learned"},
-  gpt_neox = {tie = false, gpt = true, position = "rope"},
-  opt = {tie = true, gpt = true, position = "learned", position_offset = 2},
-  bloom = {tie = true, gpt = true, position = "none", embed_norm = true, ffn_4h = true},
-}
-
--- Wrapper model_types whose text tower is in text_config.
-local TEXT_TOWER = {gemma3 = "gemma3_text", qwen3_5 = "qwen3_5_text",
-                    qwen3_5_moe = "qwen3_5_moe_text"}
+local families = require "ndplan.hfconfig_families"
+local reader = require "ndplan.hfconfig_reader"
+local FAMILIES, TEXT_TOWER = families.FAMILIES, families.TEXT_TOWER
 
 local LAYER_TYPES = {full_attention = "full", sliding_attention = "sliding",
-                     linear_attention = "linear"}
+                     linear_attention = "linear", chunked_attention = "sliding",
+                     mamba = "mamba", attention = "full"}  -- the last two: Granite 4
 
 local GATED_ACTS = {silu = true, swish = true, swiglu = true, geglu = true}
-
--- {======================================================================
--- Reading fields with their types checked; failures unwind to to_spec()
--- =======================================================================
-
-local Failure = {}  -- metatable marking our own errors, so real bugs still propagate
-
-local Reader = {}
-Reader.__index = Reader
-
--- JSON null (cjson.null, a lightuserdata) and YAML null count as absent.
-local function is_null(v)
-  return v == nil or type(v) == "userdata"
-end
-
-local function names_of(names)
-  return type(names) == "table" and names or {names}
-end
-
-function Reader:fail(fmt, ...)
-  error(setmetatable({message = self.source .. ": " .. fmt:format(...)}, Failure), 0)
-end
-
-function Reader:warn(fmt, ...)
-  self.warnings[#self.warnings + 1] = fmt:format(...)
-end
-
--- raw(names) -> value, name: the first non-null field, from text_config, then the outer
--- table, then the family's defaults (what HF's config class fills in)
-function Reader:raw(names)
-  for _, n in ipairs(names_of(names)) do
-    local v = self.inner[n]
-    if is_null(v) and self.outer then v = self.outer[n] end
-    if is_null(v) and self.defaults then v = self.defaults[n] end
-    if not is_null(v) then return v, n end
-  end
-  return nil
-end
-
-function Reader:missing(names, what)
-  local list = names_of(names)
-  local also = ""
-  if #list > 1 then also = "; also read from " .. table.concat(list, ", ", 2) end
-  self:fail("missing field '%s' (expected %s%s)", list[1], what, also)
-end
-
--- int(names [, what [, min [, max]]]) -> integer | nil. `what` makes the field required.
-function Reader:int(names, what, min, max)
-  local v, name = self:raw(names)
-  if v == nil then
-    if what then self:missing(names, what) end
-    return nil
-  end
-  local i = math.type(v) and math.tointeger(v)
-  min = min or 0
-  if not i or i < min then
-    self:fail("field '%s' must be an integer >= %d, got %s", name, min,
-              type(v) == "number" and tostring(v) or type(v))
-  end
-  if max and i > max then
-    self:fail("field '%s' must be at most %d, got %d", name, max, i)
-  end
-  return i
-end
-
-function Reader:bool(names)
-  local v, name = self:raw(names)
-  if v ~= nil and type(v) ~= "boolean" then
-    self:fail("field '%s' must be true or false, got %s", name, type(v))
-  end
-  return v
-end
-
-function Reader:str(names)
-  local v, name = self:raw(names)
-  if v ~= nil and type(v) ~= "string" then
-    self:fail("field '%s' must be a string, got %s", name, type(v))
-  end
-  return v
-end
-
--- list(names) -> array | nil, each entry checked by `check(value) -> ok`
-function Reader:list(names, expected, check)
-  local v, name = self:raw(names)
-  if v == nil then return nil end
-  if type(v) ~= "table" then self:fail("field '%s' must be a list of %s", name, expected) end
-  for i, x in ipairs(v) do
-    if not check(x) then
-      self:fail("field '%s': entry %d must be %s, got %s", name, i, expected,
-                type(x) == "string" and "'" .. x .. "'" or type(x))
-    end
-  end
-  return v, name
-end
-
--- }======================================================================
 
 local function is_int(x) return math.type(x) ~= nil and math.tointeger(x) ~= nil end
 
@@ -162,6 +41,27 @@ end
 -- The layer stack
 -- =======================================================================
 
+-- Llama 4's chunked attention: the layers with RoPE attend within chunks of
+-- attention_chunk_size tokens (priced as sliding layers whose windows are chunks), the NoPE
+-- layers (no_rope_layers 0; by default every no_rope_layer_interval-th) attend globally.
+local function chunked(r, s, L)
+  local chunk = r:int("attention_chunk_size", nil, 1)
+  if not chunk then return nil end
+  s.sliding_window, s.chunked_window = chunk, true
+  local rope = r:list("no_rope_layers", "0 or 1", function(x) return x == 0 or x == 1 end)
+  if rope and #rope == 0 then rope = nil end  -- empty: the default
+  if rope and #rope ~= L then
+    r:fail("field 'no_rope_layers' has %d entries but num_hidden_layers is %d", #rope, L)
+  end
+  local interval = r:int("no_rope_layer_interval", nil, 1) or 4
+  local kinds = {}
+  for i = 1, L do
+    local uses_rope = rope and rope[i] == 1 or (not rope and i % interval ~= 0)
+    kinds[i] = uses_rope and "sliding" or "full"
+  end
+  return kinds
+end
+
 -- attention kinds of the body layers
 local function attention_kinds(r, s, traits, L)
   local kinds = {}
@@ -176,26 +76,50 @@ local function attention_kinds(r, s, traits, L)
     if #types ~= L then
       r:fail("field '%s' has %d entries but num_hidden_layers is %d", tname, #types, L)
     end
-    for i = 1, L do kinds[i] = LAYER_TYPES[types[i]] end
+    for i = 1, L do
+      kinds[i] = LAYER_TYPES[types[i]]
+      if types[i] == "chunked_attention" and not s.chunked_window then
+        s.sliding_window = r:int("attention_chunk_size", "an integer: the chunk of the"
+                                 .. " chunked-attention layers", 1)
+        s.chunked_window = true
+      end
+    end
     return kinds
   end
   local rule = traits.attn
+  if rule == "minimax" then  -- attn_type_list: 0 lightning (linear), 1 softmax
+    local list = r:list("attn_type_list", "0 or 1", function(x) return x == 0 or x == 1 end)
+    if not list then r:missing("attn_type_list", "a list of 0 (lightning) and 1 (softmax)") end
+    if #list ~= L then
+      r:fail("field 'attn_type_list' has %d entries but num_hidden_layers is %d", #list, L)
+    end
+    for i = 1, L do kinds[i] = list[i] == 1 and "full" or "linear" end
+    return kinds
+  end
+  if rule == "llama4" then  -- without chunks every layer is global (the loop below)
+    local k = chunked(r, s, L)
+    if k then return k end
+  end
   local window = s.sliding_window > 0
   local interval = rule == "hybrid" and (r:int("full_attention_interval", nil, 1) or 4)
   local pattern = rule == "gemma3" and (r:int("sliding_window_pattern", nil, 1) or 6)
+  -- Qwen2/3: usually off; when on, the layers from max_window_layers on slide
+  local qwen_from = rule == "qwen2" and r:bool("use_sliding_window") and window
+                    and (r:int("max_window_layers") or 0)
+  if rule == "qwen2" then r:raw("max_window_layers") end  -- known either way
+  if rule == "hybrid" and r:bool("use_sliding_window") then
+    r:warn("use_sliding_window: true, but the linear/full layout has no sliding layers")
+  end
   for i = 1, L do
     local k = "full"
     if rule == "hybrid" then  -- Qwen3-Next/3.5: every n-th layer is full, the rest linear
       k = (i % interval == 0) and "full" or "linear"
     elseif rule == "gemma3" then  -- n-1 local layers, then one global
       k = (i % pattern == 0) and "full" or "sliding"
-    elseif rule == "alternate" then
+    elseif rule == "alternate" then  -- GPT-OSS, Gemma 2: layer 0 slides, layer 1 is global
       k = (i % 2 == 1) and "sliding" or "full"
-    elseif rule == "qwen2" then  -- usually off; when on, layers from max_window_layers slide
-      if r:bool("use_sliding_window") and window
-         and i - 1 >= (r:int("max_window_layers") or 0) then
-        k = "sliding"
-      end
+    elseif qwen_from and i - 1 >= qwen_from then
+      k = "sliding"
     elseif rule == "mistral" then  -- a non-null sliding_window applies to every layer
       if window then k = "sliding" end
     end
@@ -204,30 +128,99 @@ local function attention_kinds(r, s, traits, L)
   return kinds
 end
 
--- MLP kinds of the body layers
+-- The set of 0-based MoE layer indices a list field names, or nil when absent.
+local function index_set(r, name)
+  local list = r:list(name, "a layer index", is_int)
+  if not list then return nil end
+  local set = {}
+  for _, i in ipairs(list) do set[math.tointeger(i)] = true end
+  return set
+end
+
+-- MLP kinds of the body layers: from first_k_dense_replace and moe_layer_freq (DeepSeek; a
+-- list of 0/1 per layer in Megatron's spelling), decoder_sparse_step and mlp_only_layers
+-- (Qwen), interleave_moe_layer_step or moe_layers (Llama 4).
 local function mlp_kinds(r, s, traits, L)
   local kinds = {}
   local rule = traits.moe
-  local only = {}
-  local dense_first, freq, step = 0, 1, 1
+  local only, listed = {}, nil
+  local dense_first, freq, step, freq_list = 0, 1, 1, nil
   if s.num_experts > 0 then
     if rule == "deepseek" or rule == nil then
       dense_first = r:int("first_k_dense_replace") or 0
-      freq = r:int("moe_layer_freq", nil, 1) or 1
+      if type(r:raw("moe_layer_freq")) == "table" then
+        freq_list = r:list("moe_layer_freq", "0 or 1", function(x) return x == 0 or x == 1 end)
+        if #freq_list ~= L then
+          r:fail("field 'moe_layer_freq' has %d entries but num_hidden_layers is %d",
+                 #freq_list, L)
+        end
+      else freq = r:int("moe_layer_freq", nil, 1) or 1 end
     end
     if rule == "qwen" or rule == nil then
       step = r:int("decoder_sparse_step", nil, 1) or 1
-      for _, i in ipairs(r:list("mlp_only_layers", "a layer index", is_int) or {}) do
-        only[math.tointeger(i)] = true
-      end
+      only = index_set(r, "mlp_only_layers") or {}
+    end
+    if rule == "llama4" or rule == nil then
+      step = r:int("interleave_moe_layer_step", nil, 1) or step
+      listed = index_set(r, "moe_layers")
     end
   end
   for i = 0, L - 1 do
-    local moe = s.num_experts > 0 and i >= dense_first and i % freq == 0
-                and (i + 1) % step == 0 and not only[i]
+    local moe
+    if listed then moe = listed[i] == true
+    elseif freq_list then moe = i >= dense_first and freq_list[i + 1] == 1
+    else
+      moe = s.num_experts > 0 and i >= dense_first and i % freq == 0
+            and (i + 1) % step == 0 and not only[i]
+    end
     kinds[i + 1] = moe and "moe" or "dense"
   end
   return kinds
+end
+
+-- Nemotron-H's hybrid_override_pattern: one character per layer. Returns attention and MLP
+-- kinds of the body layers.
+local PATTERN = {M = {"mamba", "none"}, ["*"] = {"full", "none"}, ["-"] = {"none", "dense"},
+                 E = {"none", "moe"}}
+
+local function pattern_kinds(r, L)
+  local p = r:str("hybrid_override_pattern")
+  if not p then r:missing("hybrid_override_pattern", "a string of M, *, - and E, one per layer") end
+  if #p ~= L then
+    r:fail("field 'hybrid_override_pattern' has %d characters but num_hidden_layers is %d", #p, L)
+  end
+  local attention, mlp = {}, {}
+  for i = 1, L do
+    local c = p:sub(i, i)
+    local k = PATTERN[c]
+    if not k then
+      r:fail("field 'hybrid_override_pattern': character %d is '%s' (expected M for Mamba-2,"
+             .. " * for attention, - for an MLP or E for MoE)", i, c)
+    end
+    attention[i], mlp[i] = k[1], k[2]
+  end
+  return attention, mlp
+end
+
+local function read_mamba(r, s)
+  local what = "an integer (the Mamba-2 layers need it)"
+  s.mamba_heads = r:int({"mamba_num_heads", "mamba_n_heads"}, what, 1)
+  local expand = r:int({"expand", "mamba_expand"})
+  if r:raw("mamba_d_head") == "auto" and expand then  -- Granite 4: the inner width's share
+    r.seen.mamba_d_head = true
+    s.mamba_head_dim = expand * s.hidden_size // s.mamba_heads
+  else s.mamba_head_dim = r:int({"mamba_head_dim", "mamba_d_head"}, what, 1) end
+  s.mamba_state = r:int({"ssm_state_size", "mamba_d_state"}, what, 1)
+  s.mamba_groups = r:int({"n_groups", "mamba_n_groups"}, what, 1)
+  s.mamba_conv = r:int({"conv_kernel", "mamba_d_conv"}, what, 1)
+  s.mamba_chunk = r:int({"chunk_size", "mamba_chunk_size"}, nil, 1) or 256
+  local conv_bias = r:bool({"use_conv_bias", "mamba_conv_bias"})
+  s.mamba_conv_bias = conv_bias ~= false  -- the config classes default it to true
+  s.mamba_proj_bias = r:bool({"mamba_proj_bias", "use_bias"}) or false
+  if expand and expand * s.hidden_size ~= s.mamba_heads * s.mamba_head_dim then
+    r:fail("mamba_num_heads (%d) x mamba_head_dim (%d) must be expand (%d) x hidden_size (%d)",
+           s.mamba_heads, s.mamba_head_dim, expand, s.hidden_size)
+  end
 end
 
 -- }======================================================================
@@ -241,11 +234,13 @@ local function read_experts(r, s, traits)
                   "an integer: experts chosen per token", 1)
   -- DeepSeek's group-limited routing: a token's experts lie in topk_group of n_group groups
   local groups = r:int("n_group")
+  local per_token = r:int("topk_group", nil, 1)  -- known, even with one group
   if groups and groups > 1 then
     s.expert_groups = groups
-    s.groups_per_token = r:int("topk_group", "an integer: expert groups per token", 1)
+    s.groups_per_token = per_token or r:missing("topk_group", "an integer: expert groups"
+                                                .. " per token")
   end
-  local per_expert = traits.moe == "per_expert"
+  local per_expert = traits.moe == "per_expert" or traits.moe == "llama4"
   if per_expert then
     s.moe_ffn_size = r:int("intermediate_size", "an integer: the width of each expert", 1)
   else
@@ -260,11 +255,18 @@ local function read_experts(r, s, traits)
     end
   end
   local n_shared = r:int("n_shared_experts") or 0
-  local shared = r:int("shared_expert_intermediate_size") or 0
-  if n_shared > 0 then  -- DeepSeek: n copies of a routed-width expert
+  local shared = r:int({"shared_expert_intermediate_size", "shared_intermediate_size"}) or 0
+  local nemotron = traits.moe == "nemotron_h" and r:int("moe_shared_expert_intermediate_size")
+  if traits.moe == "llama4" then  -- Llama 4: one ungated shared expert of the routed width
+    s.num_shared_experts, s.shared_ffn_size = 1, s.moe_ffn_size
+  elseif nemotron and nemotron > 0 then  -- Nemotron-3: n_shared_experts of that width
+    n_shared = math.max(n_shared, 1)
+    s.num_shared_experts, s.shared_ffn_size = n_shared, n_shared * nemotron
+  elseif n_shared > 0 then  -- DeepSeek: n copies of a routed-width expert
     s.num_shared_experts, s.shared_ffn_size = n_shared, n_shared * s.moe_ffn_size
   elseif shared > 0 then  -- Qwen: one shared expert of its own width, with a sigmoid gate
-    s.num_shared_experts, s.shared_ffn_size, s.shared_expert_gate = 1, shared, true
+    s.num_shared_experts, s.shared_ffn_size = 1, shared   -- (Granite: without the gate)
+    s.shared_expert_gate = traits.shared_gate ~= false
   end
   s.router_bias = traits.router_bias or r:str("topk_method") == "noaux_tc"
   s.expert_bias = traits.expert_bias or false
@@ -279,9 +281,21 @@ local function read_mla(r, s)
   s.qk_nope_head_dim = r:int("qk_nope_head_dim", what)
   s.qk_rope_head_dim = r:int("qk_rope_head_dim", what)
   s.v_head_dim = r:int("v_head_dim", what, 1)
+  -- DeepSeek sparse attention (V3.2): the indexer and the keys each query keeps
+  s.index_topk = r:int("index_topk", nil, 1) or 0
+  if s.index_topk > 0 then
+    local dsa = "an integer (the sparse-attention indexer needs it)"
+    s.index_heads = r:int("index_n_heads", dsa, 1)
+    s.index_head_dim = r:int("index_head_dim", dsa, 1)
+  end
 end
 
-local function read_linear(r, s)
+local function read_linear(r, s, traits)
+  if traits.attn == "minimax" then  -- lightning attention: the softmax layers' q heads,
+    s.linear_k_heads, s.linear_v_heads = s.num_heads, s.num_heads  -- no conv
+    s.linear_k_dim, s.linear_v_dim, s.conv_kernel = s.head_dim, s.head_dim, 0
+    return
+  end
   local what = "an integer (the linear-attention layers need it)"
   s.linear_k_heads = r:int("linear_num_key_heads", what, 1)
   s.linear_v_heads = r:int("linear_num_value_heads", what, 1)
@@ -303,12 +317,15 @@ local function read_common(r, s, traits)
   s.num_kv_heads = r:int("num_key_value_heads", nil, 1)
   if not s.num_kv_heads and r:bool("multi_query") then s.num_kv_heads = 1 end
   s.num_kv_heads = s.num_kv_heads or s.num_heads
-  s.head_dim = r:int("head_dim", nil, 1)
+  s.head_dim = r:int({"head_dim", "attention_head_dim"}, nil, 1)
   s.max_position = r:int({"max_position_embeddings", "n_positions", "seq_length", "n_ctx"})
                    or 0
-  s.sliding_window = r:int("sliding_window") or 0
+  s.sliding_window = r:int({"sliding_window", "sliding_window_size"}) or 0
   s.mtp_layers = r:int({"num_nextn_predict_layers", "mtp_num_hidden_layers"}, nil, 0,
                        MAX_LAYERS) or 0
+  if r:bool("mtp_use_dedicated_embeddings") and s.mtp_layers > 0 then
+    r:warn("mtp_use_dedicated_embeddings: the MTP module's own embedding is not counted")
+  end
 end
 
 -- Unknown family: guess what the known ones state, warning about each guess.
@@ -337,7 +354,14 @@ end
 
 local function convert(r, opts)
   local family, traits, known = family_of(r)
-  r.defaults = traits.defaults
+  r.defaults, r.traits, r.family = traits.defaults, traits, family
+  if traits.refuse then
+    r:fail("model_type '%s': %s, which ndplan does not price yet", family, traits.refuse)
+  end
+  if r:raw("block_configs") ~= nil then  -- Nemotron NAS (Super, Ultra): refused by name
+    r:fail("block_configs: heterogeneous blocks (Nemotron NAS: per-layer attention and FFN"
+           .. " widths, no-op and linear-replacement blocks) are not priced by ndplan yet")
+  end
   local s = {name = opts.name, family = (family or "custom"):sub(1, 63)}
   read_common(r, s, traits)
   read_mla(r, s)
@@ -346,11 +370,12 @@ local function convert(r, opts)
   if not known then guess_unknown(r, s, family)
   else
     s.norm = traits.gpt and "layernorm" or "rmsnorm"
-    s.gated_mlp = not traits.gpt
+    s.gated_mlp = not traits.gpt and traits.gated ~= false
   end
   s.tie_embeddings = r:bool("tie_word_embeddings")
   if s.tie_embeddings == nil then s.tie_embeddings = traits.tie or false end
-  s.qk_norm = traits.qk_norm or false
+  s.qk_norm = traits.qk_norm or (traits.qk_norm_field and r:bool(traits.qk_norm_field))
+              or false
   s.norms_per_layer = traits.norms_per_layer or 2
   s.attn_sinks = traits.sinks or false
   s.attn_output_gate = r:bool("attn_output_gate")
@@ -363,7 +388,7 @@ local function convert(r, opts)
   else
     local attn_bias = r:bool("attention_bias") or false
     s.qkv_bias = traits.qkv_bias or attn_bias
-    s.o_bias = attn_bias
+    s.o_bias = traits.o_bias ~= false and attn_bias
     s.mlp_bias = r:bool("mlp_bias") or false
   end
 
@@ -385,8 +410,11 @@ local function convert(r, opts)
 
   -- the stack
   local L = s.num_layers
-  local attention = attention_kinds(r, s, traits, L)
-  local mlp = mlp_kinds(r, s, traits, L)
+  local attention, mlp
+  if traits.pattern then attention, mlp = pattern_kinds(r, L)
+  else
+    attention, mlp = attention_kinds(r, s, traits, L), mlp_kinds(r, s, traits, L)
+  end
   local uses = {}
   for i = 1, L do uses[attention[i]], uses[mlp[i]] = true, true end
   for i = L + 1, L + s.mtp_layers do  -- MTP modules: full (or MLA) attention, body's MLP
@@ -395,7 +423,11 @@ local function convert(r, opts)
     uses[attention[i]], uses[mlp[i]] = true, true
   end
   s.attention, s.mlp = attention, mlp
-  if uses.linear then read_linear(r, s) end
+  if uses.linear then read_linear(r, s, traits) end
+  if uses.mamba then read_mamba(r, s) end
+  if uses.moe and s.num_experts == 0 then
+    r:missing({"n_routed_experts", "num_experts"}, "an integer: the MoE layers need experts")
+  end
   if uses.sliding and s.sliding_window == 0 then
     r:missing("sliding_window", "an integer: the window of the sliding-attention layers")
   end
@@ -410,8 +442,15 @@ local function convert(r, opts)
 
   -- dense width: only needed when some layer is dense
   s.ffn_size = 0
+  r:raw({"intermediate_size", "n_inner", "ffn_dim"})  -- known: unused when no layer is dense
+  local dense_width = traits.moe == "llama4" and r:int("intermediate_size_mlp", nil, 1)
   if uses.dense then
     if traits.ffn_4h then s.ffn_size = 4 * s.hidden_size
+    elseif traits.hybrid_ffn then  -- Granite 4 without experts: the shared MLP is dense
+      s.ffn_size = r:int("shared_intermediate_size", "an integer: the width of the MLPs", 1)
+    elseif traits.moe == "llama4" and per_expert then
+      s.ffn_size = dense_width or r:missing("intermediate_size_mlp", "an integer: the width"
+                                            .. " of the dense layers")
     elseif per_expert and r:raw({"n_inner", "ffn_dim"}) == nil then
       r:fail("dense layers need a dense width, but intermediate_size is the per-expert width")
     else
@@ -425,19 +464,46 @@ local function convert(r, opts)
   return s
 end
 
+-- The report: every field of the config the loader did not ask for and that is not on the
+-- family's list of fields known not to change the cost, by name.
+local function report_unread(r)
+  local skip = families.no_cost(r.traits or {})
+  local names, listed = {}, {}
+  for _, t in ipairs({r.inner, r.outer or {}}) do
+    for k in pairs(t) do
+      if type(k) == "string" and k:sub(1, 1) ~= "_" and k ~= "model_type" and not r.seen[k]
+         and not skip[k] and not listed[k] then
+        names[#names + 1], listed[k] = k, true
+      end
+    end
+  end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    r:warn("%s: not read by ndplan for model_type '%s'; if it changes the layers, the model"
+           .. " is priced without it", k, r.family or "(none)")
+  end
+end
+
 -- to_spec(cfg [, opts]) -> spec, warnings | nil, message
+--   opts.strict: what would be a warning (an assumption, an unread field) is an error
 function M.to_spec(cfg, opts)
   if type(cfg) ~= "table" then
     error("hfconfig.to_spec: expected a config table, got " .. type(cfg), 2)
   end
   opts = opts or {}
-  local r = setmetatable({inner = cfg, outer = nil, warnings = {},
-                          source = opts.source or "(config)"}, Reader)
   local text = cfg.text_config
-  if type(text) == "table" then r.inner, r.outer = text, cfg end
+  local r = type(text) == "table" and reader.new(text, cfg, opts.source or "(config)")
+            or reader.new(cfg, nil, opts.source or "(config)")
   local ok, res = pcall(convert, r, {name = opts.name or "custom"})
-  if ok then return res, r.warnings end
-  if getmetatable(res) == Failure then return nil, res.message end
+  if ok then
+    report_unread(r)
+    if opts.strict and #r.warnings > 0 then
+      return nil, ("%s: strict: %d assumption(s): %s"):format(r.source, #r.warnings,
+                                                             table.concat(r.warnings, "; "))
+    end
+    return res, r.warnings
+  end
+  if reader.is_failure(res) then return nil, res.message end
   error(res, 0)
 end
 

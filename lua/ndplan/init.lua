@@ -7,8 +7,9 @@ local nd = {
   bundle = bundle,
 }
 
--- nd.model(x): a bundled name, a config.json/.yaml path or a table -> model | nil, message
-function nd.model(x) return require("ndplan.model").load(x) end
+-- nd.model(x [, {strict = true}]): a bundled name, a config.json/.yaml path, a directory
+-- holding config.json or a table -> model | nil, message (strict: no assumption allowed)
+function nd.model(x, opts) return require("ndplan.model").load(x, opts) end
 -- nd.models(): sorted names of the bundled models
 function nd.models() return require("ndplan.model").names() end
 -- nd.device(x): a bundled name, a YAML path or a table -> device | nil, message

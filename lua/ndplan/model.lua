@@ -1,9 +1,12 @@
 -- Models: load one from a bundled name, a config file or a table; list the bundled names.
 --
---   load(x) -> model | nil, message
+--   load(x [, opts]) -> model | nil, message
 --     x: a bundled name ("llama3.1-8b", any case), a path to a config.json/.json/.yaml/.yml
 --     file or to a directory holding config.json, a Lua table in config.json form (or, with
 --     model_type = "ndplan", in canonical form: see ndplan.c.model.fields()), or a model.
+--     opts.strict: what the loader would warn about (an assumption, a field it does not
+--     read) is an error instead. A Hub id ("org/name") that is no local path is refused with
+--     how to give its config.json: ndplan never downloads.
 --   names() -> sorted array of the bundled model names
 --
 -- The model is an ndplan.c.model userdata: model:params(), model:layers(), model:spec(),
@@ -59,7 +62,7 @@ local function is_file(path)
 end
 
 -- A config table -> model | nil, message (messages start with the source).
-local function from_config(cfg, name, source)
+local function from_config(cfg, name, source, strict)
   if type(cfg) ~= "table" then
     return nil, ("%s: expected an object of config fields, got %s"):format(source, type(cfg))
   end
@@ -71,7 +74,7 @@ local function from_config(cfg, name, source)
     end
     if spec.name == nil then spec.name = name end
   else
-    spec, warnings = hfconfig.to_spec(cfg, {source = source, name = name})
+    spec, warnings = hfconfig.to_spec(cfg, {source = source, name = name, strict = strict})
     if not spec then return nil, warnings end
   end
   local model, err = cmodel.new(spec, {source = source, warnings = warnings})
@@ -79,34 +82,51 @@ local function from_config(cfg, name, source)
   return model
 end
 
-local function from_file(path, name)
+local function from_file(path, strict)
   local cfg, err = decode_file(path)
   if cfg == nil then return nil, err end
-  return from_config(cfg, name or name_from_path(path), path)
+  return from_config(cfg, name_from_path(path), path, strict)
 end
 
-function M.load(x)
-  if cmodel.is(x) then return x end
+function M.load(x, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("ndplan.model.load: expected a table of options, got " .. type(opts), 2)
+  end
+  local strict = opts and opts.strict or false
+  if cmodel.is(x) then
+    local w = x:warnings()
+    if strict and #w > 0 then
+      return nil, ("%s: strict: %d assumption(s): %s"):format(x.source or x.name, #w,
+                                                             table.concat(w, "; "))
+    end
+    return x
+  end
   if type(x) == "table" then
     local name = type(x.name) == "string" and x.name:sub(1, NAME_MAX) or "custom"
-    return from_config(x, name, "(table)")
+    return from_config(x, name, "(table)", strict)
   end
   if type(x) ~= "string" then
     error("ndplan.model.load: expected a model name, a path or a table, got " .. type(x), 2)
   end
   local lower = x:lower()
-  if lower:match("%.json$") or lower:match("%.ya?ml$") then return from_file(x) end
+  if lower:match("%.json$") or lower:match("%.ya?ml$") then return from_file(x, strict) end
   local name = bundled_name(x)
   if name then
     local text, shown = bundle.read(DIR .. "/" .. name .. ".json")
     if not text then return nil, shown end
     local cfg, err = json.decode(text, shown)
     if cfg == nil then return nil, err end
-    return from_config(cfg, name, shown)
+    return from_config(cfg, name, shown, strict)
   end
   local dir_config = x:gsub("/+$", "") .. "/config.json"
-  if is_file(dir_config) then return from_file(dir_config) end
-  if is_file(x) then return from_file(x) end
+  if is_file(dir_config) then return from_file(dir_config, strict) end
+  if is_file(x) then return from_file(x, strict) end
+  if x:match("^[%w][%w._-]*/[%w][%w._-]*$") then  -- org/name: a Hugging Face Hub id
+    return nil, ("'%s' looks like a Hugging Face Hub id, and ndplan does not download: fetch"
+                 .. " its config.json (huggingface-cli download %s config.json --local-dir DIR,"
+                 .. " or https://huggingface.co/%s/resolve/main/config.json) and give -m DIR"
+                 .. " or -m DIR/config.json"):format(x, x, x)
+  end
   return nil, ("unknown model '%s': not a bundled model (%s) nor a readable file")
                 :format(x, table.concat(M.names(), ", "))
 end

@@ -15,7 +15,8 @@ M.DIMS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs",
 M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "zero", "sp"}
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
-local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
+local OTHER = {model = true, strict = true, device = true, devices = true,
+               global_batch = true, seq_len = true,
                max_mem = true, costs = true, schedule = true, precision = true,
                flash_attention = true, fp8_param_gather = true, bf16_first_layers = true,
                bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
@@ -81,7 +82,7 @@ function M.search(args)
       error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
     end
   end
-  local model, merr = estimate.resolve("model", args.model)
+  local model, merr = estimate.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
   if not device then return nil, derr end

@@ -7,6 +7,7 @@ local M = {}
 
 M.OPTIONS = {
   {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config (required without --from-megatron)"},
+  {name = "strict", help = "refuse a model the loader had to assume anything about"},
   {name = "device-type", short = "A", arg = "NAME|PATH", default = "h100", help = "device"},
   {name = "devices", short = "d", arg = "N", help = "number of devices (required)"},
   {name = "global-batch-size", short = "b", arg = "B", help = "sequences per step (required)"},
@@ -92,7 +93,7 @@ function M.args(spec, argv, opts)
     end
     return n
   end
-  local model = cli.check(nd.model(opts.model))
+  local model = cli.check(nd.model(opts.model, {strict = opts.strict}))
   for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
     io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
   end

@@ -134,6 +134,52 @@ static void test_gpt3 (void) {
   CHECK_EQ(p.total, narayanan + 2 * h, "gpt3-175b vs Narayanan");
 }
 
+/*
+** A small Nemotron-H-style stack by hand: a Mamba-2 layer, an attention-only layer and an
+** MLP-only layer; each has one norm (half of norms_per_layer 2 per sublayer).
+*/
+static void test_hybrid (void) {
+  nd_model_spec m;
+  nd_layer_buckets b;
+  nd_params p;
+  nd_layer_group g[4];
+  int64_t h = 1024, inner = 32 * 64, bc = 2 * 4 * 128, mamba;
+  nd_model_init(&m);
+  strcpy(m.name, "hybrid");
+  m.hidden_size = h; m.num_layers = 3; m.num_heads = 8; m.num_kv_heads = 2; m.head_dim = 128;
+  m.ffn_size = 4096; m.vocab_size = 1000; m.gated_mlp = 0;
+  m.mamba_heads = 32; m.mamba_head_dim = 64; m.mamba_state = 128; m.mamba_groups = 4;
+  m.mamba_conv = 4; m.mamba_chunk = 128; m.mamba_conv_bias = 1;
+  nd_model_default_stack(&m);
+  m.layer[0].attention = ND_ATTN_MAMBA; m.layer[0].mlp = ND_MLP_NONE;
+  m.layer[1].mlp = ND_MLP_NONE;
+  m.layer[2].attention = ND_ATTN_NONE;
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "hybrid stack validates");
+  /* in_proj to z, x, B, C, dt; conv weights and bias over x, B, C; dt_bias, A_log, D;
+     the gated norm; out_proj */
+  mamba = h * (2 * inner + bc + 32) + (inner + bc) * 5 + 3 * 32 + inner + inner * h;
+  nd_layer_params(&m, 0, &b);
+  CHECK_EQ(b.attention, mamba, "mamba mixer");
+  CHECK_EQ(b.norms, h, "one norm on a mixer-only layer");
+  CHECK_EQ(b.dense_mlp, 0, "no MLP on a mixer-only layer");
+  nd_layer_params(&m, 1, &b);
+  CHECK_EQ(b.attention, 2 * h * 8 * 128 + 2 * h * 2 * 128, "attention-only layer");
+  CHECK_EQ(b.dense_mlp, 0, "no MLP on an attention-only layer");
+  nd_layer_params(&m, 2, &b);
+  CHECK_EQ(b.attention, 0, "no attention on an MLP-only layer");
+  CHECK_EQ(b.dense_mlp, 2 * h * 4096, "two-matrix MLP");
+  CHECK_EQ(b.norms, h, "one norm on an MLP-only layer");
+  nd_model_params(&m, &p);
+  CHECK_EQ(p.total, mamba + 2 * h * 8 * 128 + 2 * h * 2 * 128 + 2 * h * 4096 + 3 * h
+                    + 2 * 1000 * h + h, "hybrid total");
+  CHECK(nd_model_groups(&m, g, 4) == 3, "three groups");
+  CHECK(strcmp(nd_layer_kind_name(g[0].attention, g[0].mlp), "mamba") == 0, "mamba name");
+  CHECK(strcmp(nd_layer_kind_name(g[1].attention, g[1].mlp), "attention") == 0,
+        "attention-only name");
+  CHECK(strcmp(nd_layer_kind_name(g[2].attention, g[2].mlp), "mlp") == 0, "mlp-only name");
+  CHECK(nd_layer_kind_name(ND_ATTN_NONE, ND_MLP_NONE) == NULL, "an empty layer has no name");
+}
+
 static void expect_invalid (nd_model_spec *m, const char *prefix, const char *what) {
   char err[256];
   err[0] = '\0';
@@ -166,6 +212,12 @@ static void test_validation (void) {
   expect_invalid(&m, "top_k:", "top_k above experts");
   deepseek_v3(&m); m.num_shared_experts = 0;
   expect_invalid(&m, "shared_ffn_size:", "shared width without count");
+  llama31_8b(&m); m.layer[3].attention = ND_ATTN_NONE; m.layer[3].mlp = ND_MLP_NONE;
+  expect_invalid(&m, "mlp: layer 3 has neither attention nor an MLP", "empty layer");
+  llama31_8b(&m); m.layer[3].attention = ND_ATTN_MAMBA;
+  expect_invalid(&m, "mamba_heads:", "mamba layer without its shape");
+  llama31_8b(&m); m.index_topk = 2048;
+  expect_invalid(&m, "index_topk:", "a sparse-attention indexer without MLA layers");
   llama31_8b(&m); m.position = ND_POS_LEARNED;
   expect_invalid(&m, "position_count:", "learned positions without a count");
 }
@@ -188,6 +240,7 @@ int main (void) {
   test_llama();
   test_deepseek();
   test_gpt3();
+  test_hybrid();
   test_validation();
   test_names();
   if (failures) {

@@ -108,6 +108,45 @@ describe("bad input", function()
     assert.matches("ndplan: warning: [^:]+: model_type 'wizard' is not known to ndplan", r.err)
   end)
 
+  it("a config field ndplan does not read: named on stderr; --strict refuses it, exit 1",
+     function()
+    local dir = tmpdir()
+    local f = assert(io.open(dir .. "/config.json", "wb"))
+    f:write('{"model_type":"llama","hidden_size":256,"num_hidden_layers":2,'
+            .. '"num_attention_heads":4,"intermediate_size":512,"vocab_size":1000,'
+            .. '"frobnicate_every":2}')
+    f:close()
+    local r = R.run({"estimate", "-m", dir, "-d", "1", "-b", "1"})  -- DIR: DIR/config.json
+    assert.equal(0, r.code, r.err)
+    assert.matches("ndplan: warning: [^:]+: frobnicate_every: not read by ndplan for"
+                   .. " model_type 'llama'", r.err)
+    r = R.run({"search", "-m", dir, "-d", "1", "-b", "1"})  -- and under the ranking
+    assert.equal(0, r.code, r.err)
+    assert.matches("\nmodel [^:]+: frobnicate_every: not read by ndplan", r.out)
+    r = R.run({"search", "-m", dir, "-d", "1", "-b", "1", "--json"})
+    assert.matches('"model_warnings":%["frobnicate_every: not read by ndplan', r.out)
+    for _, cmd in ipairs({{"estimate", "-d", "1", "-b", "1"}, {"search", "-d", "1", "-b", "1"},
+                          {"info"}, {"recompute", "-d", "1", "-b", "1"},
+                          {"export", "-f", "megatron", "-d", "1", "-b", "1"}}) do
+      local argv = {table.unpack(cmd)}
+      argv[#argv + 1], argv[#argv + 2], argv[#argv + 3] = "-m", dir, "--strict"
+      r = R.run(argv)
+      assert.equal(1, r.code, cmd[1] .. ": " .. r.err)
+      assert.matches("^ndplan: [^\n]*config.json: strict: 1 assumption%(s%): frobnicate_every",
+                     r.err)
+      one_line(r)
+    end
+  end)
+
+  it("a Hugging Face Hub id: ndplan does not download, and says how to give the file",
+     function()
+    local r = R.run({"info", "-m", "meta-llama/Llama-4-Scout-17B-16E"})
+    assert.equal(1, r.code)
+    assert.matches("looks like a Hugging Face Hub id, and ndplan does not download", r.err, 1,
+                   true)
+    one_line(r)
+  end)
+
   it("degrees that do not multiply to the devices or do not divide the model: exit 1", function()
     local r = R.run({"estimate", "-m", "llama3.1-8b", "-d", "12", "-b", "12", "--tp", "8"})
     assert.equal(1, r.code)

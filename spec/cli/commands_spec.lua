@@ -4,7 +4,8 @@ local cjson = require "cjson"
 
 local MODELS = {"llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "qwen2.5-72b", "qwen3-32b",
   "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b",
-  "qwen3-next-80b-a3b", "gemma3-12b", "gpt3-175b", "megatron-22b", "mt-nlg-530b", "megatron-1t"}
+  "qwen3-next-80b-a3b", "gemma3-12b", "gpt3-175b", "megatron-22b", "mt-nlg-530b", "megatron-1t",
+  "llama4-scout", "llama4-maverick", "gemma2-9b", "nemotron-h-56b", "minimax-m1", "deepseek-v3.2"}
 
 describe("ndplan models", function()
   it("lists every bundled model with its parameter count", function()
@@ -41,6 +42,24 @@ describe("ndplan info", function()
     assert.matches("0%-2%s+3%s+mla%-dense", r.out)
     assert.matches("3%-60%s+58%s+mla%-moe", r.out)
     assert.matches("61%s+1%s+mla%-moe %(mtp%)", r.out)
+  end)
+
+  it("prints hybrid and alternating stacks by kind, repeated motifs on one row", function()
+    local r = R.run({"info", "--model", "nemotron-h-56b"})
+    assert.equal(0, r.code, r.err)
+    assert.matches("kinds     54 mamba, 54 mlp, 10 attention", r.out, 1, true)
+    assert.matches("\n%s+0%-5%s+6%s+mamba x1, mlp x1 %(x3%)\n%s+6%s+1%s+mamba\n"
+                   .. "%s+7%s+1%s+attention\n%s+8%-17%s+10%s+mlp x1, mamba x1 %(x5%)", r.out)
+    assert.matches("mamba     256 heads of 64, state 256, 8 groups, conv 4, chunk 128", r.out, 1,
+                   true)
+    r = R.run({"info", "--model", "gemma2-9b"})
+    assert.matches("0%-41%s+42%s+sliding%-dense x1, dense x1 %(x21%)", r.out)
+    assert.matches("window    4096 tokens\n", r.out, 1, true)
+    r = R.run({"info", "--model", "llama4-maverick"})
+    assert.matches("kinds     24 sliding-dense, 12 sliding-moe, 12 moe", r.out, 1, true)
+    assert.matches("window    8192 tokens (chunked", r.out, 1, true)
+    assert.matches("0%-47%s+48%s+sliding%-dense x1, sliding%-moe x1, sliding%-dense x1, moe x1"
+                   .. " %(x12%)", r.out)
   end)
 
   it("names the option that is missing", function()

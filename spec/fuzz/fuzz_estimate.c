@@ -150,6 +150,19 @@ static void make_model (rd *r, nd_model_spec *m) {
   m->linear_v_dim = logrange(r, 1, 256);
   m->conv_kernel = range(r, 1, 8);
   m->sliding_window = flag(r) ? logrange(r, 1, 1 << 17) : 0;
+  m->chunked_window = flag(r);
+  /* DeepSeek sparse attention: only MLA stacks take it (the validator refuses the rest) */
+  m->index_topk = flag(r) && m->kv_lora_rank > 0 ? logrange(r, 1, 1 << 14) : 0;
+  m->index_heads = logrange(r, 1, 64);
+  m->index_head_dim = logrange(r, 1, 256);
+  /* Mamba-2 */
+  m->mamba_groups = logrange(r, 1, 16);
+  m->mamba_heads = m->mamba_groups * range(r, 1, 32);
+  m->mamba_head_dim = logrange(r, 1, 128);
+  m->mamba_state = logrange(r, 1, 256);
+  m->mamba_conv = range(r, 1, 8);
+  m->mamba_chunk = logrange(r, 1, 512);
+  m->mamba_conv_bias = flag(r); m->mamba_proj_bias = flag(r);
   /* the stack: one of the published layouts, or any mix */
   n = m->num_layers + m->mtp_layers;
   if (n > ND_MAX_LAYERS) { m->mtp_layers = 0; n = m->num_layers; }
@@ -158,13 +171,18 @@ static void make_model (rd *r, nd_model_spec *m) {
     for (i = 0; i < n; i++) {
       nd_layer_kind *k = &m->layer[i];
       int mtp = i >= m->num_layers;
-      switch ((shape >> 4) % 6) {  /* attention */
+      switch ((shape >> 4) % 7) {  /* attention */
         case 0: k->attention = ND_ATTN_FULL; break;
         case 1: k->attention = ND_ATTN_MLA; break;
         case 2: k->attention = (i + 1) % interval == 0 || mtp ? ND_ATTN_FULL : ND_ATTN_LINEAR;
           break;
         case 3: k->attention = i % interval == 0 ? ND_ATTN_FULL : ND_ATTN_SLIDING; break;
         case 4: k->attention = (unsigned char)(i < 64 ? u8(r) % ND_ATTN_KINDS : ND_ATTN_FULL);
+          break;
+        case 5:  /* Nemotron-H: Mamba-2, MLP-only and attention-only layers */
+          k->attention = mtp ? ND_ATTN_FULL : (unsigned char)(i % 3 == 0 ? ND_ATTN_MAMBA
+                                                          : i % 3 == 1 ? ND_ATTN_NONE
+                                                          : ND_ATTN_FULL);
           break;
         default: k->attention = ND_ATTN_FULL; break;
       }
@@ -174,6 +192,7 @@ static void make_model (rd *r, nd_model_spec *m) {
         case 2: k->mlp = i < dense_first ? ND_MLP_DENSE : ND_MLP_MOE; break;
         default: k->mlp = (unsigned char)(i < 64 ? u8(r) % ND_MLP_KINDS : ND_MLP_MOE); break;
       }
+      if ((shape >> 4) % 7 == 5 && !mtp && k->attention != ND_ATTN_NONE) k->mlp = ND_MLP_NONE;
       k->mtp = (unsigned char)mtp;
     }
   }

@@ -27,6 +27,41 @@ local function gemma3_12b()
   return L * layer + V * h + h
 end
 
+-- Llama 4 text towers by hand: q/k/v/o (no biases), experts of width 8192 (SwiGLU), one
+-- shared expert of that width and a router in each MoE layer (every `step`-th), dense layers
+-- of width 16384, two RMSNorms per layer, untied head. Returns total, active.
+local function llama4(experts, step)
+  local h, L, V, q, kv = 5120, 48, 202048, 40 * 128, 8 * 128
+  local attn, expert = 2 * h * q + 2 * h * kv, 3 * h * 8192
+  local moe = L // step
+  local body = L * (attn + 2 * h) + (L - moe) * 3 * h * 16384 + moe * (expert + h * experts)
+  local outer = 2 * V * h + h
+  return body + moe * experts * expert + outer, body + moe * expert + outer
+end
+
+-- Nemotron-H-56B by hand: 54 Mamba-2 mixers (in_proj to z, x, B, C, dt; conv with bias over
+-- x, B, C; dt_bias, A_log, D; gated norm; out_proj), 10 attention layers, 54 squared-ReLU
+-- MLPs (two matrices), one RMSNorm per layer, untied head, final norm.
+local function nemotron_h_56b()
+  local h, inner, bc, heads = 8192, 256 * 64, 2 * 8 * 256, 256
+  local mamba = h * (2 * inner + bc + heads) + (inner + bc) * 5 + 3 * heads + inner + inner * h
+  local attention = 2 * h * 64 * 128 + 2 * h * 8 * 128
+  local mlp = 2 * h * 32768
+  return 54 * mamba + 10 * attention + 54 * mlp + 118 * h + 2 * 131072 * h + h
+end
+
+-- MiniMax-M1 by hand: 70 lightning layers as the linear kind (q, k, v, output gate, the
+-- kind's beta/decay projections and per-head parameters, no conv, output, a 128-wide norm),
+-- 10 softmax layers (64 q heads, 8 KV heads of 128), 32 SwiGLU experts of 9216 and a router
+-- in every layer, two norms per layer, untied head, final norm.
+local function minimax_m1()
+  local h, d, heads, V = 6144, 64 * 128, 64, 200064
+  local lightning = 4 * h * d + 2 * h * heads + 2 * heads + d * h + 128
+  local softmax = 2 * h * d + 2 * h * 8 * 128
+  local moe = 32 * 3 * h * 9216 + 32 * h
+  return 70 * lightning + 10 * softmax + 80 * (moe + 2 * h) + 2 * V * h + h
+end
+
 -- Published or derived totals (models-and-trainers.md 1.3, formulas-and-hardware.md B.2);
 -- active = total for dense models.
 local REFERENCE = {
@@ -39,12 +74,23 @@ local REFERENCE = {
   ["qwen3-30b-a3b"] = {total = 30.532 * B, active = 3.353 * B},
   ["mixtral-8x7b"] = {total = 46.703 * B, active = 12.880 * B},
   ["deepseek-v3"] = {total = 671.03 * B, active = 37.55 * B},
+  -- V3 plus 61 sparse-attention indexers: wq_b 1536 -> 64 x 128, wk 7168 -> 128 with its
+  -- LayerNorm, weights_proj 7168 -> 64
+  ["deepseek-v3.2"] = {total = 671.03 * B + 61 * (1536 * 64 * 128 + 7168 * 128 + 256 + 7168 * 64),
+                       active = 37.55 * B + 61 * (1536 * 64 * 128 + 7168 * 128 + 256 + 7168 * 64)},
   -- the doc leaves out GPT-OSS's expert biases (40M); OpenAI's model card says 116.83B
   ["gpt-oss-120b"] = {total = 116.79 * B, active = 5.71 * B},
   -- the published figures match the main model exactly, so they leave out the MTP layer
   -- (mtp_num_hidden_layers: 1, another 1.65B): checked exactly below
   ["qwen3-next-80b-a3b"] = {total = 79674391296, active = 3874929408},
   ["gemma3-12b"] = {total = gemma3_12b()},
+  -- Gemma 2 technical report, Table 2: 917,504,000 embedding + 8,324,201,984 non-embedding
+  ["gemma2-9b"] = {total = 917504000 + 8324201984},
+  ["llama4-scout"] = (function() local t, a = llama4(16, 1) return {total = t, active = a} end)(),
+  ["llama4-maverick"] = (function() local t, a = llama4(128, 2) return {total = t, active = a} end)(),
+  ["nemotron-h-56b"] = {total = nemotron_h_56b()},
+  ["minimax-m1"] = {total = minimax_m1(),
+                    active = minimax_m1() - 80 * 30 * 3 * 6144 * 9216},  -- top-2 of 32
   -- the formula leaves out the final LayerNorm (2h), well inside the tolerance
   ["gpt3-175b"] = {total = narayanan(96, 12288)},
   ["megatron-22b"] = {total = narayanan(48, 6144)},
