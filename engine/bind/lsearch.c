@@ -762,6 +762,14 @@ static const char *const csv_header =
   "peak_memory_bytes,heaviest_stage,fits,over_bytes,weights,grads,optimizer,activations,"
   "buffers,reserve";
 
+/* The integer on top (nil: dflt) within [lo, hi], before any cast (2^32 + 5 is not 5). */
+static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {
+  lua_Integer v = luaL_optinteger(L, -1, dflt);
+  if (v < lo || v > hi)
+    luaL_error(L, "%s: expected %d to %d, got %I", name, lo, hi, (LUAI_UACINT)v);
+  return (int)v;
+}
+
 /*
 ** run(model, device, job, space, opts [, costs]) -> results
 ** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, csv = path,
@@ -805,21 +813,18 @@ static int s_run (lua_State *L) {
   if (!(p->budget > 0.0) || !isfinite(p->budget))  /* 0 would mean no budget to the core */
     return luaL_error(L, "budget: expected a finite number of bytes above 0, got %f", p->budget);
   lua_getfield(L, 5, "jobs");
-  p->jobs = (int)luaL_optinteger(L, -1, 1);
+  p->jobs = opt_int(L, "jobs", 1, 1, 256);
   lua_getfield(L, 5, "chunk");
-  p->chunk = (int)luaL_optinteger(L, -1, 0);
+  p->chunk = opt_int(L, "chunk", 0, 0, 1 << 24);
   lua_getfield(L, 5, "keep");
-  res->keep = (int)luaL_optinteger(L, -1, 1000);
+  res->keep = opt_int(L, "keep", 1000, 1, 10000000);
   lua_getfield(L, 5, "misses");
-  res->keep_miss = (int)luaL_optinteger(L, -1, 5);
+  res->keep_miss = opt_int(L, "misses", 5, 0, 1000);
   lua_getfield(L, 5, "progress");
   rs.progress = lua_toboolean(L, -1);
   lua_pop(L, 6);
   deadline = opt_limit(L, 5, "deadline");
   heap = opt_limit(L, 5, "heap");
-  if (p->jobs < 1 || p->jobs > 256) luaL_error(L, "jobs: expected 1 to 256, got %d", p->jobs);
-  if (res->keep < 1 || res->keep > 10000000) luaL_error(L, "keep: expected 1 to 10000000");
-  if (res->keep_miss < 0 || res->keep_miss > 1000) luaL_error(L, "misses: expected 0 to 1000");
   res->cap = 2 * res->keep;
   res->best = (nd_search_row *)malloc((size_t)res->cap * sizeof *res->best);
   res->miss = (nd_search_row *)malloc((size_t)(res->keep_miss + 1) * sizeof *res->miss);

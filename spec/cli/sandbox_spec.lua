@@ -98,47 +98,55 @@ return {}
     os.remove(path)
   end)
 
-  it("reads no file: ndplan.files, nd.yaml.load_file, nd.model, nd.device", function()
-    local secret = R.tempfile("key: SECRET-1f3a\n", ".yaml")
-    local attempts = {
-      string.format("local t = require('ndplan.files').read(%q) error(tostring(t))", secret),
-      string.format("local d, e = nd.yaml.load_file(%q) error(d and d.key or e)", secret),
-      string.format("local m, e = nd.model(%q) error(tostring(e))", secret),
-      string.format("local d, e = nd.device(%q) error(tostring(e))", secret),
-      string.format("local d, e = nd.device{base = %q} error(tostring(e))", secret),
-      string.format("local r, e = nd.estimate{model = %q, device = 'h100', devices = 8, "
-                    .. "global_batch = 8, seq_len = 4096} error(tostring(e))", secret),
-    }
-    for _, code in ipairs(attempts) do
-      local path = policy(code .. "\nreturn {}\n")
+  -- each attempt says READ-OK when it got the file's contents (the loaders echo none)
+  local MODEL = '{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, '
+             .. '"num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1024, '
+             .. '"vocab_size": 1000}'
+  local READS = {
+    {"ndplan.files.read", "key: SECRET\n", ".yaml",
+     "local t = require('ndplan.files').read(%q) error(t and t:match('SECRET') and 'READ-OK')"},
+    {"nd.yaml.load_file", "key: SECRET\n", ".yaml",
+     "local d = nd.yaml.load_file(%q) error(d and d.key == 'SECRET' and 'READ-OK')"},
+    {"nd.model(PATH)", MODEL, ".json", "local m, e = nd.model(%q) error(m and 'READ-OK' or e)"},
+    {"nd.device(PATH)", "base: h100\n", ".yaml",
+     "local d, e = nd.device(%q) error(d and 'READ-OK' or e)"},
+    {"a device's base", "base: h100\n", ".yaml",
+     "local d, e = nd.device{base = %q} error(d and 'READ-OK' or e)"},
+    {"nd.estimate{model = PATH}", MODEL, ".json", "local r, e = nd.estimate{model = %q, "
+       .. "device = 'h100', devices = 8, global_batch = 8, seq_len = 4096} error(r and 'READ-OK' or e)"},
+  }
+  for _, case in ipairs(READS) do
+    it("reads no file through " .. case[1], function()
+      local file = R.tempfile(case[2], case[3])
+      local path = policy(string.format(case[4], file) .. "\nreturn {}\n")
       local r = search(path)
-      assert.not_matches("SECRET", r.err, code)
-      assert.not_matches("SECRET", r.out, code)
-      assert.equal(1, r.code, code)
+      assert.not_matches("READ%-OK", r.err)
+      refused(r, "load", "policy sandbox")
       os.remove(path)
-    end
-    os.remove(secret)
-  end)
+      os.remove(file)
+    end)
+  end
 
-  it("writes no file: files.write_atomic, ndplan.c.files.mkdir, nd.search{csv = PATH}", function()
-    local victim = R.tempfile("precious\n", ".csv")
-    local dir = fresh_path()
-    local attempts = {
-      string.format("require('ndplan.files').write_atomic(%q, 'gone')", victim),
-      string.format("require('ndplan.c.files').mkdir(%q)", dir),
-      string.format("nd.search{model = 'llama3.1-8b', device = 'h100', devices = 8, "
-                    .. "global_batch = 8, seq_len = 4096, tp = 1, pp = 1, csv = %q}", victim),
-    }
-    for _, code in ipairs(attempts) do
-      local path = policy("return {setup = function() " .. code .. " end}\n")
+  local WRITES = {
+    {"ndplan.files.write_atomic", "require('ndplan.files').write_atomic(%q, 'gone')"},
+    {"ndplan.c.files.mkdir", "require('ndplan.c.files').mkdir(%q .. '.d')"},
+    {"nd.search{csv = PATH}", "nd.search{model = 'llama3.1-8b', device = 'h100', devices = 8, "
+       .. "global_batch = 8, seq_len = 4096, tp = 1, pp = 1, csv = %q}"},
+  }
+  for _, case in ipairs(WRITES) do
+    it("writes no file through " .. case[1], function()
+      local victim = R.tempfile("precious\n", ".csv")
+      local path = policy("return {setup = function() " .. string.format(case[2], victim)
+                          .. " end}\n")
       local r = search(path)
       refused(r, "setup")
-      assert.equal("precious\n", R.read(victim), code)
-      assert.is_false(exists(dir), code)
+      assert.equal("precious\n", R.read(victim))
+      assert.is_false(exists(victim .. ".d"))
       os.remove(path)
-    end
-    os.remove(victim)
-  end)
+      os.remove(victim)
+      os.remove(victim .. ".d")
+    end)
+  end
 
   it("lets out.write take plain names only, inside -o DIR", function()
     local dir = R.tmpdir()
