@@ -121,7 +121,7 @@ return {}
       local path = policy(string.format(case[4], file) .. "\nreturn {}\n")
       local r = search(path)
       assert.not_matches("READ%-OK", r.err)
-      refused(r, "load", "policy sandbox")
+      refused(r, "load")
       os.remove(path)
       os.remove(file)
     end)
