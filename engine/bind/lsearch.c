@@ -312,6 +312,11 @@ static int s_guard (lua_State *L) {
   n = lua_gettop(L) - 3;
   guard_enter(L, deadline, cap, &sv);
   status = lua_pcall(L, n, LUA_MULTRET, 2);
+  if (status == LUA_OK && sv.outer && interrupted) {  /* a Ctrl-C after the last check */
+    status = LUA_ERRRUN;
+    lua_settop(L, 2);
+    lua_pushliteral(L, "");
+  }
   if (status != LUA_OK) guard_failure(L, status, guard.heap ? guard.heap->cap : 0);
   guard_leave(&sv);
   lua_pushboolean(L, status == LUA_OK);
@@ -878,7 +883,11 @@ static int s_run (lua_State *L) {
   switch (status) {
     case ND_SEARCH_OK: break;
     case ND_SEARCH_STOPPED:
-      if (interrupted == 2) return luaL_error(L, "timed out after %.3g s", res->elapsed);
+      if (interrupted == 2) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "timed out after %.3g s", res->elapsed);
+        return luaL_error(L, "%s", msg);
+      }
       return luaL_error(L, "interrupted");
     case ND_SEARCH_HOOK_ERROR:  /* {policy_error = message with traceback, hook = name} */
       lua_createtable(L, 0, 2);

@@ -56,8 +56,10 @@ function M.check_bytes(name, v, default)
     if not bytes then return nil, name .. ": " .. err end
   end
   if type(bytes) ~= "number" or not (bytes > 0 and bytes < math.huge) then
+    -- no tostring of a table: a policy's __tostring would run here
     return nil, string.format("%s: expected a finite size above 0 bytes, got %s", name,
-                              type(v) == "string" and "'" .. v .. "'" or tostring(v))
+                              type(v) == "string" and "'" .. v .. "'"
+                              or type(v) == "number" and tostring(v) or "a " .. type(v))
   end
   return bytes
 end

@@ -129,7 +129,8 @@ function M.search(args)
     error("nd.search: top: expected a positive integer", 2)
   end
   if keep ~= nil and (math.type(keep) ~= "integer" or keep < 1 or keep > 10000000) then
-    policy.raise("opts.keep: expected an integer from 1 to 10000000, got " .. tostring(keep), "setup")
+    policy.raise("opts.keep: expected an integer from 1 to 10000000, got "
+                 .. (type(keep) == "number" and tostring(keep) or "a " .. type(keep)), "setup")
   end
   local bb = rawget(opts, "budget_bytes")
   if bb ~= budget then
