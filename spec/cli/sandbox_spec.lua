@@ -185,6 +185,16 @@ return {objective = function(e) return ("%d"):format(1) == "1" and e.step_time_s
     os.remove(path)
   end)
 
+  it("prints to stderr, so --json stays one document", function()
+    local path = policy("print('hello from the policy') io.write('and more', 1, '\\n')\n"
+                        .. "return {objective = function(e) print(e.step_time_s) return e.step_time_s end}\n")
+    local r = search(path, "--json")
+    assert.equal(0, r.code, r.err)
+    assert.equal("ndplan.search/1", require("cjson").decode(r.out).schema)
+    assert.matches("hello from the policy\nand more1\n", r.err)
+    os.remove(path)
+  end)
+
   it("allows no __gc metamethod (it would run outside every limit)", function()
     local path = policy([[return {setup = function()
   setmetatable({}, {__gc = function() while true do end end})
