@@ -189,7 +189,8 @@ static void on_sigint (int sig) {
 
 static void on_watchdog (int sig) {
   static const char msg[] = "ndplan: policy error: timed out, and the policy did not stop "
-                            "(stuck inside one C call): ending the process\n";
+                            "(stuck where no check reaches: one long C call, or a coroutine "
+                            "made outside the guard): ending the process\n";
   ssize_t w;
   (void)sig;
   if (guard.depth == 0) return;
