@@ -100,7 +100,9 @@ static struct {
   double deadline;           /* monotonic seconds; 0: none */
   heap_guard *heap;          /* of the guarded state */
   lua_Hook chain;            /* a hook that was there before (line hooks of the fuzzers) */
+  int watchdog;              /* SIGALRM and the real-time timer are the guard's */
   struct sigaction old_int, old_alrm;
+  struct itimerval old_timer;
 } guard;
 
 static double now (void) {
@@ -199,15 +201,28 @@ static void on_watchdog (int sig) {
   _exit(1);
 }
 
+/* Arms SIGALRM in `seconds` (saving the timer and handler someone else had), or with 0
+   puts theirs back. */
 static void arm_watchdog (double seconds) {
-  struct itimerval it;
-  memset(&it, 0, sizeof it);
   if (seconds > 0.0) {
+    struct itimerval it;
+    struct sigaction sa;
+    memset(&it, 0, sizeof it);
     it.it_value.tv_sec = (time_t)seconds;
     it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
     if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_watchdog;
+    sigaction(SIGALRM, &sa, &guard.old_alrm);
+    setitimer(ITIMER_REAL, &it, &guard.old_timer);
+    guard.watchdog = 1;
   }
-  setitimer(ITIMER_REAL, &it, NULL);
+  else if (guard.watchdog) {
+    setitimer(ITIMER_REAL, &guard.old_timer, NULL);
+    sigaction(SIGALRM, &guard.old_alrm, NULL);
+    guard.watchdog = 0;
+  }
 }
 
 /* Enters a guard on thread L: deadline (0: none) and heap cap in bytes (0: none); a nested
@@ -232,8 +247,6 @@ static void guard_enter (lua_State *L, double deadline, size_t cap, guard_save *
     sigemptyset(&sa.sa_mask);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &guard.old_int);
-    sa.sa_handler = on_watchdog;
-    sigaction(SIGALRM, &sa, &guard.old_alrm);
     if (deadline > 0.0) {
       double left = deadline + GUARD_GRACE_S - now();
       arm_watchdog(left > GUARD_GRACE_S ? left : GUARD_GRACE_S);
@@ -254,7 +267,6 @@ static void guard_leave (guard_save *sv) {
   guard.deadline = sv->deadline;
   if (sv->outer) {
     arm_watchdog(0.0);
-    sigaction(SIGALRM, &guard.old_alrm, NULL);
     if (interrupted == 1) signal(SIGINT, SIG_DFL);  /* a second Ctrl-C still ends it */
     else sigaction(SIGINT, &guard.old_int, NULL);
     guard.chain = NULL;
