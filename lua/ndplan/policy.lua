@@ -1,6 +1,9 @@
 -- Search policies: a Lua module returning a table of optional hooks, in the style of wrk's
 -- scripts. The C core calls admit and objective (on the main thread, protected); the others
--- run here, protected too. A hook that is absent costs nothing.
+-- run here, protected too. A hook that is absent costs nothing. The file's load and every
+-- hook run in the guard of ndplan.c.search (deadline, heap cap, Ctrl-C); a file runs in
+-- M.sandbox() unless --unsafe-policy, and what a hook returns is read raw or copied as plain
+-- data, so no policy code runs outside the guard.
 --
 --   setup(job, opts)     once, before the walk; may change opts (budget_bytes, top, keep)
 --   admit(candidate)     true to price it, false to refuse it as "filtered out"
