@@ -80,7 +80,7 @@ clean:
 # or timeout fails the target; the input is left in $(FUZZ_DIR)/artifacts.
 FUZZ_DIR      ?= build-fuzz
 FUZZ_SECONDS  ?= 10
-FUZZERS        = fuzz_estimate fuzz_yaml fuzz_hfconfig fuzz_grammar
+FUZZERS        = fuzz_estimate fuzz_yaml fuzz_hfconfig fuzz_grammar fuzz_policy
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
 .PHONY: deps-fuzz fuzz

@@ -51,7 +51,8 @@ local spec = {
     {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
     {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
     {name = "unsafe-policy", help = "run a policy file with the full Lua library (default: a sandbox without os.execute, io, or C modules outside ndplan)"},
-    {name = "timeout", arg = "SECONDS", help = "stop the search (and any policy hook) after this long"},
+    {name = "timeout", arg = "SECONDS", help = "stop the search and its policy (load and every hook) after this long"},
+    {name = "policy-mem", arg = "SIZE", help = "how far policy code may grow the Lua heap (default 512MiB)"},
     {name = "json", help = "print one JSON document"},
   },
 }
@@ -142,7 +143,13 @@ if opts["search-config"] then
   if type(constraint) ~= "table" then cli.fail(path .. ": constraint: expected a mapping") end
   args.global_batch = field(constraint, "global_batch_size", "number", "constraint")
   mem_gb = field(constraint, "memory_limit_gb", "number", "constraint") or mem_gb
-  if mem_gb then args.max_mem = mem_gb * 2^30 end  -- the reference's GB are binary
+  if mem_gb then  -- the reference's GB are binary
+    if not (mem_gb > 0 and mem_gb < math.huge) then
+      cli.fail(string.format("%s: memory limit: expected a finite number of GB above 0, got %s",
+                             path, tostring(mem_gb)))
+    end
+    args.max_mem = mem_gb * 2^30
+  end
   local par = doc.parallelism or {}
   if type(par) ~= "table" then cli.fail(path .. ": parallelism: expected a mapping") end
   local KEYS = {dp = "dp", tp = "tp", pp = "pp", cp = "cp", ep = "ep", etp = "etp", vpp = "vpp",
@@ -192,7 +199,15 @@ if not args.devices then usage("option '--devices' is required (see 'ndplan sear
 if not args.global_batch then
   usage("option '--global-batch-size' is required (see 'ndplan search --help')")
 end
-if opts["max-mem"] then args.max_mem = opts["max-mem"] end
+local estimate = require "ndplan.estimate"
+local function size_flag(name)  -- a size flag: finite and above 0, or a usage error
+  if opts[name] == nil then return nil end
+  local bytes, err = estimate.check_bytes("--" .. name, opts[name])
+  if not bytes then usage(err) end
+  return bytes
+end
+args.max_mem = size_flag("max-mem") or args.max_mem
+args.policy_mem = size_flag("policy-mem")
 for _, d in ipairs(search.DIMS) do
   local v = dim_value(d, opts[d])
   if v ~= nil then args[d] = v; declared[d] = "flag" end
@@ -231,7 +246,9 @@ args.policy = opts.policy
 args.unsafe_policy = opts["unsafe-policy"] or nil
 if opts.timeout then
   args.timeout = tonumber(opts.timeout)
-  if not args.timeout or args.timeout <= 0 then usage("--timeout: expected a positive number of seconds") end
+  if not args.timeout or not (args.timeout > 0 and args.timeout < math.huge) then
+    usage("--timeout: expected a positive number of seconds")
+  end
 end
 args.top = int("top", opts.top)
 if args.top < 1 then usage("--top: expected at least 1") end
@@ -348,8 +365,9 @@ else
     say("%s on %d x %s, global batch %d x %d tokens, budget %s per device%s, policy %s",
         info.model, info.job.devices, info.device, info.job.global_batch, info.job.seq_len,
         gib(info.device_budget_bytes or info.budget_bytes or 0),
-        (info.memory_band or 0) > 0 and string.format(" (%s at the memory band's upper edge, +%.1f%%)",
-                                                      gib(info.budget_bytes), 100 * info.memory_band) or "",
+        (info.device_budget_bytes and info.budget_bytes ~= info.device_budget_bytes)
+          and string.format(", ranked within %s (memory band %.1f%%)", gib(info.budget_bytes),
+                            100 * (info.memory_band or 0)) or "",
         tostring(info.policy))
     if config_line then
       local parts = {}
@@ -414,9 +432,12 @@ if ranked then
   local p = info.policy_table
   local okd, derr = pcall(require("ndplan.policy").call, p, "done", ranked, {
     dir = out_dir, info = info,
-    write = function(name, text)
+    write = function(name, text)  -- a plain name inside -o DIR, a string
+      local plain, nerr = require("ndplan.policy").plain_name(name)
+      if not plain then error(nerr, 2) end
+      if type(text) ~= "string" then error("out.write: expected the text as a string", 2) end
       if not out_dir then return nil, "no output directory (-o)" end
-      return files.write_atomic(out_dir .. "/" .. name, text)
+      return files.write_atomic(out_dir .. "/" .. plain, text)
     end,
   })
   if not okd then cli.fail(tostring(derr)) end

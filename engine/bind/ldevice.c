@@ -430,6 +430,8 @@ static void create_meta (lua_State *L) {
   lua_setfield(L, -2, "__newindex");
   lua_pushcfunction(L, m_tostring);
   lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, ND_DEVICE_MT);  /* getmetatable(device) cannot reach the real one */
+  lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
 }
 

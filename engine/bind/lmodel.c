@@ -511,6 +511,8 @@ static void create_meta (lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, m_tostring);
   lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, ND_MODEL_MT);  /* getmetatable(model) cannot reach the real one */
+  lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,34 +55,310 @@ typedef struct run_state {
   lua_State *L;
   results *res;
   int admit_idx, objective_idx, msgh_idx, err_idx;  /* stack slots; 0 = absent */
+  const char *failed_hook;    /* the hook whose error stopped the walk */
   nd_dim_set post_dp, post_mb;
   int progress;
   double t0, last_print, best_key;
 } run_state;
 
-static volatile sig_atomic_t interrupted;  /* 1: Ctrl-C, 2: --timeout */
-static lua_State *volatile running_L;      /* the state running policy hooks */
-static double deadline;                    /* now() past which the search stops; 0: none */
+/* ---- the policy guard ------------------------------------------------------------- */
+/*
+** Policy code (the policy file's load and every hook) runs inside a guard:
+**  - a count hook on the calling thread, inherited by the coroutines it creates, raises
+**    "timed out" past the deadline and "interrupted" after Ctrl-C, at every check (every
+**    GUARD_COUNT instructions), so a pcall in the policy cannot swallow it for long;
+**  - the Lua heap may not grow past a cap: the state's allocator is wrapped once
+**    (heap_guard) and refuses what would pass the cap while a guard runs;
+**  - Ctrl-C sets a flag (the walk stops within a chunk, Lua code at the next check) and a
+**    second Ctrl-C ends the process (the default action);
+**  - GUARD_GRACE_S past the deadline, code still inside the guard (stuck in one C call, a
+**    string pattern say) ends the process with one line: the deadline always holds.
+** There is one guard per process: a search, or a policy hook, cannot start a search.
+*/
+#define GUARD_COUNT 1000
+#define GUARD_GRACE_S 3.0
 
-/* Stops Lua code a policy is running (an endless loop in a hook) with an error. */
-static void stop_hook (lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  lua_sethook(L, NULL, 0, 0);
-  luaL_error(L, interrupted == 2 ? "timed out" : "interrupted");
-}
+typedef struct heap_guard {  /* malloc'ed; freed (allocator restored) at lua_close */
+  lua_Alloc f;
+  void *ud;
+  size_t used, cap;          /* bytes the state holds; cap 0: none */
+  int refused;               /* an allocation was refused under the cap */
+} heap_guard;
 
-/* Ctrl-C: the core checks the flag between candidates, Lua code at its next instruction
-   (lua_sethook is safe in a signal handler; Lua's own lua.c does the same). */
-static void on_sigint (int sig) {
-  (void)sig;
-  interrupted = 1;
-  if (running_L) lua_sethook(running_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-}
+typedef struct guard_save {  /* what a guarded call restores when it leaves */
+  lua_State *L;
+  lua_Hook hook;
+  int mask, count, outer;
+  double deadline;
+  size_t cap;
+} guard_save;
+
+static volatile sig_atomic_t interrupted;  /* 1: Ctrl-C, 2: deadline */
+static struct {
+  int depth;                 /* guarded calls running */
+  int searching;             /* a walk is running */
+  double deadline;           /* monotonic seconds; 0: none */
+  heap_guard *heap;          /* of the guarded state */
+  lua_Hook chain;            /* a hook that was there before (line hooks of the fuzzers) */
+  int watchdog;              /* SIGALRM and the real-time timer are the guard's */
+  struct sigaction old_int, old_alrm;
+  struct itimerval old_timer;
+} guard;
 
 static double now (void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *guard_alloc (void *ud, void *ptr, size_t osize, size_t nsize) {
+  heap_guard *h = (heap_guard *)ud;
+  size_t old = ptr ? osize : 0;
+  void *p;
+  if (nsize > old && h->cap > 0 && h->used + (nsize - old) > h->cap) {
+    h->refused = 1;
+    return NULL;
+  }
+  p = h->f(h->ud, ptr, osize, nsize);
+  if (nsize == 0) h->used -= old;
+  else if (p) h->used = h->used - old + nsize;
+  return p;
+}
+
+/* __gc of the registry's sentinel, run by lua_close: the state's own allocator back. */
+static int heap_release (lua_State *L) {
+  void *ud;
+  if (lua_getallocf(L, &ud) == guard_alloc) {
+    heap_guard *h = (heap_guard *)ud;
+    lua_setallocf(L, h->f, h->ud);
+    if (guard.heap == h) guard.heap = NULL;
+    free(h);
+  }
+  return 0;
+}
+
+/* The state's heap guard, installed on first use (NULL: out of memory). */
+static heap_guard *heap_of (lua_State *L) {
+  void *ud;
+  heap_guard *h;
+  if (lua_getallocf(L, &ud) == guard_alloc) return (heap_guard *)ud;
+  h = (heap_guard *)malloc(sizeof *h);
+  if (!h) return NULL;
+  lua_newuserdatauv(L, 1, 0);  /* the sentinel, referenced by the registry until lua_close */
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, heap_release);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "ndplan.heap_guard");
+  h->f = lua_getallocf(L, &h->ud);
+  h->cap = 0;
+  h->refused = 0;
+  h->used = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+  lua_setallocf(L, guard_alloc, h);
+  return h;
+}
+
+/* The reason a guarded call must stop, or NULL. */
+static const char *guard_tripped (void) {
+  if (interrupted == 0 && guard.deadline > 0.0 && now() > guard.deadline) interrupted = 2;
+  if (interrupted) return interrupted == 2 ? "timed out" : "interrupted";
+  if (guard.heap && guard.heap->refused) return "not enough memory";
+  return NULL;
+}
+
+static void guard_hook (lua_State *L, lua_Debug *ar) {
+  if (ar->event != LUA_HOOKCOUNT) {
+    if (guard.chain && guard.depth > 0) guard.chain(L, ar);
+    return;
+  }
+  if (guard.depth > 0) {
+    const char *why = guard_tripped();
+    if (why) {
+      lua_pushstring(L, why);
+      lua_error(L);
+    }
+  }
+}
+
+static void on_sigint (int sig) {
+  if (interrupted == 1) {  /* the second Ctrl-C: the default action ends the process */
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  interrupted = 1;
+}
+
+static void on_watchdog (int sig) {
+  static const char msg[] = "ndplan: policy error: timed out, and the policy did not stop "
+                            "(stuck where no check reaches: one long C call, or a coroutine "
+                            "made outside the guard): ending the process\n";
+  ssize_t w;
+  (void)sig;
+  if (guard.depth == 0) return;
+  w = write(2, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
+/* Arms SIGALRM in `seconds` (saving the timer and handler someone else had), or with 0
+   puts theirs back. */
+static void arm_watchdog (double seconds) {
+  if (seconds > 0.0) {
+    struct itimerval it;
+    struct sigaction sa;
+    memset(&it, 0, sizeof it);
+    it.it_value.tv_sec = (time_t)seconds;
+    it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+    if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_watchdog;
+    sigaction(SIGALRM, &sa, &guard.old_alrm);
+    setitimer(ITIMER_REAL, &it, &guard.old_timer);
+    guard.watchdog = 1;
+  }
+  else if (guard.watchdog) {
+    setitimer(ITIMER_REAL, &guard.old_timer, NULL);
+    sigaction(SIGALRM, &guard.old_alrm, NULL);
+    guard.watchdog = 0;
+  }
+}
+
+/* Enters a guard on thread L: deadline (0: none) and heap cap in bytes (0: none); a nested
+   guard keeps the stricter of each. */
+static void guard_enter (lua_State *L, double deadline, size_t cap, guard_save *sv) {
+  heap_guard *h = cap > 0 ? heap_of(L) : guard.heap;
+  sv->L = L;
+  sv->hook = lua_gethook(L);
+  sv->mask = lua_gethookmask(L);
+  sv->count = lua_gethookcount(L);
+  sv->outer = guard.depth == 0;
+  sv->deadline = guard.deadline;
+  sv->cap = h ? h->cap : 0;
+  if (sv->outer) {
+    struct sigaction sa;
+    interrupted = 0;
+    guard.deadline = deadline;
+    guard.heap = h;
+    if (h) h->refused = 0;
+    guard.chain = sv->hook != guard_hook ? sv->hook : NULL;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &guard.old_int);
+    if (deadline > 0.0) {
+      double left = deadline + GUARD_GRACE_S - now();
+      arm_watchdog(left > GUARD_GRACE_S ? left : GUARD_GRACE_S);
+    }
+  }
+  else if (deadline > 0.0 && (guard.deadline <= 0.0 || deadline < guard.deadline))
+    guard.deadline = deadline;
+  if (h && cap > 0 && (h->cap == 0 || cap < h->cap)) h->cap = cap;
+  guard.depth++;
+  lua_sethook(L, guard_hook, LUA_MASKCOUNT | (guard.chain ? (sv->mask & ~LUA_MASKCOUNT) : 0),
+              GUARD_COUNT);
+}
+
+static void guard_leave (guard_save *sv) {
+  guard.depth--;
+  lua_sethook(sv->L, sv->hook, sv->mask, sv->count);
+  if (guard.heap) guard.heap->cap = sv->cap;
+  guard.deadline = sv->deadline;
+  if (sv->outer) {
+    arm_watchdog(0.0);
+    if (interrupted == 1) signal(SIGINT, SIG_DFL);  /* a second Ctrl-C still ends it */
+    else sigaction(SIGINT, &guard.old_int, NULL);
+    guard.chain = NULL;
+  }
+}
+
+/* Message handler of guarded calls: a traceback after a string; never a metamethod of the
+   error object (a policy's __tostring would run outside the guard). */
+static int guard_msgh (lua_State *L) {
+  const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+  if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* After a guarded lua_pcall failed: replaces the error on top with the guard's reason
+   when it tripped (the policy may have caught and replaced the first error). */
+static void guard_failure (lua_State *L, int status, size_t cap) {
+  const char *why = guard_tripped();
+  const char *was = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  if (why && strcmp(why, "not enough memory") != 0) {
+    lua_pushfstring(L, "%s\n%s", why, was);
+    lua_replace(L, -2);
+  }
+  else if (status == LUA_ERRMEM || why) {
+    if (cap > 0)
+      lua_pushfstring(L, "not enough memory (policy code may grow the Lua heap to %d MiB)",
+                      (int)(cap >> 20));
+    else lua_pushliteral(L, "not enough memory");
+    lua_replace(L, -2);
+  }
+}
+
+static double opt_limit (lua_State *L, int t, const char *key) {
+  double v;
+  if (lua_type(L, t) != LUA_TTABLE) return 0.0;
+  lua_getfield(L, t, key);
+  v = luaL_optnumber(L, -1, 0.0);
+  lua_pop(L, 1);
+  if (!(v >= 0.0) || !isfinite(v)) luaL_error(L, "%s: expected a finite number >= 0", key);
+  return v;
+}
+
+/* guard(limits, fn, ...) -> true, ... | false, message: fn(...) in the guard; limits =
+   {deadline = clock() seconds, heap = bytes} (either may be absent). The message is one line
+   and then the traceback. */
+static int s_guard (lua_State *L) {
+  double deadline = opt_limit(L, 1, "deadline");
+  double heap = opt_limit(L, 1, "heap");
+  size_t cap = heap > 0.0 ? (heap < 1e18 ? (size_t)heap : (size_t)1 << 60) : 0;
+  guard_save sv;
+  int status, n;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushcfunction(L, guard_msgh);
+  lua_insert(L, 2);                   /* 1 limits, 2 msgh, 3 fn, args */
+  n = lua_gettop(L) - 3;
+  guard_enter(L, deadline, cap, &sv);
+  status = lua_pcall(L, n, LUA_MULTRET, 2);
+  if (status == LUA_OK && sv.outer && interrupted) {  /* a Ctrl-C after the last check */
+    status = LUA_ERRRUN;
+    lua_settop(L, 2);
+    lua_pushliteral(L, "");
+  }
+  if (status != LUA_OK) guard_failure(L, status, guard.heap ? guard.heap->cap : 0);
+  guard_leave(&sv);
+  lua_pushboolean(L, status == LUA_OK);
+  lua_replace(L, 1);
+  lua_remove(L, 2);
+  return lua_gettop(L);
+}
+
+/* tripped() -> whether the running guard must stop (a policy's pcall passes that on) */
+static int s_tripped (lua_State *L) {
+  lua_pushboolean(L, guard.depth > 0 && guard_tripped() != NULL);
+  return 1;
+}
+
+/* busy() -> whether a search or a guarded policy call is running */
+static int s_busy (lua_State *L) {
+  lua_pushboolean(L, guard.depth > 0 || guard.searching);
+  return 1;
+}
+
+/* clock() -> monotonic seconds (deadlines); heap_bytes() -> what the Lua heap holds */
+static int s_clock (lua_State *L) {
+  lua_pushnumber(L, now());
+  return 1;
+}
+
+static int s_heap_bytes (lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + lua_gc(L, LUA_GCCOUNTB, 0));
+  return 1;
 }
 
 /* ---- reading the space ------------------------------------------------------------ */
@@ -281,14 +558,51 @@ static void keep_miss (results *res, const nd_search_row *r) {
 
 /* ---- the hooks the core calls ---------------------------------------------------- */
 
-/* Calls the function at stack slot fn with the table on top; 0 and the result on top, or
-   -1 with the error (with traceback) stored in the error slot. */
-static int protected_call (run_state *rs, int fn) {
+/* Calls admit(candidate) or objective(row) inside lua_pcall, so that building the argument
+   (a memory error under the heap cap) and checking the result raise inside the protected
+   call too. Arguments: the hook, a light userdata (the candidate or row), a boolean
+   (objective), the results (light userdata). Returns the hook's verdict: a boolean, or a
+   number or nil. */
+static int call_hook (lua_State *L) {
+  int objective = lua_toboolean(L, 3);
+  const results *res = (const results *)lua_touserdata(L, 4);
+  lua_settop(L, 2);
+  lua_pushvalue(L, 1);
+  if (objective) push_row(L, (const nd_search_row *)lua_touserdata(L, 2), res, NULL);
+  else push_candidate(L, (const nd_candidate *)lua_touserdata(L, 2), NULL);
+  lua_call(L, 1, 1);
+  if (!objective) {
+    lua_pushboolean(L, lua_toboolean(L, -1));
+    return 1;
+  }
+  if (lua_isnil(L, -1) || (lua_isboolean(L, -1) && !lua_toboolean(L, -1))) return 0;
+  if (!lua_isnumber(L, -1)) {
+    lua_pushfstring(L, "objective: expected a number or nil, got %s", luaL_typename(L, -1));
+    return lua_error(L);
+  }
+  if (isnan(lua_tonumber(L, -1))) {
+    lua_pushliteral(L, "objective: returned NaN (expected a number to minimise, or nil to drop "
+                       "the result)");
+    return lua_error(L);
+  }
+  lua_pushnumber(L, lua_tonumber(L, -1));
+  return 1;
+}
+
+/* 0 and the verdict on top, or -1 with the error (with traceback) in the error slot. */
+static int protected_call (run_state *rs, int fn, void *arg, int objective) {
   lua_State *L = rs->L;
+  int status;
+  lua_pushcfunction(L, call_hook);
   lua_pushvalue(L, fn);
-  lua_insert(L, -2);
-  if (lua_pcall(L, 1, 1, rs->msgh_idx) != LUA_OK) {
+  lua_pushlightuserdata(L, arg);
+  lua_pushboolean(L, objective);
+  lua_pushlightuserdata(L, rs->res);
+  status = lua_pcall(L, 4, 1, rs->msgh_idx);
+  if (status != LUA_OK) {
+    guard_failure(L, status, guard.heap ? guard.heap->cap : 0);
     lua_replace(L, rs->err_idx);
+    rs->failed_hook = objective ? "objective" : "admit";
     return -1;
   }
   return 0;
@@ -296,8 +610,7 @@ static int protected_call (run_state *rs, int fn) {
 
 static int admit_hook (void *ud, const nd_candidate *c, int *keep) {
   run_state *rs = (run_state *)ud;
-  push_candidate(rs->L, c, NULL);
-  if (protected_call(rs, rs->admit_idx) != 0) return -1;
+  if (protected_call(rs, rs->admit_idx, (void *)c, 0) != 0) return -1;
   *keep = lua_toboolean(rs->L, -1);
   lua_pop(rs->L, 1);
   return 0;
@@ -308,15 +621,8 @@ static int objective_of (run_state *rs, nd_search_row *r, int *drop) {
   lua_State *L = rs->L;
   *drop = 0;
   if (!rs->objective_idx) return 0;
-  push_row(L, r, rs->res, NULL);
-  if (protected_call(rs, rs->objective_idx) != 0) return -1;
-  if (lua_isnil(L, -1) || (lua_isboolean(L, -1) && !lua_toboolean(L, -1))) *drop = 1;
-  else if (!lua_isnumber(L, -1)) {
-    lua_pushfstring(L, "objective: expected a number or nil, got %s", luaL_typename(L, -1));
-    lua_replace(L, rs->err_idx);
-    lua_pop(L, 1);
-    return -1;
-  }
+  if (protected_call(rs, rs->objective_idx, r, 1) != 0) return -1;
+  if (lua_isnil(L, -1)) *drop = 1;
   else r->key = lua_tonumber(L, -1);
   lua_pop(L, 1);
   return 0;
@@ -364,21 +670,12 @@ static int deliver_hook (void *ud, nd_search_row *rows, int n) {
   return 0;
 }
 
-/* A progress line on stderr, at most ten times a second (only when asked: a terminal). */
-/* --timeout inside Lua hooks: checked every few thousand instructions. */
-static void deadline_hook (lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  if (deadline > 0.0 && now() > deadline) {
-    interrupted = 2;
-    lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "timed out");
-  }
-}
-
+/* A progress line on stderr, at most ten times a second (only when asked: a terminal);
+   past the deadline the core stops within a chunk. */
 static int progress_hook (void *ud, const nd_search_counts *c) {
   run_state *rs = (run_state *)ud;
   double t = now();
-  if (deadline > 0.0 && t > deadline) interrupted = 2;  /* the core stops within a chunk */
+  if (guard.deadline > 0.0 && t > guard.deadline) interrupted = 2;
   if (!rs->progress || t - rs->last_print < 0.1) return 0;
   rs->last_print = t;
   if (rs->best_key < HUGE_VAL)  /* the default objective is the step time */
@@ -398,10 +695,13 @@ static results *check_results (lua_State *L, int i) {
   return (results *)luaL_checkudata(L, i, RESULTS_MT);
 }
 
+/* __gc, safe to call twice: what is freed is also forgotten (a called __gc leaves an empty
+   object; the metatable is protected anyway). */
 static int res_gc (lua_State *L) {
   results *res = check_results(L, 1);
   free(res->best); res->best = NULL;
   free(res->miss); res->miss = NULL;
+  res->nbest = res->nmiss = res->cap = res->has_fallback = 0;
   if (res->csv) { fclose(res->csv); res->csv = NULL; }
   return 0;
 }
@@ -489,12 +789,23 @@ static const char *const csv_header =
   "peak_memory_bytes,heaviest_stage,fits,over_bytes,weights,grads,optimizer,activations,"
   "buffers,reserve";
 
+/* The integer on top (nil: dflt) within [lo, hi], before any cast (2^32 + 5 is not 5). */
+static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {
+  lua_Integer v = luaL_optinteger(L, -1, dflt);
+  if (v < lo || v > hi)
+    luaL_error(L, "%s: expected %d to %d, got %I", name, lo, hi, (LUAI_UACINT)v);
+  return (int)v;
+}
+
 /*
 ** run(model, device, job, space, opts [, costs]) -> results
 ** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, csv = path,
-**         progress = bool, admit = fn, objective = fn}
-** Raises on misuse, on a policy hook's error (with its traceback) and on Ctrl-C
-** ("interrupted"); the CSV is closed either way (the caller renames or removes it).
+**         progress = bool, admit = fn, objective = fn, deadline = clock() seconds,
+**         heap = bytes}
+** The walk runs in the policy guard (deadline, heap cap, Ctrl-C); one search at a time.
+** Raises on misuse, on a policy hook's error ({policy_error = message with traceback,
+** hook = name}), past the deadline ("timed out") and on Ctrl-C ("interrupted"); the CSV is
+** closed either way (the caller renames or removes it).
 */
 static int s_run (lua_State *L) {
   const nd_model_spec *m = nd_checkmodel(L, 1);
@@ -506,9 +817,13 @@ static int s_run (lua_State *L) {
   nd_costs costs;
   char err[256];
   int status, i;
-  struct sigaction sa, old;
+  double deadline, heap;
+  guard_save sv;
   memset(&rs, 0, sizeof rs);
   luaL_checktype(L, 5, LUA_TTABLE);
+  if (guard.depth > 0 || guard.searching)
+    return luaL_error(L, "nd.search: a search or a policy hook is running; a policy hook cannot "
+                         "start a search (one search at a time)");
   nd_read_costs(L, 6, &costs);
   /* a bad cost would refuse every candidate one by one: say it once, naming the field */
   if (nd_costs_validate(&costs, err, sizeof err) != 0) return luaL_error(L, "%s", err);
@@ -522,26 +837,21 @@ static int s_run (lua_State *L) {
   read_job(L, 3, &res->job);
   lua_getfield(L, 5, "budget");
   p->budget = res->budget = luaL_optnumber(L, -1, dev->hbm_bytes);
+  if (!(p->budget > 0.0) || !isfinite(p->budget))  /* 0 would mean no budget to the core */
+    return luaL_error(L, "budget: expected a finite number of bytes above 0, got %f", p->budget);
   lua_getfield(L, 5, "jobs");
-  p->jobs = (int)luaL_optinteger(L, -1, 1);
+  p->jobs = opt_int(L, "jobs", 1, 1, 256);
   lua_getfield(L, 5, "chunk");
-  p->chunk = (int)luaL_optinteger(L, -1, 0);
+  p->chunk = opt_int(L, "chunk", 0, 0, 1 << 24);
   lua_getfield(L, 5, "keep");
-  res->keep = (int)luaL_optinteger(L, -1, 1000);
+  res->keep = opt_int(L, "keep", 1000, 1, 10000000);
   lua_getfield(L, 5, "misses");
-  res->keep_miss = (int)luaL_optinteger(L, -1, 5);
+  res->keep_miss = opt_int(L, "misses", 5, 0, 1000);
   lua_getfield(L, 5, "progress");
   rs.progress = lua_toboolean(L, -1);
-  lua_getfield(L, 5, "timeout");
-  {
-    double timeout = luaL_optnumber(L, -1, 0.0);
-    if (!(timeout >= 0.0)) luaL_error(L, "timeout: expected seconds >= 0");
-    deadline = timeout > 0.0 ? now() + timeout : 0.0;
-  }
-  lua_pop(L, 7);
-  if (p->jobs < 1 || p->jobs > 256) luaL_error(L, "jobs: expected 1 to 256, got %d", p->jobs);
-  if (res->keep < 1 || res->keep > 10000000) luaL_error(L, "keep: expected 1 to 10000000");
-  if (res->keep_miss < 0 || res->keep_miss > 1000) luaL_error(L, "misses: expected 0 to 1000");
+  lua_pop(L, 6);
+  deadline = opt_limit(L, 5, "deadline");
+  heap = opt_limit(L, 5, "heap");
   res->cap = 2 * res->keep;
   res->best = (nd_search_row *)malloc((size_t)res->cap * sizeof *res->best);
   res->miss = (nd_search_row *)malloc((size_t)(res->keep_miss + 1) * sizeof *res->miss);
@@ -551,9 +861,7 @@ static int s_run (lua_State *L) {
   rs.post_dp = p->dim[ND_DIM_DP];
   rs.post_mb = p->dim[ND_DIM_MB];
   /* hooks and the slots the protected calls use: 8 msgh, 9 error, 10 admit, 11 objective */
-  lua_getglobal(L, "debug");
-  lua_getfield(L, -1, "traceback");
-  lua_remove(L, -2);
+  lua_pushcfunction(L, guard_msgh);
   rs.msgh_idx = lua_gettop(L);
   lua_pushnil(L);
   rs.err_idx = lua_gettop(L);
@@ -579,19 +887,13 @@ static int s_run (lua_State *L) {
   hooks.deliver = deliver_hook;
   hooks.progress = progress_hook;
   hooks.ud = &rs;
-  /* Ctrl-C: the core checks the flag between candidates; the old handler comes back */
-  interrupted = 0;
+  /* Ctrl-C and the deadline: the core checks the flag between candidates */
   p->stop = &interrupted;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old);
-  running_L = L;
-  if (deadline > 0.0) lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 10000);
+  guard_enter(L, deadline, heap > 0.0 ? (heap < 1e18 ? (size_t)heap : (size_t)1 << 60) : 0, &sv);
+  guard.searching = 1;
   status = nd_search_run(p, m, dev, &res->job, &costs, &hooks, &res->counts, err, sizeof err);
-  lua_sethook(L, NULL, 0, 0);
-  running_L = NULL;
-  sigaction(SIGINT, &old, NULL);
+  guard.searching = 0;
+  guard_leave(&sv);
   res->elapsed = now() - rs.t0;
   if (rs.progress) { fputs("\r\033[K", stderr); fflush(stderr); }
   if (res->csv) {
@@ -603,12 +905,18 @@ static int s_run (lua_State *L) {
   switch (status) {
     case ND_SEARCH_OK: break;
     case ND_SEARCH_STOPPED:
-      if (interrupted == 2) return luaL_error(L, "timed out after %f s", deadline - rs.t0);
+      if (interrupted == 2) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "timed out after %.3g s", res->elapsed);
+        return luaL_error(L, "%s", msg);
+      }
       return luaL_error(L, "interrupted");
-    case ND_SEARCH_HOOK_ERROR:  /* {policy_error = message with traceback} */
-      lua_createtable(L, 0, 1);
+    case ND_SEARCH_HOOK_ERROR:  /* {policy_error = message with traceback, hook = name} */
+      lua_createtable(L, 0, 2);
       lua_pushvalue(L, rs.err_idx);
       lua_setfield(L, -2, "policy_error");
+      lua_pushstring(L, rs.failed_hook ? rs.failed_hook : "objective");
+      lua_setfield(L, -2, "hook");
       return lua_error(L);
     case ND_SEARCH_BAD_INPUT: return luaL_error(L, "search: %s", err);
     default: return luaL_error(L, "search: out of memory");
@@ -674,6 +982,11 @@ static const luaL_Reg funcs[] = {
   {"stderr_is_terminal", s_stderr_is_terminal},
   {"cores", s_cores},
   {"time_parts", s_time_parts},
+  {"guard", s_guard},
+  {"tripped", s_tripped},
+  {"busy", s_busy},
+  {"clock", s_clock},
+  {"heap_bytes", s_heap_bytes},
   {NULL, NULL}
 };
 
@@ -683,6 +996,7 @@ int luaopen_ndplan_search (lua_State *L) {
     lua_pushcfunction(L, res_len); lua_setfield(L, -2, "__len");
     lua_pushcfunction(L, res_index); lua_setfield(L, -2, "__index");
     luaL_newlib(L, res_methods); lua_setfield(L, -2, "methods");
+    lua_pushliteral(L, RESULTS_MT); lua_setfield(L, -2, "__metatable");  /* getmetatable's answer */
   }
   lua_pop(L, 1);
   luaL_newlib(L, funcs);

@@ -47,9 +47,26 @@ end
 -- capacity; the device's runtime reserve is part of every stage's peak.
 function M.budget(device, max_mem)
   if max_mem == nil then return device:totable().hbm_bytes end
-  if type(max_mem) == "number" then return max_mem end
-  local bytes, err = require("ndplan.grammar").size(max_mem)
-  if not bytes then return nil, "max_mem: " .. err end
+  return M.check_bytes("max_mem", max_mem)
+end
+
+-- check_bytes(name, v [, default]) -> bytes | nil, message: a size (bytes or a size string)
+-- that must be finite and above 0 (0, a negative, NaN or infinite budget is refused, never
+-- read as "no limit").
+function M.check_bytes(name, v, default)
+  if v == nil and default ~= nil then return default end
+  local bytes = v
+  if type(v) == "string" then
+    local err
+    bytes, err = require("ndplan.grammar").size(v)
+    if not bytes then return nil, name .. ": " .. err end
+  end
+  if type(bytes) ~= "number" or not (bytes > 0 and bytes < math.huge) then
+    -- no tostring of a table: a policy's __tostring would run here
+    return nil, string.format("%s: expected a finite size above 0 bytes, got %s", name,
+                              type(v) == "string" and "'" .. v .. "'"
+                              or type(v) == "number" and tostring(v) or "a " .. type(v))
+  end
   return bytes
 end
 

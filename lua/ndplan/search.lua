@@ -21,7 +21,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                flash_attention = true, fp8_param_gather = true, bf16_first_layers = true,
                bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
-               unsafe_policy = true, stack = true, memory_band = true}
+               unsafe_policy = true, policy_mem = true, stack = true, memory_band = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -77,6 +77,10 @@ local function searched(v) return v == "auto" or type(v) == "table" and #v > 1 e
 -- search(args) -> ranked, info | nil, message, info
 function M.search(args)
   if type(args) ~= "table" then error("nd.search: expected a table of arguments", 2) end
+  if core.busy() then
+    error("nd.search: a search or a policy hook is running; a policy hook cannot start a "
+          .. "search (one search at a time)", 2)
+  end
   for k in pairs(args) do
     if not (DIM_SET[k] or OTHER[k]) then
       error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
@@ -122,7 +126,15 @@ function M.search(args)
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
   end
-  local p, origin = policy.load(args.policy, args.unsafe_policy)
+  local t = args.timeout
+  if t ~= nil and (type(t) ~= "number" or not (t > 0 and t < math.huge)) then
+    return nil, "timeout: expected a finite number of seconds above 0, got " .. tostring(t)
+  end
+  local policy_mem, perr = estimate.check_bytes("policy_mem", args.policy_mem, policy.POLICY_MEM)
+  if not policy_mem then return nil, perr end
+  -- the deadline and the heap cap hold from the policy's load to its done hook
+  local limits = policy.limits(t, policy_mem)
+  local p, origin = policy.load(args.policy, args.unsafe_policy, limits)
   if not p then return nil, origin end
   local dev = device:totable()
   local job_info = {model = model.name, device = device.name, devices = job.devices,
@@ -132,20 +144,29 @@ function M.search(args)
   local opts = {top = args.top or 10, keep = args.keep, budget_bytes = budget,
                 jobs = args.jobs or 1, policy = args.policy_opts or {}}
   policy.call(p, "setup", job_info, opts)
-  if math.type(opts.top) ~= "integer" or opts.top < 1 then
+  -- what setup may change, read raw (a metatable on opts runs no policy code here)
+  local top, keep, jobs = rawget(opts, "top"), rawget(opts, "keep"), rawget(opts, "jobs")
+  if math.type(top) ~= "integer" or top < 1 then
     error("nd.search: top: expected a positive integer", 2)
   end
-  local keep = opts.keep or math.max(1000, opts.top)
+  if keep ~= nil and (math.type(keep) ~= "integer" or keep < 1 or keep > 10000000) then
+    policy.raise("opts.keep: expected an integer from 1 to 10000000, got "
+                 .. (type(keep) == "number" and tostring(keep) or "a " .. type(keep)), "setup")
+  end
+  local bb = rawget(opts, "budget_bytes")
+  if bb ~= budget then
+    local _, why = estimate.check_bytes("opts.budget_bytes", bb)
+    if why then policy.raise(why, "setup") end
+  end
+  opts.top, opts.budget_bytes = top, bb
+  keep = keep or math.max(1000, top)
   local ok, res = pcall(core.run, model, device, job, space,
-                        {budget = opts.budget_bytes, jobs = opts.jobs, keep = keep,
+                        {budget = bb, jobs = jobs, keep = keep,
                          misses = args.misses or 5, csv = args.csv, progress = args.progress,
-                         timeout = args.timeout,
+                         deadline = limits.deadline, heap = limits.heap,
                          admit = p.admit, objective = p.objective}, costs)
   if not ok then
-    if type(res) == "table" and res.policy_error then
-      policy.raise(res.policy_error, p.admit and p.objective and "admit/objective"
-                                     or p.admit and "admit" or "objective")
-    end
+    if type(res) == "table" and res.policy_error then policy.raise(res.policy_error, res.hook) end
     error(res, 0)
   end
   local info = res:info()
@@ -174,8 +195,7 @@ function M.search(args)
                               info.tested, info.priced, opts.budget_bytes / 2^30)
     return nil, msg, info
   end
-  local ranked = policy.call(p, "rank", pool, opts)
-  if type(ranked) ~= "table" then policy.raise("rank must return a list of results", "rank") end
+  local ranked = policy.rank(p, pool, opts)
   for i, r in ipairs(ranked) do r.rank = i end
   info.budget_bytes = opts.budget_bytes
   info.device_budget_bytes = device_budget

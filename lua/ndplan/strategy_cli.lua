@@ -93,6 +93,10 @@ function M.args(spec, argv, opts)
     end
     return n
   end
+  if opts["max-mem"] then  -- a budget is finite and above 0 (0 is no "unlimited")
+    local _, err = require("ndplan.estimate").check_bytes("--max-mem", opts["max-mem"])
+    if err then cli.fail(err, cli.EXIT_USAGE) end
+  end
   local model = cli.check(nd.model(opts.model, {strict = opts.strict}))
   for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
     io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
