@@ -31,6 +31,7 @@ local spec = {
     {name = "profile", arg = "NAME", help = "fit a stack profile NAME instead: every device's efficiencies and the stack's costs at once (-o FILE.yaml; use with --stack NAME)"},
     {name = "hold-out", arg = "PATTERN", help = "with --profile: runs whose group, label or release matches stay out of the fit and are reported"},
     {name = "hold-out-every", arg = "N", help = "with --profile: every N-th run (in table order) stays out of the fit and is reported"},
+    {name = "memory-band", arg = "SHARE", help = "with --profile: the memory estimate's error bound the profile states (the search ranks within it)"},
     {name = "fallback", arg = "DEVICE", help = "with --profile: the fitted device whose efficiencies devices without a fit use"},
     {name = "json", help = "print one JSON document"},
   },
@@ -136,6 +137,7 @@ if opts.profile then  -- a stack profile: every field at once, per device and st
   local r = cli.check(SF.run{name = opts.profile, cases = cases, device = device,
                              hold_out = opts["hold-out"], fallback = opts.fallback,
                              hold_out_every = positive_int("hold-out-every"),
+                             memory_band = opts["memory-band"] and tonumber(opts["memory-band"]),
                              base_costs = extra, description = "fitted on " .. table.concat(sources, ", "),
                              max_evals = positive_int("max-evals")})
   local function st(x) return x and string.format("%d runs, MAPE %.1f%%, bias %+.1f%%", x.runs, x.mape or 0, x.bias or 0) or "-" end

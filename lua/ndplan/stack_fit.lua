@@ -198,6 +198,9 @@ function M.render(profile, header)
     table.sort(ks)
     return ks
   end
+  if profile.memory_band then
+    out[#out + 1] = string.format("memory_band: %.4g", profile.memory_band)
+  end
   out[#out + 1] = "costs:"
   for _, k in ipairs(keys(profile.costs)) do out[#out + 1] = string.format("  %s: %.4g", k, profile.costs[k]) end
   if profile.fallback then out[#out + 1] = "fallback: " .. profile.fallback end
@@ -261,6 +264,7 @@ function M.run(o)
   local profile, res = M.fit{name = o.name, cases = fit_cases, device_of = device_of,
                              base_costs = o.base_costs, max_evals = o.max_evals}
   profile.description = o.description
+  profile.memory_band = o.memory_band
   if o.fallback then
     if not profile.devices[o.fallback] then
       return nil, string.format("fallback '%s': no run of the fit set is on that device", o.fallback)

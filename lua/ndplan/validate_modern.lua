@@ -98,7 +98,13 @@ end
 
 -- The HF-style config of a model_key: the architecture fields of modern_models.json with
 -- the family each describes (its hidden_act text says gated or not).
+-- Architectures the catalog bundles from their published config.json: priced from it
+-- (modern_models.json restates only the fields the tables' sources give).
+local BUNDLED = {["llama4-maverick-17b-128e"] = "llama4-maverick",
+                 ["llama4-scout-17b-16e"] = "llama4-scout", ["nemotron-h-56b"] = "nemotron-h-56b"}
+
 local function family_config(key, entry, layers_override)
+  if BUNDLED[key] and not layers_override then return BUNDLED[key] end
   local cfg = {}
   for k, v in pairs(entry.config) do cfg[k] = v end
   local act = tostring(cfg.hidden_act or "")
@@ -142,6 +148,8 @@ function M.release_year(version, stack)
   return nil
 end
 
+local function key_is_moe(key) return key:find("^llama4") ~= nil end
+
 -- One row -> a case, or nil, reason when the row cannot be priced as stated.
 local function build(row, models)
   if row.config_complete ~= "yes" then return nil, "config not complete" end
@@ -172,7 +180,8 @@ local function build(row, models)
                           st.tp, st.pp, st.cp, st.ep),
     group = string.format("%s/%s/%s", stack, device, precision),
     stack = stack, device_name = device, precision_text = row.precision,
-    moe = (cfg.n_routed_experts or cfg.num_local_experts) ~= nil,
+    moe = type(cfg) == "string" and key_is_moe(row.model_key)
+          or type(cfg) == "table" and (cfg.n_routed_experts or cfg.num_local_experts) ~= nil,
     version = row.framework_version, line = row._line,
     year = M.release_year(row.framework_version, stack),
     model = cfg, job = {devices = gpus, global_batch = gbs, seq_len = seq},
