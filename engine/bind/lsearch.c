@@ -188,7 +188,8 @@ static void read_job (lua_State *L, int t, nd_job *job) {
 /* ---- rows as Lua tables ---------------------------------------------------------- */
 
 /* The candidate as a strategy table (the fields of nd.estimate's result.strategy). */
-static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strategy *base) {
+static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strategy *base,
+                            int body) {
   lua_createtable(L, 0, 16);
   nd_setint(L, "dp", c->dp); nd_setint(L, "tp", c->tp); nd_setint(L, "pp", c->pp);
   nd_setint(L, "vpp", c->vpp); nd_setint(L, "cp", c->cp); nd_setint(L, "ep", c->ep);
@@ -197,6 +198,24 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   lua_pushboolean(L, c->sp); lua_setfield(L, -2, "sp");
   lua_pushstring(L, nd_search_recompute_name(c->recompute));
   lua_setfield(L, -2, "recompute");
+  lua_pushstring(L, nd_layout_variant_name(c->layout));
+  lua_setfield(L, -2, "layout");
+  if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
+    nd_strategy st;
+    st.pp = c->pp; st.vpp = c->vpp;
+    if (nd_layout_variant(&st, body, c->layout) == 0) {
+      if (st.account & ND_ACCOUNT_EMBEDDING) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
+      }
+      if (st.account & ND_ACCOUNT_LOSS) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "account_for_loss_in_pipeline_split");
+      }
+      if (st.first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st.first_layers);
+      if (st.last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st.last_layers);
+    }
+  }
   if (base) {
     lua_pushstring(L, nd_schedule_name(c->vpp > 1 ? ND_SCHED_INTERLEAVED
                                        : base->schedule == ND_SCHED_INTERLEAVED
@@ -213,7 +232,7 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
                       const nd_strategy *base) {
   int i;
   lua_createtable(L, 0, 20);
-  push_candidate(L, &r->c, base);
+  push_candidate(L, &r->c, base, res->bounds.layers);
   lua_setfield(L, -2, "strategy");
   nd_setint(L, "index", (lua_Integer)r->index + 1);
   nd_setnum(L, "step_time_s", r->step_time);
@@ -287,7 +306,7 @@ static int protected_call (run_state *rs, int fn) {
 
 static int admit_hook (void *ud, const nd_candidate *c, int *keep) {
   run_state *rs = (run_state *)ud;
-  push_candidate(rs->L, c, NULL);
+  push_candidate(rs->L, c, NULL, rs->res->bounds.layers);
   if (protected_call(rs, rs->admit_idx) != 0) return -1;
   *keep = lua_toboolean(rs->L, -1);
   lua_pop(rs->L, 1);

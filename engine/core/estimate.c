@@ -364,10 +364,17 @@ double nd_inflight (const nd_strategy *st, int s) {
     case ND_SCHED_DUALPIPE: return p + 1;  /* DualPipe README: PP + 1 stage activations */
     case ND_SCHED_INTERLEAVED: {
       /* Megatron's warm-up: (p - s - 1)*2 + (v - 1)*p chunk forwards, plus the one in
-         progress, each holding 1/v of the stage's layers */
-      int w = (p - s - 1) * 2 + (v - 1) * p + 1;
+         progress; forward j runs chunk (j mod p*v) / p, and each holds its chunk's share
+         of the stage's layers (1/v when the chunks are equal) */
+      int w = (p - s - 1) * 2 + (v - 1) * p + 1, c, n = 0;
+      double held = 0.0;
       if (w > m * v) w = m * v;
-      return (double)w / v;
+      for (c = 0; c < v; c++) {
+        int k = st->stage_layers[c * p + s], r = w % (p * v) - c * p;
+        n += k;
+        held += (double)k * ((w / (p * v)) * p + (r < 0 ? 0 : r > p ? p : r));
+      }
+      return n > 0 ? held / n : (double)w / v;
     }
     default: return p - s < m ? p - s : m;
   }

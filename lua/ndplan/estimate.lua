@@ -22,7 +22,9 @@ M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
 local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "stage_layers", "selective_ops", "layer_offload",
-                       "layer_selective_ops"}
+                       "layer_selective_ops", "account_for_embedding_in_pipeline_split",
+                       "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers",
+                       "decoder_last_pipeline_num_layers", "pipeline_model_parallel_layout"}
 local OTHER_KEYS = {model = true, device = true, devices = true, global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true}

@@ -175,7 +175,11 @@ function M.estimate_args(st, info)
     sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb,
     schedule = info.space.schedule, precision = info.space.precision,
     flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
-    costs = info.costs}
+    costs = info.costs,
+    account_for_embedding_in_pipeline_split = st.account_for_embedding_in_pipeline_split,
+    account_for_loss_in_pipeline_split = st.account_for_loss_in_pipeline_split,
+    decoder_first_pipeline_num_layers = st.decoder_first_pipeline_num_layers,
+    decoder_last_pipeline_num_layers = st.decoder_last_pipeline_num_layers}
 end
 
 function M.detail(row, info)
