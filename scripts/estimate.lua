@@ -49,6 +49,10 @@ if r.megatron then  -- the form Megatron states, and its flags
 end
 say("          schedule %s, recompute %s, %s, flash attention %s", s.schedule, rec,
     s.precision, s.flash_attention and "on" or "off")
+if s.pp > 1 and s.pipeline_layout
+   and (s.layout_from ~= "even" or model.num_layers % (s.pp * s.vpp) ~= 0) then
+  say("          pipeline layout %s (%s)", s.pipeline_layout, (s.layout_from:gsub("_", "/")))
+end
 say("")
 say("step time %s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%", units.seconds(r.step_time_s),
     r.tokens_per_s, 100 * r.mfu, 100 * r.hfu)

@@ -342,7 +342,7 @@ static void write_csv_row (FILE *f, const nd_search_row *r) {
           r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
   for (i = 0; i < 6; i++) fprintf(f, ",%.0f", r->mem[i]);
   for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
-  fputc('\n', f);
+  fprintf(f, ",%s\n", nd_layout_variant_name(c->layout));
 }
 
 static int deliver_hook (void *ud, nd_search_row *rows, int n) {
@@ -577,6 +577,7 @@ static int s_run (lua_State *L) {
     if (!res->csv) return luaL_error(L, "%s: cannot open for writing", path);
     fputs(csv_header, res->csv);
     for (i = 0; i < ND_T_COUNT; i++) fprintf(res->csv, ",%s_s", nd_time_part_name(i));
+    fputs(",layout", res->csv);
     fputc('\n', res->csv);
   }
   lua_pop(L, 1);

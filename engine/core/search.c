@@ -183,6 +183,7 @@ typedef struct walker {
   nd_search_counts *counts;
   nd_search_bounds b;
   nd_strategy scratch;                 /* for the checks of the walk */
+  nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
@@ -442,6 +443,31 @@ static int check (walker *w, nd_candidate *c) {
   return -1;
 }
 
+/*
+** The layout variants walked for (pp, vpp), into out: the even split alone when the layers
+** divide into pp*vpp equal chunks; else each variant that applies and places the layers
+** differently from every one before it (the same run is not walked twice).
+*/
+static int layout_variants (walker *w, int pp, int vpp, int *out) {
+  int n = 0, v, j, body = w->b.layers, mtp = (int)w->m->mtp_layers;
+  long long chunks = (long long)pp * vpp;
+  out[n++] = ND_VARIANT_EVEN;
+  if (pp < 2 || vpp < 1 || chunks > ND_MAX_CHUNKS || body % chunks == 0) return n;
+  for (v = 0; v < ND_VARIANT_COUNT; v++) {
+    nd_strategy *st = &w->lay[v];
+    st->pp = pp; st->vpp = vpp;
+    if (nd_layout_variant(st, body, v) != 0 || nd_layout_resolve(st, body, mtp, NULL, 0) != 0) {
+      if (v == ND_VARIANT_EVEN) return n;
+      continue;
+    }
+    for (j = 0; j < n && v > 0; j++)
+      if (memcmp(w->lay[out[j]].stage_layers, st->stage_layers,
+                 (size_t)chunks * sizeof st->stage_layers[0]) == 0) break;
+    if (v > 0 && j == n) out[n++] = v;
+  }
+  return n;
+}
+
 static void emit (walker *w, nd_candidate *c) {
   int why;
   unsigned long long index;
@@ -510,10 +536,9 @@ static void walk (walker *w) {
                 int etp = xv[ix];
                 nv = loop_values(&D[ND_DIM_VPP], 0, vpp_bound(b, pp), vv);
                 for (iv = 0; iv < nv; iv++) {
-                  /* uneven (pp, vpp): every layout variant, each its own candidate */
-                  int lv, nl = pp > 1 && vv[iv] > 0
-                           && b->layers % ((long long)pp * vv[iv]) != 0 ? ND_VARIANT_COUNT : 1;
-                  for (lv = 0; lv < nl; lv++)
+                  /* uneven (pp, vpp): each distinct layout variant, its own candidate */
+                  int il, lvs[ND_VARIANT_COUNT], nl = layout_variants(w, pp, vv[iv], lvs);
+                  for (il = 0; il < nl; il++)
                   for (iz = 0; iz < nz; iz++) {
                     for (sp = 0; sp <= 1; sp++) {
                       nd_candidate c;
@@ -524,7 +549,7 @@ static void walk (walker *w) {
                       c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
                       c.zero = (unsigned char)zv[iz]; c.sp = (unsigned char)sp;
                       c.recompute = (unsigned char)rv[ir];
-                      c.layout = (unsigned char)lv;
+                      c.layout = (unsigned char)lvs[il];
                       emit(w, &c);
                       if (w->status != ND_SEARCH_OK) return;
                     }

@@ -246,7 +246,7 @@ static int check_explicit (const nd_strategy *st, int body, int mtp, char *err, 
 
 /* The layout of a strategy whose degrees are valid: Megatron's conflicts, then one rule. */
 static int resolve_layout (nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
-  int n = st->pp * st->vpp, k, fl = st->first_layers || st->last_layers;
+  int n = st->pp * st->vpp, fl = st->first_layers || st->last_layers;
   if (st->account & ~(ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS))
     return refuse(err, errlen, "layout: unknown accounting bits %u", (unsigned)st->account);
   if (st->explicit_layout > ND_LAYOUT_STRING)
@@ -259,11 +259,8 @@ static int resolve_layout (nd_strategy *st, int body, int mtp, char *err, size_t
   if (fl && st->account)
     return refuse(err, errlen, "layout: --decoder-first/last-pipeline-num-layers cannot be "
                   "set with %s", account_flags(st->account));
-  if (st->explicit_layout) {
-    for (k = n; k < ND_MAX_CHUNKS; k++) st->stage_layers[k] = 0;
-    return check_explicit(st, body, mtp, err, errlen);
-  }
-  memset(st->stage_layers, 0, sizeof st->stage_layers);
+  /* entries past pp*vpp are not part of the layout (and not cleared: resolve is hot) */
+  if (st->explicit_layout) return check_explicit(st, body, mtp, err, errlen);
   if (fl) { if (first_last_layout(st, body, err, errlen) != 0) return -1; }
   else if (st->account) { if (account_layout(st, body, err, errlen) != 0) return -1; }
   else even_layout(st, body);

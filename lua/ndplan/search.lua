@@ -12,7 +12,7 @@ local M = {}
 
 -- The dimensions in table order, and the loop order of the walk (documented in search.h).
 M.DIMS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"}
-M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "zero", "sp"}
+M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "layout", "zero", "sp"}
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, device = true, devices = true, global_batch = true, seq_len = true,
@@ -218,7 +218,8 @@ function M.bounds_line(info)
   local b = info.bounds
   return string.format("The search bounds TP up to %d (the model's KV heads), PP up to %d "
     .. "(%d layers, a batch of %d), CP up to %d (the sequence), EP up to %d (the model's "
-    .. "experts), VPP up to %d, MBS up to %d; loops: %s", b.tp, b.pp, b.layers,
+    .. "experts), VPP up to %d (layers / PP: a layer per chunk), MBS up to %d; uneven "
+    .. "splits walk the even, accounting and first/last layouts; loops: %s", b.tp, b.pp, b.layers,
     info.job.global_batch, b.cp, b.ep, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end
 

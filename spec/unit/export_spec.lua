@@ -310,11 +310,14 @@ describe("ndplan.megatron_script", function()
   end)
 
   it("expands Megatron's layout strings", function()
-    local stages = script.expand_layout("Et*3|(tt|)*29,m|L")
-    assert.equal(32, #stages)
-    assert.same({t = 3, m = 0}, stages[1])
-    assert.same({t = 2, m = 0}, stages[30])
-    assert.same({t = 0, m = 1}, stages[31])
+    local lay = assert(script.layout({pp = 16, pipeline_model_parallel_layout = "Et*3|(tt|)*29,m|L"},
+                                     61, 1))
+    assert.equal(2, lay.vpp)
+    assert.equal(32, #lay.stage_layers)
+    assert.equal(3, lay.stage_layers[1])
+    assert.equal(2, lay.stage_layers[30])
+    assert.equal(1, lay.stage_layers[31])  -- the MTP layer: the last chunk of stage 14
+    assert.equal(0, lay.stage_layers[32])  -- the loss alone
   end)
 
   it("names the file, line and flag of a value it cannot resolve", function()

@@ -343,8 +343,9 @@ function M.render(plan, opts)
   return text, notes, rounded, info
 end
 
--- parse(text) -> strategy, job: what the flags say (stage_layers are body+MTP layers per
--- stage, as nd.estimate takes them)
+-- parse(text) -> strategy, job: what the flags say, the layout flags under Megatron's names
+-- and stage_layers the layout they resolve to (body+MTP layers per stage, or per chunk with
+-- VPP; give nd.estimate one or the other)
 function M.parse(text, source)
   local info, err = script.read(text, source or M.filename)
   if not info then return nil, err end
@@ -356,9 +357,11 @@ function M.parse(text, source)
   end
   st.recompute_block = nil
   local layers = info.shape.num_layers
+  local lay = layers and assert(script.layout(st, layers, info.shape.mtp_layers))
+  -- the layout the flags resolve to: per stage (vpp 1) or per chunk (body+MTP)
+  st.stage_layers = lay and lay.stage_layers
   if st.offload and layers then  -- the share of the largest stage's layers offloaded
     local mtp = info.shape.mtp_layers
-    local lay = assert(script.layout(st, layers, mtp))
     local shape = {pp = st.pp, vpp = st.vpp, stage_layers = lay.stages, chunk_layers = lay.stage_layers}
     st.offload = (st.offload_layers or 0) / largest_group({layers = layers, mtp = mtp}, shape)
   end
