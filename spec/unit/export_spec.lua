@@ -227,7 +227,7 @@ describe("ndplan.export", function()
     -- torchtitan states a first, middle and last size: the nearest is an even split
     local tt, tnotes, trounded = export.export("torchtitan", p)
     assert.same({{kind = "rounded", field = "stage_layers", plan = "7,9,8,8", file = "8,8,8,8",
-                  why = "torchtitan states layers per stage and how many fewer the first and last hold"}},
+                  why = "torchtitan states layers per (virtual) stage and how many fewer the first and last hold"}},
                 tnotes)
     assert.same({8, 8, 8, 8}, trounded.stage_layers)
     assert.matches("pipeline_parallel_layers_per_stage 8\n", tt)
