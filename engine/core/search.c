@@ -446,7 +446,8 @@ static int check (walker *w, nd_candidate *c) {
 /*
 ** The layout variants walked for (pp, vpp), into out: the even split alone when the layers
 ** divide into pp*vpp equal chunks; else each variant that applies and places the layers
-** differently from every one before it (the same run is not walked twice).
+** differently from every one before it (the same run is not walked twice; an even split
+** that Megatron's accounting or first/last flags state exactly is walked under that label).
 */
 static int layout_variants (walker *w, int pp, int vpp, int *out) {
   int n = 0, v, j, body = w->b.layers, mtp = (int)w->m->mtp_layers;
@@ -464,6 +465,8 @@ static int layout_variants (walker *w, int pp, int vpp, int *out) {
       if (memcmp(w->lay[out[j]].stage_layers, st->stage_layers,
                  (size_t)chunks * sizeof st->stage_layers[0]) == 0) break;
     if (v > 0 && j == n) out[n++] = v;
+    /* the even split as Megatron's flags state it: walked (once) under their label */
+    else if (v > 0 && out[j] == ND_VARIANT_EVEN) out[j] = v;  /* lay[v] equals it */
   }
   return n;
 }

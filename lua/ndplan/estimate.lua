@@ -74,6 +74,14 @@ function M.estimate(args)
       return nil, string.format("%s: %d is out of range (at most %.0f)", k, job[k], LIMIT[k])
     end
   end
+  if type(strategy.pipeline_model_parallel_layout) == "string" then
+    -- a layout string that does not parse is a refusal (nil, message), as its counts are
+    local ok, lay, why = pcall(core.layout, {pp = strategy.pp, vpp = strategy.vpp,
+                                pipeline_model_parallel_layout = strategy.pipeline_model_parallel_layout},
+                               model.num_layers, model.mtp_layers)
+    if not ok then return nil, (tostring(lay):gsub("^pipeline_model_parallel_layout: ", "")) end
+    if not lay and not why:match("^layout: the layout places") then return nil, why end
+  end
   local budget, berr = M.budget(device, args.max_mem)
   if not budget then return nil, berr end
   local result, why

@@ -190,6 +190,7 @@ function M.detail(row, info)
   local r, why = estimate.estimate(args)
   if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
   r.rank = row.rank
+  r.strategy.layout = row.strategy.layout  -- the layout variant the walk priced
   r.objective = row.objective
   r.index = row.index
   return r
