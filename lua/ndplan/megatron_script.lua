@@ -47,7 +47,7 @@ function M.layout(st, layers, mtp)
   local fields = {pp = st.pp or 1, vpp = st.vpp or 1, stage_layers = st.stage_layers}
   for _, k in ipairs(M.LAYOUT_FIELDS) do fields[k] = st[k] end
   local ok, r, err = pcall(require("ndplan.c.estimate").layout, fields, layers, mtp or 0)
-  if not ok then return nil, tostring(r) end
+  if not ok then return nil, (tostring(r):gsub("^pipeline_model_parallel_layout: ", "")) end
   return r, err
 end
 
