@@ -125,6 +125,20 @@ function M.estimate(args)
   return result
 end
 
+-- The pipeline layout fields under Megatron's names.
+M.LAYOUT_FIELDS = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                   "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                   "pipeline_model_parallel_layout"}
+
+-- pin_layout(args, stage_layers): args now price that resolved layout as given (stage_layers
+-- per stage, or per chunk with vpp), so the flags that produced it are dropped.
+function M.pin_layout(args, stage_layers)
+  if stage_layers == nil then return args end
+  args.stage_layers = stage_layers
+  for _, k in ipairs(M.LAYOUT_FIELDS) do args[k] = nil end
+  return args
+end
+
 M.costs = core.costs
 
 return M

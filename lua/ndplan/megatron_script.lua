@@ -52,9 +52,7 @@ function M.layout(st, layers, mtp)
 end
 
 -- The pipeline layout fields of a strategy, under Megatron's flag names.
-M.LAYOUT_FIELDS = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                   "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-                   "pipeline_model_parallel_layout"}
+M.LAYOUT_FIELDS = require("ndplan.estimate").LAYOUT_FIELDS
 
 -- from_parsed(parsed) -> info (raises {message} on a bad value)
 local function from_parsed(parsed)

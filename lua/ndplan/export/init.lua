@@ -157,8 +157,9 @@ function M.groups(ctx, st)
       out[#out + 1] = {first = first, count = n}
       first = first + n
     end
-  elseif st.chunk_layers then  -- chunk sizes in layer order (body+MTP)
-    for _, n in ipairs(st.chunk_layers) do
+  elseif st.chunk_layers or #(st.stage_layers or {}) == st.pp * st.vpp then
+    -- chunk sizes in layer order (body+MTP), as nd.estimate's result gives them
+    for _, n in ipairs(st.chunk_layers or st.stage_layers) do
       out[#out + 1] = {first = first, count = n}
       first = first + n
     end
