@@ -366,13 +366,15 @@ double nd_inflight (const nd_strategy *st, int s) {
       /* Megatron's warm-up: (p - s - 1)*2 + (v - 1)*p chunk forwards, plus the one in
          progress; forward j runs chunk (j mod p*v) / p, and each holds its chunk's share
          of the stage's layers (1/v when the chunks are equal) */
-      int w = (p - s - 1) * 2 + (v - 1) * p + 1, c, n = 0;
+      int w = (p - s - 1) * 2 + (v - 1) * p + 1, c, n = 0, full, rest;
       double held = 0.0;
       if (w > m * v) w = m * v;
+      full = (w / (p * v)) * p;  /* forwards of each chunk in the complete rounds */
+      rest = w % (p * v);
       for (c = 0; c < v; c++) {
-        int k = st->stage_layers[c * p + s], r = w % (p * v) - c * p;
+        int k = st->stage_layers[c * p + s], r = rest - c * p;
         n += k;
-        held += (double)k * ((w / (p * v)) * p + (r < 0 ? 0 : r > p ? p : r));
+        held += (double)k * (full + (r < 0 ? 0 : r > p ? p : r));
       }
       return n > 0 ? held / n : (double)w / v;
     }

@@ -413,11 +413,15 @@ int nd_chunk_layers (const nd_strategy *st, int s, int c, int *first) {
 */
 void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud) {
-  int i, k, pos = 0, n = st->pp * st->vpp;
+  int i, k, c, pos = 0, p = st->pp;
   (void)body; (void)mtp;
-  for (k = 0; k < n; pos += st->stage_layers[k], k++)
-    if (k % st->pp == s)
-      for (i = 0; i < st->stage_layers[k]; i++) fn(pos + i, k / st->pp, ud);
+  for (c = 0; c < st->vpp; c++) {  /* round c: chunks c*p .. c*p + p-1 in layer order */
+    const int *round = st->stage_layers + c * p;
+    for (k = 0; k < s; k++) pos += round[k];
+    for (i = 0; i < round[s]; i++) fn(pos + i, c, ud);
+    if (c + 1 == st->vpp) break;
+    for (k = s; k < p; k++) pos += round[k];
+  }
   if (st->vpp <= 1 && st->schedule == ND_SCHED_DUALPIPE && st->pp - 1 - s != s) {
     int first, cnt = nd_chunk_layers(st, st->pp - 1 - s, 0, &first);  /* the reverse way */
     for (i = 0; i < cnt; i++) fn(first + i, 1, ud);
