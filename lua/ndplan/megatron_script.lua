@@ -127,8 +127,13 @@ local function from_parsed(parsed)
     end
     st.vpp = lay.vpp > 1 and lay.vpp or st.vpp
     chunks = lay.stage_layers
-    stage_body = {}
-    for s_, n in ipairs(lay.stages) do stage_body[s_] = n - (s_ == pp and shape.mtp_layers or 0) end
+    stage_body = {}  -- decoder layers per stage: the chunks' layers before the MTP ones
+    local pos = 0
+    for k, n in ipairs(chunks) do
+      local s_ = (k - 1) % pp + 1
+      stage_body[s_] = (stage_body[s_] or 0) + math.max(0, math.min(pos + n, L) - pos)
+      pos = pos + n
+    end
   end
   -- recompute (§2.2): selective is global; full is uniform (every layer, in chunks) or
   -- block (the first N layers of each pipeline stage, per model chunk)
