@@ -60,6 +60,10 @@ if p.element_bytes > 0 then  -- what the recipe quantizes, and its byte widths
                           p.bf16_first_layers, p.bf16_last_layers) or "",
       w.param, w.cache, w.gather)
 end
+if s.pp > 1 and s.pipeline_layout
+   and (s.layout_from ~= "even" or model.num_layers % (s.pp * s.vpp) ~= 0) then
+  say("          pipeline layout %s (%s)", s.pipeline_layout, (s.layout_from:gsub("_", "/")))
+end
 say("")
 local band = r.step_time_band  -- the stack profile's residuals in this regime
 local band_text = ""

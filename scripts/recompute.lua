@@ -61,7 +61,9 @@ if opts.trainer == "megatron" then
   local block_plan = require "ndplan.block_plan"
   local targs = {}
   for k, v in pairs(args) do targs[k] = v end
-  if (r.strategy.vpp or 1) <= 1 then targs.stage_layers = r.strategy.stage_layers end
+  if (r.strategy.vpp or 1) <= 1 then
+    require("ndplan.estimate").pin_layout(targs, r.strategy.stage_layers)
+  end
   local schedule = r.strategy.schedule
   if (r.strategy.pp or 1) > 1 and schedule ~= "1f1b" and schedule ~= "interleaved" then
     targs.schedule = "1f1b"

@@ -399,6 +399,11 @@ else
       end
     end
     cols[#cols + 1] = {key = "recompute", title = "recompute", fmt = function(_, r) return r.strategy.recompute end}
+    local uneven = false  -- a layout column when a shown row is not the even split
+    for _, r in ipairs(ranked) do uneven = uneven or (r.strategy.layout or "even") ~= "even" end
+    if uneven then
+      cols[#cols + 1] = {key = "layout", title = "layout", fmt = function(_, r) return r.strategy.layout or "even" end}
+    end
     cols[#cols + 1] = {key = "step_time_s", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end}
     cols[#cols + 1] = {key = "tokens_per_s", title = "tokens/s", align = "right", fmt = function(v) return string.format("%.0f", v) end}
     cols[#cols + 1] = {key = "mfu", title = "MFU", align = "right", fmt = function(v) return string.format("%.1f%%", 100 * v) end}
@@ -420,9 +425,10 @@ else
     if #info.misses > 0 then say("nearest misses:") end
     for _, r in ipairs(info.misses) do
       local s = r.strategy
-      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s: peak %s, over by %s",
+      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s: peak %s, over by %s",
           s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb,
-          s.recompute, gib(r.peak_memory_bytes), gib(r.over_bytes))
+          s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "",
+          gib(r.peak_memory_bytes), gib(r.over_bytes))
     end
   end
   io.write(table.concat(out, "\n"), "\n")

@@ -113,8 +113,13 @@ static const char *const strategy_keys[] = {
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
   "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
   "bf16_first_layers", "bf16_last_layers",
+  "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+  "pipeline_model_parallel_layout",
   NULL
 };
+
+static void read_layout (lua_State *L, int t, nd_strategy *st);
 
 /* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. */
 static void read_strategy (lua_State *L, int t, nd_strategy *st) {
@@ -208,16 +213,57 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
+  read_layout(L, t, st);
+}
+
+/* The pipeline layout fields (Megatron's names); pp and vpp are read. */
+static void read_layout (lua_State *L, int t, nd_strategy *st) {
+  int f = get_int(L, t, "decoder_first_pipeline_num_layers", 0);
+  int l = get_int(L, t, "decoder_last_pipeline_num_layers", 0);
+  if (f < 0 || f > ND_MAX_LAYERS || l < 0 || l > ND_MAX_LAYERS)
+    luaL_error(L, "decoder_first/last_pipeline_num_layers: expected 1..%d layers", ND_MAX_LAYERS);
+  st->first_layers = (short)f;
+  st->last_layers = (short)l;
+  st->account = (unsigned char)(
+      (get_bool(L, t, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
+      | (get_bool(L, t, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
   if (lua_getfield(L, t, "stage_layers") != LUA_TNIL) {
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
-    if (n > ND_MAX_STAGES) luaL_error(L, "stage_layers: more than %d stages", ND_MAX_STAGES);
+    if (n != st->pp && n != (lua_Integer)st->pp * st->vpp)
+      luaL_error(L, "stage_layers: %I sizes, expected pp = %d stage sizes%s", n, st->pp,
+                 st->vpp > 1 ? " or pp*vpp chunk sizes" : "");
+    if (n > ND_MAX_CHUNKS) luaL_error(L, "stage_layers: more than %d chunks", ND_MAX_CHUNKS);
     for (i = 1; i <= n; i++) {
+      lua_Integer v;
       lua_geti(L, -1, i);
-      st->stage_layers[i - 1] = (int)luaL_checkinteger(L, -1);
+      v = luaL_checkinteger(L, -1);
+      if (v < 0 || v > ND_MAX_LAYERS)
+        luaL_error(L, "stage_layers[%I]: expected 0..%d layers, got %I", i, ND_MAX_LAYERS, v);
+      st->stage_layers[i - 1] = (int)v;
       lua_pop(L, 1);
     }
+    if (n == st->pp && st->vpp > 1) {  /* per stage: each stage's over its chunks */
+      int s, c, v = st->vpp, p = st->pp, per[ND_MAX_STAGES];
+      for (s = 0; s < p; s++) {
+        per[s] = st->stage_layers[s];
+        if (per[s] % v != 0)
+          luaL_error(L, "stage_layers[%d]: %d layers do not split into vpp = %d chunks "
+                     "(give pp*vpp chunk sizes)", s + 1, per[s], v);
+      }
+      for (s = 0; s < p; s++)
+        for (c = 0; c < v; c++) st->stage_layers[c * p + s] = per[s] / v;
+    }
+    st->explicit_layout = ND_LAYOUT_CHUNKS;
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "pipeline_model_parallel_layout") != LUA_TNIL) {
+    char err[256];
+    if (st->explicit_layout)
+      luaL_error(L, "pipeline_model_parallel_layout: cannot be set with stage_layers");
+    if (nd_layout_parse(st, luaL_checkstring(L, -1), err, sizeof err) != 0)
+      luaL_error(L, "pipeline_model_parallel_layout: %s", err);
   }
   lua_pop(L, 1);
 }
@@ -298,6 +344,57 @@ void nd_setint (lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
+/* The resolved layout: body and MTP layers per chunk (per stage at vpp 1), the flags that
+   produced it, and the Megatron layout string that states it. */
+static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
+  int k, n = st->pp * st->vpp;
+  char text[4096];
+  lua_createtable(L, n, 0);
+  for (k = 0; k < n; k++) { lua_pushinteger(L, st->stage_layers[k]); lua_rawseti(L, -2, k + 1); }
+  lua_setfield(L, -2, "stage_layers");
+  if (st->account & ND_ACCOUNT_EMBEDDING) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
+  }
+  if (st->account & ND_ACCOUNT_LOSS) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "account_for_loss_in_pipeline_split");
+  }
+  if (st->first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st->first_layers);
+  if (st->last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st->last_layers);
+  k = nd_layout_format(st, (int)m->num_layers, (int)m->mtp_layers, text, sizeof text);
+  if (k >= 0 && (size_t)k < sizeof text) {
+    lua_pushstring(L, text);
+    lua_setfield(L, -2, "pipeline_layout");
+  }
+  lua_pushstring(L, st->explicit_layout == ND_LAYOUT_STRING ? "string"
+                    : st->explicit_layout == ND_LAYOUT_CHUNKS ? "stage_layers"
+                    : st->first_layers || st->last_layers ? "first_last"
+                    : st->account ? "account" : "even");
+  lua_setfield(L, -2, "layout_from");
+}
+
+/* stage.chunks: each model chunk of stage s in the order it runs them, with its layers
+   (0-based, body then MTP: first_layer, layers) and what else it holds. */
+static void push_chunks (lua_State *L, const nd_strategy *st, const nd_model_spec *m, int s) {
+  int c, body = (int)m->num_layers, mtp = (int)m->mtp_layers, last = st->pp - 1;
+  lua_createtable(L, st->vpp, 0);
+  for (c = 0; c < st->vpp; c++) {
+    int first, n = nd_chunk_layers(st, s, c, &first);
+    int lo = first > body ? first : body, hi = first + n < body + mtp ? first + n : body + mtp;
+    lua_createtable(L, 0, 7);
+    nd_setint(L, "chunk", c);
+    nd_setint(L, "first_layer", first);
+    nd_setint(L, "layers", n);
+    nd_setint(L, "decoder_layers", n - (hi > lo ? hi - lo : 0));
+    nd_setint(L, "mtp_layers", hi > lo ? hi - lo : 0);
+    lua_pushboolean(L, s == 0 && c == 0); lua_setfield(L, -2, "embedding");
+    lua_pushboolean(L, s == last && c == st->vpp - 1); lua_setfield(L, -2, "loss");
+    lua_rawseti(L, -2, c + 1);
+  }
+  lua_setfield(L, -2, "chunks");
+}
+
 static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
   lua_createtable(L, 0, 16);
   nd_setint(L, "dp", st->dp); nd_setint(L, "tp", st->tp); nd_setint(L, "pp", st->pp);
@@ -320,12 +417,7 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   nd_setnum(L, "offload", st->offload);
   push_ops(L, st->selective_ops);
   lua_setfield(L, -2, "selective_ops");
-  if (st->vpp <= 1) {  /* the layout: body and MTP layers per stage */
-    int s;
-    lua_createtable(L, st->pp, 0);
-    for (s = 0; s < st->pp; s++) { lua_pushinteger(L, st->stage_layers[s]); lua_rawseti(L, -2, s + 1); }
-    lua_setfield(L, -2, "stage_layers");
-  }
+  push_layout(L, st, m);
   if (st->per_layer) {  /* each layer's mode, body then MTP */
     int i, n = (int)(m->num_layers + m->mtp_layers);
     lua_createtable(L, n, 0);
@@ -403,6 +495,7 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
     nd_setnum(L, "backward_s", se->bwd_s);
     nd_setnum(L, "recompute_s", se->recompute_s);
     nd_setnum(L, "comm_s", se->comm_s);
+    push_chunks(L, st, m, i);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "stages");
@@ -680,8 +773,47 @@ static int e_megatron (lua_State *L) {
   return 1;
 }
 
+/*
+** layout(strategy, layers, mtp) -> {stage_layers = {body+MTP per chunk, layer order},
+** stages = {per stage}, vpp = n, pipeline_layout = Megatron's string, ...} | nil, message.
+** The pipeline layout alone, under the rules nd.estimate applies (a strategy table with
+** pp, vpp and the layout fields).
+*/
+static int e_layout (lua_State *L) {
+  nd_strategy *st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);
+  lua_Integer body = luaL_checkinteger(L, 2), mtp = luaL_optinteger(L, 3, 0);
+  nd_model_spec m;
+  char err[256];
+  int s, c;
+  read_strategy(L, 1, st);
+  if (body < 1 || mtp < 0 || body + mtp > ND_MAX_LAYERS)
+    return luaL_argerror(L, 2, "expected 1 to 1024 body+MTP layers");
+  if (nd_layout_resolve(st, (int)body, (int)mtp, err, sizeof err) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  memset(&m, 0, sizeof m);
+  m.num_layers = body;
+  m.mtp_layers = mtp;
+  lua_createtable(L, 0, 8);
+  nd_setint(L, "pp", st->pp);
+  nd_setint(L, "vpp", st->vpp);
+  push_layout(L, st, &m);
+  lua_createtable(L, st->pp, 0);
+  for (s = 0; s < st->pp; s++) {
+    int n = 0;
+    for (c = 0; c < st->vpp; c++) n += st->stage_layers[c * st->pp + s];
+    lua_pushinteger(L, n);
+    lua_rawseti(L, -2, s + 1);
+  }
+  lua_setfield(L, -2, "stages");
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"layout", e_layout},
   {"plan", e_plan},
   {"megatron", e_megatron},
   {"balance", e_balance},

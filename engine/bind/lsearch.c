@@ -474,7 +474,8 @@ static void read_job (lua_State *L, int t, nd_job *job) {
 /* ---- rows as Lua tables ---------------------------------------------------------- */
 
 /* The candidate as a strategy table (the fields of nd.estimate's result.strategy). */
-static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strategy *base) {
+static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strategy *base,
+                            int body) {
   lua_createtable(L, 0, 16);
   nd_setint(L, "dp", c->dp); nd_setint(L, "tp", c->tp); nd_setint(L, "pp", c->pp);
   nd_setint(L, "vpp", c->vpp); nd_setint(L, "cp", c->cp); nd_setint(L, "ep", c->ep);
@@ -483,6 +484,24 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   lua_pushboolean(L, c->sp); lua_setfield(L, -2, "sp");
   lua_pushstring(L, nd_search_recompute_name(c->recompute));
   lua_setfield(L, -2, "recompute");
+  lua_pushstring(L, nd_layout_variant_name(c->layout));
+  lua_setfield(L, -2, "layout");
+  if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
+    nd_strategy st;
+    st.pp = c->pp; st.vpp = c->vpp;
+    if (nd_layout_variant(&st, body, c->layout) == 0) {
+      if (st.account & ND_ACCOUNT_EMBEDDING) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
+      }
+      if (st.account & ND_ACCOUNT_LOSS) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "account_for_loss_in_pipeline_split");
+      }
+      if (st.first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st.first_layers);
+      if (st.last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st.last_layers);
+    }
+  }
   if (base) {
     lua_pushstring(L, nd_schedule_name(c->vpp > 1 ? ND_SCHED_INTERLEAVED
                                        : base->schedule == ND_SCHED_INTERLEAVED
@@ -499,7 +518,7 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
                       const nd_strategy *base) {
   int i;
   lua_createtable(L, 0, 20);
-  push_candidate(L, &r->c, base);
+  push_candidate(L, &r->c, base, res->bounds.layers);
   lua_setfield(L, -2, "strategy");
   nd_setint(L, "index", (lua_Integer)r->index + 1);
   nd_setnum(L, "step_time_s", r->step_time);
@@ -569,7 +588,7 @@ static int call_hook (lua_State *L) {
   lua_settop(L, 2);
   lua_pushvalue(L, 1);
   if (objective) push_row(L, (const nd_search_row *)lua_touserdata(L, 2), res, NULL);
-  else push_candidate(L, (const nd_candidate *)lua_touserdata(L, 2), NULL);
+  else push_candidate(L, (const nd_candidate *)lua_touserdata(L, 2), NULL, res->bounds.layers);
   lua_call(L, 1, 1);
   if (!objective) {
     lua_pushboolean(L, lua_toboolean(L, -1));
@@ -638,7 +657,7 @@ static void write_csv_row (FILE *f, const nd_search_row *r) {
           r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
   for (i = 0; i < 6; i++) fprintf(f, ",%.0f", r->mem[i]);
   for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
-  fputc('\n', f);
+  fprintf(f, ",%s\n", nd_layout_variant_name(c->layout));
 }
 
 static int deliver_hook (void *ud, nd_search_row *rows, int n) {
@@ -875,6 +894,7 @@ static int s_run (lua_State *L) {
     if (!res->csv) return luaL_error(L, "%s: cannot open for writing", path);
     fputs(csv_header, res->csv);
     for (i = 0; i < ND_T_COUNT; i++) fprintf(res->csv, ",%s_s", nd_time_part_name(i));
+    fputs(",layout", res->csv);
     fputc('\n', res->csv);
   }
   lua_pop(L, 1);

@@ -547,10 +547,19 @@ double nd_inflight (const nd_strategy *st, int s) {
     case ND_SCHED_DUALPIPE: return p + 1;  /* DualPipe README: PP + 1 stage activations */
     case ND_SCHED_INTERLEAVED: {
       /* Megatron's warm-up: (p - s - 1)*2 + (v - 1)*p chunk forwards, plus the one in
-         progress, each holding 1/v of the stage's layers */
-      int w = (p - s - 1) * 2 + (v - 1) * p + 1;
+         progress; forward j runs chunk (j mod p*v) / p, and each holds its chunk's share
+         of the stage's layers (1/v when the chunks are equal) */
+      int w = (p - s - 1) * 2 + (v - 1) * p + 1, c, n = 0, full, rest;
+      double held = 0.0;
       if (w > m * v) w = m * v;
-      return (double)w / v;
+      full = (w / (p * v)) * p;  /* forwards of each chunk in the complete rounds */
+      rest = w % (p * v);
+      for (c = 0; c < v; c++) {
+        int k = st->stage_layers[c * p + s], r = rest - c * p;
+        n += k;
+        held += (double)k * (full + (r < 0 ? 0 : r > p ? p : r));
+      }
+      return n > 0 ? held / n : (double)w / v;
     }
     default: return p - s < m ? p - s : m;
   }
@@ -767,7 +776,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   ctx x;
   int s, p, i;
   double h = (double)m->hidden_size, ab = costs->activation_bytes, dpc, edp;
-  double slow = -1.0, tokens, step;
+  double slow = -1.0, tokens, step, zb_term = -HUGE_VAL, dual_term = -HUGE_VAL;
   double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
   double flops_model_total = 0.0;
   int64_t outer_first, outer_last, tied_copy;
@@ -876,6 +885,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
         if (off_s < 0.0) off_s = 0.0;
       }
       t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s + off_s;
+      /* the bubbles that credit the weight-gradient half of a backward take their stage's
+         own terms, at the worst stage (not the slowest stage's mix): monotone in its work */
+      if (t_mb - 0.5 * ss.bwd > zb_term) zb_term = t_mb - 0.5 * ss.bwd;
+      if (t_mb + ss.rec - 0.5 * ss.bwd > dual_term) dual_term = t_mb + ss.rec - 0.5 * ss.bwd;
       if (t_mb > slow) {
         slow = t_mb;
         out->time_parts[ND_T_FORWARD] = ss.fwd;
@@ -938,10 +951,9 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     switch (st->schedule) {
       case ND_SCHED_INTERLEAVED: bubble = (p - 1) * slow / v; break;
       case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
-        bubble = (p - 1) * (slow - 0.5 * out->time_parts[ND_T_BACKWARD]); break;
+        bubble = (p - 1) * zb_term; break;
       case ND_SCHED_DUALPIPE:  /* (p/2 - 1)(F&B + B - 3W), W = half the backward */
-        bubble = (p / 2 - 1) * (slow + out->time_parts[ND_T_RECOMPUTE]
-                                - 0.5 * out->time_parts[ND_T_BACKWARD]);
+        bubble = (p / 2 - 1) * dual_term;
         break;
       default: bubble = (p - 1) * slow; break;
     }

@@ -80,6 +80,9 @@ int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_jo
       int to = slow + dir;
       if (to < 0 || to >= p) continue;
       *trial = *start;
+      trial->explicit_layout = ND_LAYOUT_CHUNKS;  /* the moved split, given as it stands */
+      trial->account = 0;
+      trial->first_layers = trial->last_layers = 0;
       trial->stage_layers[slow]--;
       trial->stage_layers[to]++;
       if (price(m, dev, job, trial, costs, budget, per_layer_modes, priced, plan, scratch,

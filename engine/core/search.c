@@ -19,7 +19,7 @@
 
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-  "filtered out", "CP constraints", "global batch", "over memory"
+  "filtered out", "CP constraints", "global batch", "layout", "over memory"
 };
 
 static const char *const dim_names[ND_DIM_COUNT] = {
@@ -86,7 +86,8 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   b->ep = m->num_experts > 0 ? (int)(m->num_experts < job->devices ? m->num_experts
                                                                     : job->devices) : 1;
   b->etp = m->num_experts > 0 ? b->tp : 1;
-  b->vpp = 4;
+  b->vpp = b->layers / 2 > 1 ? b->layers / 2 : 1;  /* layers / PP at PP 2 */
+  if (b->vpp > ND_MAX_CHUNKS / 2) b->vpp = ND_MAX_CHUNKS / 2;
   b->mbs = (int)(job->global_batch < 1000000000 ? job->global_batch : 1000000000);
 }
 
@@ -131,13 +132,14 @@ static int in_set (const nd_dim_set *s, int v) {
   return 0;
 }
 
-void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_strategy *st) {
+void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int body,
+                            nd_strategy *st) {
   *st = *base;
   st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
   st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
   st->sp = c->sp; st->zero = c->zero; st->recompute = (nd_recompute)c->recompute;
   st->per_layer = 0;
-  memset(st->stage_layers, 0, sizeof st->stage_layers);
+  nd_layout_variant(st, body, c->layout);  /* a variant that cannot apply: resolve refuses */
 }
 
 /*
@@ -145,7 +147,8 @@ void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_s
 ** candidate sets and what resolution changes is reset (a full copy of nd_strategy costs
 ** more than most checks).
 */
-static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_strategy *base) {
+static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_strategy *base,
+                            int body) {
   st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
   st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
   st->sp = c->sp; st->zero = c->zero;
@@ -153,8 +156,8 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
                                                       : (nd_recompute)c->recompute;
   st->per_layer = 0;
   st->schedule = base->schedule;
-  /* resolution zeroes the stages past pp; the ones before must read "even layout" */
-  memset(st->stage_layers, 0, (size_t)c->pp * sizeof st->stage_layers[0]);
+  /* the layout fields of the variant (resolution writes stage_layers from them) */
+  nd_layout_variant(st, body, c->layout);
 }
 
 /* ---- the pool ------------------------------------------------------------------- */
@@ -180,6 +183,7 @@ typedef struct walker {
   nd_search_counts *counts;
   nd_search_bounds b;
   nd_strategy scratch;                 /* for the checks of the walk */
+  nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
@@ -235,7 +239,7 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
     const nd_stage_estimate *h;
     int t;
     if (w->p->stop && *w->p->stop) break;
-    load_candidate(st, &s->cand[i], &w->p->base);
+    load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
     if (price_candidate(w, s->cand[i].recompute, st, e, plan, err, sizeof err) != 0) {
       s->late[label_of(err)]++;
       continue;
@@ -392,6 +396,13 @@ static void submit (walker *w) {
 
 /* ---- the walk ------------------------------------------------------------------- */
 
+/* VPP: a range up to layers / PP chunks per stage, each holding a layer (1 at PP 1). */
+static int vpp_bound (const nd_search_bounds *b, int pp) {
+  int v = pp > 1 ? b->layers / pp : 1;
+  if (v > ND_MAX_CHUNKS / (pp > 0 ? pp : 1)) v = ND_MAX_CHUNKS / (pp > 0 ? pp : 1);
+  return v > 0 ? v : 1;
+}
+
 /*
 ** Checks of the walk before pricing, in the order of nd_strategy_resolve (so a candidate
 ** gets the same label either way), without formatting a message; resolution still runs
@@ -403,7 +414,7 @@ static int check (walker *w, nd_candidate *c) {
   nd_strategy *st = &w->scratch;
   long long G = w->job->global_batch, dense = (long long)c->dp * c->cp * c->tp;
   char err[64];
-  int vpp_max = imin(imin(4, c->pp), c->pp > 0 ? b->layers / c->pp : 1);
+  int vpp_max = vpp_bound(b, c->pp);
   int sp = c->sp && c->tp > 1;
   /* every degree within its bound; at least as many micro-batches as stages */
   if (c->tp > b->tp || c->pp > b->pp || c->cp > b->cp || c->mbs > b->mbs
@@ -423,13 +434,41 @@ static int check (walker *w, nd_candidate *c) {
   else if (c->ep != 1 || c->etp != 1) return ND_REFUSE_EP_OVER;
   if (c->cp > 1 && w->job->seq_len % (2 * c->cp) != 0) return ND_REFUSE_CP;
   if ((long long)c->dp * c->mbs * c->mb != G) return ND_REFUSE_BATCH;
-  if (c->vpp > 1 && (c->pp == 1 || b->layers % (c->pp * c->vpp) != 0 || c->mb % c->pp != 0))
-    return ND_REFUSE_FILTERED;
+  if (c->vpp > 1 && c->pp == 1) return ND_REFUSE_LAYOUT;
+  if (c->vpp > 1 && c->mb % c->pp != 0) return ND_REFUSE_FILTERED;
   if (c->zero == 3 && c->pp > 1) return ND_REFUSE_FILTERED;
-  load_candidate(st, c, &w->p->base);
+  load_candidate(st, c, &w->p->base, b->layers);
   if (nd_strategy_resolve(st, m, w->job, err, sizeof err) != 0) return label_of(err);
   c->sp = (unsigned char)st->sp;
   return -1;
+}
+
+/*
+** The layout variants walked for (pp, vpp), into out: the even split alone when the layers
+** divide into pp*vpp equal chunks; else each variant that applies and places the layers
+** differently from every one before it (the same run is not walked twice; an even split
+** that Megatron's accounting or first/last flags state exactly is walked under that label).
+*/
+static int layout_variants (walker *w, int pp, int vpp, int *out) {
+  int n = 0, v, j, body = w->b.layers, mtp = (int)w->m->mtp_layers;
+  long long chunks = (long long)pp * vpp;
+  out[n++] = ND_VARIANT_EVEN;
+  if (pp < 2 || vpp < 1 || chunks > ND_MAX_CHUNKS || body % chunks == 0) return n;
+  for (v = 0; v < ND_VARIANT_COUNT; v++) {
+    nd_strategy *st = &w->lay[v];
+    st->pp = pp; st->vpp = vpp;
+    if (nd_layout_variant(st, body, v) != 0 || nd_layout_resolve(st, body, mtp, NULL, 0) != 0) {
+      if (v == ND_VARIANT_EVEN) return n;
+      continue;
+    }
+    for (j = 0; j < n && v > 0; j++)
+      if (memcmp(w->lay[out[j]].stage_layers, st->stage_layers,
+                 (size_t)chunks * sizeof st->stage_layers[0]) == 0) break;
+    if (v > 0 && j == n) out[n++] = v;
+    /* the even split as Megatron's flags state it: walked (once) under their label */
+    else if (v > 0 && out[j] == ND_VARIANT_EVEN) out[j] = v;  /* lay[v] equals it */
+  }
+  return n;
 }
 
 static void emit (walker *w, nd_candidate *c) {
@@ -498,9 +537,11 @@ static void walk (walker *w) {
               nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
               for (ix = 0; ix < nx; ix++) {
                 int etp = xv[ix];
-                int vmax = imin(imin(4, pp), b->layers / pp > 0 ? b->layers / pp : 1);
-                nv = loop_values(&D[ND_DIM_VPP], 0, vmax, vv);
+                nv = loop_values(&D[ND_DIM_VPP], 0, vpp_bound(b, pp), vv);
                 for (iv = 0; iv < nv; iv++) {
+                  /* uneven (pp, vpp): each distinct layout variant, its own candidate */
+                  int il, lvs[ND_VARIANT_COUNT], nl = layout_variants(w, pp, vv[iv], lvs);
+                  for (il = 0; il < nl; il++)
                   for (iz = 0; iz < nz; iz++) {
                     for (sp = 0; sp <= 1; sp++) {
                       nd_candidate c;
@@ -511,6 +552,7 @@ static void walk (walker *w) {
                       c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
                       c.zero = (unsigned char)zv[iz]; c.sp = (unsigned char)sp;
                       c.recompute = (unsigned char)rv[ir];
+                      c.layout = (unsigned char)lvs[il];
                       emit(w, &c);
                       if (w->status != ND_SEARCH_OK) return;
                     }

@@ -74,22 +74,217 @@ static int refuse (char *err, size_t len, const char *fmt, ...) {
 }
 
 /*
-** The even layout: body layers spread over pp*vpp chunks (the remainder going to the
-** middle stages, which carry neither the embedding nor the head), MTP layers on the last.
-** Stored per stage in stage_layers; chunks of one stage hold equal shares.
+** The degrees against the job, every product in 64 bits and bounded by the device count
+** (or the chunk bound) before the next factor, so none wraps. Fills nothing.
 */
-static void even_layout (nd_strategy *st, int body, int mtp) {
-  int p = st->pp, s, base = body / p, extra = body % p;
-  for (s = 0; s < p; s++) st->stage_layers[s] = base;
-  /* extra < p, so stages 1..extra absorb it: stage 0 keeps the most micro-batches in
-     flight and the embedding, so it never takes more */
-  for (s = 1; s <= extra; s++) st->stage_layers[s]++;
-  st->stage_layers[p - 1] += mtp;
+static int check_degrees (const nd_strategy *st, const nd_job *job, char *err, size_t errlen) {
+  long long mp, n = job->devices;
+  if (st->pp > ND_MAX_STAGES)
+    return refuse(err, errlen, "degree out of bounds: pp %d over %d", st->pp, ND_MAX_STAGES);
+  if ((long long)st->pp * st->vpp > ND_MAX_CHUNKS)
+    return refuse(err, errlen, "degree out of bounds: pp*vpp = %lld chunks over %d",
+                  (long long)st->pp * st->vpp, ND_MAX_CHUNKS);
+  if (st->tp > n || st->cp > n || st->pp > n || st->dp > n)
+    return refuse(err, errlen, "degree out of bounds: a degree over the %d devices "
+                  "(dp %d tp %d cp %d pp %d)", job->devices, st->dp, st->tp, st->cp, st->pp);
+  mp = (long long)st->tp * st->cp;  /* each factor <= n < 2^31: no product wraps */
+  if (mp > n || mp * st->pp > n)
+    return refuse(err, errlen, "devices: tp*cp*pp = %lld is over the %d devices",
+                  mp > n ? mp : mp * st->pp, job->devices);
+  mp *= st->pp;
+  if (st->dp == 0) {
+    if (n % mp != 0)
+      return refuse(err, errlen, "devices: %d is not a multiple of tp*cp*pp = %lld",
+                    job->devices, mp);
+  }
+  else if ((long long)st->dp * mp != n)
+    return refuse(err, errlen, "devices: dp*tp*cp*pp = %lld, not the %d devices",
+                  (long long)st->dp * mp, job->devices);
+  if ((long long)st->mbs > job->global_batch || (long long)st->mb > job->global_batch)
+    return refuse(err, errlen, "global batch: mbs %d or mb %d over the global batch %lld",
+                  st->mbs, st->mb, job->global_batch);
+  return 0;
+}
+
+/* The accounting flags as Megatron spells them, for messages. */
+static const char *account_flags (int bits) {
+  switch (bits) {
+    case ND_ACCOUNT_EMBEDDING: return "--account-for-embedding-in-pipeline-split";
+    case ND_ACCOUNT_LOSS: return "--account-for-loss-in-pipeline-split";
+    case ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS:
+      return "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split";
+    default: return "no accounting flag";
+  }
+}
+
+/* Whether Megatron's accounting split (bits) takes body layers on pp x vpp chunks. */
+static int account_fits (int body, int pp, int vpp, int bits) {
+  int n = body + ((bits & ND_ACCOUNT_EMBEDDING) != 0) + ((bits & ND_ACCOUNT_LOSS) != 0);
+  return n % pp == 0 && (n / pp) % vpp == 0;
+}
+
+/* A hint for a split that does not divide: the accounting flags that would, if any. */
+static void account_hint (char *hint, size_t len, int body, int pp, int vpp, int bits) {
+  static const int order[3] = {ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS, ND_ACCOUNT_EMBEDDING,
+                               ND_ACCOUNT_LOSS};
+  int i;
+  hint[0] = '\0';
+  for (i = 0; i < 3; i++)
+    if (order[i] != bits && account_fits(body, pp, vpp, order[i])) {
+      int n = body + ((order[i] & ND_ACCOUNT_EMBEDDING) != 0) + ((order[i] & ND_ACCOUNT_LOSS) != 0);
+      snprintf(hint, len, " (%d layers%s%s split into %d chunks of %d with %s)", body,
+               order[i] & ND_ACCOUNT_EMBEDDING ? " + embedding" : "",
+               order[i] & ND_ACCOUNT_LOSS ? " + loss" : "", pp * vpp, n / (pp * vpp),
+               account_flags(order[i]));
+      return;
+    }
+}
+
+/*
+** Megatron's --account-for-embedding/loss-in-pipeline-split: the embedding (loss) counts
+** as one layer, the body+flags layers split evenly over pp stages and each stage's over
+** its vpp chunks; the first chunk of the first stage (the last chunk of the last stage)
+** builds one decoder layer fewer.
+*/
+static int account_layout (nd_strategy *st, int body, char *err, size_t errlen) {
+  int bits = st->account, pp = st->pp, v = st->vpp, k, n, per;
+  char hint[200];
+  n = body + ((bits & ND_ACCOUNT_EMBEDDING) != 0) + ((bits & ND_ACCOUNT_LOSS) != 0);
+  if (!account_fits(body, pp, v, bits)) {
+    account_hint(hint, sizeof hint, body, pp, v, bits);
+    if (n % pp != 0)
+      return refuse(err, errlen, "layout: %d layers with %s do not divide over pp %d%s", n,
+                    account_flags(bits), pp, hint);
+    return refuse(err, errlen, "layout: %d layers per stage with %s do not divide over vpp "
+                  "%d%s", n / pp, account_flags(bits), v, hint);
+  }
+  per = n / (pp * v);
+  for (k = 0; k < pp * v; k++) st->stage_layers[k] = per;
+  if (bits & ND_ACCOUNT_EMBEDDING) st->stage_layers[0]--;
+  if (bits & ND_ACCOUNT_LOSS) st->stage_layers[pp * v - 1]--;
+  return 0;
+}
+
+/*
+** Megatron's --decoder-first/last-pipeline-num-layers: the first (last) stage holds that
+** many layers, each a multiple of vpp; the middle stages split the rest evenly, each a
+** multiple of vpp; no middle layers without middle stages, nor the reverse.
+*/
+static int first_last_layout (nd_strategy *st, int body, char *err, size_t errlen) {
+  int pp = st->pp, v = st->vpp, f = st->first_layers, l = st->last_layers, mid = pp, rest = body;
+  int s, c, per = 0;
+  if (f < 0 || l < 0)
+    return refuse(err, errlen, "layout: first and last stage layers must be larger than 0");
+  if ((f && f % v) || (l && l % v))
+    return refuse(err, errlen, "layout: the first (%d) and last (%d) stage layers must be "
+                  "multiples of vpp %d", f, l, v);
+  if (f) { rest -= f; mid--; }
+  if (l) { rest -= l; mid--; }
+  if (mid < 0 || rest < 0 || (rest != 0) != (mid != 0))
+    return refuse(err, errlen, "layout: %d middle layers remain for %d middle stages "
+                  "(first %d, last %d of %d layers on pp %d)", rest, mid < 0 ? 0 : mid, f, l,
+                  body, pp);
+  if (mid > 0) {
+    char hint[200];
+    account_hint(hint, sizeof hint, body, pp, v, 0);
+    if (rest % mid != 0)
+      return refuse(err, errlen, "layout: %d middle layers do not divide over %d middle "
+                    "stages%s", rest, mid, hint);
+    per = rest / mid;
+    if (per % v != 0)
+      return refuse(err, errlen, "layout: %d layers per middle stage do not divide over vpp "
+                    "%d%s", per, v, hint);
+  }
+  for (s = 0; s < pp; s++) {
+    int n = s == 0 && f ? f : s == pp - 1 && l ? l : per;
+    for (c = 0; c < v; c++) st->stage_layers[c * pp + s] = n / v;
+  }
+  return 0;
+}
+
+/*
+** The even split: body layers over the pp*vpp chunks in layer order, the remainder one
+** each to chunks 1, 2, ... (never the first, which carries the embedding and keeps the
+** most micro-batches in flight; for vpp 1 these are stages 1..remainder). Megatron runs
+** it as its plain split when it divides, else through a layout string.
+*/
+static void even_layout (nd_strategy *st, int body) {
+  int n = st->pp * st->vpp, k, base = body / n, extra = body % n;
+  for (k = 0; k < n; k++) st->stage_layers[k] = base + (k >= 1 && k <= extra);
+}
+
+/* An explicit layout (chunk sizes or a string): its counts against the model, and the MTP
+   layers in one chunk, the last of its stage. */
+static int check_explicit (const nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
+  int n = st->pp * st->vpp, k, sum = 0, at = -1, pos = 0;
+  for (k = 0; k < n; k++) {
+    if (st->stage_layers[k] < 0)
+      return refuse(err, errlen, "stage_layers: chunk %d has a negative count", k);
+    sum += st->stage_layers[k];
+  }
+  if (st->explicit_layout == ND_LAYOUT_STRING) {
+    if (st->layout_mtp != mtp)
+      return refuse(err, errlen, "layout: the layout places %d MTP layers, the model has %d",
+                    st->layout_mtp, mtp);
+    if (sum - mtp != body)
+      return refuse(err, errlen, "layout: the layout places %d decoder layers, the model "
+                    "has %d", sum - mtp, body);
+  }
+  else if (sum != body + mtp)
+    return refuse(err, errlen, "stage_layers: the %s hold %d layers, the model has %d",
+                  st->vpp > 1 ? "chunks" : "stages", sum, body + mtp);
+  for (k = 0; k < n && mtp > 0; pos += st->stage_layers[k], k++) {
+    int lo = pos, hi = pos + st->stage_layers[k];
+    if (hi <= body || lo >= body + mtp) continue;
+    if (at >= 0 || lo > body || hi < body + mtp)
+      return refuse(err, errlen, "layout: every MTP layer must be in one chunk");
+    at = k;
+  }
+  if (at >= 0 && at / st->pp != st->vpp - 1)
+    return refuse(err, errlen, "layout: the MTP layers must be in the last chunk of their "
+                  "stage");
+  return 0;
+}
+
+/* The layout of a strategy whose degrees are valid: Megatron's conflicts, then one rule. */
+static int resolve_layout (nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
+  int n = st->pp * st->vpp, fl = st->first_layers || st->last_layers;
+  if (st->account & ~(ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS))
+    return refuse(err, errlen, "layout: unknown accounting bits %u", (unsigned)st->account);
+  if (st->explicit_layout > ND_LAYOUT_STRING)
+    return refuse(err, errlen, "layout: unknown layout source %u", (unsigned)st->explicit_layout);
+  if (st->explicit_layout && (fl || st->account))
+    return refuse(err, errlen, "layout: %s cannot be set with other pipeline layout "
+                  "arguments (first/last stage layers, accounting flags)",
+                  st->explicit_layout == ND_LAYOUT_STRING ? "--pipeline-model-parallel-layout"
+                                                          : "stage_layers");
+  if (fl && st->account)
+    return refuse(err, errlen, "layout: --decoder-first/last-pipeline-num-layers cannot be "
+                  "set with %s", account_flags(st->account));
+  /* entries past pp*vpp are not part of the layout (and not cleared: resolve is hot) */
+  if (st->explicit_layout) return check_explicit(st, body, mtp, err, errlen);
+  if (fl) { if (first_last_layout(st, body, err, errlen) != 0) return -1; }
+  else if (st->account) { if (account_layout(st, body, err, errlen) != 0) return -1; }
+  else even_layout(st, body);
+  st->stage_layers[n - 1] += mtp;  /* MTP with the loss: the last chunk of the last stage */
+  return 0;
+}
+
+int nd_layout_resolve (nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
+  if (st->pp < 1 || st->vpp < 1 || st->pp > ND_MAX_STAGES
+      || (long long)st->pp * st->vpp > ND_MAX_CHUNKS)
+    return refuse(err, errlen, "degree out of bounds: pp %d x vpp %d (at most %d chunks)",
+                  st->pp, st->vpp, ND_MAX_CHUNKS);
+  if (body < 1 || mtp < 0 || body + mtp > ND_MAX_LAYERS)
+    return refuse(err, errlen, "layout: %d body and %d MTP layers", body, mtp);
+  if (st->vpp > 1 && st->pp == 1)
+    return refuse(err, errlen, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
+  return resolve_layout(st, body, mtp, err, errlen);
 }
 
 int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
                          char *err, size_t errlen) {
-  int body = (int)m->num_layers, mtp = (int)m->mtp_layers, s, sum = 0, explicit_layout = 0;
+  int body = (int)m->num_layers, mtp = (int)m->mtp_layers, s;
   long long per_replica;
   if (st->tp < 1 || st->pp < 1 || st->cp < 1 || st->ep < 1 || st->etp < 1 || st->vpp < 1
       || st->mbs < 1 || st->dp < 0 || st->mb < 0)
@@ -99,18 +294,8 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
   if (job->devices < 1) return refuse(err, errlen, "devices: must be at least 1");
   if (job->seq_len < 1) return refuse(err, errlen, "seq_len: must be at least 1");
   if (job->global_batch < 1) return refuse(err, errlen, "global_batch: must be at least 1");
-  if (st->pp > ND_MAX_STAGES)
-    return refuse(err, errlen, "degree out of bounds: pp %d over %d", st->pp, ND_MAX_STAGES);
-  if (st->dp == 0) {
-    long long mp = (long long)st->tp * st->cp * st->pp;
-    if (job->devices % mp != 0)
-      return refuse(err, errlen, "devices: %d is not a multiple of tp*cp*pp = %lld",
-                    job->devices, mp);
-    st->dp = (int)(job->devices / mp);
-  }
-  if ((long long)st->dp * st->tp * st->cp * st->pp != job->devices)
-    return refuse(err, errlen, "devices: dp*tp*cp*pp = %lld, not the %d devices",
-                  (long long)st->dp * st->tp * st->cp * st->pp, job->devices);
+  if (check_degrees(st, job, err, errlen) != 0) return -1;
+  if (st->dp == 0) st->dp = (int)(job->devices / ((long long)st->tp * st->cp * st->pp));
   /* model divisibility */
   if (m->num_heads % st->tp != 0)
     return refuse(err, errlen, "degree out of bounds: tp %d does not divide %lld heads",
@@ -155,11 +340,8 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
   if (st->vpp > 1) st->schedule = ND_SCHED_INTERLEAVED;
   else if (st->schedule == ND_SCHED_INTERLEAVED) st->schedule = ND_SCHED_1F1B;
   if (st->schedule == ND_SCHED_INTERLEAVED) {
-    if (st->pp == 1)
-      return refuse(err, errlen, "filtered out: interleaving (vpp %d) needs pp > 1", st->vpp);
-    if (body % (st->pp * st->vpp) != 0)
-      return refuse(err, errlen, "filtered out: %d layers do not split into pp*vpp = %d "
-                    "equal chunks", body, st->pp * st->vpp);
+    if (st->pp == 1)  /* Megatron: interleaving needs pp > 1 (with its p2p overlap) */
+      return refuse(err, errlen, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
     if (st->mb % st->pp != 0)
       return refuse(err, errlen, "filtered out: interleaving needs micro-batches (%d) to "
                     "be a multiple of pp (%d)", st->mb, st->pp);
@@ -176,25 +358,7 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
   if (st->zero == 3 && st->pp > 1)
     return refuse(err, errlen, "filtered out: ZeRO-3 does not combine with pipeline "
                   "parallelism");
-  /* layout */
-  for (s = 0; s < st->pp; s++) {
-    if (st->stage_layers[s] < 0)
-      return refuse(err, errlen, "stage_layers: stage %d has a negative count", s);
-    if (st->stage_layers[s] > 0) explicit_layout = 1;
-    sum += st->stage_layers[s];
-  }
-  for (s = st->pp; s < ND_MAX_STAGES; s++) st->stage_layers[s] = 0;
-  if (explicit_layout) {
-    if (st->vpp > 1)
-      return refuse(err, errlen, "stage_layers: an explicit layout needs vpp = 1");
-    if (sum != body + mtp)
-      return refuse(err, errlen, "stage_layers: the stages hold %d layers, the model has %d",
-                    sum, body + mtp);
-    for (s = 0; s < st->pp; s++)
-      if (st->stage_layers[s] == 0)
-        return refuse(err, errlen, "stage_layers: stage %d has no layer", s);
-  }
-  else even_layout(st, body, mtp);
+  if (resolve_layout(st, body, mtp, err, errlen) != 0) return -1;
   if (st->per_layer)
     for (s = 0; s < body + mtp; s++) {
       if (st->layer_recompute[s] >= ND_RECOMPUTE_COUNT)
@@ -205,30 +369,63 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
   return 0;
 }
 
+static const char *const variant_names[ND_VARIANT_COUNT] = {"even", "account", "first_last"};
+
+const char *nd_layout_variant_name (int variant) {
+  return variant >= 0 && variant < ND_VARIANT_COUNT ? variant_names[variant] : NULL;
+}
+
+int nd_layout_variant (nd_strategy *st, int body, int variant) {
+  static const int order[3] = {ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS, ND_ACCOUNT_EMBEDDING,
+                               ND_ACCOUNT_LOSS};
+  int pp = st->pp, v = st->vpp, i;
+  st->account = 0;
+  st->first_layers = st->last_layers = 0;
+  st->explicit_layout = ND_LAYOUT_RESOLVED;
+  if (variant == ND_VARIANT_EVEN) return 0;
+  if (pp < 2 || v < 1) return -1;
+  if (variant == ND_VARIANT_ACCOUNT) {
+    for (i = 0; i < 3; i++)
+      if (account_fits(body, pp, v, order[i])) { st->account = (unsigned char)order[i]; return 0; }
+    return -1;
+  }
+  if (variant == ND_VARIANT_FIRST_LAST) {
+    long long mid = ((long long)body + (long long)pp * v - 1) / ((long long)pp * v) * v;
+    long long rest = body - (pp - 2) * mid, f;
+    if (rest < 2 * v || rest % v != 0 || rest > 2 * 32767) return -1;
+    f = rest / v / 2 * v;
+    st->first_layers = (short)f;
+    st->last_layers = (short)(rest - f);
+    return 0;
+  }
+  return -1;
+}
+
+int nd_chunk_layers (const nd_strategy *st, int s, int c, int *first) {
+  int k, at = c * st->pp + s, pos = 0;
+  for (k = 0; k < at; k++) pos += st->stage_layers[k];
+  if (first) *first = pos;
+  return st->stage_layers[at];
+}
+
 /*
-** Which layers a stage holds: contiguous for vpp = 1 (DualPipe adds stage pp-1-s as
-** chunk 1); with interleaving, chunk c of stage
-** s holds body layers [(c*pp + s)*L/(pp*vpp), ...) and MTP layers go to the last stage.
+** Which layers a stage holds: chunk c of stage s is chunk c*pp + s in layer order
+** (stage_layers; vpp = 1: one chunk per stage, and DualPipe adds stage pp-1-s as chunk 1).
 ** Calls fn(layer, chunk, ud) for each, in the order the stage runs its chunks.
 */
 void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud) {
-  int i, c;
-  if (st->vpp <= 1) {
-    int first = 0, mirror = st->pp - 1 - s;
-    for (i = 0; i < s; i++) first += st->stage_layers[i];
-    for (i = 0; i < st->stage_layers[s]; i++) fn(first + i, 0, ud);
-    if (st->schedule == ND_SCHED_DUALPIPE && mirror != s) {  /* the reverse direction's stage */
-      for (first = 0, i = 0; i < mirror; i++) first += st->stage_layers[i];
-      for (i = 0; i < st->stage_layers[mirror]; i++) fn(first + i, 1, ud);
-    }
-    return;
+  int i, k, c, pos = 0, p = st->pp;
+  (void)body; (void)mtp;
+  for (c = 0; c < st->vpp; c++) {  /* round c: chunks c*p .. c*p + p-1 in layer order */
+    const int *round = st->stage_layers + c * p;
+    for (k = 0; k < s; k++) pos += round[k];
+    for (i = 0; i < round[s]; i++) fn(pos + i, c, ud);
+    if (c + 1 == st->vpp) break;
+    for (k = s; k < p; k++) pos += round[k];
   }
-  {
-    int per_chunk = body / (st->pp * st->vpp);
-    for (c = 0; c < st->vpp; c++)
-      for (i = 0; i < per_chunk; i++) fn((c * st->pp + s) * per_chunk + i, c, ud);
-    if (s == st->pp - 1)
-      for (i = 0; i < mtp; i++) fn(body + i, st->vpp - 1, ud);
+  if (st->vpp <= 1 && st->schedule == ND_SCHED_DUALPIPE && st->pp - 1 - s != s) {
+    int first, cnt = nd_chunk_layers(st, st->pp - 1 - s, 0, &first);  /* the reverse way */
+    for (i = 0; i < cnt; i++) fn(first + i, 1, ud);
   }
 }

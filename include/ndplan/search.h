@@ -6,7 +6,8 @@
 **
 ** Loop nest (outermost first): recompute, TP, PP, CP (DP = devices / (TP*PP*CP)), MBS
 ** (over the divisors of GBS / (PP*DP); MB = GBS / DP / MBS), EP, ETP, VPP (a range
-** 1..min(4, PP, layers/PP)), ZeRO, SP. Each loop runs over its candidate set in ascending
+** 1..layers/PP: every chunk holds a layer), the layout variant (ND_VARIANT_*: the even
+** split only, unless the layers do not divide into PP*VPP equal chunks), ZeRO, SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
 ** priced and handed to the caller chunk by chunk.
 */
@@ -50,6 +51,7 @@ typedef enum nd_refusal {
   ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
   ND_REFUSE_CP,            /* "CP constraints" */
   ND_REFUSE_BATCH,         /* "global batch" */
+  ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
   ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
   ND_REFUSE_COUNT
 } nd_refusal;
@@ -57,7 +59,8 @@ typedef enum nd_refusal {
 /* One point of the space, compact (the full nd_strategy is rebuilt from it to price). */
 typedef struct nd_candidate {
   int dp, tp, pp, vpp, cp, ep, etp, mbs, mb;
-  unsigned char sp, zero, recompute, pad;
+  unsigned char sp, zero, recompute;
+  unsigned char layout;       /* ND_VARIANT_* of the pipeline layout */
 } nd_candidate;
 
 /* The summary of one priced candidate: what results.csv and the ranking need. */
@@ -125,8 +128,9 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
                    const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
                    nd_search_counts *counts, char *err, size_t errlen);
 
-/* Rebuilds the full strategy of a candidate on top of base. */
-void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_strategy *out);
+/* Rebuilds the full strategy of a candidate on top of base (body: the model's layers). */
+void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int body,
+                            nd_strategy *out);
 
 const char *nd_refusal_label (nd_refusal r);
 const char *nd_dim_name (nd_dim d);

@@ -13,6 +13,19 @@
 #include "ndplan/precision.h"
 
 #define ND_MAX_STAGES 512
+#define ND_MAX_CHUNKS 512        /* pp x vpp model chunks of one layout */
+#define ND_LAYOUT_MAX_CHARS 65536  /* a layout string's expansion (Megatron's repeats) */
+
+/* --account-for-embedding/loss-in-pipeline-split: each counts as one layer in the split */
+#define ND_ACCOUNT_EMBEDDING 1
+#define ND_ACCOUNT_LOSS 2
+
+/* Where stage_layers comes from (nd_strategy.explicit_layout). */
+enum {
+  ND_LAYOUT_RESOLVED = 0,  /* written by nd_strategy_resolve from the fields below */
+  ND_LAYOUT_CHUNKS,        /* given: pp stage sizes (vpp 1) or pp x vpp chunk sizes */
+  ND_LAYOUT_STRING         /* parsed from Megatron's layout string (nd_layout_parse) */
+};
 
 typedef enum nd_schedule {
   ND_SCHED_1F1B = 0,     /* PipeDream-flush: stage s keeps min(p - s, m) micro-batches */
@@ -71,7 +84,15 @@ typedef struct nd_strategy {
   int bf16_first, bf16_last;  /* body layers kept in BF16 at each end (Megatron
                               --num-layers-at-start/end-in-bf16); -1 = the recipe's default */
   int flash_attention;     /* 1 (default): no s^2 score tensors kept, causal blocks skipped */
-  int stage_layers[ND_MAX_STAGES];  /* body+MTP layers per stage; all 0 = even split */
+  /* The pipeline layout, as Megatron-Core states it (strategy.c restates its rules): an
+     even split unless one of account, first/last layers or an explicit layout is set. */
+  unsigned char account;        /* ND_ACCOUNT_* bits */
+  unsigned char explicit_layout;/* ND_LAYOUT_*: whether stage_layers is an input */
+  short first_layers, last_layers;  /* --decoder-first/last-pipeline-num-layers; 0 unset */
+  short layout_mtp;             /* ND_LAYOUT_STRING: the MTP layers the string places */
+  /* body+MTP layers per model chunk, chunk k = c*pp + s (chunk c of stage s: Megatron's
+     layer order), pp*vpp entries; MTP layers follow the body in that order */
+  int stage_layers[ND_MAX_CHUNKS];
 } nd_strategy;
 
 /* The job a strategy runs: model, global batch and sequence, device count. */
@@ -90,6 +111,40 @@ void nd_strategy_init (nd_strategy *st);
 */
 int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
                          char *err, size_t errlen);
+
+/*
+** Parses Megatron's --pipeline-model-parallel-layout (e.g. "Et*3|(tt|)*29,m|L": '|' ends
+** a chunk, E embedding, t decoder, m MTP, L loss, "x*n" and "(...)*n" repeat, commas are
+** cosmetic) into st: stage_layers per chunk, vpp = chunks / pp (st->pp set first; a vpp
+** above 1 already set must agree), explicit_layout = ND_LAYOUT_STRING. Refuses what
+** Megatron refuses of the string alone; the layer counts are checked by resolve.
+** Returns 0, or -1 with a one-line reason labelled "layout".
+*/
+int nd_layout_parse (nd_strategy *st, const char *layout, char *err, size_t errlen);
+
+/* The layout alone (pp, vpp and the layout fields of st; body and MTP layers): the checks
+   and placement nd_strategy_resolve applies, for callers without a whole job. */
+int nd_layout_resolve (nd_strategy *st, int body, int mtp, char *err, size_t errlen);
+
+/* Writes a resolved strategy's layout as a Megatron layout string; returns its length
+   (>= len: truncated), or -1 when the layout cannot be written. */
+int nd_layout_format (const nd_strategy *st, int body, int mtp, char *buf, size_t len);
+
+/*
+** The layout variants the search walks for a (pp, vpp) whose body layers do not divide
+** into pp*vpp equal chunks: the even split (the remainder spread, stated to Megatron as a
+** layout string), Megatron's embedding/loss accounting (both flags, else the embedding's,
+** else the loss's: the first Megatron accepts) and first/last stage layers (the middle
+** stages hold ceil(layers / (pp*vpp)) per chunk, the first and last share the rest, the
+** first the smaller half). nd_layout_variant sets st's layout fields (pp, vpp set) for
+** one; -1 when that variant cannot state this (pp, vpp).
+*/
+enum { ND_VARIANT_EVEN = 0, ND_VARIANT_ACCOUNT, ND_VARIANT_FIRST_LAST, ND_VARIANT_COUNT };
+const char *nd_layout_variant_name (int variant);  /* "even", "account", "first_last" */
+int nd_layout_variant (nd_strategy *st, int body, int variant);
+
+/* Layers (body+MTP) of chunk c of stage s of a resolved strategy, and the first one. */
+int nd_chunk_layers (const nd_strategy *st, int s, int c, int *first);
 
 /*
 ** Calls fn(layer, chunk, ud) for every layer (0-based, body then MTP) that pipeline stage s

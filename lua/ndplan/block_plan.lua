@@ -99,7 +99,7 @@ function M.megatron(args, budget, opts)
     for k, v in pairs(base) do a[k] = copy(v) end
     local u = export.uniform_mode(per)
     if u then a.recompute = u else a.layer_recompute = per end
-    if layout then a.stage_layers = copy(layout) end
+    if layout then require("ndplan.estimate").pin_layout(a, copy(layout)) end
     priced = priced + 1
     return price(a)
   end

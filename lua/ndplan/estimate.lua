@@ -23,7 +23,9 @@ local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "stage_layers", "selective_ops", "layer_offload",
                        "layer_selective_ops", "fp8_param_gather", "bf16_first_layers",
-                       "bf16_last_layers"}
+                       "bf16_last_layers", "account_for_embedding_in_pipeline_split",
+                       "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers",
+                       "decoder_last_pipeline_num_layers", "pipeline_model_parallel_layout"}
 local OTHER_KEYS = {model = true, strict = true, device = true, devices = true,
                     global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
@@ -122,6 +124,14 @@ function M.estimate(args)
       return nil, string.format("%s: %d is out of range (at most %.0f)", k, job[k], LIMIT[k])
     end
   end
+  if type(strategy.pipeline_model_parallel_layout) == "string" then
+    -- a layout string that does not parse is a refusal (nil, message), as its counts are
+    local ok, lay, why = pcall(core.layout, {pp = strategy.pp, vpp = strategy.vpp,
+                                pipeline_model_parallel_layout = strategy.pipeline_model_parallel_layout},
+                               model.num_layers, model.mtp_layers)
+    if not ok then return nil, (tostring(lay):gsub("^pipeline_model_parallel_layout: ", "")) end
+    if not lay and not why:match("^layout: the layout places") then return nil, why end
+  end
   local budget, berr = M.budget(device, args.max_mem)
   if not budget then return nil, berr end
   local result, why
@@ -165,6 +175,20 @@ function M.estimate(args)
   result.stack = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
   add_band(result, model, strategy, sinfo)
   return result
+end
+
+-- The pipeline layout fields under Megatron's names.
+M.LAYOUT_FIELDS = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                   "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                   "pipeline_model_parallel_layout"}
+
+-- pin_layout(args, stage_layers): args now price that resolved layout as given (stage_layers
+-- per stage, or per chunk with vpp), so the flags that produced it are dropped.
+function M.pin_layout(args, stage_layers)
+  if stage_layers == nil then return args end
+  args.stage_layers = stage_layers
+  for _, k in ipairs(M.LAYOUT_FIELDS) do args[k] = nil end
+  return args
 end
 
 M.costs = core.costs

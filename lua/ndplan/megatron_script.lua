@@ -40,24 +40,19 @@ local function reader(parsed)
   return r
 end
 
--- Counts of each layer kind in a --pipeline-model-parallel-layout string (§2.2): stages
--- split by |, x*N repeats one symbol, (…)*N repeats a group, commas are cosmetic.
-local function expand_layout(s)
-  local prev
-  repeat
-    prev = s
-    s = s:gsub("%(([^()]*)%)%*(%d+)", function(body, n) return body:rep(tonumber(n)) end)
-  until s == prev
-  s = s:gsub("(%a)%*(%d+)", function(c, n) return c:rep(tonumber(n)) end):gsub("[,%s]", "")
-  local stages = {}
-  for stage in (s .. "|"):gmatch("([^|]*)|") do
-    local _, t = stage:gsub("t", "")
-    local _, m = stage:gsub("m", "")
-    stages[#stages + 1] = {t = t, m = m}
-  end
-  return stages
+-- layout(st, layers, mtp) -> the resolved pipeline layout of a strategy's layout fields
+-- (Megatron's flags as ndplan.c.estimate.layout takes them: stage_layers per chunk, stages,
+-- vpp, pipeline_layout) | nil, message. The rules and the layout language are the C core's.
+function M.layout(st, layers, mtp)
+  local fields = {pp = st.pp or 1, vpp = st.vpp or 1, stage_layers = st.stage_layers}
+  for _, k in ipairs(M.LAYOUT_FIELDS) do fields[k] = st[k] end
+  local ok, r, err = pcall(require("ndplan.c.estimate").layout, fields, layers, mtp or 0)
+  if not ok then return nil, (tostring(r):gsub("^pipeline_model_parallel_layout: ", "")) end
+  return r, err
 end
-M.expand_layout = expand_layout
+
+-- The pipeline layout fields of a strategy, under Megatron's flag names.
+M.LAYOUT_FIELDS = require("ndplan.estimate").LAYOUT_FIELDS
 
 -- from_parsed(parsed) -> info (raises {message} on a bad value)
 local function from_parsed(parsed)
@@ -87,10 +82,20 @@ local function from_parsed(parsed)
   if r.has("--num-virtual-stages-per-pipeline-rank") then
     st.vpp = r.int("--num-virtual-stages-per-pipeline-rank")
   elseif r.has("--num-layers-per-virtual-pipeline-stage") then
+    -- Megatron: (layers + the accounted embedding and loss) / pp / this; not with first/last
     local per = r.int("--num-layers-per-virtual-pipeline-stage")
-    if L and per > 0 and L % (pp * per) == 0 then st.vpp = L // (pp * per)
-    else error({message = string.format("%s: --num-layers-per-virtual-pipeline-stage %d needs "
-                .. "--num-layers divisible by pp x %d", parsed.source, per, per)}, 0) end
+    local n = L and L + (r.has("--account-for-embedding-in-pipeline-split") and 1 or 0)
+                  + (r.has("--account-for-loss-in-pipeline-split") and 1 or 0)
+    local o = parsed.last["--num-layers-per-virtual-pipeline-stage"]
+    if r.has("--decoder-first-pipeline-num-layers") or r.has("--decoder-last-pipeline-num-layers") then
+      error({message = string.format("%s:%d: --num-layers-per-virtual-pipeline-stage: uneven "
+             .. "first/last stages need --num-virtual-stages-per-pipeline-rank (Megatron)",
+             parsed.source, o.line)}, 0)
+    end
+    if n and pp > 0 and per > 0 and n % pp == 0 and (n // pp) % per == 0 then st.vpp = n // pp // per
+    else error({message = string.format("%s:%d: --num-layers-per-virtual-pipeline-stage %d needs "
+                .. "the layers (%s) per stage (pp %d) divisible by %d", parsed.source, o.line, per,
+                tostring(n), pp, per)}, 0) end
   end
   -- ZeRO: the distributed optimizer shards optimizer states; Megatron-FSDP's strategies
   -- name what is sharded (§2.2)
@@ -125,29 +130,33 @@ local function from_parsed(parsed)
     st.bf16_first_layers = ends and (r.int("--num-layers-at-start-in-bf16") or 1) or 0
     st.bf16_last_layers = ends and (r.int("--num-layers-at-end-in-bf16") or 1) or 0
   end
-  -- stage layout (body layers per stage)
-  local stage_body
-  if r.has("--pipeline-model-parallel-layout") then
-    local stages = expand_layout(r.str("--pipeline-model-parallel-layout"))
-    if #stages == pp then
-      stage_body = {}
-      for s, x in ipairs(stages) do stage_body[s] = x.t end
+  -- the pipeline layout, under Megatron's names (resolved by the core, ndplan.c.estimate)
+  st.account_for_embedding_in_pipeline_split = r.has("--account-for-embedding-in-pipeline-split") or nil
+  st.account_for_loss_in_pipeline_split = r.has("--account-for-loss-in-pipeline-split") or nil
+  st.decoder_first_pipeline_num_layers = r.int("--decoder-first-pipeline-num-layers")
+  st.decoder_last_pipeline_num_layers = r.int("--decoder-last-pipeline-num-layers")
+  st.pipeline_model_parallel_layout = r.str("--pipeline-model-parallel-layout")
+  local stage_body, chunks
+  if L and L > 0 then
+    local lay, why = M.layout(st, L, shape.mtp_layers)
+    if not lay then
+      local o = parsed.last["--pipeline-model-parallel-layout"]
+             or parsed.last["--decoder-first-pipeline-num-layers"]
+             or parsed.last["--decoder-last-pipeline-num-layers"]
+             or parsed.last["--account-for-embedding-in-pipeline-split"]
+             or parsed.last["--account-for-loss-in-pipeline-split"]
+             or parsed.last["--pipeline-model-parallel-size"]
+      error({message = string.format("%s:%d: %s", parsed.source, o and o.line or 0, why)}, 0)
     end
-  elseif L and (r.has("--decoder-first-pipeline-num-layers") or r.has("--decoder-last-pipeline-num-layers")) then
-    local first, last = r.int("--decoder-first-pipeline-num-layers"), r.int("--decoder-last-pipeline-num-layers")
-    local middle_stages = pp - (first and 1 or 0) - (last and 1 or 0)
-    local rest = L - (first or 0) - (last or 0)
-    if middle_stages > 0 and rest % middle_stages == 0 or middle_stages == 0 and rest == 0 then
-      stage_body = {}
-      for s = 1, pp do stage_body[s] = middle_stages > 0 and rest // middle_stages or 0 end
-      if first then stage_body[1] = first end
-      if last then stage_body[pp] = last end
+    st.vpp = lay.vpp > 1 and lay.vpp or st.vpp
+    chunks = lay.stage_layers
+    stage_body = {}  -- decoder layers per stage: the chunks' layers before the MTP ones
+    local pos = 0
+    for k, n in ipairs(chunks) do
+      local s_ = (k - 1) % pp + 1
+      stage_body[s_] = (stage_body[s_] or 0) + math.max(0, math.min(pos + n, L) - pos)
+      pos = pos + n
     end
-  end
-  if stage_body then
-    st.stage_layers = {}
-    for s, n in ipairs(stage_body) do st.stage_layers[s] = n end
-    st.stage_layers[pp] = st.stage_layers[pp] + shape.mtp_layers
   end
   -- recompute (§2.2): selective is global; full is uniform (every layer, in chunks) or
   -- block (the first N layers of each pipeline stage, per model chunk)
@@ -185,7 +194,8 @@ local function from_parsed(parsed)
     local per, nodes = r.int("--nproc-per-node"), r.int("--nnodes") or 1
     return per and per * nodes or nil
   end)
-  local info = {strategy = st, job = job, shape = shape, stage_body = stage_body}
+  local info = {strategy = st, job = job, shape = shape, stage_body = stage_body,
+                chunk_layers = chunks}
   if ok then job.devices = devices else info.devices_error = devices.message end
   return info
 end
@@ -195,8 +205,8 @@ end
 function M.block_modes(st, n, layers, mtp)
   local export = require "ndplan.export"
   local ctx = {layers = layers, mtp = mtp}
-  local s = {pp = st.pp or 1, vpp = st.vpp or 1,
-             stage_layers = st.stage_layers or export.even_layout(layers, mtp, st.pp or 1)}
+  local lay = assert(M.layout(st, layers, mtp))
+  local s = {pp = st.pp or 1, vpp = lay.vpp, stage_layers = lay.stages, chunk_layers = lay.stage_layers}
   local full = {}
   for g = 1, #export.groups(ctx, s) do full[g] = n end
   return export.from_prefixes(ctx, s, full)
@@ -293,10 +303,11 @@ function M.fill_options(spec, argv, opts)
     if info.devices_error then cli.fail(info.devices_error) end
     fill("devices", info.job.devices)
   end
-  if st.stage_layers then
-    local list = {}
-    for i, n in ipairs(st.stage_layers) do list[i] = tostring(n) end
-    fill("stage-layers", table.concat(list, ","))
+  for _, k in ipairs(M.LAYOUT_FIELDS) do
+    local v = st[k]
+    if v == true then
+      if not given(k:gsub("_", "-")) then opts[k:gsub("_", "-")] = true end
+    elseif v ~= nil then fill((k:gsub("_", "-")), v) end
   end
   if not opts.model then opts.model = cli.check(M.model_config(info, path)) end
   if st.recompute_block and not st.layer_recompute then  -- block needs the layer count

@@ -111,7 +111,8 @@ local function price(args, per_layer, stage_layers, layer_ops)
   local a = {}
   for k, v in pairs(args) do a[k] = v end
   a.recompute, a.recompute_modes, a.layout = nil, nil, nil
-  a.layer_recompute, a.stage_layers, a.layer_selective_ops = per_layer, stage_layers, layer_ops
+  a.layer_recompute, a.layer_selective_ops = per_layer, layer_ops
+  require("ndplan.estimate").pin_layout(a, stage_layers)
   return require("ndplan").estimate(a)
 end
 
@@ -158,7 +159,7 @@ function M.potentials(args, model, first, limit)
   local full_args = {}
   for k, v in pairs(args) do full_args[k] = v end
   full_args.recompute, full_args.recompute_modes, full_args.layout = "full", nil, nil
-  full_args.stage_layers = first.stage_layers
+  require("ndplan.estimate").pin_layout(full_args, first.stage_layers)
   local full = assert(require("ndplan").estimate(full_args))
   local kept = {first}
   local current = first

@@ -12,7 +12,7 @@ local M = {}
 
 -- The dimensions in table order, and the loop order of the walk (documented in search.h).
 M.DIMS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"}
-M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "zero", "sp"}
+M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "layout", "zero", "sp"}
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, strict = true, device = true, devices = true,
@@ -223,7 +223,11 @@ function M.estimate_args(st, info)
     bf16_first_layers = info.space.bf16_first_layers,
     bf16_last_layers = info.space.bf16_last_layers,
     flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
-    costs = info.costs, stack = info.stack}
+    costs = info.costs, stack = info.stack,
+    account_for_embedding_in_pipeline_split = st.account_for_embedding_in_pipeline_split,
+    account_for_loss_in_pipeline_split = st.account_for_loss_in_pipeline_split,
+    decoder_first_pipeline_num_layers = st.decoder_first_pipeline_num_layers,
+    decoder_last_pipeline_num_layers = st.decoder_last_pipeline_num_layers}
 end
 
 function M.detail(row, info)
@@ -234,6 +238,7 @@ function M.detail(row, info)
   local r, why = estimate.estimate(args)
   if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
   r.rank = row.rank
+  r.strategy.layout = row.strategy.layout  -- the layout variant the walk priced
   r.objective = row.objective
   r.index = row.index
   return r
@@ -262,7 +267,8 @@ function M.bounds_line(info)
   local b = info.bounds
   return string.format("The search bounds TP up to %d (the model's KV heads), PP up to %d "
     .. "(%d layers, a batch of %d), CP up to %d (the sequence), EP up to %d (the model's "
-    .. "experts), VPP up to %d, MBS up to %d; loops: %s", b.tp, b.pp, b.layers,
+    .. "experts), VPP up to %d (layers / PP: a layer per chunk), MBS up to %d; uneven "
+    .. "splits walk the even, accounting and first/last layouts; loops: %s", b.tp, b.pp, b.layers,
     info.job.global_batch, b.cp, b.ep, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end
 

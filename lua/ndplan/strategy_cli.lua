@@ -34,7 +34,12 @@ M.OPTIONS = {
   {name = "num-layers-at-start-in-bf16", arg = "N", help = "body layers kept in BF16 at the start (default: the recipe's; nvfp4 2)"},
   {name = "num-layers-at-end-in-bf16", arg = "N", help = "body layers kept in BF16 at the end (default: the recipe's; nvfp4 8)"},
   {name = "no-flash", help = "attention without flash (keeps the s^2 scores)"},
-  {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14"},
+  {name = "stage-layers", arg = "LIST", help = "layers per stage, e.g. 15,16,16,14 (with --vpp: pp*vpp chunk sizes in layer order)"},
+  {name = "account-for-embedding-in-pipeline-split", help = "Megatron: the embedding counts as one layer in the pipeline split"},
+  {name = "account-for-loss-in-pipeline-split", help = "Megatron: the loss counts as one layer in the pipeline split"},
+  {name = "decoder-first-pipeline-num-layers", arg = "N", help = "Megatron: layers of the first stage (a multiple of vpp)"},
+  {name = "decoder-last-pipeline-num-layers", arg = "N", help = "Megatron: layers of the last stage (a multiple of vpp)"},
+  {name = "pipeline-model-parallel-layout", arg = "STRING", help = "Megatron's layout string, e.g. 'Et*3|(tt|)*29,m|L' (sets vpp)"},
   {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
   {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
   {name = "stack", arg = "NAME|PATH", default = "megatron-core",
@@ -161,6 +166,11 @@ function M.args(spec, argv, opts)
     end
     args.stage_layers = list
   end
+  args.account_for_embedding_in_pipeline_split = opts["account-for-embedding-in-pipeline-split"] or nil
+  args.account_for_loss_in_pipeline_split = opts["account-for-loss-in-pipeline-split"] or nil
+  args.decoder_first_pipeline_num_layers = int("decoder-first-pipeline-num-layers")
+  args.decoder_last_pipeline_num_layers = int("decoder-last-pipeline-num-layers")
+  args.pipeline_model_parallel_layout = opts["pipeline-model-parallel-layout"]
   if opts.layout then
     if opts.layout ~= "even" and opts.layout ~= "balanced" then
       cli.fail("--layout: expected even or balanced, got '" .. opts.layout .. "'", cli.EXIT_USAGE)

@@ -152,7 +152,8 @@ recompute: [off, full]
     local marker = os.tmpname()
     os.remove(marker)
     local path = R.tempfile(string.format(
-      "return {objective = function(e) os.execute('touch %s') return e.step_time_s end}\n", marker), ".lua")
+      "local done\nreturn {objective = function(e) if not done then done = true; "
+      .. "os.execute('touch %s') end return e.step_time_s end}\n", marker), ".lua")
     local r = R.run(with("--policy", path))
     assert.equal(1, r.code)
     assert.matches("policy error in objective: .*field 'execute'", r.err)

@@ -321,6 +321,7 @@ static void make_strategy (rd *r, const nd_model_spec *m, nd_strategy *st, nd_jo
   st->flash_attention = !((u8(r) & 7) == 0);
   if (st->vpp == 1 && (u8(r) & 3) == 0 && st->pp <= total) {  /* explicit layout */
     int left = total;
+    st->explicit_layout = ND_LAYOUT_CHUNKS;
     for (i = 0; i < st->pp; i++) {
       int rest = st->pp - i - 1, give = rest == 0 ? left : (int)range(r, 1, left - rest);
       st->stage_layers[i] = give;

@@ -252,7 +252,7 @@ describe("ndplan.export", function()
     -- torchtitan states a first, middle and last size: the nearest is an even split
     local tt, tnotes, trounded = export.export("torchtitan", p)
     assert.same({{kind = "rounded", field = "stage_layers", plan = "7,9,8,8", file = "8,8,8,8",
-                  why = "torchtitan states layers per stage and how many fewer the first and last hold"}},
+                  why = "torchtitan states layers per (virtual) stage and how many fewer the first and last hold"}},
                 tnotes)
     assert.same({8, 8, 8, 8}, trounded.stage_layers)
     assert.matches("pipeline_parallel_layers_per_stage 8\n", tt)
@@ -335,11 +335,14 @@ describe("ndplan.megatron_script", function()
   end)
 
   it("expands Megatron's layout strings", function()
-    local stages = script.expand_layout("Et*3|(tt|)*29,m|L")
-    assert.equal(32, #stages)
-    assert.same({t = 3, m = 0}, stages[1])
-    assert.same({t = 2, m = 0}, stages[30])
-    assert.same({t = 0, m = 1}, stages[31])
+    local lay = assert(script.layout({pp = 16, pipeline_model_parallel_layout = "Et*3|(tt|)*29,m|L"},
+                                     61, 1))
+    assert.equal(2, lay.vpp)
+    assert.equal(32, #lay.stage_layers)
+    assert.equal(3, lay.stage_layers[1])
+    assert.equal(2, lay.stage_layers[30])
+    assert.equal(1, lay.stage_layers[31])  -- the MTP layer: the last chunk of stage 14
+    assert.equal(0, lay.stage_layers[32])  -- the loss alone
   end)
 
   it("names the file, line and flag of a value it cannot resolve", function()

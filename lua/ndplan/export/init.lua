@@ -127,7 +127,17 @@ function M.context(plan)
     stages = {}
     for i, s in ipairs(plan.result.stages) do stages[i] = s.layers end
   end
-  st.stage_layers = copy(stages) or M.even_layout(layers, mtp, st.pp)
+  stages = copy(stages) or M.even_layout(layers, mtp, st.pp)
+  st.vpp = st.vpp or 1
+  if st.vpp > 1 and #stages == st.pp * st.vpp then  -- chunk sizes in layer order
+    st.chunk_layers = stages
+    stages = {}
+    for k, n in ipairs(st.chunk_layers) do
+      local s = (k - 1) % st.pp + 1
+      stages[s] = (stages[s] or 0) + n
+    end
+  end
+  st.stage_layers = stages
   if #st.stage_layers ~= st.pp then
     return nil, string.format("export: %d stage sizes for pp %d", #st.stage_layers, st.pp)
   end
@@ -149,6 +159,12 @@ function M.groups(ctx, st)
   local out, first = {}, 0
   if st.vpp <= 1 then
     for _, n in ipairs(st.stage_layers) do
+      out[#out + 1] = {first = first, count = n}
+      first = first + n
+    end
+  elseif st.chunk_layers or #(st.stage_layers or {}) == st.pp * st.vpp then
+    -- chunk sizes in layer order (body+MTP), as nd.estimate's result gives them
+    for _, n in ipairs(st.chunk_layers or st.stage_layers) do
       out[#out + 1] = {first = first, count = n}
       first = first + n
     end
@@ -273,7 +289,7 @@ local function effective(st, field)
   end
   if field == "zero" then return st.dp > 1 and st.zero or 0 end
   if field == "schedule" then return st.pp > 1 and st.schedule or "-" end
-  if field == "stage_layers" then return st.vpp <= 1 and st.stage_layers or {} end
+  if field == "stage_layers" then return st.vpp <= 1 and st.stage_layers or st.chunk_layers or {} end
   return st[field]
 end
 
@@ -346,7 +362,8 @@ function M.estimate_args(ctx, st)
   end
   local u = M.uniform_mode(st.layer_recompute)
   if u then args.recompute = u else args.layer_recompute = copy(st.layer_recompute) end
-  if st.vpp <= 1 then args.stage_layers = copy(st.stage_layers) end
+  if st.vpp <= 1 then args.stage_layers = copy(st.stage_layers)
+  elseif st.chunk_layers then args.stage_layers = copy(st.chunk_layers) end
   return args
 end
 

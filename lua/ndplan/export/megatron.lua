@@ -153,34 +153,53 @@ local function choose_recompute(ctx, said, plan, opts, why)
   return desc, info
 end
 
--- Layout flags for the body layers per stage: first/last when the middle is even,
--- otherwise the explicit --pipeline-model-parallel-layout (both §2.2).
+-- Megatron's layout flags for the plan's layout (body+MTP per chunk, layer order), the
+-- first form whose layout (resolved by the core, ndplan.megatron_script.layout) is exactly
+-- the plan's: the plain split; the accounting flags; first/last stage layers (with
+-- --num-virtual-stages-per-pipeline-rank, as Megatron asks); else the layout string.
+local function same(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
 local function layout_flags(ctx, st)
-  if st.pp <= 1 or st.vpp > 1 then return {} end
-  local body = export.copy(st.stage_layers)
-  body[st.pp] = body[st.pp] - ctx.mtp
-  local even = true
-  for s = 2, st.pp do even = even and body[s] == body[1] end
-  if even and ctx.mtp == 0 then return {} end
-  local mid, ok = body[2], true
-  for s = 2, st.pp - 1 do ok = ok and body[s] == mid end
-  if ok then
-    local out = {}
-    if st.pp == 2 or body[1] ~= mid then
-      out[#out + 1] = "--decoder-first-pipeline-num-layers"; out[#out + 1] = body[1]
-    end
-    if st.pp == 2 or body[st.pp] ~= mid then
-      out[#out + 1] = "--decoder-last-pipeline-num-layers"; out[#out + 1] = body[st.pp]
-    end
-    if #out == 0 then return {} end
-    return out
+  if st.pp <= 1 then return {} end
+  local want = st.vpp > 1 and st.chunk_layers or st.stage_layers
+  if st.vpp > 1 and not want then return {"--num-layers-per-virtual-pipeline-stage", ctx.layers // (st.pp * st.vpp)} end
+  local function says(fields)
+    fields.pp, fields.vpp = st.pp, st.vpp
+    local lay = script.layout(fields, ctx.layers, ctx.mtp)
+    return lay and same(lay.stage_layers, want)
   end
-  local stages = {}
-  for s = 1, st.pp do
-    stages[s] = (s == 1 and "E" or "") .. (body[s] > 0 and ("t*" .. body[s]) or "")
-                .. (s == st.pp and (ctx.mtp > 0 and ("m*" .. ctx.mtp) or "") .. "L" or "")
+  local function vpp_per(extra)
+    if st.vpp <= 1 then return {} end
+    return {"--num-layers-per-virtual-pipeline-stage", (ctx.layers + extra) // (st.pp * st.vpp)}
   end
-  return {"--pipeline-model-parallel-layout", table.concat(stages, "|")}
+  -- (ndplan's even split spreads a remainder: Megatron's plain split has none)
+  if ctx.layers % (st.pp * st.vpp) == 0 and says({}) then return vpp_per(0) end
+  local E, Lo = "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"
+  for _, a in ipairs({{true, true}, {true, false}, {false, true}}) do
+    if says({[E] = a[1] or nil, [Lo] = a[2] or nil}) then
+      local out = vpp_per((a[1] and 1 or 0) + (a[2] and 1 or 0))
+      if a[1] then out[#out + 1] = "--account-for-embedding-in-pipeline-split" end
+      if a[2] then out[#out + 1] = "--account-for-loss-in-pipeline-split" end
+      return out
+    end
+  end
+  -- first/last: the first and last stages' body layers, each alone or both
+  local first, last = st.stage_layers[1], st.stage_layers[st.pp] - ctx.mtp
+  local F, Lf = "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
+  for _, c in ipairs({{first, nil}, {nil, last}, {first, last}}) do
+    if (c[1] or 1) > 0 and (c[2] or 1) > 0 and says({[F] = c[1], [Lf] = c[2]}) then
+      local out = st.vpp > 1 and {"--num-virtual-stages-per-pipeline-rank", st.vpp} or {}
+      if c[1] then out[#out + 1] = "--decoder-first-pipeline-num-layers"; out[#out + 1] = c[1] end
+      if c[2] then out[#out + 1] = "--decoder-last-pipeline-num-layers"; out[#out + 1] = c[2] end
+      return out
+    end
+  end
+  local lay = assert(script.layout({pp = st.pp, vpp = st.vpp, stage_layers = want}, ctx.layers, ctx.mtp))
+  return {"--pipeline-model-parallel-layout", lay.pipeline_layout}
 end
 
 -- Megatron offloads the activations of whole layers (--cpu-offloading-num-layers, §2.2):
@@ -285,7 +304,6 @@ function M.render(plan, opts)
   end
   local parallel = {"--tensor-model-parallel-size", said.tp, "--pipeline-model-parallel-size", said.pp}
   local function add(list, ...) for _, v in ipairs({...}) do list[#list + 1] = v end end
-  if said.vpp > 1 then add(parallel, "--num-layers-per-virtual-pipeline-stage", ctx.layers // (said.pp * said.vpp)) end
   for _, v in ipairs(layout_flags(ctx, said)) do parallel[#parallel + 1] = v end
   if said.sp and said.tp > 1 then add(parallel, "--sequence-parallel") end
   if said.cp > 1 then add(parallel, "--context-parallel-size", said.cp) end
@@ -371,8 +389,10 @@ function M.node_size(ctx, devices)
   return devices % 8 == 0 and 8 or devices
 end
 
--- parse(text) -> strategy, job: what the flags say (stage_layers are body+MTP layers per
--- stage, as nd.estimate takes them)
+
+-- parse(text) -> strategy, job: what the flags say, the layout flags under Megatron's names
+-- and stage_layers the layout they resolve to (body+MTP layers per stage, or per chunk with
+-- VPP; give nd.estimate one or the other)
 function M.parse(text, source)
   local info, err = script.read(text, source or M.filename)
   if not info then return nil, err end
@@ -384,10 +404,12 @@ function M.parse(text, source)
   end
   st.recompute_block = nil
   local layers = info.shape.num_layers
+  local lay = layers and assert(script.layout(st, layers, info.shape.mtp_layers))
+  -- the layout the flags resolve to: per stage (vpp 1) or per chunk (body+MTP)
+  st.stage_layers = lay and lay.stage_layers
   if st.offload and layers then  -- the share of the largest stage's layers offloaded
     local mtp = info.shape.mtp_layers
-    local shape = {pp = st.pp, vpp = st.vpp,
-                   stage_layers = st.stage_layers or export.even_layout(layers, mtp, st.pp)}
+    local shape = {pp = st.pp, vpp = st.vpp, stage_layers = lay.stages, chunk_layers = lay.stage_layers}
     st.offload = (st.offload_layers or 0) / largest_group({layers = layers, mtp = mtp}, shape)
   end
   st.offload_layers = nil

@@ -75,17 +75,26 @@ function M.render(plan)
   -- the prior art: DeepSeek-V3's [1 x 15, -1] over 61 + 1 layers)
   local total = ctx.layers + ctx.mtp
   local offset = 0
-  if said.vpp > 1 and ctx.mtp > 0 then
-    -- interleaved: one list of per-stage offsets per chunk round; the even chunks hold
-    -- body / (pp x vpp) layers and the MTP layers join the last stage's last chunk
+  if said.vpp > 1 then
+    -- interleaved: one list of per-stage offsets per chunk round (pp_interleave_num), each
+    -- chunk holding total // (pp x vpp) + its offset layers, MTP counted in the last chunk
+    local base, n, uneven = total // (said.pp * said.vpp), said.pp * said.vpp, false
+    local chunks = said.chunk_layers
+    if not chunks then  -- the even chunks, MTP with the last
+      chunks = {}
+      for k = 1, n do chunks[k] = ctx.layers // n end
+      chunks[n] = chunks[n] + ctx.layers % n + ctx.mtp
+    end
     offset = {}
     for c = 1, said.vpp do
       offset[c] = {}
-      for s = 1, said.pp do offset[c][s] = 0 end
+      for s = 1, said.pp do
+        offset[c][s] = chunks[(c - 1) * said.pp + s] - base
+        uneven = uneven or offset[c][s] ~= 0
+      end
     end
-    -- (total // (pp x vpp) is the body's share while MTP layers are fewer than chunks)
-    offset[said.vpp][said.pp] = ctx.mtp
-  elseif said.vpp <= 1 then
+    if not uneven then offset = 0 end
+  else
     local base, uneven = total // said.pp, false
     offset = {}
     for s = 1, said.pp do
@@ -139,12 +148,24 @@ function M.parse(text, opts)
   local layers, mtp = mc.num_layers, mc.mtp_depth or 0
   if not (layers and st.pp) then return st, job end
   local total = layers + mtp
-  local stages = {}
-  for s = 1, st.pp do
-    stages[s] = total // st.pp + (type(mc.offset) == "table" and mc.offset[s] or mc.offset or 0)
+  local stages, chunks = {}, nil
+  if st.vpp > 1 and type(mc.offset) == "table" and type(mc.offset[1]) == "table" then
+    chunks = {}  -- per chunk round, per stage (body+MTP)
+    local base = total // (st.pp * st.vpp)
+    for c = 1, st.vpp do
+      for s = 1, st.pp do
+        local k = (c - 1) * st.pp + s
+        chunks[k] = base + (mc.offset[c] and mc.offset[c][s] or 0)
+        stages[s] = (stages[s] or 0) + chunks[k]
+      end
+    end
+  else
+    for s = 1, st.pp do
+      stages[s] = total // st.pp + (type(mc.offset) == "table" and mc.offset[s] or mc.offset or 0)
+    end
   end
   local ctx = {layers = layers, mtp = mtp}
-  local shape = {pp = st.pp, vpp = st.vpp, stage_layers = stages}
+  local shape = {pp = st.pp, vpp = st.vpp, stage_layers = stages, chunk_layers = chunks}
   local rc = doc.recompute_config or {}
   local groups = #export.groups(ctx, shape)
   local function counts(v)
@@ -158,6 +179,9 @@ function M.parse(text, opts)
   if st.vpp <= 1 then
     st.stage_layers = stages
     stages[st.pp] = stages[st.pp] - mtp
+  elseif chunks then  -- body layers per chunk
+    st.stage_layers = export.copy(chunks)
+    st.stage_layers[#chunks] = st.stage_layers[#chunks] - mtp
   end
   return st, job
 end

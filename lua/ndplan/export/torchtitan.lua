@@ -48,26 +48,45 @@ local function round_recompute(said)
   return mode
 end
 
--- layers_per_stage plus how many fewer the first and last stage hold (body layers)
+-- torchtitan's split (pipeline_parallel_layers_per_stage, _first/_last_stage_less_layers):
+-- every pipeline stage it builds (a model chunk, pp x vpp of them) holds layers_per_stage
+-- decoder layers, the first and the last that many fewer; the body layers per chunk of the
+-- plan, or the nearest such form holding the same layers (said's layout becomes it).
 local function layout(ctx, said)
   if said.pp <= 1 then return nil end
-  if said.vpp > 1 then return ctx.layers // (said.pp * said.vpp), 0, 0 end
-  local body = export.copy(said.stage_layers)
-  body[said.pp] = body[said.pp] - ctx.mtp
-  local mid = said.pp > 2 and body[2] or math.max(body[1], body[2])
-  local ok = body[1] <= mid and body[said.pp] <= mid
-  for s = 2, said.pp - 1 do ok = ok and body[s] == mid end
-  if not ok then  -- nearest first/middle/last form holding the same layers
-    mid = -(-ctx.layers // said.pp)
-    local short = mid * said.pp - ctx.layers
+  local chunked = said.vpp > 1
+  local body = export.copy(chunked and said.chunk_layers or said.stage_layers)
+  if not body then  -- vpp > 1 without chunk sizes: the even split
     body = {}
-    for s = 1, said.pp do body[s] = mid end
-    body[said.pp] = mid - (short - short // 2)
-    body[1] = mid - short // 2
-    for s = 1, said.pp do said.stage_layers[s] = body[s] end
-    said.stage_layers[said.pp] = said.stage_layers[said.pp] + ctx.mtp
+    for k = 1, said.pp * said.vpp do body[k] = ctx.layers // (said.pp * said.vpp) end
+    body[#body] = ctx.layers - (#body - 1) * body[1]
+  else
+    body[#body] = body[#body] - ctx.mtp
   end
-  return mid, mid - body[1], mid - body[said.pp]
+  local n = #body
+  local mid = n > 2 and body[2] or math.max(body[1], body[n])
+  local ok = body[1] <= mid and body[n] <= mid
+  for k = 2, n - 1 do ok = ok and body[k] == mid end
+  if not ok then  -- nearest first/middle/last form holding the same layers
+    mid = -(-ctx.layers // n)
+    local short = mid * n - ctx.layers
+    for k = 1, n do body[k] = mid end
+    body[n] = mid - (short - short // 2)
+    body[1] = mid - short // 2
+    local sizes = export.copy(body)
+    sizes[n] = sizes[n] + ctx.mtp
+    if chunked then
+      said.chunk_layers = sizes
+      for s_ = 1, said.pp do said.stage_layers[s_] = 0 end
+      for k, c in ipairs(sizes) do
+        local s_ = (k - 1) % said.pp + 1
+        said.stage_layers[s_] = said.stage_layers[s_] + c
+      end
+    else
+      said.stage_layers = sizes
+    end
+  end
+  return mid, mid - body[1], mid - body[n]
 end
 
 function M.render(plan)
@@ -118,10 +137,12 @@ function M.render(plan)
     add("parallelism.pipeline_parallel_schedule", SCHEDULE[said.schedule])
     add("parallelism.pipeline_parallel_microbatch_size", said.mbs)
     local per, first_less, last_less = layout(ctx, said)
-    why.stage_layers = "torchtitan states layers per stage and how many fewer the first and last hold"
+    why.stage_layers = "torchtitan states layers per (virtual) stage and how many fewer the "
+      .. "first and last hold"
     add("parallelism.pipeline_parallel_layers_per_stage", per)
-    if first_less > 0 then add("parallelism.pipeline_parallel_first_stage_less_layers", first_less) end
-    if last_less > 0 then add("parallelism.pipeline_parallel_last_stage_less_layers", last_less) end
+    -- torchtitan's defaults are 1 and 1 (its embedding/loss accounting): always written
+    add("parallelism.pipeline_parallel_first_stage_less_layers", first_less)
+    add("parallelism.pipeline_parallel_last_stage_less_layers", last_less)
   end
   local mode, nth = round_recompute(said)
   why.recompute = "torchtitan checkpoints all layers alike, or every nth layer (§2.11); rounded up"
@@ -197,7 +218,9 @@ function M.precision(said, why, unsaid, add)
   end
 end
 
--- parse(text, {layers = body layers}) -> strategy, job (stage_layers are body layers)
+
+-- parse(text, {layers = body layers}) -> strategy, job (stage_layers are body layers per
+-- stage, or per chunk with VPP)
 function M.parse(text, opts)
   opts = opts or {}
   local parsed, err = flags.parse(text, opts.source or M.filename)
@@ -222,14 +245,17 @@ function M.parse(text, opts)
     local schedule = v("parallelism.pipeline_parallel_schedule")
     for k, name in pairs(SCHEDULE) do if name == schedule then st.schedule = k end end
     local per = n("parallelism.pipeline_parallel_layers_per_stage")
-    if st.schedule == "interleaved" and opts.layers then
-      st.vpp = opts.layers // (st.pp * per)
-    elseif per then
-      st.vpp = 1
-      st.stage_layers = {}
-      for s = 1, st.pp do st.stage_layers[s] = per end
-      st.stage_layers[1] = per - (n("parallelism.pipeline_parallel_first_stage_less_layers") or 0)
-      st.stage_layers[st.pp] = per - (n("parallelism.pipeline_parallel_last_stage_less_layers") or 0)
+    -- torchtitan's defaults: one layer fewer on the first and on the last stage
+    local fl = n("parallelism.pipeline_parallel_first_stage_less_layers") or 1
+    local ll = n("parallelism.pipeline_parallel_last_stage_less_layers") or 1
+    if per and per > 0 then
+      local chunks = (st.schedule == "interleaved" and opts.layers)
+                     and (opts.layers + fl + ll) // per or st.pp
+      st.vpp = math.max(1, chunks // st.pp)
+      st.stage_layers = {}  -- body layers per stage (vpp 1) or per chunk
+      for k = 1, st.pp * st.vpp do st.stage_layers[k] = per end
+      st.stage_layers[1] = per - fl
+      st.stage_layers[#st.stage_layers] = st.stage_layers[#st.stage_layers] - ll
     end
   else
     st.mbs = lbs
