@@ -133,12 +133,21 @@ if opts["search-config"] then
   local per = field(cluster, "cards_per_node", "number", "cluster") or 8
   if nodes then args.devices = math.tointeger(nodes * per) end
   args.device = field(cluster, "device_type", "string", "cluster")
-  local mem_gb = field(cluster, "device_memory_gb", "number", "cluster")
+  -- the reference's *_gb are GiB as numbers; a string is a size with its unit ("80GiB")
+  local function memory(t, key, where)
+    if type(t[key]) ~= "string" then
+      local n = field(t, key, "number", where)
+      return n and n * 2^30
+    end
+    local bytes, err = nd.grammar.size(t[key])
+    if not bytes then cli.fail(string.format("%s: %s.%s: %s", path, where, key, err)) end
+    return bytes
+  end
+  local mem = memory(cluster, "device_memory_gb", "cluster")
   local constraint = doc.constraint or {}
   if type(constraint) ~= "table" then cli.fail(path .. ": constraint: expected a mapping") end
   args.global_batch = field(constraint, "global_batch_size", "number", "constraint")
-  mem_gb = field(constraint, "memory_limit_gb", "number", "constraint") or mem_gb
-  if mem_gb then args.max_mem = mem_gb * 2^30 end  -- the reference's GB are binary
+  args.max_mem = memory(constraint, "memory_limit_gb", "constraint") or mem
   local par = doc.parallelism or {}
   if type(par) ~= "table" then cli.fail(path .. ": parallelism: expected a mapping") end
   local KEYS = {dp = "dp", tp = "tp", pp = "pp", cp = "cp", ep = "ep", etp = "etp", vpp = "vpp",
@@ -188,7 +197,7 @@ if not args.devices then usage("option '--devices' is required (see 'ndplan sear
 if not args.global_batch then
   usage("option '--global-batch-size' is required (see 'ndplan search --help')")
 end
-if opts["max-mem"] then args.max_mem = opts["max-mem"] end
+if opts["max-mem"] then args.max_mem = cli.size("max-mem", opts["max-mem"]) end
 for _, d in ipairs(search.DIMS) do
   local v = dim_value(d, opts[d])
   if v ~= nil then args[d] = v; declared[d] = "flag" end

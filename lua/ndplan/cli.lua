@@ -18,6 +18,15 @@ function M.fail(message, code)
   error(setmetatable({message = message, exit = code or M.EXIT_ERROR}, failure_mt), 0)
 end
 
+-- size(flag, text) -> bytes, or nil for nil; a text that is not a memory size (ndplan.grammar:
+-- bytes, with a unit) fails with EXIT_USAGE naming the flag: "--max-mem: ... did you mean 80GiB?"
+function M.size(flag, text)
+  if text == nil then return nil end
+  local bytes, err = require("ndplan.grammar").size(text)
+  if not bytes then M.fail("--" .. flag .. ": " .. err, M.EXIT_USAGE) end
+  return bytes
+end
+
 -- check(value, message, ...): value, or fail with the message of a `nil, message` return.
 function M.check(value, message, ...)
   if value == nil then M.fail(message or "failed") end

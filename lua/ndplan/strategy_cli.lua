@@ -96,7 +96,7 @@ function M.args(spec, argv, opts)
     tp = int("tp"), pp = int("pp"), vpp = int("vpp"), cp = int("cp"), ep = int("ep"),
     etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),
     sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
-    flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
+    flash_attention = not opts["no-flash"], max_mem = cli.size("max-mem", opts["max-mem"]),
   }
   local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
   if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer"
