@@ -237,7 +237,8 @@ if jobs < 1 then usage("--jobs: expected at least 1") end
 args.jobs = jobs
 args.progress = verbosity >= 1 and core.stderr_is_terminal()
 
-local out_dir = opts["output-dir"]
+-- without trailing slashes, so that the paths it prints read out/report.html, not out//report.html
+local out_dir = opts["output-dir"] and opts["output-dir"]:gsub("(.)/+$", "%1")
 local csv_tmp
 local export_formats
 if opts.export then
@@ -266,11 +267,12 @@ args.model = model
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
 if not ok then
   if csv_tmp then os.remove(csv_tmp) end
-  local msg = tostring(ranked)
+  -- a bad --precision or --schedule is a usage error, named as the flag
+  local msg = tostring(ranked):gsub("^(precision): ", "--%1: "):gsub("^(schedule): ", "--%1: ")
   if verbosity >= 2 and require("ndplan.policy").last_traceback then
     io.stderr:write(require("ndplan.policy").last_traceback, "\n")
   end
-  cli.fail(msg)
+  cli.fail(msg, msg:match("^%-%-") and cli.EXIT_USAGE or nil)
 end
 local info = ranked and info_or_msg or info_fail
 local fail_msg = not ranked and info_or_msg or nil
@@ -373,8 +375,19 @@ else
     cols[#cols + 1] = {key = "peak_memory_bytes", title = "peak", align = "right", fmt = gib}
     cols[#cols + 1] = {key = "heaviest_stage", title = "stage", align = "right"}
     if info.objective_label then
+      -- the policy's objective_format, else one number of decimals for the column: four
+      -- significant digits on its smallest value
+      local fmt = info.objective_format
+      if not fmt then
+        local least = math.huge
+        for _, r in ipairs(ranked) do
+          if type(r.objective) == "number" and r.objective ~= 0 then least = math.min(least, math.abs(r.objective)) end
+        end
+        local digits = least < math.huge and 3 - math.floor(math.log(least, 10)) or 0
+        fmt = "%." .. math.max(0, math.min(9, digits)) .. "f"
+      end
       cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",
-                         fmt = function(v) return string.format("%.6g", v) end}
+                         fmt = function(v) return string.format(fmt, v) end}
     end
     out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
   end

@@ -132,6 +132,10 @@ function M.search(args)
   info.node_size = job_info.node_size
   info.policy, info.policy_origin = p.name or origin, origin
   info.objective_label = p.objective_label or (p.objective and "objective") or nil
+  info.objective_format = p.objective_format
+  local spec = model:spec()
+  info.kv_heads = spec.num_kv_heads > 0 and spec.num_kv_heads or nil  -- MLA: none
+  info.experts = spec.num_experts
   info.dims = shown_dims
   info.space = space
   info.results = res
@@ -212,10 +216,20 @@ end
 -- The bounds line, stated once before the loops.
 function M.bounds_line(info)
   local b = info.bounds
-  return string.format("The search bounds TP up to %d (the model's KV heads), PP up to %d "
-    .. "(%d layers, a batch of %d), CP up to %d (the sequence), EP up to %d (the model's "
-    .. "experts), VPP up to %d, MBS up to %d; loops: %s", b.tp, b.pp, b.layers,
-    info.job.global_batch, b.cp, b.ep, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
+  -- each bound is the least of its limits: say which one it is
+  local n = info.job.devices
+  local kv = info.kv_heads
+  local tp_why = b.tp == n and (not kv or kv > n) and "the devices"
+    or kv and b.tp > kv and "pinned; the model has " .. kv .. " KV heads"
+    or kv and "the model's KV heads" or "the model's heads"
+  local pp_why = b.pp == n and n < b.layers and n < info.job.global_batch and "the devices"
+    or string.format("%d layers, a batch of %d", b.layers, info.job.global_batch)
+  local cp_why = b.cp == n and "the devices" or "the sequence"
+  local ep_why = b.ep == 1 and info.experts == 0 and "the model has no experts"
+    or b.ep == n and (info.experts or 0) > n and "the devices" or "the model's experts"
+  return string.format("The search bounds TP up to %d (%s), PP up to %d (%s), CP up to %d "
+    .. "(%s), EP up to %d (%s), VPP up to %d, MBS up to %d; loops: %s", b.tp, tp_why, b.pp,
+    pp_why, b.cp, cp_why, b.ep, ep_why, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end
 
 -- encode(value) -> JSON text with object keys sorted, so that a document is the same bytes
