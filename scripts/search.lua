@@ -276,6 +276,7 @@ if not ok then
 end
 local info = ranked and info_or_msg or info_fail
 local fail_msg = not ranked and info_or_msg or nil
+if info and info.pinned_refused then cli.fail(fail_msg, cli.EXIT_USAGE) end
 if not info then
   if csv_tmp then os.remove(csv_tmp) end
   cli.fail(fail_msg)

@@ -85,6 +85,9 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   b->cp = imin(job->seq_len / 2 > 0 ? job->seq_len / 2 : 1, job->devices);
   b->ep = m->num_experts > 0 ? (int)(m->num_experts < job->devices ? m->num_experts
                                                                     : job->devices) : 1;
+  /* a pinned TP over the KV heads replicates them (legal, wasteful): the walk takes it */
+  if (pinned(&p->dim[ND_DIM_TP]) > b->tp && pinned(&p->dim[ND_DIM_TP]) <= job->devices)
+    b->tp = pinned(&p->dim[ND_DIM_TP]);
   b->etp = m->num_experts > 0 ? b->tp : 1;
   b->vpp = 4;
   b->mbs = (int)(job->global_batch < 1000000000 ? job->global_batch : 1000000000);
@@ -397,19 +400,39 @@ static void submit (walker *w) {
 ** gets the same label either way), without formatting a message; resolution still runs
 ** last, as the guard for any rule added there. Returns -1 (kept) or the refusal.
 */
+/*
+** Every degree within its bound, at least as many micro-batches as stages: 0, or 1 (and,
+** when err is given, which bound in it).
+*/
+static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char *err,
+                          size_t errlen) {
+  int vpp_max = imin(imin(4, c->pp), c->pp > 0 ? b->layers / c->pp : 1);
+  const char *what = NULL;
+  int v = 0, bound = 0;
+  if (vpp_max < 1) vpp_max = 1;
+  if (c->tp > b->tp) { what = "tp"; v = c->tp; bound = b->tp; }
+  else if (c->pp > b->pp) { what = "pp"; v = c->pp; bound = b->pp; }
+  else if (c->cp > b->cp) { what = "cp"; v = c->cp; bound = b->cp; }
+  else if (c->mbs > b->mbs) { what = "mbs"; v = c->mbs; bound = b->mbs; }
+  else if (c->etp > c->tp) { what = "etp (at most tp)"; v = c->etp; bound = c->tp; }
+  else if (c->vpp > vpp_max) { what = "vpp (at most 4, pp and layers/pp)"; v = c->vpp; bound = vpp_max; }
+  else if (c->zero > 3) { what = "zero"; v = c->zero; bound = 3; }
+  else if (c->pp > 1 && c->mb < c->pp) { what = "pp (at most the micro-batches)"; v = c->pp; bound = c->mb; }
+  if (!what) return 0;
+  if (err && errlen)
+    snprintf(err, errlen, "degree out of bounds: %s %d over the search's bound of %d", what, v,
+             bound);
+  return 1;
+}
+
 static int check (walker *w, nd_candidate *c) {
   const nd_search_bounds *b = &w->b;
   const nd_model_spec *m = w->m;
   nd_strategy *st = &w->scratch;
   long long G = w->job->global_batch, dense = (long long)c->dp * c->cp * c->tp;
   char err[64];
-  int vpp_max = imin(imin(4, c->pp), c->pp > 0 ? b->layers / c->pp : 1);
   int sp = c->sp && c->tp > 1;
-  /* every degree within its bound; at least as many micro-batches as stages */
-  if (c->tp > b->tp || c->pp > b->pp || c->cp > b->cp || c->mbs > b->mbs
-      || c->etp > c->tp || c->vpp > (vpp_max > 0 ? vpp_max : 1) || c->zero > 3
-      || (c->pp > 1 && c->mb < c->pp))
-    return ND_REFUSE_BOUNDS;
+  if (out_of_bounds(b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
   if (m->num_heads % c->tp != 0
       || (m->num_kv_heads > 0 && m->num_kv_heads % c->tp != 0 && c->tp % m->num_kv_heads != 0))
     return ND_REFUSE_BOUNDS;
@@ -430,6 +453,57 @@ static int check (walker *w, nd_candidate *c) {
   if (nd_strategy_resolve(st, m, w->job, err, sizeof err) != 0) return label_of(err);
   c->sp = (unsigned char)st->sp;
   return -1;
+}
+
+/*
+** The pinned values of p (one-value lists) with the least of every other dimension (pp
+** left open when only vpp is pinned), on a batch that refuses no degree, checked as the
+** walk checks a candidate but against the job's bounds. Returns -1 when they can be
+** walked, else the refusal, with the rule in err ("devices: 8 is not a multiple of
+** tp*cp*pp = 3", "degree out of bounds: vpp ... over the search's bound of 4").
+*/
+int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
+                            const nd_job *job, char *err, size_t errlen) {
+  const nd_dim_set *D = p->dim;
+  nd_job probe = *job;
+  nd_candidate c;
+  walker *w;
+  char why[256];
+  int r;
+#define PIN(d) (pinned(&D[d]) > 0 ? pinned(&D[d]) : 1)
+  memset(&c, 0, sizeof c);
+  c.tp = PIN(ND_DIM_TP); c.pp = PIN(ND_DIM_PP); c.cp = PIN(ND_DIM_CP); c.ep = PIN(ND_DIM_EP);
+  c.etp = PIN(ND_DIM_ETP); c.mbs = PIN(ND_DIM_MBS); c.vpp = PIN(ND_DIM_VPP);
+#undef PIN
+  if (c.vpp > 1 && pinned(&D[ND_DIM_PP]) == 0) c.vpp = 1;  /* the pp it needs is searched */
+  c.zero = (unsigned char)(!D[ND_DIM_ZERO].is_auto && D[ND_DIM_ZERO].n == 1 ? D[ND_DIM_ZERO].v[0] : 0);
+  c.sp = (unsigned char)(c.tp > 1 && in_set(&D[ND_DIM_SP], 1));
+  if (job->devices < 1 || c.mbs < 1 || c.pp < 1) return -1;  /* nd_search_run says why */
+  probe.global_batch = (long long)job->devices * c.mbs * 2 * c.pp;  /* every dp divides it */
+  w = (walker *)calloc(1, sizeof *w);
+  if (!w) return -1;
+  w->p = p; w->m = m; w->job = &probe;
+  nd_search_bounds_of(p, m, job, &w->b);
+  w->scratch = p->base;
+  load_candidate(&w->scratch, &c, &p->base);
+  w->scratch.dp = 0; w->scratch.mb = 0;
+  why[0] = '\0';
+  if (pinned(&D[ND_DIM_VPP]) > w->b.vpp) {  /* over the ceiling whatever pp is */
+    snprintf(why, sizeof why, "degree out of bounds: vpp %d over the search's bound of %d",
+             pinned(&D[ND_DIM_VPP]), w->b.vpp);
+    r = ND_REFUSE_BOUNDS;
+  }
+  else if (nd_strategy_resolve(&w->scratch, m, &probe, why, sizeof why) != 0) r = label_of(why);
+  else {
+    c.dp = w->scratch.dp; c.mb = w->scratch.mb; c.sp = (unsigned char)w->scratch.sp;
+    w->scratch = p->base;
+    r = check(w, &c);
+    if (r >= 0 && !out_of_bounds(&w->b, &c, why, sizeof why))
+      snprintf(why, sizeof why, "%s", refusal_labels[r]);
+  }
+  free(w);
+  if (r >= 0 && err && errlen) snprintf(err, errlen, "%s", why);
+  return r;
 }
 
 static void emit (walker *w, nd_candidate *c) {

@@ -125,6 +125,14 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
                    const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
                    nd_search_counts *counts, char *err, size_t errlen);
 
+/*
+** Whether the pinned values of p (dimensions given as one value) can be walked at all: -1,
+** or the refusal (nd_refusal) that every candidate with them would get, with the rule in
+** err. The other dimensions take their least value (pp stays open when only vpp is pinned).
+*/
+int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
+                            const nd_job *job, char *err, size_t errlen);
+
 /* Rebuilds the full strategy of a candidate on top of base. */
 void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, nd_strategy *out);
 

@@ -47,6 +47,15 @@ function M.budget(device, max_mem)
   return bytes
 end
 
+-- tp_warning(tp, kv_heads) -> a warning when a pinned TP is legal but wasteful: above the
+-- KV heads, each one is replicated (its projections and cache on tp/kv ranks), else nil
+function M.tp_warning(tp, kv_heads)
+  if math.type(tp) ~= "integer" or not kv_heads or kv_heads < 1 or tp <= kv_heads then return nil end
+  return string.format("tp %d is over the model's %d KV heads: each KV head is replicated on "
+    .. "%d TP ranks (legal, but the K and V projections and their activations are not split further)", tp,
+    kv_heads, tp // kv_heads)
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
@@ -112,6 +121,9 @@ function M.estimate(args)
   result.model = model.name
   result.device = device.name
   result.job = job
+  local nkv = model:spec().num_kv_heads
+  local wasted = M.tp_warning(result.strategy.tp, nkv > 0 and nkv or nil)
+  if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
   return result
 end
 

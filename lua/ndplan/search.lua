@@ -101,6 +101,14 @@ function M.search(args)
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
   end
+  -- a pinned value no candidate can take: the core's rule, before any walk
+  local okp, label, rule = pcall(core.pinned, model, job, space)
+  if not okp then error(label, 0) end  -- a bad space: the message core.run would give
+  if label then
+    if rule:sub(1, #label + 2) == label .. ": " then rule = rule:sub(#label + 3) end
+    return nil, string.format("pinned degrees refused (%s): %s", label, rule),
+           {pinned_refused = label}
+  end
   local p, origin = policy.load(args.policy, args.unsafe_policy)
   if not p then return nil, origin end
   local dev = device:totable()
@@ -141,6 +149,8 @@ function M.search(args)
   info.results = res
   info.misses = res:misses()
   info.warnings = {}
+  local wasted = estimate.tp_warning(space.tp, info.kv_heads)
+  if wasted then info.warnings[#info.warnings + 1] = wasted end
   -- The reference's post-filter: results outside a DP or MB list are removed; if that
   -- removes everything, the single best unfiltered result is kept anyway.
   local pool = res
