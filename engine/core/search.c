@@ -407,21 +407,23 @@ static void submit (walker *w) {
 static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char *err,
                           size_t errlen) {
   int vpp_max = imin(imin(4, c->pp), c->pp > 0 ? b->layers / c->pp : 1);
-  const char *what = NULL;
+  const char *what = NULL, *why = "";
   int v = 0, bound = 0;
   if (vpp_max < 1) vpp_max = 1;
-  if (c->tp > b->tp) { what = "tp"; v = c->tp; bound = b->tp; }
-  else if (c->pp > b->pp) { what = "pp"; v = c->pp; bound = b->pp; }
-  else if (c->cp > b->cp) { what = "cp"; v = c->cp; bound = b->cp; }
-  else if (c->mbs > b->mbs) { what = "mbs"; v = c->mbs; bound = b->mbs; }
-  else if (c->etp > c->tp) { what = "etp (at most tp)"; v = c->etp; bound = c->tp; }
-  else if (c->vpp > vpp_max) { what = "vpp (at most 4, pp and layers/pp)"; v = c->vpp; bound = vpp_max; }
-  else if (c->zero > 3) { what = "zero"; v = c->zero; bound = 3; }
-  else if (c->pp > 1 && c->mb < c->pp) { what = "pp (at most the micro-batches)"; v = c->pp; bound = c->mb; }
+  if (c->tp > b->tp) { what = "tp"; v = c->tp; bound = b->tp; why = "the KV heads, the devices"; }
+  else if (c->pp > b->pp) {
+    what = "pp"; v = c->pp; bound = b->pp; why = "the layers over vpp, the batch, the devices";
+  }
+  else if (c->cp > b->cp) { what = "cp"; v = c->cp; bound = b->cp; why = "half the sequence, the devices"; }
+  else if (c->mbs > b->mbs) { what = "mbs"; v = c->mbs; bound = b->mbs; why = "the global batch"; }
+  else if (c->etp > c->tp) { what = "etp"; v = c->etp; bound = c->tp; why = "tp"; }
+  else if (c->vpp > vpp_max) { what = "vpp"; v = c->vpp; bound = vpp_max; why = "4, pp, the layers over pp"; }
+  else if (c->zero > 3) { what = "zero"; v = c->zero; bound = 3; why = "ZeRO stages"; }
+  else if (c->pp > 1 && c->mb < c->pp) { what = "pp"; v = c->pp; bound = c->mb; why = "the micro-batches"; }
   if (!what) return 0;
   if (err && errlen)
-    snprintf(err, errlen, "degree out of bounds: %s %d over the search's bound of %d", what, v,
-             bound);
+    snprintf(err, errlen, "degree out of bounds: %s %d over the search's bound of %d (%s)", what,
+             v, bound, why);
   return 1;
 }
 
@@ -489,10 +491,13 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   w->scratch.dp = 0; w->scratch.mb = 0;
   why[0] = '\0';
   if (pinned(&D[ND_DIM_VPP]) > w->b.vpp) {  /* over the ceiling whatever pp is */
-    snprintf(why, sizeof why, "degree out of bounds: vpp %d over the search's bound of %d",
-             pinned(&D[ND_DIM_VPP]), w->b.vpp);
+    snprintf(why, sizeof why, "degree out of bounds: vpp %d over the search's bound of %d (4, "
+             "pp, the layers over pp)", pinned(&D[ND_DIM_VPP]), w->b.vpp);
     r = ND_REFUSE_BOUNDS;
   }
+  else if ((c.mb = (int)(probe.global_batch / c.mbs)),  /* the most micro-batches (dp 1) */
+           out_of_bounds(&w->b, &c, why, sizeof why))
+    r = ND_REFUSE_BOUNDS;  /* the walk's first check */
   else if (nd_strategy_resolve(&w->scratch, m, &probe, why, sizeof why) != 0) r = label_of(why);
   else {
     c.dp = w->scratch.dp; c.mb = w->scratch.mb; c.sp = (unsigned char)w->scratch.sp;

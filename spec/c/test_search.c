@@ -116,6 +116,30 @@ int main (void) {
   CHECK(status == ND_SEARCH_STOPPED, "stopped status %d", status);
   CHECK(cs.priced == 0, "priced %llu after stop", cs.priced);
 
+  { /* pinned values: refused before the walk with the rule, or left to the walk */
+    nd_search_params p;
+    nd_job job = {16, 64, 1024};
+    char err[256];
+    nd_search_params_init(&p);
+    p.dim[ND_DIM_TP].is_auto = 0; p.dim[ND_DIM_TP].n = 1; p.dim[ND_DIM_TP].v[0] = 3;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_BOUNDS && strstr(err, "not a multiple of tp*cp*pp = 3"), "tp 3: %d %s", r, err);
+    p.dim[ND_DIM_TP].v[0] = 2;
+    p.dim[ND_DIM_EP].is_auto = 0; p.dim[ND_DIM_EP].n = 1; p.dim[ND_DIM_EP].v[0] = 3;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_EP_DIV, "ep 3 over 8 experts: %d %s", r, err);
+    p.dim[ND_DIM_EP].v[0] = 4;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == -1, "tp 2 ep 4 refused: %d %s", r, err);
+    p.dim[ND_DIM_VPP].is_auto = 0; p.dim[ND_DIM_VPP].n = 1; p.dim[ND_DIM_VPP].v[0] = 2;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == -1, "vpp 2 with pp searched refused: %d %s", r, err);
+    p.dim[ND_DIM_PP].is_auto = 0; p.dim[ND_DIM_PP].n = 1; p.dim[ND_DIM_PP].v[0] = 4;
+    p.dim[ND_DIM_VPP].v[0] = 4;  /* 8 layers over pp 4: 2 chunks per stage at most */
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_BOUNDS && strstr(err, "vpp"), "pp 4 vpp 4 on 8 layers: %d %s", r, err);
+  }
+
   free(one.rows);
   free(many.rows);
   free(failing.rows);
