@@ -45,7 +45,7 @@ local spec = {
     {name = "no-flash", help = "attention without flash"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
     {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
-    {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
+    {name = "policy-opts", arg = "K=V,...", help = "options for the policy's setup (opts.policy), typed: numbers, true/false, else strings; e.g. price=2.5"},
     {name = "unsafe-policy", help = "run a policy file with the full Lua library (default: a sandbox without os.execute, io, or C modules outside ndplan)"},
     {name = "timeout", arg = "SECONDS", help = "stop the search (and any policy hook) after this long"},
     {name = "json", help = "print one JSON document"},
@@ -219,7 +219,13 @@ if opts["no-flash"] then args.flash_attention = false end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 if opts["policy-opts"] then
   local po = {}
-  for k, v in opts["policy-opts"]:gmatch("([%w_]+)=([^,]+)") do po[k] = tonumber(v) or v end
+  -- typed as written: a number is a number, true/false are booleans, anything else a string
+  local TYPED = {["true"] = true, ["false"] = false}
+  for item in opts["policy-opts"]:gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%w_]+)=(.*)$")
+    if not k then usage("--policy-opts: expected KEY=VALUE,..., got '" .. item .. "'") end
+    if TYPED[v] ~= nil then po[k] = TYPED[v] else po[k] = tonumber(v) or v end
+  end
   args.policy_opts = po
 end
 args.policy = opts.policy
