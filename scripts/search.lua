@@ -365,38 +365,7 @@ else
     for _, w in ipairs(info.warnings or {}) do io.stderr:write("ndplan: warning: ", w, "\n") end
   end
   if ranked then
-    local cols = {{key = "rank", title = "rank", align = "right"}}
-    for _, d in ipairs(info.dims) do
-      if d ~= "recompute" then
-        cols[#cols + 1] = {key = d, title = d, align = "right", fmt = function(_, r)
-          local v = r.strategy[d]
-          if type(v) == "boolean" then return v and "on" or "off" end
-          return tostring(v)
-        end}
-      end
-    end
-    cols[#cols + 1] = {key = "recompute", title = "recompute", fmt = function(_, r) return r.strategy.recompute end}
-    cols[#cols + 1] = {key = "step_time_s", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end}
-    cols[#cols + 1] = {key = "tokens_per_s", title = "tokens/s", align = "right", fmt = function(v) return string.format("%.0f", v) end}
-    cols[#cols + 1] = {key = "mfu", title = "MFU", align = "right", fmt = function(v) return string.format("%.1f%%", 100 * v) end}
-    cols[#cols + 1] = {key = "peak_memory_bytes", title = "peak", align = "right", fmt = gib}
-    cols[#cols + 1] = {key = "heaviest_stage", title = "stage", align = "right"}
-    if info.objective_label then
-      -- the policy's objective_format, else one number of decimals for the column: four
-      -- significant digits on its smallest value
-      local fmt = info.objective_format
-      if not fmt then
-        local least = math.huge
-        for _, r in ipairs(ranked) do
-          if type(r.objective) == "number" and r.objective ~= 0 then least = math.min(least, math.abs(r.objective)) end
-        end
-        local digits = least < math.huge and 3 - math.floor(math.log(least, 10)) or 0
-        fmt = "%." .. math.max(0, math.min(9, digits)) .. "f"
-      end
-      cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",
-                         fmt = function(v) return string.format(fmt, v) end}
-    end
-    out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
+    out[#out + 1] = require("ndplan.summary").search_table(ranked, info)
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
   for _, l in ipairs(export_lines or {}) do say("%s", l) end

@@ -37,6 +37,31 @@ function M.resolve(kind, x)
   return x
 end
 
+-- check_misuse(fname, args): raises (at the caller's caller) on a misuse the README's rule
+-- names: a missing model or device, an argument of the wrong Lua type among the job's and
+-- the budget's. What depends on the data (an unknown name, devices = 0) is left to return
+-- nil, message.
+function M.check_misuse(fname, args)
+  for _, k in ipairs({"model", "device"}) do
+    local v = args[k]
+    if v == nil then error(string.format("%s: %s: missing", fname, k), 3) end
+    if type(v) ~= "string" and type(v) ~= "table" and type(v) ~= "userdata" then
+      error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
+                          fname, k, type(v)), 3)
+    end
+  end
+  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
+    if type(args[k]) ~= "number" then
+      error(string.format("%s: %s: expected an integer, got %s", fname, k, type(args[k])), 3)
+    end
+  end
+  local mm = args.max_mem
+  if mm ~= nil and type(mm) ~= "number" and type(mm) ~= "string" then
+    error(string.format("%s: max_mem: expected bytes or a size like \"80GiB\", got %s", fname,
+                        type(mm)), 3)
+  end
+end
+
 -- The memory budget: an explicit max_mem (bytes or a size string), else the device's
 -- capacity; the device's runtime reserve is part of every stage's peak.
 function M.budget(device, max_mem)
@@ -64,6 +89,7 @@ function M.estimate(args)
     for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
     if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
   end
+  M.check_misuse("nd.estimate", args)
   local model, merr = M.resolve("model", args.model)
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)

@@ -80,6 +80,7 @@ function M.search(args)
       error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
     end
   end
+  estimate.check_misuse("nd.search", args)
   local model, merr = estimate.resolve("model", args.model)
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
