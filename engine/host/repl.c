@@ -140,8 +140,9 @@ static void repl_setup (lua_State *L) {
   if (use_editor()) {
     complete_L = L;
     rl_readline_name = "ndplan";
-    /* a word runs across '.' and ':' (nd.estimate, m:params); quotes and brackets end it */
-    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^~[]";
+    /* a word runs across '.', ':' and '-' (nd.estimate, m:params, llama3.1-8b); quotes,
+       brackets and the other operators end it */
+    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+*/%^~[]";
     rl_completer_word_break_characters = (char *)rl_basic_word_break_characters;
     rl_attempted_completion_function = complete_word;
     rl_completion_append_character = '\0';
