@@ -119,8 +119,20 @@ function M.estimate(args)
   end
   if args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
-    result, why = core.balance(model, device, job, strategy, budget, args.costs,
-                               per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil)
+    local modes = per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil
+    result, why = core.balance(model, device, job, strategy, budget, args.costs, modes)
+    if result and per_layer then
+      -- the balancer keeps the estimate, not the plan: the same plan on the final layout
+      -- gives each stage's time saved against full recompute and its need
+      local st = {}
+      for k, v in pairs(strategy) do st[k] = v end
+      st.stage_layers = result.strategy.stage_layers
+      local planned = core.plan(model, device, job, st, budget, args.costs, modes)
+      if planned and planned.step_time_s == result.step_time_s then
+        result.stage_savings_s, result.stage_need_bytes = planned.stage_savings_s,
+                                                          planned.stage_need_bytes
+      end
+    end
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
   elseif megatron then
