@@ -440,6 +440,7 @@ static int res_info (lua_State *L) {
   nd_setint(L, "tested", (lua_Integer)c->tested);
   nd_setint(L, "priced", (lua_Integer)c->priced);
   nd_setint(L, "fit", (lua_Integer)c->fit);
+  nd_setint(L, "equivalent", (lua_Integer)c->equivalent);
   nd_setint(L, "dropped", (lua_Integer)res->dropped);
   nd_setint(L, "postfiltered", (lua_Integer)res->postfiltered);
   nd_setint(L, "kept", res->nbest);
@@ -570,6 +571,7 @@ static int s_run (lua_State *L) {
   hooks.deliver = deliver_hook;
   hooks.progress = progress_hook;
   hooks.ud = &rs;
+  hooks.price_equivalent = rs.objective_idx != 0;
   /* Ctrl-C: the core checks the flag between candidates; the old handler comes back */
   interrupted = 0;
   p->stop = &interrupted;

@@ -511,7 +511,9 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   return r;
 }
 
-static void emit (walker *w, nd_candidate *c) {
+/* equivalent: the candidate is the same run as one priced before it (the walk knows); with
+   an admit or objective hook it is priced anyway (a policy may tell them apart) */
+static void emit (walker *w, nd_candidate *c, int equivalent) {
   int why;
   unsigned long long index;
   slot *s;
@@ -519,6 +521,10 @@ static void emit (walker *w, nd_candidate *c) {
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested++;
   why = check(w, c);
+  if (why < 0 && equivalent && !(w->hooks && (w->hooks->admit || w->hooks->price_equivalent))) {
+    w->counts->equivalent++;
+    return;
+  }
   if (why < 0 && w->hooks && w->hooks->admit) {
     int keep = 1;
     if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
@@ -548,12 +554,13 @@ static void walk (walker *w) {
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
   nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, zv);
   for (ir = 0; ir < nr; ir++) {
-    /* auto: selective that keeps the same tensors as none (flash attention, the attention
-       core its only switch) would repeat every none candidate; it is not walked */
-    if (D[ND_DIM_RECOMPUTE].is_auto && rv[ir] == ND_RECOMPUTE_SELECTIVE
-        && p->base.flash_attention
-        && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0)
-      continue;
+    /* selective that keeps the same tensors as none (flash attention, the attention core
+       its only switch) repeats every none candidate: not walked under auto, counted as
+       equivalent when both are listed */
+    int same_as_none = rv[ir] == ND_RECOMPUTE_SELECTIVE && p->base.flash_attention
+        && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0;
+    if (same_as_none && D[ND_DIM_RECOMPUTE].is_auto) continue;
+    same_as_none = same_as_none && in_set(&D[ND_DIM_RECOMPUTE], ND_RECOMPUTE_NONE);
     nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
     for (it = 0; it < nt; it++) {
       int tp = tv[it];
@@ -578,9 +585,16 @@ static void walk (walker *w) {
               for (ix = 0; ix < nx; ix++) {
                 int etp = xv[ix];
                 int vmax = imin(imin(4, pp), b->layers / pp > 0 ? b->layers / pp : 1);
+                /* nothing for ZeRO to shard: one replica of the dense weights (dp*cp)
+                   and of the experts (dp*cp*tp over ep*etp) */
+                int lone = dp * cp == 1
+                    && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
                 nv = loop_values(&D[ND_DIM_VPP], 0, vmax, vv);
                 for (iv = 0; iv < nv; iv++) {
                   for (iz = 0; iz < nz; iz++) {
+                    /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3
+                       still does: its gather buffers) */
+                    int same = same_as_none || (lone && iz > 0 && zv[iz] <= 2);
                     for (sp = 0; sp <= 1; sp++) {
                       nd_candidate c;
                       if (!in_set(spset, sp)) continue;
@@ -590,7 +604,7 @@ static void walk (walker *w) {
                       c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
                       c.zero = (unsigned char)zv[iz]; c.sp = (unsigned char)sp;
                       c.recompute = (unsigned char)rv[ir];
-                      emit(w, &c);
+                      emit(w, &c, same);
                       if (w->status != ND_SEARCH_OK) return;
                     }
                   }

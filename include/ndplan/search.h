@@ -78,9 +78,15 @@ typedef struct nd_search_bounds {
   int layers;                 /* body layers the pipeline splits */
 } nd_search_bounds;
 
+/* tested = refused + priced + equivalent, where over-memory candidates that were priced
+   count in both refused and priced */
 typedef struct nd_search_counts {
   unsigned long long tested, priced, fit;
   unsigned long long refused[ND_REFUSE_COUNT];
+  unsigned long long equivalent;  /* valid, but the same run as a candidate walked before it
+                                     (ZeRO 1-2 beside a lower stage with nothing to shard;
+                                     selective beside none when it keeps what none keeps):
+                                     not priced, as its twin was priced (or refused) */
 } nd_search_counts;
 
 /*
@@ -95,6 +101,8 @@ typedef struct nd_search_hooks {
   int (*deliver)(void *ud, nd_search_row *rows, int n);
   int (*progress)(void *ud, const nd_search_counts *counts);
   void *ud;
+  int price_equivalent;  /* non-zero: price equivalent candidates too (a policy's objective
+                            may tell them apart); admit implies it */
 } nd_search_hooks;
 
 typedef struct nd_search_params {

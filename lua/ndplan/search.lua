@@ -217,6 +217,9 @@ function M.counts_line(info)
                              info.refused_total,
                              #parts > 0 and " (" .. table.concat(parts, ", ") .. ")" or "",
                              info.priced, info.fit)
+  if (info.equivalent or 0) > 0 then
+    line = line .. string.format(", %d equivalent (not priced)", info.equivalent)
+  end
   if info.dropped > 0 then line = line .. string.format(", %d dropped by the policy", info.dropped) end
   if info.postfiltered > 0 then
     line = line .. string.format(", %d outside the dp/mb lists", info.postfiltered)
@@ -305,7 +308,8 @@ function M.json_doc(ranked, info)
     model = info.model, device = info.device, job = info.job,
     budget_bytes = info.budget_bytes, policy = info.policy,
     counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
-              fit = info.fit, dropped = info.dropped, postfiltered = info.postfiltered},
+              fit = info.fit, equivalent = info.equivalent, dropped = info.dropped,
+              postfiltered = info.postfiltered},
     refusals = info.refused,
     bounds = info.bounds,
     warnings = #info.warnings > 0 and info.warnings or nil,

@@ -68,12 +68,17 @@ int main (int argc, char **argv) {
     int eof = fgets(line, sizeof line, stdin) == NULL;
     while (!closed && !at_prompt(mark) && now() < deadline) closed = drain(fd, 0.05);
     if (closed || now() >= deadline) break;
+    drain(fd, 0.05);  /* let the editor settle into reading: it may flush what came before */
     mark = nshown;
-    if (eof) { (void)!write(fd, "\004", 1); break; }
+    if (eof) break;
     (void)!write(fd, line, strlen(line));
-    drain(fd, 0.05);
   }
-  while (!closed && now() < deadline) closed = drain(fd, 0.05);
+  /* Ctrl-D until the command ends (typed again each second, in case it came too early) */
+  while (!closed && now() < deadline) {
+    double next = now() + 1.0;
+    (void)!write(fd, "\004", 1);
+    while (!closed && now() < next && now() < deadline) closed = drain(fd, 0.05);
+  }
   if (!closed) { kill(pid, SIGKILL); waitpid(pid, &status, 0); status = 124; }
   else if (waitpid(pid, &status, 0) == pid) status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   fwrite(shown, 1, nshown, stdout);
