@@ -410,16 +410,17 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
   const char *what = NULL, *why = "";
   int v = 0, bound = 0;
   if (vpp_max < 1) vpp_max = 1;
-  if (c->tp > b->tp) { what = "tp"; v = c->tp; bound = b->tp; why = "the KV heads, the devices"; }
-  else if (c->pp > b->pp) {
-    what = "pp"; v = c->pp; bound = b->pp; why = "the layers over vpp, the batch, the devices";
-  }
-  else if (c->cp > b->cp) { what = "cp"; v = c->cp; bound = b->cp; why = "half the sequence, the devices"; }
-  else if (c->mbs > b->mbs) { what = "mbs"; v = c->mbs; bound = b->mbs; why = "the global batch"; }
-  else if (c->etp > c->tp) { what = "etp"; v = c->etp; bound = c->tp; why = "tp"; }
-  else if (c->vpp > vpp_max) { what = "vpp"; v = c->vpp; bound = vpp_max; why = "4, pp, the layers over pp"; }
-  else if (c->zero > 3) { what = "zero"; v = c->zero; bound = 3; why = "ZeRO stages"; }
-  else if (c->pp > 1 && c->mb < c->pp) { what = "pp"; v = c->pp; bound = c->mb; why = "the micro-batches"; }
+#define OVER(name, val, lim, because) \
+  { what = name; v = val; bound = lim; why = because; }
+  if (c->tp > b->tp) OVER("tp", c->tp, b->tp, "the KV heads, the devices")
+  else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers over vpp, the batch, the devices")
+  else if (c->cp > b->cp) OVER("cp", c->cp, b->cp, "half the sequence, the devices")
+  else if (c->mbs > b->mbs) OVER("mbs", c->mbs, b->mbs, "the global batch")
+  else if (c->etp > c->tp) OVER("etp", c->etp, c->tp, "tp")
+  else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "4, pp, the layers over pp")
+  else if (c->zero > 3) OVER("zero", c->zero, 3, "ZeRO stages")
+  else if (c->pp > 1 && c->mb < c->pp) OVER("pp", c->pp, c->mb, "the micro-batches")
+#undef OVER
   if (!what) return 0;
   if (err && errlen)
     snprintf(err, errlen, "degree out of bounds: %s %d over the search's bound of %d (%s)", what,
@@ -478,7 +479,8 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   c.etp = PIN(ND_DIM_ETP); c.mbs = PIN(ND_DIM_MBS); c.vpp = PIN(ND_DIM_VPP);
 #undef PIN
   if (c.vpp > 1 && pinned(&D[ND_DIM_PP]) == 0) c.vpp = 1;  /* the pp it needs is searched */
-  c.zero = (unsigned char)(!D[ND_DIM_ZERO].is_auto && D[ND_DIM_ZERO].n == 1 ? D[ND_DIM_ZERO].v[0] : 0);
+  if (!D[ND_DIM_ZERO].is_auto && D[ND_DIM_ZERO].n == 1)
+    c.zero = (unsigned char)D[ND_DIM_ZERO].v[0];
   c.sp = (unsigned char)(c.tp > 1 && in_set(&D[ND_DIM_SP], 1));
   if (job->devices < 1 || c.mbs < 1 || c.pp < 1) return -1;  /* nd_search_run says why */
   probe.global_batch = (long long)job->devices * c.mbs * 2 * c.pp;  /* every dp divides it */

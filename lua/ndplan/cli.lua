@@ -200,7 +200,8 @@ local function distance(a, b)
     for j = 1, #b do
       local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
       d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-      if i > 1 and j > 1 and a:sub(i, i) == b:sub(j - 1, j - 1) and a:sub(i - 1, i - 1) == b:sub(j, j) then
+      if i > 1 and j > 1 and a:sub(i, i) == b:sub(j - 1, j - 1)
+         and a:sub(i - 1, i - 1) == b:sub(j, j) then
         d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
       end
     end

@@ -77,8 +77,8 @@ end
 function M.tp_warning(tp, kv_heads)
   if math.type(tp) ~= "integer" or not kv_heads or kv_heads < 1 or tp <= kv_heads then return nil end
   return string.format("tp %d is over the model's %d KV heads: each KV head is replicated on "
-    .. "%d TP ranks (legal, but the K and V projections and their activations are not split further)", tp,
-    kv_heads, tp // kv_heads)
+    .. "%d TP ranks (legal, but the K and V projections and their activations are not split "
+    .. "further)", tp, kv_heads, tp // kv_heads)
 end
 
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
