@@ -74,4 +74,9 @@ for _, o in ipairs(outputs) do
     say("  re-priced  the rounded plan is refused: %s", o.refused)
   end
 end
+if dir == "." then  -- the default: say where that is
+  say("")
+  say("written into the current directory%s; -o DIR writes elsewhere",
+      os.getenv("PWD") and " (" .. os.getenv("PWD") .. ")" or "")
+end
 io.write(table.concat(out, "\n"), "\n")

@@ -49,7 +49,7 @@ local spec = {
     {name = "stack", arg = "NAME|PATH", default = "megatron-core", help = "stack profile (ndplan stacks; none: the device file alone)"},
     {name = "memory-band", arg = "SHARE", help = "rank what fits with the memory estimate this share higher (default: the stack's memory_band; 0: the estimate as is)"},
     {name = "policy", arg = "NAME|FILE", help = "search policy (bundled: " .. table.concat(require("ndplan.policy").names(), ", ") .. ")"},
-    {name = "policy-opts", arg = "K=V,...", help = "options for the policy, e.g. price=2.5"},
+    {name = "policy-opts", arg = "K=V,...", help = "options for the policy's setup (opts.policy), typed: numbers, true/false, else strings; e.g. price=2.5"},
     {name = "unsafe-policy", help = "run a policy file with the full Lua library (default: a sandbox without os.execute, io, or C modules outside ndplan)"},
     {name = "timeout", arg = "SECONDS", help = "stop the search and its policy (load and every hook) after this long"},
     {name = "policy-mem", arg = "SIZE", help = "how far policy code may grow the Lua heap (default 512MiB)"},
@@ -138,17 +138,29 @@ if opts["search-config"] then
   local per = field(cluster, "cards_per_node", "number", "cluster") or 8
   if nodes then args.devices = math.tointeger(nodes * per) end
   args.device = field(cluster, "device_type", "string", "cluster")
-  local mem_gb = field(cluster, "device_memory_gb", "number", "cluster")
+  -- the reference's *_gb are GiB as numbers; a string is a size with its unit ("80GiB")
+  local function memory(t, key, where)
+    if type(t[key]) ~= "string" then
+      local n = field(t, key, "number", where)
+      return n and n * 2^30
+    end
+    local bytes, err = nd.grammar.size(t[key])
+    if not bytes then cli.fail(string.format("%s: %s.%s: %s", path, where, key, err)) end
+    return bytes
+  end
+  local mem = memory(cluster, "device_memory_gb", "cluster")
   local constraint = doc.constraint or {}
   if type(constraint) ~= "table" then cli.fail(path .. ": constraint: expected a mapping") end
   args.global_batch = field(constraint, "global_batch_size", "number", "constraint")
-  mem_gb = field(constraint, "memory_limit_gb", "number", "constraint") or mem_gb
-  if mem_gb then  -- the reference's GB are binary
-    if not (mem_gb > 0 and mem_gb < math.huge) then
-      cli.fail(string.format("%s: memory limit: expected a finite number of GB above 0, got %s",
-                             path, tostring(mem_gb)))
+  local limit = memory(constraint, "memory_limit_gb", "constraint") or mem
+  if limit then  -- a number is the reference's (binary) GB, a string a size with its unit
+    if not (limit > 0 and limit < math.huge) then
+      local raw = constraint.memory_limit_gb
+      if raw == nil then raw = cluster.device_memory_gb end
+      cli.fail(string.format("%s: memory limit: expected a finite number of GB above 0 (or a "
+                             .. "size with its unit), got %s", path, tostring(raw)))
     end
-    args.max_mem = mem_gb * 2^30
+    args.max_mem = limit
   end
   local par = doc.parallelism or {}
   if type(par) ~= "table" then cli.fail(path .. ": parallelism: expected a mapping") end
@@ -239,7 +251,13 @@ if opts["memory-band"] then
 end
 if opts["policy-opts"] then
   local po = {}
-  for k, v in opts["policy-opts"]:gmatch("([%w_]+)=([^,]+)") do po[k] = tonumber(v) or v end
+  -- typed as written: a number is a number, true/false are booleans, anything else a string
+  local TYPED = {["true"] = true, ["false"] = false}
+  for item in opts["policy-opts"]:gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%w_]+)=(.*)$")
+    if not k then usage("--policy-opts: expected KEY=VALUE,..., got '" .. item .. "'") end
+    if TYPED[v] ~= nil then po[k] = TYPED[v] else po[k] = tonumber(v) or v end
+  end
   args.policy_opts = po
 end
 args.policy = opts.policy
@@ -259,7 +277,8 @@ if jobs < 1 then usage("--jobs: expected at least 1") end
 args.jobs = jobs
 args.progress = verbosity >= 1 and core.stderr_is_terminal()
 
-local out_dir = opts["output-dir"]
+-- without trailing slashes, so that the paths it prints read out/report.html, not out//report.html
+local out_dir = opts["output-dir"] and opts["output-dir"]:gsub("(.)/+$", "%1")
 local csv_tmp
 local export_formats
 if opts.export then
@@ -291,14 +310,16 @@ args.model = model
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
 if not ok then
   if csv_tmp then os.remove(csv_tmp) end
-  local msg = tostring(ranked)
+  -- a bad --precision or --schedule is a usage error, named as the flag
+  local msg = tostring(ranked):gsub("^(precision): ", "--%1: "):gsub("^(schedule): ", "--%1: ")
   if verbosity >= 2 and require("ndplan.policy").last_traceback then
     io.stderr:write(require("ndplan.policy").last_traceback, "\n")
   end
-  cli.fail(msg)
+  cli.fail(msg, msg:match("^%-%-") and cli.EXIT_USAGE or nil)
 end
 local info = ranked and info_or_msg or info_fail
 local fail_msg = not ranked and info_or_msg or nil
+if info and info.pinned_refused then cli.fail(fail_msg, cli.EXIT_USAGE) end
 if not info then
   if csv_tmp then os.remove(csv_tmp) end
   cli.fail(fail_msg)
@@ -388,34 +409,7 @@ else
     for _, w in ipairs(info.warnings or {}) do io.stderr:write("ndplan: warning: ", w, "\n") end
   end
   if ranked then
-    local cols = {{key = "rank", title = "rank", align = "right"}}
-    for _, d in ipairs(info.dims) do
-      if d ~= "recompute" then
-        cols[#cols + 1] = {key = d, title = d, align = "right", fmt = function(_, r)
-          local v = r.strategy[d]
-          if type(v) == "boolean" then return v and "on" or "off" end
-          return tostring(v)
-        end}
-      end
-    end
-    cols[#cols + 1] = {key = "recompute", title = "recompute", fmt = function(_, r) return r.strategy.recompute end}
-    local uneven = false  -- a layout column when a shown row is not the even split
-    for _, r in ipairs(ranked) do uneven = uneven or (r.strategy.layout or "even") ~= "even" end
-    if uneven then
-      cols[#cols + 1] = {key = "layout", title = "layout", fmt = function(_, r) return r.strategy.layout or "even" end}
-    end
-    cols[#cols + 1] = {key = "step_time_s", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end}
-    cols[#cols + 1] = {key = "tokens_per_s", title = "tokens/s", align = "right", fmt = function(v) return string.format("%.0f", v) end}
-    cols[#cols + 1] = {key = "mfu", title = "MFU", align = "right", fmt = function(v) return string.format("%.1f%%", 100 * v) end}
-    cols[#cols + 1] = {key = "peak_memory_bytes", title = "peak", align = "right", fmt = gib}
-    cols[#cols + 1] = {key = "peak_memory_bytes", title = "headroom", align = "right", fmt = function(v)
-      return gib((info.device_budget_bytes or info.budget_bytes) - v) end}
-    cols[#cols + 1] = {key = "heaviest_stage", title = "stage", align = "right"}
-    if info.objective_label then
-      cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",
-                         fmt = function(v) return string.format("%.6g", v) end}
-    end
-    out[#out + 1] = (cli.format_table(cols, ranked):gsub("\n$", ""))
+    out[#out + 1] = require("ndplan.summary").search_table(ranked, info)
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
   for _, w in ipairs(model:warnings()) do say("model %s: %s", model.name, w) end

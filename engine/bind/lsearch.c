@@ -768,6 +768,7 @@ static int res_info (lua_State *L) {
   nd_setint(L, "tested", (lua_Integer)c->tested);
   nd_setint(L, "priced", (lua_Integer)c->priced);
   nd_setint(L, "fit", (lua_Integer)c->fit);
+  nd_setint(L, "equivalent", (lua_Integer)c->equivalent);
   nd_setint(L, "dropped", (lua_Integer)res->dropped);
   nd_setint(L, "postfiltered", (lua_Integer)res->postfiltered);
   nd_setint(L, "kept", res->nbest);
@@ -907,6 +908,7 @@ static int s_run (lua_State *L) {
   hooks.deliver = deliver_hook;
   hooks.progress = progress_hook;
   hooks.ud = &rs;
+  hooks.price_equivalent = rs.objective_idx != 0;
   /* Ctrl-C and the deadline: the core checks the flag between candidates */
   p->stop = &interrupted;
   guard_enter(L, deadline, heap > 0.0 ? (heap < 1e18 ? (size_t)heap : (size_t)1 << 60) : 0, &sv);
@@ -965,6 +967,25 @@ static int s_bounds (lua_State *L) {
   return 1;
 }
 
+/* pinned(model, job, space) -> nil when the pinned values can be walked, else the refusal
+   label and the rule (nd_search_pinned_check) */
+static int s_pinned (lua_State *L) {
+  const nd_model_spec *m = nd_checkmodel(L, 1);
+  nd_job job;
+  nd_search_params *p;
+  char err[256];
+  int r;
+  read_job(L, 2, &job);
+  p = (nd_search_params *)lua_newuserdatauv(L, sizeof *p, 0);
+  nd_search_params_init(p);
+  read_space(L, 3, p);
+  r = nd_search_pinned_check(p, m, &job, err, sizeof err);
+  if (r < 0) { lua_pushnil(L); return 1; }
+  lua_pushstring(L, nd_refusal_label((nd_refusal)r));
+  lua_pushstring(L, err);
+  return 2;
+}
+
 /* stderr_is_terminal() -> whether a progress line belongs on stderr */
 static int s_stderr_is_terminal (lua_State *L) {
   lua_pushboolean(L, isatty(2));
@@ -999,6 +1020,7 @@ static const luaL_Reg res_methods[] = {
 static const luaL_Reg funcs[] = {
   {"run", s_run},
   {"bounds", s_bounds},
+  {"pinned", s_pinned},
   {"stderr_is_terminal", s_stderr_is_terminal},
   {"cores", s_cores},
   {"time_parts", s_time_parts},

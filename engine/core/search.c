@@ -85,6 +85,9 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   b->cp = imin(job->seq_len / 2 > 0 ? job->seq_len / 2 : 1, job->devices);
   b->ep = m->num_experts > 0 ? (int)(m->num_experts < job->devices ? m->num_experts
                                                                     : job->devices) : 1;
+  /* a pinned TP over the KV heads replicates them (legal, wasteful): the walk takes it */
+  if (pinned(&p->dim[ND_DIM_TP]) > b->tp && pinned(&p->dim[ND_DIM_TP]) <= job->devices)
+    b->tp = pinned(&p->dim[ND_DIM_TP]);
   b->etp = m->num_experts > 0 ? b->tp : 1;
   b->vpp = b->layers / 2 > 1 ? b->layers / 2 : 1;  /* layers / PP at PP 2 */
   if (b->vpp > ND_MAX_CHUNKS / 2) b->vpp = ND_MAX_CHUNKS / 2;
@@ -397,6 +400,18 @@ static void submit (walker *w) {
 /* ---- the walk ------------------------------------------------------------------- */
 
 /* VPP: a range up to layers / PP chunks per stage, each holding a layer (1 at PP 1). */
+/*
+** The VPP values an automatic VPP walks: up to 4 always; past 4 only where the layers, with
+** the embedding and the loss counted or not (Megatron's accounting flags), fill pp*vpp
+** equal chunks -- the deep interleavings trainers' recipes use (GPT-3 175B: PP 8 x VPP 12;
+** Llama 3.1 405B: 126 + 2 over PP 8 x VPP 8). A listed or pinned VPP is walked as given.
+*/
+static int auto_vpp (int layers, int pp, int vpp) {
+  long long chunks = (long long)pp * vpp;
+  if (vpp <= 4) return 1;
+  return layers % chunks == 0 || (layers + 1) % chunks == 0 || (layers + 2) % chunks == 0;
+}
+
 static int vpp_bound (const nd_search_bounds *b, int pp) {
   int v = pp > 1 ? b->layers / pp : 1;
   if (v > ND_MAX_CHUNKS / (pp > 0 ? pp : 1)) v = ND_MAX_CHUNKS / (pp > 0 ? pp : 1);
@@ -408,19 +423,41 @@ static int vpp_bound (const nd_search_bounds *b, int pp) {
 ** gets the same label either way), without formatting a message; resolution still runs
 ** last, as the guard for any rule added there. Returns -1 (kept) or the refusal.
 */
+/*
+** Every degree within its bound, at least as many micro-batches as stages: 0, or 1 (and,
+** when err is given, which bound in it).
+*/
+static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char *err,
+                          size_t errlen) {
+  int vpp_max = vpp_bound(b, c->pp);
+  const char *what = NULL, *why = "";
+  int v = 0, bound = 0;
+#define OVER(name, val, lim, because) \
+  { what = name; v = val; bound = lim; why = because; }
+  if (c->tp > b->tp) OVER("tp", c->tp, b->tp, "the KV heads, the devices")
+  else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers over vpp, the batch, the devices")
+  else if (c->cp > b->cp) OVER("cp", c->cp, b->cp, "half the sequence, the devices")
+  else if (c->mbs > b->mbs) OVER("mbs", c->mbs, b->mbs, "the global batch")
+  else if (c->etp > c->tp) OVER("etp", c->etp, c->tp, "tp")
+  else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "the layers over pp")
+  else if (c->zero > 3) OVER("zero", c->zero, 3, "ZeRO stages")
+  else if (c->pp > 1 && c->mb < c->pp) OVER("pp", c->pp, c->mb, "the micro-batches")
+#undef OVER
+  if (!what) return 0;
+  if (err && errlen)
+    snprintf(err, errlen, "degree out of bounds: %s %d over the search's bound of %d (%s)", what,
+             v, bound, why);
+  return 1;
+}
+
 static int check (walker *w, nd_candidate *c) {
   const nd_search_bounds *b = &w->b;
   const nd_model_spec *m = w->m;
   nd_strategy *st = &w->scratch;
   long long G = w->job->global_batch, dense = (long long)c->dp * c->cp * c->tp;
   char err[64];
-  int vpp_max = vpp_bound(b, c->pp);
   int sp = c->sp && c->tp > 1;
-  /* every degree within its bound; at least as many micro-batches as stages */
-  if (c->tp > b->tp || c->pp > b->pp || c->cp > b->cp || c->mbs > b->mbs
-      || c->etp > c->tp || c->vpp > (vpp_max > 0 ? vpp_max : 1) || c->zero > 3
-      || (c->pp > 1 && c->mb < c->pp))
-    return ND_REFUSE_BOUNDS;
+  if (out_of_bounds(b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
   if (m->num_heads % c->tp != 0
       || (m->num_kv_heads > 0 && m->num_kv_heads % c->tp != 0 && c->tp % m->num_kv_heads != 0))
     return ND_REFUSE_BOUNDS;
@@ -471,7 +508,64 @@ static int layout_variants (walker *w, int pp, int vpp, int *out) {
   return n;
 }
 
-static void emit (walker *w, nd_candidate *c) {
+/*
+** The pinned values of p (one-value lists) with the least of every other dimension (pp
+** left open when only vpp is pinned), on a batch that refuses no degree, checked as the
+** walk checks a candidate but against the job's bounds. Returns -1 when they can be
+** walked, else the refusal, with the rule in err ("devices: 8 is not a multiple of
+** tp*cp*pp = 3", "degree out of bounds: vpp ... over the search's bound of 4").
+*/
+int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
+                            const nd_job *job, char *err, size_t errlen) {
+  const nd_dim_set *D = p->dim;
+  nd_job probe = *job;
+  nd_candidate c;
+  walker *w;
+  char why[256];
+  int r;
+#define PIN(d) (pinned(&D[d]) > 0 ? pinned(&D[d]) : 1)
+  memset(&c, 0, sizeof c);
+  c.tp = PIN(ND_DIM_TP); c.pp = PIN(ND_DIM_PP); c.cp = PIN(ND_DIM_CP); c.ep = PIN(ND_DIM_EP);
+  c.etp = PIN(ND_DIM_ETP); c.mbs = PIN(ND_DIM_MBS); c.vpp = PIN(ND_DIM_VPP);
+#undef PIN
+  if (c.vpp > 1 && pinned(&D[ND_DIM_PP]) == 0) c.vpp = 1;  /* the pp it needs is searched */
+  if (!D[ND_DIM_ZERO].is_auto && D[ND_DIM_ZERO].n == 1)
+    c.zero = (unsigned char)D[ND_DIM_ZERO].v[0];
+  c.sp = (unsigned char)(c.tp > 1 && in_set(&D[ND_DIM_SP], 1));
+  if (job->devices < 1 || c.mbs < 1 || c.pp < 1) return -1;  /* nd_search_run says why */
+  probe.global_batch = (long long)job->devices * c.mbs * 2 * c.pp;  /* every dp divides it */
+  w = (walker *)calloc(1, sizeof *w);
+  if (!w) return -1;
+  w->p = p; w->m = m; w->job = &probe;
+  nd_search_bounds_of(p, m, job, &w->b);
+  w->scratch = p->base;
+  load_candidate(&w->scratch, &c, &p->base, w->b.layers);
+  w->scratch.dp = 0; w->scratch.mb = 0;
+  why[0] = '\0';
+  if (pinned(&D[ND_DIM_VPP]) > w->b.vpp) {  /* over the ceiling whatever pp is */
+    snprintf(why, sizeof why, "degree out of bounds: vpp %d over the search's bound of %d (the "
+             "layers over pp)", pinned(&D[ND_DIM_VPP]), w->b.vpp);
+    r = ND_REFUSE_BOUNDS;
+  }
+  else if ((c.mb = (int)(probe.global_batch / c.mbs)),  /* the most micro-batches (dp 1) */
+           out_of_bounds(&w->b, &c, why, sizeof why))
+    r = ND_REFUSE_BOUNDS;  /* the walk's first check */
+  else if (nd_strategy_resolve(&w->scratch, m, &probe, why, sizeof why) != 0) r = label_of(why);
+  else {
+    c.dp = w->scratch.dp; c.mb = w->scratch.mb; c.sp = (unsigned char)w->scratch.sp;
+    w->scratch = p->base;
+    r = check(w, &c);
+    if (r >= 0 && !out_of_bounds(&w->b, &c, why, sizeof why))
+      snprintf(why, sizeof why, "%s", refusal_labels[r]);
+  }
+  free(w);
+  if (r >= 0 && err && errlen) snprintf(err, errlen, "%s", why);
+  return r;
+}
+
+/* equivalent: the candidate is the same run as one priced before it (the walk knows); with
+   an admit or objective hook it is priced anyway (a policy may tell them apart) */
+static void emit (walker *w, nd_candidate *c, int equivalent) {
   int why;
   unsigned long long index;
   slot *s;
@@ -479,6 +573,10 @@ static void emit (walker *w, nd_candidate *c) {
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested++;
   why = check(w, c);
+  if (why < 0 && equivalent && !(w->hooks && (w->hooks->admit || w->hooks->price_equivalent))) {
+    w->counts->equivalent++;
+    return;
+  }
   if (why < 0 && w->hooks && w->hooks->admit) {
     int keep = 1;
     if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
@@ -508,12 +606,13 @@ static void walk (walker *w) {
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
   nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, zv);
   for (ir = 0; ir < nr; ir++) {
-    /* auto: selective that keeps the same tensors as none (flash attention, the attention
-       core its only switch) would repeat every none candidate; it is not walked */
-    if (D[ND_DIM_RECOMPUTE].is_auto && rv[ir] == ND_RECOMPUTE_SELECTIVE
-        && p->base.flash_attention
-        && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0)
-      continue;
+    /* selective that keeps the same tensors as none (flash attention, the attention core
+       its only switch) repeats every none candidate: not walked under auto, counted as
+       equivalent when both are listed */
+    int same_as_none = rv[ir] == ND_RECOMPUTE_SELECTIVE && p->base.flash_attention
+        && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0;
+    if (same_as_none && D[ND_DIM_RECOMPUTE].is_auto) continue;
+    same_as_none = same_as_none && in_set(&D[ND_DIM_RECOMPUTE], ND_RECOMPUTE_NONE);
     nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
     for (it = 0; it < nt; it++) {
       int tp = tv[it];
@@ -537,12 +636,22 @@ static void walk (walker *w) {
               nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
               for (ix = 0; ix < nx; ix++) {
                 int etp = xv[ix];
-                nv = loop_values(&D[ND_DIM_VPP], 0, vpp_bound(b, pp), vv);
+                int vmax = vpp_bound(b, pp);
+                /* nothing for ZeRO to shard: one replica of the dense weights (dp*cp)
+                   and of the experts (dp*cp*tp over ep*etp) */
+                int lone = dp * cp == 1
+                    && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
+                nv = loop_values(&D[ND_DIM_VPP], 0, vmax, vv);
                 for (iv = 0; iv < nv; iv++) {
                   /* uneven (pp, vpp): each distinct layout variant, its own candidate */
-                  int il, lvs[ND_VARIANT_COUNT], nl = layout_variants(w, pp, vv[iv], lvs);
+                  int il, lvs[ND_VARIANT_COUNT], nl;
+                  if (D[ND_DIM_VPP].is_auto && !auto_vpp(b->layers, pp, vv[iv])) continue;
+                  nl = layout_variants(w, pp, vv[iv], lvs);
                   for (il = 0; il < nl; il++)
                   for (iz = 0; iz < nz; iz++) {
+                    /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3
+                       still does: its gather buffers) */
+                    int same = same_as_none || (lone && iz > 0 && zv[iz] <= 2);
                     for (sp = 0; sp <= 1; sp++) {
                       nd_candidate c;
                       if (!in_set(spset, sp)) continue;
@@ -553,7 +662,7 @@ static void walk (walker *w) {
                       c.zero = (unsigned char)zv[iz]; c.sp = (unsigned char)sp;
                       c.recompute = (unsigned char)rv[ir];
                       c.layout = (unsigned char)lvs[il];
-                      emit(w, &c);
+                      emit(w, &c, same);
                       if (w->status != ND_SEARCH_OK) return;
                     }
                   }

@@ -191,11 +191,20 @@ static int loadcommand (lua_State *L, const char *name) {
   if (status != LUA_OK) return status;
   if (lua_isnil(L, -2)) {
     const char *why = lua_tostring(L, -1);
-    if (why && strstr(why, "no bundled file") != NULL)
-      lua_pushfstring(L, "unknown command '%s' (run '%s --help' to list commands)",
-                      name, nd_progname);
-    else
-      lua_pushstring(L, why ? why : "cannot load command");
+    if (why && strstr(why, "no bundled file") != NULL) {
+      /* ndplan.cli names the nearest command and fails with the usage exit code */
+      lua_pop(L, 2);
+      lua_getglobal(L, "require");
+      lua_pushliteral(L, "ndplan.cli");
+      status = nd_docall(L, 1, 1);
+      if (status != LUA_OK) return status;
+      lua_getfield(L, -1, "unknown_command");
+      lua_remove(L, -2);
+      lua_pushstring(L, name);
+      lua_pushstring(L, nd_progname);
+      return nd_docall(L, 2, 0);  /* raises */
+    }
+    lua_pushstring(L, why ? why : "cannot load command");
     lua_replace(L, -3);
     lua_pop(L, 1);
     return LUA_ERRFILE;

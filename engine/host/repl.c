@@ -2,7 +2,8 @@
 ** repl.c -- the interactive loop, behaving like Lua 5.4's: a line is first tried as an
 ** expression and its values printed; an incomplete statement reads continuation lines;
 ** prompts come from _PROMPT and _PROMPT2; complete entries go to the history when line
-** editing (libedit) is built in.
+** editing (libedit) is built in. Lua's ndplan.repl supplies the rest: the global help,
+** how values print (an estimate as its CLI summary), Tab completion and the history file.
 */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -52,11 +53,103 @@ static char *read_line (const char *prompt) {
   return b;
 }
 
+/* ndplan.repl's setup(): {show, complete, history}, kept in the registry */
+static int repl_ref = LUA_NOREF;
+static char history_path[4096];
+
 static void save_line (const char *line) {
 #if defined(NDPLAN_USE_LIBEDIT)
-  if (use_editor()) add_history(line);
+  if (use_editor()) {
+    add_history(line);
+    if (history_path[0]) write_history(history_path);  /* kept even if the session dies */
+  }
 #else
   (void)line;
+#endif
+}
+
+#if defined(NDPLAN_USE_LIBEDIT)
+static lua_State *complete_L;
+static char **found;
+static int nfound, ifound;
+
+static void drop_found (void) {
+  int i;
+  for (i = 0; i < nfound; i++) free(found[i]);
+  free(found);
+  found = NULL;
+  nfound = ifound = 0;
+}
+
+/* readline's generator: the candidates ndplan.repl's complete() gave, one per call */
+static char *next_found (const char *text, int state) {
+  (void)text;
+  if (state == 0) ifound = 0;
+  return ifound < nfound ? strdup(found[ifound++]) : NULL;
+}
+
+/* Tab: complete(line, start, end) in Lua; no candidate, no file names either */
+static char **complete_word (const char *text, int start, int end) {
+  lua_State *L = complete_L;
+  int i, n;
+  rl_attempted_completion_over = 1;
+  drop_found();
+  if (L == NULL || repl_ref == LUA_NOREF) return NULL;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, repl_ref);
+  lua_getfield(L, -1, "complete");
+  lua_remove(L, -2);
+  lua_pushstring(L, rl_line_buffer ? rl_line_buffer : "");
+  lua_pushinteger(L, start);
+  lua_pushinteger(L, end);
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK || !lua_istable(L, -1)) { lua_pop(L, 1); return NULL; }
+  n = (int)luaL_len(L, -1);
+  found = n > 0 ? (char **)calloc((size_t)n, sizeof *found) : NULL;
+  for (i = 1; found && i <= n; i++) {
+    const char *c = (lua_rawgeti(L, -1, i), lua_tostring(L, -1));
+    if (c && (found[nfound] = strdup(c)) != NULL) nfound++;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return nfound > 0 ? rl_completion_matches(text, next_found) : NULL;
+}
+#endif
+
+/* Loads ndplan.repl and runs its setup (protected: a REPL without it still works). */
+static int setup_call (lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "ndplan.repl");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "setup");
+  lua_call(L, 0, 1);
+  return 1;
+}
+
+static void repl_setup (lua_State *L) {
+  lua_pushcfunction(L, setup_call);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+    fprintf(stderr, "ndplan: the REPL runs without help and completion: %s\n",
+            lua_isstring(L, -1) ? lua_tostring(L, -1) : "ndplan.repl.setup returned no table");
+    lua_pop(L, 1);
+    return;
+  }
+  if (lua_getfield(L, -1, "history") == LUA_TSTRING)
+    snprintf(history_path, sizeof history_path, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  repl_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+#if defined(NDPLAN_USE_LIBEDIT)
+  if (use_editor()) {
+    complete_L = L;
+    rl_readline_name = "ndplan";
+    /* a word runs across '.', ':' and '-' (nd.estimate, m:params, llama3.1-8b); quotes,
+       brackets and the other operators end it */
+    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+*/%^~[]";
+    rl_completer_word_break_characters = (char *)rl_basic_word_break_characters;
+    rl_attempted_completion_function = complete_word;
+    rl_completion_append_character = '\0';
+    using_history();
+    stifle_history(1000);
+    if (history_path[0]) read_history(history_path);
+  }
 #endif
 }
 
@@ -141,11 +234,32 @@ static int loadline (lua_State *L) {
   return status;
 }
 
-/* Prints whatever values the entry returned, through the global print. */
+/*
+** Prints whatever values the entry returned: through ndplan.repl's show (an estimate as its
+** CLI summary, a search's ranked list as its table), else through the global print.
+*/
 static void print_results (lua_State *L) {
   int n = lua_gettop(L);
   if (n > 0) {
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+    if (repl_ref != LUA_NOREF) {
+      lua_rawgeti(L, LUA_REGISTRYINDEX, repl_ref);
+      lua_getfield(L, -1, "show");
+      lua_remove(L, -2);
+      lua_insert(L, 1);
+      if (lua_pcall(L, n, 1, 0) == LUA_OK && lua_isstring(L, -1)) {
+        size_t len;
+        const char *text = lua_tolstring(L, -1, &len);
+        fwrite(text, 1, len, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        lua_pop(L, 1);
+        return;
+      }
+      lua_pushfstring(L, "error calling 'show' (%s)", lua_tostring(L, -1));
+      nd_report(L, LUA_ERRRUN);
+      return;
+    }
     lua_getglobal(L, "print");
     lua_insert(L, 1);
     if (lua_pcall(L, n, 0, 0) != LUA_OK) {
@@ -157,12 +271,16 @@ static void print_results (lua_State *L) {
 
 void nd_repl (lua_State *L) {
   int status;
+  repl_setup(L);
   while ((status = loadline(L)) != -1) {
     if (status == LUA_OK) status = nd_docall(L, 0, LUA_MULTRET);
     if (status == LUA_OK) print_results(L);
     else nd_report(L, status);
   }
   lua_settop(L, 0);
+#if defined(NDPLAN_USE_LIBEDIT)
+  drop_found();
+#endif
   fputs("\n", stdout);
   fflush(stdout);
 }

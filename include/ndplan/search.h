@@ -81,9 +81,15 @@ typedef struct nd_search_bounds {
   int layers;                 /* body layers the pipeline splits */
 } nd_search_bounds;
 
+/* tested = refused + priced + equivalent, where over-memory candidates that were priced
+   count in both refused and priced */
 typedef struct nd_search_counts {
   unsigned long long tested, priced, fit;
   unsigned long long refused[ND_REFUSE_COUNT];
+  unsigned long long equivalent;  /* valid, but the same run as a candidate walked before it
+                                     (ZeRO 1-2 beside a lower stage with nothing to shard;
+                                     selective beside none when it keeps what none keeps):
+                                     not priced, as its twin was priced (or refused) */
 } nd_search_counts;
 
 /*
@@ -98,6 +104,8 @@ typedef struct nd_search_hooks {
   int (*deliver)(void *ud, nd_search_row *rows, int n);
   int (*progress)(void *ud, const nd_search_counts *counts);
   void *ud;
+  int price_equivalent;  /* non-zero: price equivalent candidates too (a policy's objective
+                            may tell them apart); admit implies it */
 } nd_search_hooks;
 
 typedef struct nd_search_params {
@@ -127,6 +135,14 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
 int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_device *dev,
                    const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
                    nd_search_counts *counts, char *err, size_t errlen);
+
+/*
+** Whether the pinned values of p (dimensions given as one value) can be walked at all: -1,
+** or the refusal (nd_refusal) that every candidate with them would get, with the rule in
+** err. The other dimensions take their least value (pp stays open when only vpp is pinned).
+*/
+int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
+                            const nd_job *job, char *err, size_t errlen);
 
 /* Rebuilds the full strategy of a candidate on top of base (body: the model's layers). */
 void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int body,

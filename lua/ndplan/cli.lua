@@ -18,6 +18,15 @@ function M.fail(message, code)
   error(setmetatable({message = message, exit = code or M.EXIT_ERROR}, failure_mt), 0)
 end
 
+-- size(flag, text) -> bytes, or nil for nil; a text that is not a memory size (ndplan.grammar:
+-- bytes, with a unit) fails with EXIT_USAGE naming the flag: "--max-mem: ... did you mean 80GiB?"
+function M.size(flag, text)
+  if text == nil then return nil end
+  local bytes, err = require("ndplan.grammar").size(text)
+  if not bytes then M.fail("--" .. flag .. ": " .. err, M.EXIT_USAGE) end
+  return bytes
+end
+
 -- check(value, message, ...): value, or fail with the message of a `nil, message` return.
 function M.check(value, message, ...)
   if value == nil then M.fail(message or "failed") end
@@ -180,6 +189,44 @@ function M.commands()
     end
   end
   return rows
+end
+
+-- The edit distance (insertions, deletions, substitutions, swaps of neighbours) of a and b.
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = {[0] = i} end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:sub(i, i) == b:sub(j - 1, j - 1)
+         and a:sub(i - 1, i - 1) == b:sub(j, j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
+    end
+  end
+  return d[#a][#b]
+end
+
+-- nearest(word, names) -> the name within two edits of word (the closest; ties: the first)
+function M.nearest(word, names)
+  local best, best_d
+  for _, n in ipairs(names) do
+    local d = distance(word, n)
+    if d <= 2 and d < #n and (not best_d or d < best_d) then best, best_d = n, d end
+  end
+  return best
+end
+
+-- unknown_command(name, progname): fails with EXIT_USAGE, naming the nearest command
+function M.unknown_command(name, progname)
+  local names = {}
+  for _, r in ipairs(M.commands()) do names[#names + 1] = r.name end
+  local near = M.nearest(name, names)
+  M.fail(string.format("unknown command '%s'%s (run '%s --help' to list commands)", name,
+                       near and ": did you mean " .. near .. "?" or "", progname or "ndplan"),
+         M.EXIT_USAGE)
 end
 
 -- command_list() -> "commands:\n  models  list ..." (the host's --help)

@@ -45,6 +45,31 @@ function M.resolve(kind, x, opts)
   return x
 end
 
+-- check_misuse(fname, args): raises (at the caller's caller) on a misuse the README's rule
+-- names: a missing model or device, an argument of the wrong Lua type among the job's and
+-- the budget's. What depends on the data (an unknown name, devices = 0) is left to return
+-- nil, message.
+function M.check_misuse(fname, args)
+  for _, k in ipairs({"model", "device"}) do
+    local v = args[k]
+    if v == nil then error(string.format("%s: %s: missing", fname, k), 3) end
+    if type(v) ~= "string" and type(v) ~= "table" and type(v) ~= "userdata" then
+      error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
+                          fname, k, type(v)), 3)
+    end
+  end
+  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
+    if type(args[k]) ~= "number" then
+      error(string.format("%s: %s: expected an integer, got %s", fname, k, type(args[k])), 3)
+    end
+  end
+  local mm = args.max_mem
+  if mm ~= nil and type(mm) ~= "number" and type(mm) ~= "string" then
+    error(string.format("%s: max_mem: expected bytes or a size like \"80GiB\", got %s", fname,
+                        type(mm)), 3)
+  end
+end
+
 -- The memory budget: an explicit max_mem (bytes or a size string), else the device's
 -- capacity; the device's runtime reserve is part of every stage's peak.
 function M.budget(device, max_mem)
@@ -96,6 +121,15 @@ local function add_band(result, model, strategy, info)
   result.step_time_band = b
 end
 
+-- tp_warning(tp, kv_heads) -> a warning when a pinned TP is legal but wasteful: above the
+-- KV heads, each one is replicated (its projections and cache on tp/kv ranks), else nil
+function M.tp_warning(tp, kv_heads)
+  if math.type(tp) ~= "integer" or not kv_heads or kv_heads < 1 or tp <= kv_heads then return nil end
+  return string.format("tp %d is over the model's %d KV heads: each KV head is replicated on "
+    .. "%d TP ranks (legal, but the K and V projections and their activations are not split "
+    .. "further)", tp, kv_heads, tp // kv_heads)
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
@@ -104,6 +138,7 @@ function M.estimate(args)
     for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
     if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
   end
+  M.check_misuse("nd.estimate", args)
   local model, merr = M.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)
@@ -144,8 +179,20 @@ function M.estimate(args)
   end
   if args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
-    result, why = core.balance(model, device, job, strategy, budget, costs,
-                               per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil)
+    local modes = per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil
+    result, why = core.balance(model, device, job, strategy, budget, costs, modes)
+    if result and per_layer then
+      -- the balancer keeps the estimate, not the plan: the same plan on the final layout
+      -- gives each stage's time saved against full recompute and its need
+      local st = {}
+      for k, v in pairs(strategy) do st[k] = v end
+      st.stage_layers = result.strategy.stage_layers
+      local planned = core.plan(model, device, job, st, budget, costs, modes)
+      if planned and planned.step_time_s == result.step_time_s then
+        result.stage_savings_s, result.stage_need_bytes = planned.stage_savings_s,
+                                                          planned.stage_need_bytes
+      end
+    end
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
   elseif megatron then
@@ -174,6 +221,9 @@ function M.estimate(args)
   result.job = job
   result.stack = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
   add_band(result, model, strategy, sinfo)
+  local nkv = model:spec().num_kv_heads
+  local wasted = M.tp_warning(result.strategy.tp, nkv > 0 and nkv or nil)
+  if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
   return result
 end
 

@@ -4,10 +4,11 @@
 -- A non-string argument is a programming error and raises.
 --
 -- Units. Prefixes are decimal (k M G T P E: powers of 1000) or binary (Ki Mi Gi Ti Pi Ei:
--- powers of 1024) and are read case-insensitively, but the final letter is not: `B` is
--- bytes and `b` is bits, so 80GB = 80e9 bytes, 80GiB = 80 * 2^30 bytes and 400Gb = 400e9
--- bits = 50e9 bytes. (So `80gb` is 80 gigabits, not gigabytes.) Rates are sizes per second
--- (`/s` or `ps`: 450GB/s, 400Gbps). Times take ns, us (or µs, μs), ms, s, min, h.
+-- powers of 1024) and are read case-insensitively. A memory size is bytes whatever the
+-- case of its last letter: 80GB = 80gb = 80e9 bytes, 80GiB = 80gib = 80 * 2^30 bytes, and a
+-- bare number is refused with a suggestion ("did you mean 80GiB?"). Rates keep the case:
+-- `B` is bytes and `b` is bits, so 450GB/s = 4.5e11 bytes/s and 400Gb/s = 5e10 bytes/s
+-- (`/s` or `ps`: 400Gbps). Times take ns, us (or µs, μs), ms, s, min, h.
 local lpeg = require "lpeg"
 
 local P, R, S, C, Cc, Cp, Ct, Cmt = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Cp,
@@ -102,12 +103,25 @@ local per_second = P"/" * ws * P"s" + P"ps"
 ---------------------------------------------------------------------------------------------
 -- Quantities
 ---------------------------------------------------------------------------------------------
-local SIZE_UNITS = "a unit like B, GB, GiB or Gb"
-local size_pattern = ws * number * ws
-  * (byte_unit * finish + expect(ws * -1, SIZE_UNITS) * Cc(0, 1)) / scaled
+-- A memory size: the unit's last letter is a byte in either case (no one sizes memory in bits).
+local SIZE_UNITS = "a unit like B, GB or GiB"
+local size_unit = prefix * S"bB" * Cc(1) / function(e, f, u) return e, f * u end
+local size_pattern = ws * number * ws * expect(size_unit, SIZE_UNITS) * finish / scaled
+local bare_number = ws * C((digit^1 * (P"." * digit^0)^-1 + P"." * digit^1)
+                           * (S"eE" * S"+-"^-1 * digit^1)^-1) * ws * -1
 
--- size("80GB") -> 8e10 bytes; "80GiB", "512 MiB", "400Gb" (bits), "1024" (plain bytes)
+-- size("80GB") -> 8e10 bytes; "80gb" (the same), "80GiB", "512 MiB", "1024B". A number without
+-- a unit is refused: "a memory size needs a unit: did you mean 80GiB?" (GiB below a million,
+-- bytes above, where a count of bytes is the likelier meaning).
 function M.size(s)
+  if type(s) == "string" then
+    local bare = bare_number:match(s)
+    if bare then
+      local n = tonumber(bare)
+      return nil, string.format("a memory size needs a unit: did you mean %s%s? (GB = 10^9 "
+        .. "bytes, GiB = 2^30)", bare, n and n >= 1e6 and "B" or "GiB")
+    end
+  end
   local v, err = run("size", size_pattern, s, "a size like 80GB or 80GiB")
   if v == nil then return nil, err end
   return v + 0.0

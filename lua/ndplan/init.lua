@@ -34,6 +34,7 @@ local lazy = {
 }
 
 return setmetatable(nd, {
+  __names = lazy,  -- what __index can load (the REPL's Tab completion lists them)
   __index = function(t, k)
     local name = lazy[k]
     if name == nil then return nil end

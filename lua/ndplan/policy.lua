@@ -19,7 +19,8 @@ M.HOOKS = {"setup", "admit", "objective", "rank", "done"}
 local HOOK_SET = {}
 for _, h in ipairs(M.HOOKS) do HOOK_SET[h] = true end
 -- Plain data a policy may carry besides its hooks.
-local DATA = {name = "string", description = "string", objective_label = "string"}
+local DATA = {name = "string", description = "string", objective_label = "string",
+              objective_format = "string"}  -- e.g. "%.3f" for the objective's column
 
 -- Where bundled policies live, searched in this order.
 local BUNDLED = {"lua/ndplan/policies/%s.lua", "examples/policies/%s.lua"}

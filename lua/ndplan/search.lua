@@ -86,6 +86,7 @@ function M.search(args)
       error("nd.search: unknown argument '" .. tostring(k) .. "'", 2)
     end
   end
+  estimate.check_misuse("nd.search", args)
   local model, merr = estimate.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
@@ -125,6 +126,14 @@ function M.search(args)
     if d == "recompute" and v == nil then v = "none" end
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
+  end
+  -- a pinned value no candidate can take: the core's rule, before any walk
+  local okp, label, rule = pcall(core.pinned, model, job, space)
+  if not okp then error(label, 0) end  -- a bad space: the message core.run would give
+  if label then
+    if rule:sub(1, #label + 2) == label .. ": " then rule = rule:sub(#label + 3) end
+    return nil, string.format("pinned degrees refused (%s): %s", label, rule),
+           {pinned_refused = label}
   end
   local t = args.timeout
   if t ~= nil and (type(t) ~= "number" or not (t > 0 and t < math.huge)) then
@@ -174,11 +183,17 @@ function M.search(args)
   info.node_size = job_info.node_size
   info.policy, info.policy_origin = p.name or origin, origin
   info.objective_label = p.objective_label or (p.objective and "objective") or nil
+  info.objective_format = p.objective_format
+  local spec = model:spec()
+  info.kv_heads = spec.num_kv_heads > 0 and spec.num_kv_heads or nil  -- MLA: none
+  info.experts = spec.num_experts
   info.dims = shown_dims
   info.space = space
   info.results = res
   info.misses = res:misses()
   info.warnings = {}
+  local wasted = estimate.tp_warning(space.tp, info.kv_heads)
+  if wasted then info.warnings[#info.warnings + 1] = wasted end
   -- The reference's post-filter: results outside a DP or MB list are removed; if that
   -- removes everything, the single best unfiltered result is kept anyway.
   local pool = res
@@ -255,6 +270,9 @@ function M.counts_line(info)
                              info.refused_total,
                              #parts > 0 and " (" .. table.concat(parts, ", ") .. ")" or "",
                              info.priced, info.fit)
+  if (info.equivalent or 0) > 0 then
+    line = line .. string.format(", %d equivalent (not priced)", info.equivalent)
+  end
   if info.dropped > 0 then line = line .. string.format(", %d dropped by the policy", info.dropped) end
   if info.postfiltered > 0 then
     line = line .. string.format(", %d outside the dp/mb lists", info.postfiltered)
@@ -265,11 +283,22 @@ end
 -- The bounds line, stated once before the loops.
 function M.bounds_line(info)
   local b = info.bounds
-  return string.format("The search bounds TP up to %d (the model's KV heads), PP up to %d "
-    .. "(%d layers, a batch of %d), CP up to %d (the sequence), EP up to %d (the model's "
-    .. "experts), VPP up to %d (layers / PP: a layer per chunk), MBS up to %d; uneven "
-    .. "splits walk the even, accounting and first/last layouts; loops: %s", b.tp, b.pp, b.layers,
-    info.job.global_batch, b.cp, b.ep, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
+  -- each bound is the least of its limits: say which one it is
+  local n = info.job.devices
+  local kv = info.kv_heads
+  local tp_why = b.tp == n and (not kv or kv > n) and "the devices"
+    or kv and b.tp > kv and "pinned; the model has " .. kv .. " KV heads"
+    or kv and "the model's KV heads" or "the model's heads"
+  local pp_why = b.pp == n and n < b.layers and n < info.job.global_batch and "the devices"
+    or string.format("%d layers, a batch of %d", b.layers, info.job.global_batch)
+  local cp_why = b.cp == n and "the devices" or "the sequence"
+  local ep_why = b.ep == 1 and info.experts == 0 and "the model has no experts"
+    or b.ep == n and (info.experts or 0) > n and "the devices" or "the model's experts"
+  return string.format("The search bounds TP up to %d (%s), PP up to %d (%s), CP up to %d "
+    .. "(%s), EP up to %d (%s), VPP up to %d (layers / PP: a layer per chunk; past 4 where the "
+    .. "layers fill the chunks), MBS up to %d; uneven splits walk the even, accounting and "
+    .. "first/last layouts; loops: %s", b.tp, tp_why, b.pp,
+    pp_why, b.cp, cp_why, b.ep, ep_why, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end
 
 -- encode(value) -> JSON text with object keys sorted, so that a document is the same bytes
@@ -335,7 +364,8 @@ function M.json_doc(ranked, info)
     budget_bytes = info.device_budget_bytes or info.budget_bytes,
     ranking_budget_bytes = info.budget_bytes, memory_band = info.memory_band, policy = info.policy,
     counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
-              fit = info.fit, dropped = info.dropped, postfiltered = info.postfiltered},
+              fit = info.fit, equivalent = info.equivalent, dropped = info.dropped,
+              postfiltered = info.postfiltered},
     refusals = info.refused,
     bounds = info.bounds,
     warnings = #info.warnings > 0 and info.warnings or nil,

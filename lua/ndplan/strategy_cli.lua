@@ -199,6 +199,7 @@ function M.estimate(args)
     if why:match("^over memory") then cli.fail(why, cli.EXIT_NO_FIT) end
     cli.fail((why:match("^costs%.") and "" or "strategy refused: ") .. why)
   end
+  for _, w in ipairs(r.warnings or {}) do io.stderr:write("ndplan: warning: ", w, "\n") end
   return r
 end
 

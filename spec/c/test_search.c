@@ -55,6 +55,8 @@ static int collect (void *ud, nd_search_row *rows, int n) {
   return 0;
 }
 
+static int price_all = 0;  /* run(): price equivalent candidates too */
+
 static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk, seen *s,
                 nd_search_counts *counts, volatile sig_atomic_t *stop) {
   nd_search_params p;
@@ -72,6 +74,7 @@ static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk,
   memset(&hooks, 0, sizeof hooks);
   hooks.deliver = collect;
   hooks.ud = s;
+  hooks.price_equivalent = price_all;
   return nd_search_run(&p, m, d, &job, &costs, &hooks, counts, err, sizeof err);
 }
 
@@ -100,8 +103,45 @@ int main (void) {
   }
   CHECK(memcmp(&c1, &c4, sizeof c1) == 0, "counts differ between -j 1 and -j 4");
   for (r = 0; r < ND_REFUSE_MEMORY; r++) refused += c1.refused[r];
-  CHECK(c1.tested == refused + c1.priced, "tested %llu != refused %llu + priced %llu",
-        c1.tested, refused, c1.priced);
+  CHECK(c1.tested == refused + c1.priced + c1.equivalent,
+        "tested %llu != refused %llu + priced %llu + equivalent %llu", c1.tested, refused,
+        c1.priced, c1.equivalent);
+  { /* equivalent candidates: priced on request, each the same figures as one priced before */
+    seen all = {NULL, 0, 0, -1};
+    nd_search_counts ca;
+    int j, k, matched = 0;
+    price_all = 1;
+    status = run(m, &dev, 1, 0, &all, &ca, &stop);
+    price_all = 0;
+    CHECK(status == ND_SEARCH_OK && c1.equivalent > 0, "status %d, %llu equivalent", status,
+          c1.equivalent);
+    { /* each is priced, or refused while pricing as its twin was (a per-layer plan that
+         cannot fit, or that keeps everything: its none twin): the refusals that were not
+         priced grow by the rest */
+      long long r1 = 0, rA = 0;
+      int q;
+      for (q = 0; q < ND_REFUSE_COUNT; q++) { r1 += (long long)c1.refused[q]; rA += (long long)ca.refused[q]; }
+      r1 -= (long long)(c1.priced - c1.fit);  /* over memory, priced: counted once */
+      rA -= (long long)(ca.priced - ca.fit);
+      CHECK(ca.tested == c1.tested && ca.equivalent == 0
+            && (long long)(ca.priced - c1.priced) + (rA - r1) == (long long)c1.equivalent,
+            "priced %llu with them, %llu + %llu without", ca.priced, c1.priced, c1.equivalent);
+    }
+    for (j = 0, k = 0; j < all.n; j++) {
+      int i2, found = 0;
+      if (k < one.n && one.rows[k].index == all.rows[j].index) { k++; continue; }
+      for (i2 = 0; i2 < k && !found; i2++)
+        found = one.rows[i2].step_time == all.rows[j].step_time
+             && one.rows[i2].peak == all.rows[j].peak && one.rows[i2].c.tp == all.rows[j].c.tp
+             && one.rows[i2].c.pp == all.rows[j].c.pp && one.rows[i2].c.mbs == all.rows[j].c.mbs;
+      CHECK(found, "walk index %llu (zero %d, recompute %d) has no equal priced before it",
+            all.rows[j].index, all.rows[j].c.zero, all.rows[j].c.recompute);
+      matched++;
+    }
+    CHECK(matched == (int)(ca.priced - c1.priced), "%d rows only priced on request, %llu more",
+          matched, ca.priced - c1.priced);
+    free(all.rows);
+  }
   CHECK(c1.priced == c1.fit + c1.refused[ND_REFUSE_MEMORY], "priced != fit + over memory");
   CHECK(c1.priced == (unsigned long long)one.n, "priced %llu, delivered %d", c1.priced, one.n);
 
@@ -115,6 +155,30 @@ int main (void) {
   status = run(m, &dev, 2, 0, &failing, &cs, &stop);
   CHECK(status == ND_SEARCH_STOPPED, "stopped status %d", status);
   CHECK(cs.priced == 0, "priced %llu after stop", cs.priced);
+
+  { /* pinned values: refused before the walk with the rule, or left to the walk */
+    nd_search_params p;
+    nd_job job = {16, 64, 1024};
+    char err[256];
+    nd_search_params_init(&p);
+    p.dim[ND_DIM_TP].is_auto = 0; p.dim[ND_DIM_TP].n = 1; p.dim[ND_DIM_TP].v[0] = 3;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_BOUNDS && strstr(err, "not a multiple of tp*cp*pp = 3"), "tp 3: %d %s", r, err);
+    p.dim[ND_DIM_TP].v[0] = 2;
+    p.dim[ND_DIM_EP].is_auto = 0; p.dim[ND_DIM_EP].n = 1; p.dim[ND_DIM_EP].v[0] = 3;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_EP_DIV, "ep 3 over 8 experts: %d %s", r, err);
+    p.dim[ND_DIM_EP].v[0] = 4;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == -1, "tp 2 ep 4 refused: %d %s", r, err);
+    p.dim[ND_DIM_VPP].is_auto = 0; p.dim[ND_DIM_VPP].n = 1; p.dim[ND_DIM_VPP].v[0] = 2;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == -1, "vpp 2 with pp searched refused: %d %s", r, err);
+    p.dim[ND_DIM_PP].is_auto = 0; p.dim[ND_DIM_PP].n = 1; p.dim[ND_DIM_PP].v[0] = 4;
+    p.dim[ND_DIM_VPP].v[0] = 4;  /* 8 layers over pp 4: 2 chunks per stage at most */
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_BOUNDS && strstr(err, "vpp"), "pp 4 vpp 4 on 8 layers: %d %s", r, err);
+  }
 
   free(one.rows);
   free(many.rows);

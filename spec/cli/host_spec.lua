@@ -51,7 +51,7 @@ describe("ndplan host", function()
 
   it("refuses an unknown command in one line", function()
     local r = R.run({"no-such-command"})
-    assert.equal(1, r.code)
+    assert.equal(2, r.code)  -- a usage error (issue 16)
     assert.equal("ndplan: unknown command 'no-such-command' (run 'ndplan --help' to list commands)\n",
                  r.err)
   end)

@@ -86,10 +86,15 @@ describe("the walk, enumerated by hand", function()
   end)
 
   it("counts degrees over their bounds and drops what is over memory", function()
-    local ranked, _, info = run{tp = {16}, devices = 16, global_batch = 16, sp = false, zero = 0}
+    local ranked, _, info = run{tp = {16, 32}, devices = 16, global_batch = 16, sp = false, zero = 0}
     assert.is_nil(ranked)
     assert.is_true(info.refused["degree out of bounds"] > 0)
     assert.equal(0, info.priced)
+    -- one pinned value that no candidate can take is refused before the walk, with the rule
+    local none, why, pinfo = run{tp = 16, devices = 16, global_batch = 16, sp = false, zero = 0}
+    assert.is_nil(none)
+    assert.equal("pinned degrees refused (degree out of bounds): tp 16 does not divide 8 heads", why)
+    assert.equal("degree out of bounds", pinfo.pinned_refused)
     local r2, msg, info2 = run{max_mem = 1e6, sp = false, zero = 0, cp = 1}
     assert.is_nil(r2)
     assert.matches("no strategy fits", msg)
@@ -256,7 +261,10 @@ describe("policies in nd.search", function()
     local ranked, info = assert(nd.search(with{policy = {admit = function(c) return c.tp == 2 end}}))
     for _, r in ipairs(ranked) do assert.equal(2, r.strategy.tp) end
     assert.equal(plain.tested, info.tested)
-    assert.equal(plain.refused["filtered out"] + (plain.priced - info.priced),
+    -- with admit, the candidates equivalent to others are priced too (a policy may tell
+    -- them apart); without, they are counted apart
+    assert.equal(0, info.equivalent)
+    assert.equal(plain.refused["filtered out"] + (plain.priced + plain.equivalent - info.priced),
                  info.refused["filtered out"])
   end)
 

@@ -1,0 +1,175 @@
+-- Plain-text summaries of results, as the commands print them: ndplan estimate's (memory
+-- per stage, time parts, the per-layer plan, the topology) and ndplan search's ranked table.
+-- The REPL prints results with them too.
+local cli = require "ndplan.cli"
+local units = require "ndplan.c.units"
+
+local M = {}
+
+local function gib(b) return units.bytes(b, "binary") end
+
+-- estimate(r [, model]) -> the text of `ndplan estimate` for an nd.estimate result (no final
+-- newline); model (for the per-layer plan's layer kinds) defaults to nd.model(r.model).
+function M.estimate(r, model)
+  if model == nil and (r.strategy.recompute == "per_layer" or r.layout_moves) then
+    model = require("ndplan").model(r.model)
+  end
+  local s = r.strategy
+  local out = {}
+  local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  say("%s on %d x %s, global batch %d x %d tokens", r.model, r.job.devices, r.device,
+      r.job.global_batch, r.job.seq_len)
+  say("strategy  dp %d  tp %d  pp %d  vpp %d  cp %d  ep %d  etp %d  sp %s  zero %d  mbs %d  mb %d",
+      s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb)
+  local rec = s.recompute
+  if r.megatron then  -- the form Megatron states, and its flags
+    local bp = require "ndplan.block_plan"
+    rec = string.format("megatron: %s (%s)", bp.describe(r.megatron, s.vpp),
+                        table.concat(bp.flags(r.megatron), " "))
+  end
+  say("          schedule %s, recompute %s, %s, flash attention %s", s.schedule, rec,
+      s.precision, s.flash_attention and "on" or "off")
+  local p = r.precision
+  if p.element_bytes > 0 then  -- what the recipe quantizes, and its byte widths
+    local w = p.bytes_per_param
+    say("          %s: linear GEMMs at %s (%.0f TFLOP/s)%s; per quantized parameter %.4g B "
+        .. "stored, %.4g B of quantized copies, all-gathered at %.4g B", p.recipe, p.gemm_precision,
+        p.gemm_peak_flops / 1e12,
+        (p.bf16_first_layers + p.bf16_last_layers > 0)
+          and string.format(", the first %d and last %d body layers in BF16",
+                            p.bf16_first_layers, p.bf16_last_layers) or "",
+        w.param, w.cache, w.gather)
+  end
+  if s.pp > 1 and s.pipeline_layout
+     and (s.layout_from ~= "even" or (model and model.num_layers % (s.pp * s.vpp) ~= 0)) then
+    say("          pipeline layout %s (%s)", s.pipeline_layout, (s.layout_from:gsub("_", "/")))
+  end
+  say("")
+  local band = r.step_time_band  -- the stack profile's residuals in this regime
+  local band_text = ""
+  if band then
+    band_text = string.format(" ± %.0f%% (%s · %s · %s%s)", band.pct, band.stack, band.device,
+                              band.regime, band.widened and ": no runs, widened" or
+                              string.format(" · %d runs", band.runs))
+  end
+  say("step time %s%s   %.0f tokens/s   MFU %.1f%%   HFU %.1f%%", units.seconds(r.step_time_s),
+      band_text, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu)
+  if r.stack and r.stack.note then say("          %s", r.stack.note) end
+  local parts = {}
+  for _, k in ipairs({"forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm",
+                      "pp_comm", "dp_comm", "optimizer", "bubble", "offload"}) do
+    local v = r.time_parts_s[k]
+    if v > 0 then parts[#parts + 1] = {part = k, t = v, share = 100 * v / r.step_time_s} end
+  end
+  out[#out + 1] = (cli.format_table({
+    {key = "part", title = "  time part"},
+    {key = "t", title = "seconds", align = "right", fmt = function(v) return units.seconds(v) end},
+    {key = "share", title = "share", align = "right", fmt = function(v) return string.format("%.1f%%", v) end},
+  }, parts):gsub("\n$", ""):gsub("([^\n]+)", "  %1"))
+  say("")
+  say("memory    peak %s on stage %d of %d, budget %s: %s", gib(r.peak_memory_bytes),
+      r.heaviest_stage, #r.stages, gib(r.budget_bytes),
+      r.fits and "fits" or ("over by " .. gib(r.over_bytes)))
+  out[#out + 1] = (cli.format_table({
+    {key = "stage", title = "stage", align = "right"},
+    {key = "layers", title = "layers", align = "right"},
+    {key = "inflight", title = "in flight", align = "right", fmt = function(v) return string.format("%.4g", v) end},
+    {key = "weights", title = "weights", align = "right", fmt = gib},
+    {key = "grads", title = "grads", align = "right", fmt = gib},
+    {key = "optimizer", title = "optimizer", align = "right", fmt = gib},
+    {key = "activations", title = "activations", align = "right", fmt = gib},
+    {key = "buffers", title = "buffers", align = "right", fmt = gib},
+    {key = "fragmentation", title = "slack", align = "right", fmt = gib},
+    {key = "reserve", title = "reserve", align = "right", fmt = gib},
+    {key = "peak", title = "peak", align = "right", fmt = gib},
+    r.stage_savings_s and {key = "saved", title = "saved vs full", align = "right",
+                           fmt = function(v) return units.seconds(v) end} or nil,
+  }, (function()
+    for i, st in ipairs(r.stages) do st.saved = r.stage_savings_s and r.stage_savings_s[i] end
+    return r.stages
+  end)()):gsub("\n$", ""):gsub("([^\n]+)", "  %1"))
+  if model and (s.recompute == "per_layer" or r.layout_moves) then
+    say("")
+    local plan = require("ndplan.plan").from_estimate(r, model)
+    if r.layout_moves then
+      say("layout    %s (%d layers moved from the even split)", table.concat(s.stage_layers, ","),
+          r.layout_moves)
+    end
+    for _, rg in ipairs(plan.ranges) do
+      local last = rg.first + rg.count - 1
+      say("layers %s (%s): %s", rg.count > 1 and (rg.first .. "-" .. last) or tostring(rg.first),
+          rg.kind, rg.mode)
+    end
+  end
+  say("")
+  local topo = {}
+  for _, k in ipairs({"tp", "cp", "dp", "pp", "ep", "etp", "edp"}) do
+    local g = r.topology[k]
+    if g.size > 1 then topo[#topo + 1] = string.format("%s %d over %s", k, g.size, g.link) end
+  end
+  say("topology  ranks TP innermost, then CP, DP, PP: %s",
+      #topo > 0 and table.concat(topo, ", ") or "one device")
+  return table.concat(out, "\n")
+end
+
+-- The dimensions worth a column: those that vary among the rows, and dp and mb (derived).
+local function varying(ranked)
+  local dims = {}
+  for _, d in ipairs({"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs"}) do
+    local first, differs = ranked[1].strategy[d], d == "dp" or d == "mb"
+    for _, r in ipairs(ranked) do differs = differs or r.strategy[d] ~= first end
+    if differs then dims[#dims + 1] = d end
+  end
+  return dims
+end
+
+-- search_table(ranked [, info]) -> the ranked table of `ndplan search` (no final newline):
+-- info.dims chooses the columns (default: those that vary), info.objective_label and
+-- info.objective_format the policy's column.
+function M.search_table(ranked, info)
+  info = info or {}
+  local cols = {{key = "rank", title = "rank", align = "right"}}
+  for _, d in ipairs(info.dims or varying(ranked)) do
+    if d ~= "recompute" then
+      cols[#cols + 1] = {key = d, title = d, align = "right", fmt = function(_, r)
+        local v = r.strategy[d]
+        if type(v) == "boolean" then return v and "on" or "off" end
+        return tostring(v)
+      end}
+    end
+  end
+  cols[#cols + 1] = {key = "recompute", title = "recompute", fmt = function(_, r) return r.strategy.recompute end}
+  local uneven = false  -- a layout column when a shown row is not the even split
+  for _, r in ipairs(ranked) do uneven = uneven or (r.strategy.layout or "even") ~= "even" end
+  if uneven then
+    cols[#cols + 1] = {key = "layout", title = "layout", fmt = function(_, r) return r.strategy.layout or "even" end}
+  end
+  cols[#cols + 1] = {key = "step_time_s", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end}
+  cols[#cols + 1] = {key = "tokens_per_s", title = "tokens/s", align = "right", fmt = function(v) return string.format("%.0f", v) end}
+  cols[#cols + 1] = {key = "mfu", title = "MFU", align = "right", fmt = function(v) return string.format("%.1f%%", 100 * v) end}
+  cols[#cols + 1] = {key = "peak_memory_bytes", title = "peak", align = "right", fmt = gib}
+  local budget = info.device_budget_bytes or info.budget_bytes
+  if budget then  -- what is left of the device budget (the search ranks within its band)
+    cols[#cols + 1] = {key = "peak_memory_bytes", title = "headroom", align = "right",
+                       fmt = function(v) return gib(budget - v) end}
+  end
+  cols[#cols + 1] = {key = "heaviest_stage", title = "stage", align = "right"}
+  if info.objective_label then
+    -- the policy's objective_format, else one number of decimals for the column: four
+    -- significant digits on its smallest value
+    local fmt = info.objective_format
+    if not fmt then
+      local least = math.huge
+      for _, r in ipairs(ranked) do
+        if type(r.objective) == "number" and r.objective ~= 0 then least = math.min(least, math.abs(r.objective)) end
+      end
+      local digits = least < math.huge and 3 - math.floor(math.log(least, 10)) or 0
+      fmt = "%." .. math.max(0, math.min(9, digits)) .. "f"
+    end
+    cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",
+                       fmt = function(v) return string.format(fmt, v) end}
+  end
+  return (cli.format_table(cols, ranked):gsub("\n$", ""))
+end
+
+return M
