@@ -112,6 +112,7 @@ static const char *const strategy_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
   "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
+  "reshard_after_forward",
   "bf16_first_layers", "bf16_last_layers",
   "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
   "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
@@ -176,6 +177,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     nd_check_recipe(L, -1, "precision", &st->precision);
   lua_pop(L, 1);
   st->param_gather = get_bool(L, t, "fp8_param_gather", 0);
+  st->reshard = get_bool(L, t, "reshard_after_forward", -1);  /* -1: the trainer's default */
   st->bf16_first = get_int(L, t, "bf16_first_layers", -1);
   st->bf16_last = get_int(L, t, "bf16_last_layers", -1);
   if (lua_getfield(L, t, "recompute") != LUA_TNIL
@@ -408,6 +410,9 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_strategy_recipe(st)->name); lua_setfield(L, -2, "precision");
   lua_pushboolean(L, st->param_gather); lua_setfield(L, -2, "fp8_param_gather");
+  if (st->zero == 3) {  /* FSDP: whether each micro-batch gathers again (resolved) */
+    lua_pushboolean(L, st->reshard != 0); lua_setfield(L, -2, "reshard_after_forward");
+  }
   if (nd_strategy_recipe(st)->element_bytes > 0.0) {  /* the BF16 layers, resolved */
     int first, last;
     nd_strategy_bf16_layers(st, (int)m->num_layers, &first, &last);

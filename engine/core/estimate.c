@@ -824,8 +824,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
       ss.core_s_total *= 0.5; ss.act *= 0.5; ss.act_off *= 0.5; extra_act *= 0.5;
     }
     /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
-    zfac_w = st->zero >= 3 ? 1.0 : 0.0;
-    zfac_g = st->zero >= 2 ? 1.0 : 0.0;
+    /* (FSDP without resharding keeps the stage's parameters and gradients unsharded from the
+       step's gather to its reduce-scatter: only the optimizer states stay sharded) */
+    zfac_w = st->zero >= 3 && st->reshard ? 1.0 : 0.0;
+    zfac_g = st->zero >= 2 && !(st->zero == 3 && !st->reshard) ? 1.0 : 0.0;
     zfac_o = st->zero >= 1 ? 1.0 : 0.0;
     se->layers = (int)ss.layers;
     se->params = pd + pe;
@@ -850,7 +852,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
        and the working set of recompute: when warm-up ends, the first backward rebuilds
        one layer's dropped activations for one micro-batch on top of all that is held */
     buffers = st->tp > 1 ? ab * x.T * h : 0.0;
-    if (st->zero >= 3 && 2.0 * ss.gather > buffers) buffers = 2.0 * ss.gather;
+    if (st->zero >= 3 && st->reshard && 2.0 * ss.gather > buffers) buffers = 2.0 * ss.gather;
     /* (DualPipe: the mean of the two stages, as every activation above) */
     se->buffers = buffers + ss.working * (dual ? 0.5 : 1.0);
     se->reserve = dev->reserve_bytes;
@@ -909,7 +911,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
       if (st->zero == 0)
         dp_time = nd_allreduce_time(&x.fabric, gd, costs->grad_bytes * pd)
                 + nd_allreduce_time(&x.fabric, ge, costs->grad_bytes * pe);
-      else if (st->zero <= 2)
+      else if (st->zero <= 2 || !st->reshard)  /* (FSDP unresharded: once per step) */
         dp_time = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
                 + nd_allgather_time(&x.fabric, gd, wd)
                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe)
@@ -929,7 +931,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
         if (hidden > per_mb) hidden = per_mb;
         dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden);
       }
-      if (st->zero < 3) {  /* the last micro-batch's backward hides a share of it, at the
+      if (st->zero < 3 || !st->reshard) {  /* the last micro-batch's backward hides a share of it, at the
                               compute the communication kernels take meanwhile */
         double hidden = costs->dp_overlap * ss.bwd;
         if (hidden > dp_time) hidden = dp_time;

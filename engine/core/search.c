@@ -159,6 +159,7 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
                                                       : (nd_recompute)c->recompute;
   st->per_layer = 0;
   st->schedule = base->schedule;
+  st->reshard = base->reshard;  /* resolution sets the default for the candidate's pp */
   /* the layout fields of the variant (resolution writes stage_layers from them) */
   nd_layout_variant(st, body, c->layout);
 }
@@ -473,7 +474,6 @@ static int check (walker *w, nd_candidate *c) {
   if ((long long)c->dp * c->mbs * c->mb != G) return ND_REFUSE_BATCH;
   if (c->vpp > 1 && c->pp == 1) return ND_REFUSE_LAYOUT;
   if (c->vpp > 1 && c->mb % c->pp != 0) return ND_REFUSE_FILTERED;
-  if (c->zero == 3 && c->pp > 1) return ND_REFUSE_FILTERED;
   load_candidate(st, c, &w->p->base, b->layers);
   if (nd_strategy_resolve(st, m, w->job, err, sizeof err) != 0) return label_of(err);
   c->sp = (unsigned char)st->sp;

@@ -46,6 +46,7 @@ void nd_strategy_init (nd_strategy *st) {
   st->precision = ND_RECIPE_BF16;
   st->param_gather = 0;
   st->bf16_first = st->bf16_last = -1;
+  st->reshard = -1;  /* the trainer's default for the pipeline degree */
   st->flash_attention = 1;
 }
 
@@ -355,9 +356,9 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
   }
   if (!(st->offload >= 0.0 && st->offload <= 1.0))
     return refuse(err, errlen, "offload: expected a share in [0, 1], got %g", st->offload);
-  if (st->zero == 3 && st->pp > 1)
-    return refuse(err, errlen, "filtered out: ZeRO-3 does not combine with pipeline "
-                  "parallelism");
+  /* FSDP with pipeline parallelism (torchtitan): by default each stage keeps its gathered
+     parameters for the step instead of gathering them for every micro-batch */
+  if (st->reshard < 0 || st->reshard > 1) st->reshard = st->pp > 1 ? 0 : 1;
   if (resolve_layout(st, body, mtp, err, errlen) != 0) return -1;
   if (st->per_layer)
     for (s = 0; s < body + mtp; s++) {

@@ -64,6 +64,12 @@ typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
   int sp;                  /* sequence parallel (activations outside TP regions split by tp) */
   int zero;                /* 0 none, 1 optimizer states, 2 + gradients, 3 + parameters */
+  int reshard;             /* ZeRO-3 (FSDP): 1 gathers each micro-batch's parameters before its
+                              forward and backward and frees them between (FSDP2's
+                              reshard_after_forward); 0 gathers once per step and keeps them,
+                              with their gradients, unsharded until the step's reduce-scatter
+                              (torchtitan's default under pipeline parallelism); -1: that
+                              default (0 with pp > 1, else 1), set by resolve */
   int mbs;                 /* micro-batch size (sequences) */
   int mb;                  /* micro-batches per step per pipeline; 0 = from the global batch */
   nd_schedule schedule;

@@ -30,6 +30,7 @@ M.OPTIONS = {
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
   {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan devices --recipes lists them)"},
+  {name = "reshard-after-forward", arg = "on|off", help = "with --zero 3 (FSDP): gather each micro-batch's parameters again (on), or keep them for the step (off); default: off with PP (torchtitan), else on"},
   {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width (Megatron --fp8-param-gather/--fp4-param-gather; torchao FSDP float8 all-gather with --zero 3)"},
   {name = "num-layers-at-start-in-bf16", arg = "N", help = "body layers kept in BF16 at the start (default: the recipe's; nvfp4 2)"},
   {name = "num-layers-at-end-in-bf16", arg = "N", help = "body layers kept in BF16 at the end (default: the recipe's; nvfp4 8)"},
@@ -115,6 +116,7 @@ function M.args(spec, argv, opts)
   end
   one_of("schedule", opts.schedule, {"1f1b", "interleaved", "gpipe", "zb", "dualpipe"})
   M.check_precision("precision", opts.precision)
+  one_of("reshard-after-forward", opts["reshard-after-forward"], {"on", "off"})
   local args = {
     model = model, device = device, devices = int("devices"),
     global_batch = int("global-batch-size"), seq_len = int("seq-len"),
@@ -123,6 +125,7 @@ function M.args(spec, argv, opts)
     sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
     flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
     fp8_param_gather = opts["fp8-param-gather"] or nil,
+    reshard_after_forward = ({on = true, off = false})[opts["reshard-after-forward"] or ""],
     bf16_first_layers = int("num-layers-at-start-in-bf16"),
     bf16_last_layers = int("num-layers-at-end-in-bf16"),
   }

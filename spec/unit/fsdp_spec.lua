@@ -1,0 +1,61 @@
+-- FSDP (ZeRO-3) with pipeline parallelism, as torchtitan runs it: each stage's parameters
+-- gathered once per step and kept with their gradients until the step's reduce-scatter
+-- (reshard_after_forward off, its default under PP), or gathered for every micro-batch and
+-- freed after its forward (on). Memory per stage worked by hand on a small model.
+local nd = require "ndplan"
+require("ndplan.stack").DEFAULT = "none"  -- the device file alone: byte widths as documented
+
+-- 12 Llama-style layers, h 256, 4 heads of 64 (no GQA), gated MLP of 1024, untied head of
+-- a 1024-token vocabulary. A layer holds q, k, v, o (4 h^2), gate, up, down (3 h ffn) and two
+-- norms (2 h); stage 0 of two holds six layers and the embedding (V h).
+local H, FFN, V = 256, 1024, 1024
+local LAYER = 4 * H * H + 3 * H * FFN + 2 * H
+local STAGE0 = 6 * LAYER + V * H
+local model = assert(nd.model{model_type = "llama", num_hidden_layers = 12, hidden_size = H,
+                              intermediate_size = FFN, num_attention_heads = 4,
+                              num_key_value_heads = 4, vocab_size = V,
+                              max_position_embeddings = 4096, tie_word_embeddings = false})
+
+local function run(extra)
+  local args = {model = model, device = "h100", devices = 8, global_batch = 32, seq_len = 1024,
+                pp = 2, zero = 3}
+  for k, v in pairs(extra or {}) do args[k] = v end
+  return assert(nd.estimate(args))
+end
+
+describe("FSDP with pipeline parallelism", function()
+  it("prices ZeRO-3 with PP > 1, keeping the gathered stage for the step by default", function()
+    local r = run()
+    assert.is_false(r.strategy.reshard_after_forward)
+    local s = r.stages[1]
+    assert.equal(STAGE0, s.params)
+    assert.equal(2 * STAGE0, s.weights)               -- bf16, unsharded for the step
+    assert.equal(4 * STAGE0, s.grads)                 -- fp32, unsharded until the reduce-scatter
+    assert.near(12 * STAGE0 / 4, s.optimizer, 1e-6)   -- master + Adam, over dp 4
+  end)
+
+  it("shards parameters and gradients when every micro-batch gathers again", function()
+    local r = run{reshard_after_forward = true}
+    local s = r.stages[1]
+    assert.is_true(r.strategy.reshard_after_forward)
+    assert.near(2 * STAGE0 / 4, s.weights, 1e-6)
+    assert.near(4 * STAGE0 / 4, s.grads, 1e-6)
+    assert.near(12 * STAGE0 / 4, s.optimizer, 1e-6)
+    assert.is_true(s.buffers >= 2 * 2 * LAYER)        -- one layer gathered, double-buffered
+    -- gathering 16 times a step costs more traffic than once
+    local off = run()
+    assert.is_true(r.time_parts_s.dp_comm + r.time_parts_s.forward + r.time_parts_s.backward
+                   >= off.time_parts_s.dp_comm + off.time_parts_s.forward + off.time_parts_s.backward)
+  end)
+
+  it("keeps resharding on by default without PP (FSDP2's default)", function()
+    assert.is_true(run{pp = 1}.strategy.reshard_after_forward)
+  end)
+
+  it("is walked by the search, which refused it before", function()
+    local ranked = assert(nd.search{model = model, device = "h100", devices = 8, global_batch = 32,
+                                    seq_len = 1024, pp = 2, zero = 3, tp = 1, cp = 1, top = 3})
+    assert.equal(3, ranked[1].strategy.zero)
+    assert.equal(2, ranked[1].strategy.pp)
+  end)
+end)
