@@ -602,6 +602,7 @@ typedef struct stage_sum {
   double working;                             /* the largest bytes one recomputed layer
                                                  rebuilds for its backward */
   int example[KIND_SLOTS];                    /* one layer of each kind */
+  int used[KIND_SLOTS], nused;                /* the kinds counted, in first-seen order */
   int nsel;                                   /* selective layers with their own switches: */
   struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* not cleared per stage */
 } stage_sum;
@@ -697,14 +698,17 @@ static void count_layer (int layer, int chunk, void *ud) {
         + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->example[slot] = layer;
     return;
   }
+  if (ss->count[slot][ND_RECOMPUTE_NONE] + ss->count[slot][ND_RECOMPUTE_SELECTIVE]
+      + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->used[ss->nused++] = slot;
   if (ss->count[slot][mode]++ == 0) ss->example[slot] = layer;
   if (ss->x->st->per_layer && ss->x->st->layer_offload[layer]) ss->count_off[slot][mode]++;
 }
 
 static void stage_total (stage_sum *ss) {
-  int slot, mode, g;
-  for (slot = 0; slot < KIND_SLOTS; slot++)
-    for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++)
+  int u, mode, g;
+  for (u = 0; u < ss->nused; u++)  /* only the kinds the stage holds */
+    for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++) {
+      int slot = ss->used[u];
       if (ss->count[slot][mode] > 0) {
         const layer_cost *lc = price_kind(ss->x, ss->example[slot]);
         add_layers(ss, lc, mode, ss->x->st->selective_ops, ss->count[slot][mode]);
@@ -712,6 +716,7 @@ static void stage_total (stage_sum *ss) {
         if (lc->act[ND_RECOMPUTE_NONE] - lc->act[mode] > ss->working)
           ss->working = lc->act[ND_RECOMPUTE_NONE] - lc->act[mode];
       }
+    }
   for (g = 0; g < ss->nsel; g++) {
     const layer_cost *lc = price_kind(ss->x, ss->example[ss->sel[g].slot]);
     double kept = sel_act(lc, (unsigned)ss->sel[g].mask);
