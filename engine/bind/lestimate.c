@@ -109,7 +109,7 @@ static void push_ops (lua_State *L, unsigned mask) {
 }
 
 static const char *const strategy_keys[] = {
-  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb", "schedule",
+  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "mbs", "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
   "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
   "reshard_after_forward",
@@ -144,6 +144,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->etp = get_int(L, t, "etp", 1);
   st->sp = get_bool(L, t, "sp", 0);
   st->zero = get_int(L, t, "zero", 0);
+  st->dp_shard = get_int(L, t, "dp_shard", 0);  /* 0: all of dp */
   st->mbs = get_int(L, t, "mbs", 1);
   if (lua_getfield(L, t, "selective_ops") != LUA_TNIL)  /* array of op names */
     st->selective_ops = read_ops(L, "selective_ops", 0);
@@ -402,6 +403,23 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   nd_setint(L, "dp", st->dp); nd_setint(L, "tp", st->tp); nd_setint(L, "pp", st->pp);
   nd_setint(L, "vpp", st->vpp); nd_setint(L, "cp", st->cp); nd_setint(L, "ep", st->ep);
   nd_setint(L, "etp", st->etp); nd_setint(L, "zero", st->zero);
+  if (st->dp_shard > 0 && st->dp_shard < st->dp) {  /* HSDP: the shard group and the replicas */
+    nd_setint(L, "dp_shard", st->dp_shard); nd_setint(L, "dp_replicate", st->dp / st->dp_shard);
+  }
+  if (st->zero > 0) {  /* over which ranks each ZeRO stage shards: dp_shard x cp */
+    const char *what[] = {"optimizer", "grads", "params"};
+    int k;
+    lua_createtable(L, 0, 4);
+    for (k = 0; k < 3; k++) {
+      if (st->zero > k && !(k > 0 && st->zero == 3 && !st->reshard))
+        nd_setint(L, what[k], (st->dp_shard > 0 ? st->dp_shard : st->dp) * st->cp);
+    }
+    int hsdp = st->dp_shard > 0 && st->dp_shard < st->dp;
+    lua_pushstring(L, hsdp ? (st->cp > 1 ? "dp_shard x cp" : "dp_shard")
+                           : (st->cp > 1 ? "dp x cp" : "dp"));
+    lua_setfield(L, -2, "group");
+    lua_setfield(L, -2, "sharded_over");
+  }
   nd_setint(L, "mbs", st->mbs); nd_setint(L, "mb", st->mb);
   lua_pushboolean(L, st->sp); lua_setfield(L, -2, "sp");
   lua_pushboolean(L, st->flash_attention); lua_setfield(L, -2, "flash_attention");

@@ -795,8 +795,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   p = st->pp;
   out->stages = p;
   nd_model_outer_params(m, &outer_first, &outer_last, &tied_copy);
-  dpc = (double)st->dp * st->cp;
-  edp = (double)st->tp * st->cp * st->dp / ((double)st->ep * st->etp);
+  /* what a ZeRO stage shards over: the shard group (all of DP x CP, or HSDP's dp_shard x cp)
+     for dense parameters, its expert-data-parallel part for the experts */
+  dpc = (double)st->dp_shard * st->cp;
+  edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
   pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
   for (s = 0; s < p; s++) {
     nd_stage_estimate *se = &out->stage[s];
@@ -910,17 +912,31 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     /* data parallelism: gradient reduction (and parameter gather after a sharded step) */
     {
       const nd_group *gd = &x.g[ND_GROUP_DP], *ge = &x.g[ND_GROUP_EDP];
+      nd_group gs = *gd, ges = *ge, gr = *gd;  /* HSDP: the shard groups and the replicas */
+      int replicas = st->dp / st->dp_shard;
+      double rep_time = 0.0;
+      if (replicas > 1) {
+        int shard_dense = st->tp * st->cp * st->dp_shard;
+        gs = nd_group_place(&x.fabric, st->dp_shard * st->cp, st->tp);
+        ges = nd_group_place(&x.fabric, m->num_experts > 0 ? shard_dense / (st->ep * st->etp) : 1,
+                             st->ep * st->etp);
+        gr = nd_group_place(&x.fabric, replicas, shard_dense);
+        /* the replicas all-reduce the reduce-scattered gradient shards once per step */
+        if (st->zero >= 1)
+          rep_time = nd_allreduce_time(&x.fabric, &gr, costs->grad_bytes * (pd / dpc + pe / edp));
+        gd = &gs; ge = &ges;
+      }
       /* parameter all-gathers at the recipe's width (param gather) */
       double wd = costs->weight_bytes * pd + (x.w.gather - costs->weight_bytes) * ss.q_dense;
       double we = costs->weight_bytes * pe + (x.w.gather - costs->weight_bytes) * ss.q_expert;
-      if (st->zero == 0)
-        dp_time = nd_allreduce_time(&x.fabric, gd, costs->grad_bytes * pd)
-                + nd_allreduce_time(&x.fabric, ge, costs->grad_bytes * pe);
+      if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
+        dp_time = nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_DP], costs->grad_bytes * pd)
+                + nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_EDP], costs->grad_bytes * pe);
       else if (st->zero <= 2 || !st->reshard)  /* (FSDP unresharded: once per step) */
         dp_time = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
                 + nd_allgather_time(&x.fabric, gd, wd)
                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe)
-                + nd_allgather_time(&x.fabric, ge, we);
+                + nd_allgather_time(&x.fabric, ge, we) + rep_time;
       else {  /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch */
         /* gathers for forward, backward and (full recompute) the repeated forward; a
            flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
@@ -934,7 +950,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
                + nd_reducescatter_time(&x.fabric, &fe, costs->grad_bytes * pe);
         double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
         if (hidden > per_mb) hidden = per_mb;
-        dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden);
+        dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
       }
       if (st->zero < 3 || !st->reshard) {  /* the last micro-batch's backward hides a share of it, at the
                               compute the communication kernels take meanwhile */

@@ -358,6 +358,18 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
     return refuse(err, errlen, "offload: expected a share in [0, 1], got %g", st->offload);
   /* FSDP with pipeline parallelism (torchtitan): by default each stage keeps its gathered
      parameters for the step instead of gathering them for every micro-batch */
+  /* HSDP: the shard group divides the data-parallel ranks (and, with experts, holds whole
+     expert replicas); one group of all of dp by default */
+  if (st->dp_shard < 0) return refuse(err, errlen, "degree out of bounds: dp_shard %d", st->dp_shard);
+  if (st->dp_shard == 0) st->dp_shard = st->dp;
+  if (st->dp_shard > st->dp || st->dp % st->dp_shard != 0)
+    return refuse(err, errlen, "degree out of bounds: dp_shard %d must divide dp %d (dp = "
+                  "dp_shard x dp_replicate)", st->dp_shard, st->dp);
+  if (m->num_experts > 0 && ((long long)st->tp * st->cp * st->dp_shard)
+                            % ((long long)st->ep * st->etp) != 0)
+    return refuse(err, errlen, "EP divisibility: ep*etp %d must divide the shard group's "
+                  "tp*cp*dp_shard %lld", st->ep * st->etp,
+                  (long long)st->tp * st->cp * st->dp_shard);
   if (st->reshard < 0 || st->reshard > 1) st->reshard = st->pp > 1 ? 0 : 1;
   if (resolve_layout(st, body, mtp, err, errlen) != 0) return -1;
   if (st->per_layer)

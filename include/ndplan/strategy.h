@@ -64,6 +64,10 @@ typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
   int sp;                  /* sequence parallel (activations outside TP regions split by tp) */
   int zero;                /* 0 none, 1 optimizer states, 2 + gradients, 3 + parameters */
+  int dp_shard;            /* the data-parallel ranks a ZeRO stage shards over (HSDP's
+                              --dp-shard; with CP, the shard group is dp_shard x cp, as
+                              Megatron's distributed optimizer shards over DP x CP); dp /
+                              dp_shard replicas all-reduce the sharded gradients. 0: all of dp */
   int reshard;             /* ZeRO-3 (FSDP): 1 gathers each micro-batch's parameters before its
                               forward and backward and frees them between (FSDP2's
                               reshard_after_forward); 0 gathers once per step and keeps them,

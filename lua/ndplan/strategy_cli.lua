@@ -30,6 +30,8 @@ M.OPTIONS = {
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
   {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan devices --recipes lists them)"},
+  {name = "dp-shard", arg = "N", help = "HSDP: ZeRO/FSDP shards over N data-parallel ranks (torchtitan's data_parallel_shard_degree; default: all of dp)"},
+  {name = "dp-replicate", arg = "M", help = "HSDP: M replicas of the shard group (dp = N x M; torchtitan's data_parallel_replicate_degree)"},
   {name = "reshard-after-forward", arg = "on|off", help = "with --zero 3 (FSDP): gather each micro-batch's parameters again (on), or keep them for the step (off); default: off with PP (torchtitan), else on"},
   {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width (Megatron --fp8-param-gather/--fp4-param-gather; torchao FSDP float8 all-gather with --zero 3)"},
   {name = "num-layers-at-start-in-bf16", arg = "N", help = "body layers kept in BF16 at the start (default: the recipe's; nvfp4 2)"},
@@ -122,6 +124,7 @@ function M.args(spec, argv, opts)
     global_batch = int("global-batch-size"), seq_len = int("seq-len"),
     tp = int("tp"), pp = int("pp"), vpp = int("vpp"), cp = int("cp"), ep = int("ep"),
     etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),
+    dp_shard = int("dp-shard"),
     sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
     flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
     fp8_param_gather = opts["fp8-param-gather"] or nil,
@@ -129,6 +132,23 @@ function M.args(spec, argv, opts)
     bf16_first_layers = int("num-layers-at-start-in-bf16"),
     bf16_last_layers = int("num-layers-at-end-in-bf16"),
   }
+  -- HSDP: dp = dp_shard x dp_replicate; either one gives the other with dp
+  local rep = int("dp-replicate")
+  if rep then
+    if args.dp_shard and args.dp and args.dp_shard * rep ~= args.dp then
+      cli.fail(string.format("--dp-shard %d x --dp-replicate %d is not --dp %d", args.dp_shard,
+                             rep, args.dp), cli.EXIT_USAGE)
+    end
+    if not args.dp_shard then
+      local mp = (args.tp or 1) * (args.pp or 1) * (args.cp or 1)
+      local dp = args.dp or (args.devices and args.devices // mp)
+      if not dp or dp % rep ~= 0 then
+        cli.fail(string.format("--dp-replicate %d must divide the data-parallel degree (%s)", rep,
+                               tostring(dp)), cli.EXIT_USAGE)
+      end
+      args.dp_shard = dp // rep
+    end
+  end
   local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
   if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer"
      or r == "megatron" then

@@ -59,3 +59,26 @@ describe("FSDP with pipeline parallelism", function()
     assert.equal(2, ranked[1].strategy.pp)
   end)
 end)
+
+describe("HSDP: ZeRO over a shard group, replicated", function()
+  it("shards the optimizer, gradients and parameters over dp_shard x cp only, and says so", function()
+    local full = run{pp = 1, devices = 8}           -- dp 8: one group of 8
+    local hsdp = run{pp = 1, devices = 8, dp_shard = 2}  -- 2 ranks per group, 4 replicas
+    local P = 12 * LAYER + 2 * V * H + H            -- every layer, embedding, head, final norm
+    assert.equal(P, full.stages[1].params)
+    assert.near(12 * P / 8, full.stages[1].optimizer, 1e-6)
+    assert.near(12 * P / 2, hsdp.stages[1].optimizer, 1e-6)
+    assert.near(2 * P / 2, hsdp.stages[1].weights, 1e-6)
+    assert.equal(2, hsdp.strategy.dp_shard)
+    assert.equal(4, hsdp.strategy.dp_replicate)
+    assert.same({optimizer = 2, grads = 2, params = 2, group = "dp_shard"}, hsdp.strategy.sharded_over)
+    assert.same({optimizer = 8, grads = 8, params = 8, group = "dp"}, full.strategy.sharded_over)
+  end)
+
+  it("refuses a shard group that does not divide dp", function()
+    local r, why = nd.estimate{model = model, device = "h100", devices = 8, global_batch = 32,
+                               seq_len = 1024, zero = 3, dp_shard = 3}
+    assert.is_nil(r)
+    assert.matches("dp_shard 3 must divide dp 8", why, 1, true)
+  end)
+end)
