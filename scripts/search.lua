@@ -45,6 +45,7 @@ local spec = {
     {name = "precision", arg = "P", help = "bf16, fp16, fp8 (fp8:delayed), fp8:RECIPE or nvfp4"},
     {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width"},
     {name = "no-flash", help = "attention without flash"},
+    {name = "tp-comm-overlap", help = "TP collectives overlapped with their GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
     {name = "stack", arg = "NAME|PATH", default = "megatron-core", help = "stack profile (ndplan stacks; none: the device file alone)"},
     {name = "memory-band", arg = "SHARE", help = "rank what fits with the memory estimate this share higher (default: the stack's memory_band; 0: the estimate as is)"},
@@ -240,6 +241,7 @@ args.schedule = opts.schedule
 args.precision = require("ndplan.strategy_cli").check_precision("precision", opts.precision)
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
+if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 args.stack = opts.stack
 if opts["memory-band"] then

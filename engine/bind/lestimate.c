@@ -23,7 +23,7 @@ typedef struct cost_field { const char *name; size_t offset; } cost_field;
 static const cost_field cost_fields[] = {
   COST(weight_bytes), COST(grad_bytes), COST(master_bytes), COST(optimizer_bytes),
   COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
-  COST(tp_overlap), COST(cp_overlap), COST(ep_overlap), COST(ep_node_dedup), COST(overlap_sm_share),
+  COST(tp_overlap), COST(tp_overlap_on), COST(cp_overlap), COST(ep_overlap), COST(ep_node_dedup), COST(overlap_sm_share),
   COST(offload_overlap),
   COST(zero3_overlap),
   COST(zero3_flat_ring),
@@ -110,7 +110,8 @@ static void push_ops (lua_State *L, unsigned mask) {
 
 static const char *const strategy_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "mbs", "mb", "schedule",
-  "recompute", "layer_recompute", "offload", "precision", "flash_attention", "stage_layers",
+  "recompute", "layer_recompute", "offload", "precision", "flash_attention", "tp_comm_overlap",
+  "stage_layers",
   "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
   "reshard_after_forward",
   "bf16_first_layers", "bf16_last_layers",
@@ -169,6 +170,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   lua_pop(L, 1);
   st->mb = get_int(L, t, "mb", 0);
   st->flash_attention = get_bool(L, t, "flash_attention", 1);
+  st->tp_comm_overlap = get_bool(L, t, "tp_comm_overlap", 0);
   if (lua_getfield(L, t, "schedule") != LUA_TNIL
       && nd_schedule_parse(luaL_checkstring(L, -1), &st->schedule) != 0)
     luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe, zb or dualpipe, got '%s'",
@@ -423,6 +425,7 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   nd_setint(L, "mbs", st->mbs); nd_setint(L, "mb", st->mb);
   lua_pushboolean(L, st->sp); lua_setfield(L, -2, "sp");
   lua_pushboolean(L, st->flash_attention); lua_setfield(L, -2, "flash_attention");
+  if (st->tp_comm_overlap) { lua_pushboolean(L, 1); lua_setfield(L, -2, "tp_comm_overlap"); }
   lua_pushstring(L, nd_schedule_name(st->schedule)); lua_setfield(L, -2, "schedule");
   lua_pushstring(L, st->per_layer ? "per_layer" : nd_recompute_name(st->recompute));
   lua_setfield(L, -2, "recompute");

@@ -430,6 +430,7 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
     int known = strcmp(key, "schedule") == 0 || strcmp(key, "precision") == 0
              || strcmp(key, "flash_attention") == 0 || strcmp(key, "fp8_param_gather") == 0
+             || strcmp(key, "tp_comm_overlap") == 0
              || strcmp(key, "bf16_first_layers") == 0 || strcmp(key, "bf16_last_layers") == 0;
     for (d = 0; d < ND_DIM_COUNT && !known; d++) known = strcmp(key, nd_dim_name(d)) == 0;
     if (!known) luaL_error(L, "space: unknown field '%s'", key);
@@ -446,6 +447,9 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   lua_pop(L, 1);
   if (lua_getfield(L, t, "flash_attention") != LUA_TNIL)
     p->base.flash_attention = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "tp_comm_overlap") != LUA_TNIL)
+    p->base.tp_comm_overlap = lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (lua_getfield(L, t, "fp8_param_gather") != LUA_TNIL)  /* the recipe's options */
     p->base.param_gather = lua_toboolean(L, -1);

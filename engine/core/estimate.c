@@ -27,6 +27,7 @@ void nd_costs_init (nd_costs *c) {
   c->capacity_factor = 1.0;     /* dropless, balanced routing */
   c->dp_overlap = 1.0;          /* Megatron --overlap-grad-reduce */
   c->tp_overlap = 0.0;          /* TP collectives exposed (no comm/GEMM overlap) */
+  c->tp_overlap_on = 0.8;       /* assumed until a stack fits it: most of it hidden */
   c->cp_overlap = 1.0;          /* ring attention hides KV exchange behind the core */
   c->ep_overlap = 0.0;          /* all-to-all exposed */
   c->overlap_sm_share = 20.0 / 132.0;  /* DeepSeek-V3 report, H800 */
@@ -50,7 +51,7 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
 #define F(n, hi) {#n, offsetof(nd_costs, n), hi}
     F(weight_bytes, 64), F(grad_bytes, 64), F(master_bytes, 64), F(optimizer_bytes, 64),
     F(activation_bytes, 64), F(dropout, 1), F(capacity_factor, 64), F(dp_overlap, 1),
-    F(tp_overlap, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
+    F(tp_overlap, 1), F(tp_overlap_on, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
     F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
     F(step_overhead, 3600), F(alloc_fragmentation, 1), F(logits_bytes, 64),
@@ -515,7 +516,8 @@ static layer_cost *price_kind (ctx *x, int layer) {
     double one = x->st->sp ? nd_allgather_time(&x->fabric, g, tp_bytes)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
                            : nd_allreduce_time(&x->fabric, g, tp_bytes);
-    lc->tp_s = blocks * one * exposed_share(x->c, x->c->tp_overlap);
+    lc->tp_s = blocks * one * exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
+                                                                          : x->c->tp_overlap);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
   /* (the Mamba mixer prices its own CP all-to-alls) */

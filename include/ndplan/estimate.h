@@ -26,6 +26,8 @@ typedef struct nd_costs {
   double dp_overlap;        /* share of the last micro-batch's backward that hides the
                                data-parallel gradient reduction (0..1) */
   double tp_overlap;        /* share of TP communication hidden behind GEMMs (0: exposed) */
+  double tp_overlap_on;     /* the same with TP comm overlap on (tp_comm_overlap: userbuffers,
+                               async TP): the collectives chunked against their GEMMs */
   double cp_overlap;        /* share of ring-attention KV exchange hidden by attention (0..1) */
   double ep_overlap;        /* share of MoE all-to-all hidden (0..1) */
   double overlap_sm_share;  /* share of the compute units communication kernels take while

@@ -94,6 +94,9 @@ typedef struct nd_strategy {
   int bf16_first, bf16_last;  /* body layers kept in BF16 at each end (Megatron
                               --num-layers-at-start/end-in-bf16); -1 = the recipe's default */
   int flash_attention;     /* 1 (default): no s^2 score tensors kept, causal blocks skipped */
+  int tp_comm_overlap;     /* 1: TP collectives decomposed and overlapped with their GEMMs
+                              (Megatron --tp-comm-overlap, torchtitan's async TP): the share
+                              tp_overlap_on hides, instead of tp_overlap */
   /* The pipeline layout, as Megatron-Core states it (strategy.c restates its rules): an
      even split unless one of account, first/last layers or an explicit layout is set. */
   unsigned char account;        /* ND_ACCOUNT_* bits */

@@ -21,7 +21,7 @@ M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
 
 local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "mbs", "mb",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
-                       "flash_attention", "stage_layers", "selective_ops", "layer_offload",
+                       "flash_attention", "tp_comm_overlap", "stage_layers", "selective_ops", "layer_offload",
                        "layer_selective_ops", "fp8_param_gather", "bf16_first_layers",
                        "bf16_last_layers", "reshard_after_forward",
                        "account_for_embedding_in_pipeline_split",

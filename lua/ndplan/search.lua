@@ -21,7 +21,8 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                flash_attention = true, fp8_param_gather = true, bf16_first_layers = true,
                bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
-               unsafe_policy = true, policy_mem = true, stack = true, memory_band = true}
+               unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
+               tp_comm_overlap = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -118,6 +119,7 @@ function M.search(args)
   if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
   local space = {schedule = args.schedule, precision = args.precision,
                  flash_attention = args.flash_attention, fp8_param_gather = args.fp8_param_gather,
+                 tp_comm_overlap = args.tp_comm_overlap,
                  bf16_first_layers = args.bf16_first_layers,
                  bf16_last_layers = args.bf16_last_layers}
   local shown_dims = {}
@@ -237,7 +239,8 @@ function M.estimate_args(st, info)
     fp8_param_gather = info.space.fp8_param_gather,
     bf16_first_layers = info.space.bf16_first_layers,
     bf16_last_layers = info.space.bf16_last_layers,
-    flash_attention = info.space.flash_attention, max_mem = info.budget_bytes,
+    flash_attention = info.space.flash_attention, tp_comm_overlap = info.space.tp_comm_overlap,
+    max_mem = info.budget_bytes,
     costs = info.costs, stack = info.stack,
     account_for_embedding_in_pipeline_split = st.account_for_embedding_in_pipeline_split,
     account_for_loss_in_pipeline_split = st.account_for_loss_in_pipeline_split,

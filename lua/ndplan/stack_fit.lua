@@ -24,6 +24,7 @@ M.DEVICE_FIELDS = {
 M.COST_FIELDS = {
   {name = "dp_overlap", lo = 0, hi = 1},
   {name = "tp_overlap", lo = 0, hi = 1},
+  {name = "tp_overlap_on", lo = 0, hi = 1, tpo = true},
   {name = "ep_overlap", lo = 0, hi = 1, moe = true},
   {name = "cp_overlap", lo = 0, hi = 1, cp = true},
   {name = "overlap_sm_share", lo = 0, hi = 0.5},
@@ -46,6 +47,7 @@ local function parameters(cases, start)
     else has.bf16[c.device_name] = true end
     if (c.strategy.ep or 1) > 1 or c.moe then has.moe = true end
     if (c.strategy.cp or 1) > 1 then has.cp = true end
+    if c.strategy.tp_comm_overlap then has.tpo = true end
   end
   local names = {}
   for d in pairs(devices) do names[#names + 1] = d end
@@ -64,7 +66,7 @@ local function parameters(cases, start)
     end
   end
   for _, f in ipairs(M.COST_FIELDS) do
-    if (not f.moe or has.moe) and (not f.cp or has.cp) then
+    if (not f.moe or has.moe) and (not f.cp or has.cp) and (not f.tpo or has.tpo) then
       local to_x, to_z = lin_map(f.lo, f.hi)
       local s = start.costs[f.name]
       params[#params + 1] = {cost = f.name, to_x = to_x, z0 = to_z(s or (f.lo + f.hi) / 2)}

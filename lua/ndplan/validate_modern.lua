@@ -172,6 +172,8 @@ local function build(row, models)
     ep = int(row.ep) or 1, etp = int(row.etp) or 1, mbs = int(row.micro_batch) or 1,
     sp = tp > 1, zero = zero_of(stack, row), precision = recipe,
     fp8_param_gather = param_gather or nil,
+    -- torchtitan's async TP (its tables say so in the row)
+    tp_comm_overlap = ((row.notes or ""):lower():find("async ?tp") ~= nil) or nil,
     recompute = recompute_of(row.activation_checkpointing or ""),
   }
   if st.pp == 1 then st.vpp = 1 end  -- Llama 4 rows list VP with PP 1 (modern_runs.md #7)
