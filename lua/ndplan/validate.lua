@@ -34,22 +34,39 @@ function M.data_dir(dir)
   return dir
 end
 
--- read_csv(path) -> array of rows keyed by header | nil, message. No quoted fields occur
--- in these files; a UTF-8 byte-order mark on the header is dropped.
+-- read_csv(path) -> array of rows keyed by header (row._line: its record) | nil, message.
+-- RFC 4180 quoting (modern_runs.csv's notes hold commas and quotes); a UTF-8 byte-order
+-- mark on the header is dropped (the vTrain files have one, and CRLF line ends).
 function M.read_csv(path)
   local text, err = files.read(path)
   if not text then return nil, err end
   text = text:gsub("^\239\187\191", "")
-  local header, rows = nil, {}
-  for line in text:gmatch("[^\r\n]+") do
-    local cells = {}
-    for cell in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = cell end
-    if not header then header = cells
-    else
-      local row = {}
-      for i, k in ipairs(header) do row[k] = cells[i] end
-      rows[#rows + 1] = row
-    end
+  local records, cells, cell, i, n, quoted = {}, {}, {}, 1, #text, false
+  while i <= n do
+    local ch = text:sub(i, i)
+    if quoted then
+      if ch == '"' then
+        if text:sub(i + 1, i + 1) == '"' then cell[#cell + 1] = '"'; i = i + 1
+        else quoted = false end
+      else cell[#cell + 1] = ch end
+    elseif ch == '"' then quoted = true
+    elseif ch == "," then cells[#cells + 1] = table.concat(cell); cell = {}
+    elseif ch == "\n" or ch == "\r" then
+      if ch == "\r" and text:sub(i + 1, i + 1) == "\n" then i = i + 1 end
+      cells[#cells + 1] = table.concat(cell); cell = {}
+      if #cells > 1 or cells[1] ~= "" then records[#records + 1] = cells end
+      cells = {}
+    else cell[#cell + 1] = ch end
+    i = i + 1
+  end
+  if #cell > 0 or #cells > 0 then cells[#cells + 1] = table.concat(cell); records[#records + 1] = cells end
+  if quoted then return nil, path .. ": unterminated quoted field" end
+  local header, rows = records[1], {}
+  if not header then return nil, path .. ": no header row" end
+  for r = 2, #records do
+    local row = {_line = r}
+    for k, name in ipairs(header) do row[name] = records[r][k] end
+    rows[#rows + 1] = row
   end
   return rows
 end

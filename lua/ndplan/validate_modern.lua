@@ -10,41 +10,8 @@ local M = {}
 M.FILE = "modern_runs.csv"
 M.MODELS = "modern_models.json"
 
--- read_csv(path) -> rows keyed by header | nil, message. RFC 4180 quoting (the notes
--- column holds commas and quotes).
-function M.read_csv(path)
-  local text, err = files.read(path)
-  if not text then return nil, err end
-  text = text:gsub("^\239\187\191", "")
-  local records, cells, cell, i, n, quoted = {}, {}, {}, 1, #text, false
-  while i <= n do
-    local ch = text:sub(i, i)
-    if quoted then
-      if ch == '"' then
-        if text:sub(i + 1, i + 1) == '"' then cell[#cell + 1] = '"'; i = i + 1
-        else quoted = false end
-      else cell[#cell + 1] = ch end
-    elseif ch == '"' then quoted = true
-    elseif ch == "," then cells[#cells + 1] = table.concat(cell); cell = {}
-    elseif ch == "\n" or ch == "\r" then
-      if ch == "\r" and text:sub(i + 1, i + 1) == "\n" then i = i + 1 end
-      cells[#cells + 1] = table.concat(cell); cell = {}
-      if #cells > 1 or cells[1] ~= "" then records[#records + 1] = cells end
-      cells = {}
-    else cell[#cell + 1] = ch end
-    i = i + 1
-  end
-  if #cell > 0 or #cells > 0 then cells[#cells + 1] = table.concat(cell); records[#records + 1] = cells end
-  if quoted then return nil, path .. ": unterminated quoted field" end
-  local header, rows = records[1], {}
-  if not header then return nil, path .. ": no header row" end
-  for r = 2, #records do
-    local row = {_line = r}
-    for k, name in ipairs(header) do row[name] = records[r][k] end
-    rows[#rows + 1] = row
-  end
-  return rows
-end
+-- read_csv: ndplan.validate's (RFC 4180 quoting: the notes column holds commas and quotes)
+function M.read_csv(path) return require("ndplan.validate").read_csv(path) end
 
 local function int(v) return math.tointeger(tonumber(v)) end
 local function num(v) return tonumber(v) end
