@@ -26,7 +26,8 @@ local spec = {
     {name = "dimensions", short = "l", arg = "LIST", help = "dimensions to search, e.g. DP,TP,PP,MB (MP=TP, OP=ZERO)"},
     {name = "top", short = "t", arg = "N", help = "results shown", default = "10"},
     {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the cores)"},
-    {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv, memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
+    {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv (the fitting candidates), memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
+    {name = "all-rows", help = "with -o: every priced candidate into results.csv, not only the fitting ones"},
     {name = "export", arg = "LIST", help = "with -o: trainer configs of the best strategy (megatron,torchtitan,deepspeed,mindformers,hyper or all)"},
     {name = "verbosity", short = "v", arg = "N", help = "0 table only, 1 bounds and counts, 2 nearest misses too", default = "1"},
     {name = "tp", arg = "LIST", help = "tensor parallel degree(s) or auto"},
@@ -301,6 +302,7 @@ if out_dir then
   if not made then cli.fail("output directory: " .. tostring(merr)) end
   csv_tmp = string.format("%s/results.csv.tmp-%d", out_dir, math.random(1, 1 << 30))
   args.csv = csv_tmp
+  args.csv_all = opts["all-rows"] or nil
 end
 
 local model = cli.check(nd.model(args.model, {strict = opts.strict}))

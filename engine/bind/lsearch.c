@@ -43,6 +43,7 @@ typedef struct results {
   int has_fallback;
   unsigned long long postfiltered, dropped;
   FILE *csv;
+  int csv_all;                   /* 1: every priced candidate into csv; 0: the fitting ones */
   nd_search_counts counts;
   nd_search_bounds bounds;
   nd_job job;
@@ -671,7 +672,7 @@ static int deliver_hook (void *ud, nd_search_row *rows, int n) {
   for (i = 0; i < n; i++) {
     nd_search_row *r = &rows[i];
     int drop;
-    if (res->csv) write_csv_row(res->csv, r);
+    if (res->csv && (res->csv_all || r->fits)) write_csv_row(res->csv, r);
     if (!r->fits) { keep_miss(res, r); continue; }
     if (objective_of(rs, r, &drop) != 0) return -1;
     if (drop) { res->dropped++; continue; }
@@ -823,7 +824,7 @@ static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {
 
 /*
 ** run(model, device, job, space, opts [, costs]) -> results
-** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, csv = path,
+** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, csv = path, csv_all,
 **         progress = bool, admit = fn, objective = fn, deadline = clock() seconds,
 **         heap = bytes}
 ** The walk runs in the policy guard (deadline, heap cap, Ctrl-C); one search at a time.
@@ -902,6 +903,9 @@ static int s_run (lua_State *L) {
     fputs(",layout", res->csv);
     fputc('\n', res->csv);
   }
+  lua_pop(L, 1);
+  lua_getfield(L, 5, "csv_all");
+  res->csv_all = lua_toboolean(L, -1);
   lua_pop(L, 1);
   rs.L = L;
   rs.res = res;

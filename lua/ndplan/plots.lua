@@ -200,12 +200,35 @@ M.MAX_POINTS = 5000
 function M.candidates(points, budget_bytes, opts)
   opts = opts or {}
   local cap = opts.max_points or M.MAX_POINTS
-  local valid, fits = {}, 0
+  local valid, fits, counted, fit_count = {}, 0, 0, 0
   for _, p in ipairs(points) do
     if base.finite(p.step_time_s) and base.finite(p.peak_bytes) and p.step_time_s > 0 then
       valid[#valid + 1] = p
       if p.fits then fits = fits + 1 end
+      if not p.ranked then  -- a ranked result is also a priced candidate: counted once
+        counted = counted + 1
+        if p.fits then fit_count = fit_count + 1 end
+      end
     end
+  end
+  -- the window: the fitting plans (and a margin of what misses around them), so that they
+  -- span the chart whatever the worst candidate priced; the rest is counted, not drawn
+  local outside = 0
+  if fits > 0 then
+    local t_lo, t_hi, m_hi = math.huge, 0, budget_bytes or 0
+    for _, p in ipairs(valid) do
+      if p.fits then
+        t_lo, t_hi = math.min(t_lo, p.step_time_s), math.max(t_hi, p.step_time_s)
+        m_hi = math.max(m_hi, p.peak_bytes)
+      end
+    end
+    t_hi, m_hi = math.max(t_hi * 1.5, t_lo * 1.1), m_hi * 1.15
+    local kept = {}
+    for _, p in ipairs(valid) do
+      if p.step_time_s <= t_hi and p.peak_bytes <= m_hi then kept[#kept + 1] = p
+      elseif not p.ranked then outside = outside + 1 end
+    end
+    valid = kept
   end
   local front = M.pareto_front(valid)
   local on_front = {}
@@ -250,7 +273,11 @@ function M.candidates(points, budget_bytes, opts)
   end
 
   local title = "Candidates: step time against peak memory"
-  local caption = string.format("%d candidates, %d fit the budget", #valid, fits)
+  local caption = string.format("%d candidates, %d fit the budget", counted, fit_count)
+  if outside > 0 then
+    caption = caption .. string.format("; %d far slower or heavier than every fitting plan not drawn",
+                                       outside)
+  end
   if #shown < #valid then
     caption = caption .. string.format("; showing %d (1 in %d of the rest, the Pareto front in full)",
                                        #shown, stride)

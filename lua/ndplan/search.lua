@@ -22,7 +22,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
-               tp_comm_overlap = true}
+               tp_comm_overlap = true, csv_all = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -173,7 +173,8 @@ function M.search(args)
   keep = keep or math.max(1000, top)
   local ok, res = pcall(core.run, model, device, job, space,
                         {budget = bb, jobs = jobs, keep = keep,
-                         misses = args.misses or 5, csv = args.csv, progress = args.progress,
+                         misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
+                         progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,
                          admit = p.admit, objective = p.objective}, costs)
   if not ok then

@@ -34,7 +34,7 @@ function M.points(csv_path, ranked, priced)
   end
   for _, r in ipairs(ranked) do
     pts[#pts + 1] = {step_time_s = r.step_time_s, peak_bytes = r.peak_memory_bytes, fits = true,
-                     label = "#" .. tostring(r.rank)}
+                     label = "#" .. tostring(r.rank), ranked = true}
   end
   return pts
 end

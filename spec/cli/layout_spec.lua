@@ -159,7 +159,7 @@ describe("pipeline layouts", function()
     -- every priced candidate, with its variant: results.csv's last column
     local dir = R.tmpdir()
     local t = jobs("2")
-    t[#t + 1] = "-o"; t[#t + 1] = dir
+    t[#t + 1] = "-o"; t[#t + 1] = dir; t[#t + 1] = "--all-rows"
     assert.equal(0, R.run(t).code)
     local seen, per_vpp = {}, {}
     for line in R.read(dir .. "/results.csv"):gmatch("[^\n]+") do

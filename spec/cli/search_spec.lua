@@ -64,13 +64,19 @@ describe("ndplan search", function()
 
   it("writes results.csv, memory_parts.csv, time_parts.csv and search.json into -o", function()
     local dir = tempdir()
-    local r = R.run(with("-t", "4", "-o", dir, "-j", "2"))
+    local r = R.run(with("-t", "4", "-o", dir, "-j", "2", "--all-rows"))
     assert.equal(0, r.code)
     local csv = assert(read(dir .. "/results.csv"))
     local lines = 0
     for _ in csv:gmatch("\n") do lines = lines + 1 end
     local priced = tonumber(r.out:match("(%d+) priced"))
-    assert.equal(priced + 1, lines)  -- every priced candidate, fits or not, and a header
+    assert.equal(priced + 1, lines)  -- --all-rows: every priced candidate, and a header
+    -- by default only the fitting ones
+    local dir2 = tempdir()
+    local r2 = R.run(with("-t", "4", "-o", dir2, "-j", "2"))
+    local fit_lines = 0
+    for _ in assert(read(dir2 .. "/results.csv")):gmatch("\n") do fit_lines = fit_lines + 1 end
+    assert.equal(tonumber(r2.out:match("(%d+) fit")) + 1, fit_lines)
     assert.matches("^index,dp,tp,pp,vpp,cp,ep,etp,sp,zero,mbs,mb,recompute,step_time_s", csv)
     assert.matches(",false,", csv)
     assert.matches("^rank,stage,layers", read(dir .. "/memory_parts.csv"))

@@ -255,6 +255,25 @@ describe("candidates", function()
     assert.matches("12000 candidates, 8000 fit the budget; showing %d+ %(1 in 3 of the rest", a)
     assert.is_true(#a < 400000, "size " .. #a)
   end)
+
+  it("spans the fitting plans, whatever the worst candidate priced (issue 16, item 8)", function()
+    local pts = {}
+    for i = 1, 40 do  -- fitting plans between 10 and 70 GiB, 10 and 20 s
+      pts[#pts + 1] = {step_time_s = 10 + i / 4, peak_bytes = (10 + 1.5 * i) * GiB, fits = true}
+    end
+    for i = 1, 20 do  -- misses far away: thousands of GiB, days
+      pts[#pts + 1] = {step_time_s = 5e5 * i, peak_bytes = 2e4 * i * GiB, fits = false}
+    end
+    local text = plots.candidates(pts, 80 * GiB)
+    check_svg(text)
+    local fits = text:match('<g class="fits"[^>]*>(.-)</g>')
+    local lo, hi = math.huge, -math.huge
+    for cx in fits:gmatch('cx="([%d.]+)"') do
+      lo, hi = math.min(lo, tonumber(cx)), math.max(hi, tonumber(cx))
+    end
+    assert.is_true(hi - lo >= 0.5 * (736 - 80), string.format("fitting plans span %.0f px", hi - lo))
+    assert.matches("60 candidates, 40 fit the budget; 20 far slower or heavier", text)
+  end)
 end)
 
 describe("potentials", function()
