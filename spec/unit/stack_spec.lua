@@ -132,3 +132,27 @@ describe("fitting a profile", function()
     assert.are.equal("h100", s.fallback)
   end)
 end)
+
+describe("the search's memory band", function()
+  local args = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+                seq_len = 8192, tp = {1, 2}, pp = 1, cp = 1, recompute = {"off", "full"},
+                max_mem = "60GiB", top = 50}
+  local function with(band)
+    local a = {memory_band = band}
+    for k, v in pairs(args) do a[k] = v end
+    return assert(nd.search(a))
+  end
+  it("ranks only what fits at the band's upper edge, and shows the device budget", function()
+    local reserve = assert(nd.device("h100")):totable().reserve_bytes
+    local budget = 60 * 2^30
+    local ranked, info = with(0.1)
+    assert.are.equal(budget, info.device_budget_bytes)
+    assert.is_true(math.abs(info.budget_bytes - (reserve + (budget - reserve) / 1.1)) < 1)
+    for _, r in ipairs(ranked) do assert.is_true(r.peak_memory_bytes <= info.budget_bytes) end
+    -- without the band, a plan between the edge and the budget ranks
+    local loose = with(0)
+    local over = false
+    for _, r in ipairs(loose) do over = over or r.peak_memory_bytes > info.budget_bytes end
+    assert.is_true(over)
+  end)
+end)
