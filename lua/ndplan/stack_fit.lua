@@ -247,7 +247,6 @@ end
 -- without a device of their own (a user's CSV) run on `device`; cases whose group, label or
 -- release matches hold_out stay out of the fit and are priced with it after.
 function M.run(o)
-  local nd = require "ndplan"
   local cache = {}
   local function device_of(name)
     if name == nil then return o.device end
@@ -291,7 +290,6 @@ function M.run(o)
       out.held_groups[#out.held_groups + 1] = s
     end
   end
-  local _ = nd
   return out
 end
 
