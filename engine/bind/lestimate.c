@@ -171,10 +171,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->mb = get_int(L, t, "mb", 0);
   st->flash_attention = get_bool(L, t, "flash_attention", 1);
   st->tp_comm_overlap = get_bool(L, t, "tp_comm_overlap", 0);
-  if (lua_getfield(L, t, "schedule") != LUA_TNIL
-      && nd_schedule_parse(luaL_checkstring(L, -1), &st->schedule) != 0)
-    luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe, zb or dualpipe, got '%s'",
-               lua_tostring(L, -1));
+  if (lua_getfield(L, t, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
   lua_pop(L, 1);
   if (lua_getfield(L, t, "precision") != LUA_TNIL)
     nd_check_recipe(L, -1, "precision", &st->precision);
@@ -329,6 +326,24 @@ void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
   nd_setint(L, "bf16_last_layers", last);
   lua_pushstring(L, r->bf16_parts); lua_setfield(L, -2, "keeps_bf16");
   lua_pushstring(L, r->source); lua_setfield(L, -2, "source");
+}
+
+void nd_check_schedule (lua_State *L, int i, nd_schedule *out) {
+  luaL_Buffer b;
+  int s;
+  const char *got = luaL_checkstring(L, i);  /* stays on the stack below the buffer */
+  if (nd_schedule_parse(got, out) == 0) return;
+  luaL_buffinit(L, &b);  /* the names, from the core's one table */
+  luaL_addstring(&b, "schedule: expected ");
+  for (s = 0; s < ND_SCHED_COUNT; s++) {
+    if (s > 0) luaL_addstring(&b, s + 1 == ND_SCHED_COUNT ? " or " : ", ");
+    luaL_addstring(&b, nd_schedule_name((nd_schedule)s));
+  }
+  luaL_addstring(&b, ", got '");
+  luaL_addstring(&b, got);
+  luaL_addstring(&b, "'");
+  luaL_pushresult(&b);
+  lua_error(L);
 }
 
 void nd_setnum (lua_State *L, const char *k, double v) {

@@ -21,6 +21,10 @@ void nd_check_recipe (lua_State *L, int i, const char *key, nd_recipe_id *out);
 void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
                      const nd_costs *c, int body);
 
+/* Parses the schedule name at index i into *out; raises "schedule: expected 1f1b, ...,
+   got 'x'" listing the core's names. */
+void nd_check_schedule (lua_State *L, int i, nd_schedule *out);
+
 /* t[k] = v for the table on top of the stack. */
 void nd_setnum (lua_State *L, const char *k, double v);
 void nd_setint (lua_State *L, const char *k, lua_Integer v);

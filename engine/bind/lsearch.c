@@ -438,10 +438,7 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
     lua_pop(L, 1);
   }
   for (d = 0; d < ND_DIM_COUNT; d++) read_dim(L, t, (nd_dim)d, &p->dim[d]);
-  if (lua_getfield(L, t, "schedule") != LUA_TNIL
-      && nd_schedule_parse(luaL_checkstring(L, -1), &p->base.schedule) != 0)
-    luaL_error(L, "schedule: expected 1f1b, interleaved, gpipe or zb, got '%s'",
-               lua_tostring(L, -1));
+  if (lua_getfield(L, t, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &p->base.schedule);
   lua_pop(L, 1);
   if (lua_getfield(L, t, "precision") != LUA_TNIL)
     nd_check_recipe(L, -1, "precision", &p->base.precision);

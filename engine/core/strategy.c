@@ -318,6 +318,10 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
       return refuse(err, errlen, "EP divisibility: ep %d must divide %lld experts and "
                     "ep*etp must divide dp*cp*tp %lld", st->ep, (long long)m->num_experts,
                     dense_group);
+    if (m->moe_ffn_size % st->etp != 0)  /* the expert width over the expert TP degree (the
+                                            search's walk checks the same rule) */
+      return refuse(err, errlen, "EP divisibility: etp %d must divide the experts' width %lld",
+                    st->etp, (long long)m->moe_ffn_size);
     if (st->tp > 1 && !st->sp)
       return refuse(err, errlen, "filtered out: MoE with tensor parallelism needs "
                     "sequence parallelism");
