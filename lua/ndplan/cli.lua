@@ -105,6 +105,10 @@ function M.parse(spec, args)
             usage_error(string.format("option '--%s' needs a value (%s)", o.name, o.arg))
           end
         end
+        if value == "" then  -- `-o ""` would write into /: an empty value is a usage error
+          usage_error(string.format("option '--%s' needs a value (%s), got an empty string",
+                                    o.name, o.arg))
+        end
         opts[o.name] = value
       else
         if value ~= nil then
@@ -160,7 +164,9 @@ end
 -- EXIT_USAGE. Names are checked where the costs are used (ndplan.c.estimate).
 function M.parse_costs(text)
   local costs = {}
-  for k, v in text:gmatch("([%w_]+)=([^,]+)") do
+  for item in text:gmatch("[^,]+") do  -- every item is NAME=NUMBER: none is ignored
+    local k, v = item:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if not k then M.fail("--costs: expected NAME=NUMBER, got '" .. item .. "'", M.EXIT_USAGE) end
     costs[k] = tonumber(v) or M.fail("--costs: " .. k .. " needs a number", M.EXIT_USAGE)
   end
   return costs

@@ -77,6 +77,11 @@ local function from_config(cfg, name, source, strict)
     spec, warnings = hfconfig.to_spec(cfg, {source = source, name = name, strict = strict})
     if not spec then return nil, warnings end
   end
+  -- the name goes into trainer files and shell scripts: printable, no control characters
+  if type(spec.name) == "string" and spec.name:find("%c") then
+    local shown = spec.name:gsub("%c", function(c) return ("\\%03d"):format(c:byte()) end)
+    return nil, ("%s: name: expected printable characters, got '%s'"):format(source, shown)
+  end
   local model, err = cmodel.new(spec, {source = source, warnings = warnings})
   if not model then return nil, source .. ": " .. err end
   return model

@@ -195,3 +195,27 @@ describe("bad input", function()
     os.execute("rm -rf " .. R.quote(dir))
   end)
 end)
+
+describe("bad input (issue 17)", function()
+  local R2 = dofile("spec/support/run.lua")
+  it("refuses an empty option value (-o \"\" would write into /), exit 2", function()
+    for _, a in ipairs({{"search", "-m", "llama3.1-8b", "-d", "8", "-b", "64", "-o", ""},
+                        {"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "64", "--plot", ""}}) do
+      local r = R2.run(a)
+      assert.equal(2, r.code, r.err)
+      assert.matches("needs a value %(DIR%), got an empty string", r.err)
+    end
+  end)
+  it("refuses a --costs item without =NUMBER instead of ignoring it, exit 2", function()
+    local r = R2.run({"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "64", "--costs", "dp_overlap"})
+    assert.equal(2, r.code)
+    assert.matches("%-%-costs: expected NAME=NUMBER, got 'dp_overlap'", r.err)
+  end)
+  it("refuses a model name with control characters (it would become a shell line)", function()
+    local r = R2.run({"-e", [[print(select(2, nd.model{model_type = "llama", name = "x\nrm -rf /",
+      hidden_size = 256, num_hidden_layers = 2, num_attention_heads = 4, intermediate_size = 512,
+      vocab_size = 1000}))]]})
+    assert.equal(0, r.code, r.err)
+    assert.matches("name: expected printable characters, got 'x\\010rm %-rf /'", r.out)
+  end)
+end)
