@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -394,6 +395,14 @@ int main (int argc, char **argv) {
   result = lua_toboolean(L, -1);
   nd_report(L, status);
   lua_close(L);
+  /* what was printed must have been written: --json > /dev/full, a full disk */
+  if ((fflush(stdout) != 0 || ferror(stdout)) && status == LUA_OK && result) {
+    char why[160];
+    snprintf(why, sizeof why, "standard output: write failed: %s",
+             errno ? strerror(errno) : "error");
+    message(why);
+    return EXIT_FAILURE;
+  }
   if (status == LUA_OK && result) return EXIT_SUCCESS;
   return last_exit_code;
 }
