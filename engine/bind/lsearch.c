@@ -30,8 +30,8 @@
 
 #define RESULTS_MT "ndplan.search.results"
 
-static const char *const mem_part_names[6] = {"weights", "grads", "optimizer", "activations",
-                                              "buffers", "reserve"};
+static const char *const mem_part_names[ND_SEARCH_MEM_PARTS] = {
+  "weights", "grads", "optimizer", "activations", "buffers", "fragmentation", "reserve"};
 
 /* What the search keeps; a userdata so a raise at any point frees it (__gc). */
 typedef struct results {
@@ -535,7 +535,7 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
   nd_setnum(L, "over_bytes", r->over);
   nd_setnum(L, "objective", r->key);
   lua_createtable(L, 0, 7);
-  for (i = 0; i < 6; i++) nd_setnum(L, mem_part_names[i], r->mem[i]);
+  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) nd_setnum(L, mem_part_names[i], r->mem[i]);
   nd_setnum(L, "peak", r->peak);
   lua_setfield(L, -2, "memory_parts_bytes");
   lua_createtable(L, 0, ND_T_COUNT);
@@ -657,7 +657,7 @@ static void write_csv_row (FILE *f, const nd_search_row *r) {
           c->sp ? "true" : "false", c->zero, c->mbs, c->mb,
           nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s,
           r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
-  for (i = 0; i < 6; i++) fprintf(f, ",%.0f", r->mem[i]);
+  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) fprintf(f, ",%.0f", r->mem[i]);
   for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
   fprintf(f, ",%s\n", nd_layout_variant_name(c->layout));
 }
@@ -809,7 +809,7 @@ static int res_fallback (lua_State *L) {
 static const char *const csv_header =
   "index,dp,tp,pp,vpp,cp,ep,etp,sp,zero,mbs,mb,recompute,step_time_s,tokens_per_s,mfu,"
   "peak_memory_bytes,heaviest_stage,fits,over_bytes,weights,grads,optimizer,activations,"
-  "buffers,reserve";
+  "buffers,fragmentation,reserve";
 
 /* The integer on top (nil: dflt) within [lo, hi], before any cast (2^32 + 5 is not 5). */
 static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {

@@ -269,7 +269,8 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
     r->fits = r->over <= 0.0;
     if (r->over < 0.0) r->over = 0.0;
     r->mem[0] = h->weights; r->mem[1] = h->grads; r->mem[2] = h->optimizer;
-    r->mem[3] = h->activations; r->mem[4] = h->buffers; r->mem[5] = h->reserve;
+    r->mem[3] = h->activations; r->mem[4] = h->buffers;
+    r->mem[5] = h->reserved - h->allocated; r->mem[6] = h->reserve;
     for (t = 0; t < ND_T_COUNT; t++) r->time_parts[t] = e->time_parts[t];
     r->key = e->step_time;
     k++;

@@ -63,14 +63,18 @@ typedef struct nd_candidate {
   unsigned char layout;       /* ND_VARIANT_* of the pipeline layout */
 } nd_candidate;
 
+#define ND_SEARCH_MEM_PARTS 7  /* memory parts of a row (nd_search_row.mem) */
+
 /* The summary of one priced candidate: what results.csv and the ranking need. */
 typedef struct nd_search_row {
   unsigned long long index;   /* position in the walk (0-based over tested candidates) */
   nd_candidate c;             /* as resolved (sp is off when tp is 1) */
   int heaviest, stages, fits;
   double step_time, tokens_per_s, mfu, hfu, peak, over;
-  double mem[6];              /* heaviest stage: weights, grads, optimizer, activations,
-                                 buffers, reserve (bytes) */
+  double mem[ND_SEARCH_MEM_PARTS];  /* heaviest stage: weights, grads, optimizer,
+                                       activations, buffers, the allocator's slack
+                                       (reserved - allocated), reserve (bytes): they add
+                                       up to peak */
   double time_parts[ND_T_COUNT];
   double key;                 /* the objective (lower is better); set by the caller */
 } nd_search_row;

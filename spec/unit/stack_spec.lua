@@ -156,3 +156,17 @@ describe("the search's memory band", function()
     assert.is_true(over)
   end)
 end)
+
+describe("a searched row's memory parts", function()
+  it("add up to its peak, the allocator's slack included (a profile sets alloc_fragmentation)", function()
+    local ranked = assert(nd.search{model = "llama3.1-8b", device = "h100", devices = 8,
+                                    global_batch = 64, seq_len = 4096, top = 3})
+    for _, r in ipairs(ranked) do
+      local m, sum = r.memory_parts_bytes, 0
+      assert.is_true(m.fragmentation > 0)
+      for k, v in pairs(m) do if k ~= "peak" then sum = sum + v end end
+      assert.is_true(math.abs(sum - m.peak) <= 1e-9 * m.peak)
+      assert.equal(r.peak_memory_bytes, m.peak)
+    end
+  end)
+end)
