@@ -111,7 +111,7 @@ end
 -- The step-time band of a result from its stack's residuals (nil without a profile).
 local function add_band(result, model, strategy, info)
   local stack = require "ndplan.stack"
-  local moe = model:spec().num_experts > 0
+  local moe = model.num_experts > 0
   local b = stack.band(info, strategy.precision or "bf16", moe)
   if b then
     b.low_s = result.step_time_s / (1 + b.pct / 100)
@@ -222,7 +222,7 @@ function M.estimate(args)
   result.job = job
   result.stack = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
   add_band(result, model, strategy, sinfo)
-  local nkv = model:spec().num_kv_heads
+  local nkv = model.num_kv_heads
   local wasted = M.tp_warning(result.strategy.tp, nkv > 0 and nkv or nil)
   if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
   return result

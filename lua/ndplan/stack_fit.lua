@@ -247,16 +247,15 @@ end
 -- without a device of their own (a user's CSV) run on `device`; cases whose group, label or
 -- release matches hold_out stay out of the fit and are priced with it after.
 function M.run(o)
-  local cache = {}
+  -- runs without a device of their own (a user's CSV) are on o.device, under its name
+  local own = o.device and o.device.name:lower()
   local function device_of(name)
-    if name == nil then return o.device end
-    cache[name] = cache[name] or require("ndplan.validate_modern").device(name)
-    return cache[name]
+    if name == nil or name == own then return o.device end
+    return require("ndplan.validate_modern").device(name)
   end
   local fit_cases, held_cases = {}, {}
   for i, c in ipairs(o.cases) do
-    c.device_name = c.device_name or (o.device and o.device.name:lower())
-    if c.device_name == (o.device and o.device.name:lower()) then cache[c.device_name] = o.device end
+    c.device_name = c.device_name or own
     if held(c, o.hold_out, o.hold_out_every, i) then held_cases[#held_cases + 1] = c
     else fit_cases[#fit_cases + 1] = c end
   end

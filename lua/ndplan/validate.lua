@@ -363,14 +363,8 @@ end
 -- refused). A case naming its own device (device_name) is priced on it.
 function M.run(cases, device, extra_costs, stack)
   local nd = require "ndplan"
-  local devices = {}
   for _, c in ipairs(cases) do
-    local dev = device
-    if c.device_name then
-      devices[c.device_name] = devices[c.device_name]
-                               or require("ndplan.validate_modern").device(c.device_name)
-      dev = devices[c.device_name]
-    end
+    local dev = c.device_name and require("ndplan.validate_modern").device(c.device_name) or device
     local args = {device = dev, costs = {}, stack = M.stack_for(c, stack)}
     for k, v in pairs(c.strategy) do args[k] = v end
     for k, v in pairs(c.job) do args[k] = v end

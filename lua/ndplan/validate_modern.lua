@@ -244,11 +244,15 @@ function M.memory_cases(dir)
 end
 
 -- The device of a case: a bundled name, or the 96 GB H100 variant.
+-- Loaded once each (devices are immutable): every table and fit prices many rows on few.
+local loaded = {}
 function M.device(name)
   local nd = require "ndplan"
-  if name == "h100-96gb" then return assert(nd.device(M.H100_96GB)) end
-  if name == "a100-64gb" then return assert(nd.device(M.A100_64GB)) end
-  return assert(nd.device(name))
+  if not loaded[name] then
+    local variant = ({["h100-96gb"] = M.H100_96GB, ["a100-64gb"] = M.A100_64GB})[name]
+    loaded[name] = assert(nd.device(variant or name))
+  end
+  return loaded[name]
 end
 
 return M
