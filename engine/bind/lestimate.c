@@ -109,7 +109,8 @@ static void push_ops (lua_State *L, unsigned mask) {
 }
 
 static const char *const strategy_keys[] = {
-  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "mbs", "mb", "schedule",
+  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "dp_replicate", "mbs",
+  "mb", "schedule",
   "recompute", "layer_recompute", "offload", "precision", "flash_attention", "tp_comm_overlap",
   "stage_layers",
   "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
@@ -146,6 +147,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->sp = get_bool(L, t, "sp", 0);
   st->zero = get_int(L, t, "zero", 0);
   st->dp_shard = get_int(L, t, "dp_shard", 0);  /* 0: all of dp */
+  st->dp_replicate = get_int(L, t, "dp_replicate", 0);  /* 0: from dp_shard */
   st->mbs = get_int(L, t, "mbs", 1);
   if (lua_getfield(L, t, "selective_ops") != LUA_TNIL)  /* array of op names */
     st->selective_ops = read_ops(L, "selective_ops", 0);

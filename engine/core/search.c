@@ -161,6 +161,7 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
   st->schedule = base->schedule;
   st->reshard = base->reshard;  /* resolution sets the default for the candidate's pp */
   st->dp_shard = base->dp_shard;  /* and the shard group for its dp */
+  st->dp_replicate = base->dp_replicate;
   /* the layout fields of the variant (resolution writes stage_layers from them) */
   nd_layout_variant(st, body, c->layout);
 }

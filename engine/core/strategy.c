@@ -364,7 +364,16 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
      parameters for the step instead of gathering them for every micro-batch */
   /* HSDP: the shard group divides the data-parallel ranks (and, with experts, holds whole
      expert replicas); one group of all of dp by default */
-  if (st->dp_shard < 0) return refuse(err, errlen, "degree out of bounds: dp_shard %d", st->dp_shard);
+  if (st->dp_shard < 0 || st->dp_replicate < 0)
+    return refuse(err, errlen, "degree out of bounds: dp_shard %d, dp_replicate %d",
+                  st->dp_shard, st->dp_replicate);
+  if (st->dp_replicate > 0) {
+    if (st->dp % st->dp_replicate != 0
+        || (st->dp_shard > 0 && (long long)st->dp_shard * st->dp_replicate != st->dp))
+      return refuse(err, errlen, "degree out of bounds: dp_replicate %d must divide dp %d (dp "
+                    "= dp_shard x dp_replicate)", st->dp_replicate, st->dp);
+    st->dp_shard = st->dp / st->dp_replicate;
+  }
   if (st->dp_shard == 0) st->dp_shard = st->dp;
   if (st->dp_shard > st->dp || st->dp % st->dp_shard != 0)
     return refuse(err, errlen, "degree out of bounds: dp_shard %d must divide dp %d (dp = "

@@ -68,6 +68,8 @@ typedef struct nd_strategy {
                               --dp-shard; with CP, the shard group is dp_shard x cp, as
                               Megatron's distributed optimizer shards over DP x CP); dp /
                               dp_shard replicas all-reduce the sharded gradients. 0: all of dp */
+  int dp_replicate;        /* HSDP's replicas (--dp-replicate): with dp_shard 0, dp_shard is
+                              dp / dp_replicate; with both, their product must be dp. 0: unset */
   int reshard;             /* ZeRO-3 (FSDP): 1 gathers each micro-batch's parameters before its
                               forward and backward and frees them between (FSDP2's
                               reshard_after_forward); 0 gathers once per step and keeps them,

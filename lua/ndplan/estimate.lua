@@ -19,7 +19,7 @@ local M = {}
 -- per selective layer (the search walks without variants, for speed).
 M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
 
-local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "mbs", "mb",
+local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "dp_replicate", "mbs", "mb",
                        "schedule", "recompute", "layer_recompute", "offload", "precision",
                        "flash_attention", "tp_comm_overlap", "stage_layers", "selective_ops", "layer_offload",
                        "layer_selective_ops", "fp8_param_gather", "bf16_first_layers",

@@ -125,7 +125,8 @@ function M.args(spec, argv, opts)
     global_batch = int("global-batch-size"), seq_len = int("seq-len"),
     tp = int("tp"), pp = int("pp"), vpp = int("vpp"), cp = int("cp"), ep = int("ep"),
     etp = int("etp"), dp = int("dp"), zero = int("zero"), mbs = int("mbs"), mb = int("mb"),
-    dp_shard = int("dp-shard"), tp_comm_overlap = opts["tp-comm-overlap"] or nil,
+    dp_shard = int("dp-shard"), dp_replicate = int("dp-replicate"),
+    tp_comm_overlap = opts["tp-comm-overlap"] or nil,
     sp = opts.sp or nil, schedule = opts.schedule, precision = opts.precision,
     flash_attention = not opts["no-flash"], max_mem = opts["max-mem"],
     fp8_param_gather = opts["fp8-param-gather"] or nil,
@@ -133,23 +134,6 @@ function M.args(spec, argv, opts)
     bf16_first_layers = int("num-layers-at-start-in-bf16"),
     bf16_last_layers = int("num-layers-at-end-in-bf16"),
   }
-  -- HSDP: dp = dp_shard x dp_replicate; either one gives the other with dp
-  local rep = int("dp-replicate")
-  if rep then
-    if args.dp_shard and args.dp and args.dp_shard * rep ~= args.dp then
-      cli.fail(string.format("--dp-shard %d x --dp-replicate %d is not --dp %d", args.dp_shard,
-                             rep, args.dp), cli.EXIT_USAGE)
-    end
-    if not args.dp_shard then
-      local mp = (args.tp or 1) * (args.pp or 1) * (args.cp or 1)
-      local dp = args.dp or (args.devices and args.devices // mp)
-      if not dp or dp % rep ~= 0 then
-        cli.fail(string.format("--dp-replicate %d must divide the data-parallel degree (%s)", rep,
-                               tostring(dp)), cli.EXIT_USAGE)
-      end
-      args.dp_shard = dp // rep
-    end
-  end
   local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
   if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer"
      or r == "megatron" then

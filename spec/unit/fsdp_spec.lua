@@ -75,6 +75,16 @@ describe("HSDP: ZeRO over a shard group, replicated", function()
     assert.same({optimizer = 8, grads = 8, params = 8, group = "dp"}, full.strategy.sharded_over)
   end)
 
+  it("takes the replicas instead, the core deriving the shard group from dp", function()
+    local r = run{pp = 1, devices = 8, dp_replicate = 4}
+    assert.equal(2, r.strategy.dp_shard)
+    assert.equal(r.stages[1].optimizer, run{pp = 1, devices = 8, dp_shard = 2}.stages[1].optimizer)
+    local bad, why = nd.estimate{model = model, device = "h100", devices = 8, global_batch = 32,
+                                 seq_len = 1024, zero = 3, dp_shard = 2, dp_replicate = 2}
+    assert.is_nil(bad)
+    assert.matches("dp_replicate 2 must divide dp 8 (dp = dp_shard x dp_replicate)", why, 1, true)
+  end)
+
   it("refuses a shard group that does not divide dp", function()
     local r, why = nd.estimate{model = model, device = "h100", devices = 8, global_batch = 32,
                                seq_len = 1024, zero = 3, dp_shard = 3}
