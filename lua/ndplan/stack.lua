@@ -73,6 +73,11 @@ end
 
 -- load(x) -> stack | nil, message. x: a bundled name, a path to a YAML profile, a table of
 -- the same shape, or a loaded stack (returned as is). "none" gives nil and no message.
+-- Bundled profiles are parsed once per process; applying a profile to a device builds the
+-- device with its efficiencies once per (profile, device): nd.estimate does both every call.
+local parsed = {}
+local applied = setmetatable({}, {__mode = "k"})
+
 function M.load(x)
   if getmetatable(x) == Stack then return x end
   if x == nil then x = M.DEFAULT end
@@ -86,6 +91,7 @@ function M.load(x)
   for _, p in ipairs(bundle.list(M.CATALOG)) do
     if p == bundled then text, name = bundle.read(p) end
   end
+  if text and parsed[bundled] then return parsed[bundled] end
   local doc, err
   if text then doc, err = yaml.decode(text, name)
   elseif looks_like_path(x) then doc, err = yaml.load_file(x); name = x
@@ -94,7 +100,9 @@ function M.load(x)
                               .. "profile)", x, table.concat(M.names(), ", "))
   end
   if doc == nil then return nil, err end
-  return check(doc, name)
+  local s, cerr = check(doc, name)
+  if text then parsed[bundled] = s end
+  return s, cerr
 end
 
 -- The profile's entry for a device: its own fit, or the fallback's (and which).
@@ -113,10 +121,15 @@ function M.apply(stack, device, costs)
   local entry, used, missing = stack:entry(device)
   local info = {name = stack.name, device_fit = used, note = nil, memory_band = stack.memory_band}
   if entry and entry.efficiency then
-    local dev, err = require("ndplan.device").with_efficiency(device, entry.efficiency,
-                                                              stack.source)
-    if not dev then return nil, err end
-    device = dev
+    local mine = applied[stack] or setmetatable({}, {__mode = "k"})
+    applied[stack] = mine
+    if not mine[device] then
+      local dev, err = require("ndplan.device").with_efficiency(device, entry.efficiency,
+                                                                stack.source)
+      if not dev then return nil, err end
+      mine[device] = dev
+    end
+    device = mine[device]
   end
   if missing then
     info.note = string.format("stack %s has no fit for %s: using %s's efficiencies", stack.name,
