@@ -640,6 +640,34 @@ static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
 
 /* Adds n layers of one priced kind, all under recompute mode `mode` (selective: with the
    switches in `mask`), to a stage. */
+/*
+** The exposed data-parallel time of stage s (of p) after overlap. The gradient reduction of
+** a model chunk starts when that chunk's last backward ends; the parameter gather of the
+** next step (Megatron --overlap-param-gather, FSDP prefetch) runs under the forward. Of v
+** interleaved chunks, the first chunk's share hides behind its own last backward (first
+** forward); each later chunk's behind the pm = min(p, m) chunk-passes of the micro-batch
+** group that follows it (precedes it) in the interleaved schedule. Stage s ends its last
+** backward s backwards before stage 0, and starts s forwards after it: idle time that hides
+** more. dp_overlap is the share of these windows the collectives use; what is hidden still
+** costs the compute the communication kernels take (overlap_sm_share).
+*/
+static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
+                             const stage_sum *ss, const nd_strategy *st, int p, int s) {
+  double v = st->schedule == ND_SCHED_INTERLEAVED ? (double)st->vpp : 1.0;
+  double pm = st->mb < p ? (double)st->mb : (double)p;
+  double ov = c->dp_overlap, exposed = 0.0, total = grad_t + gather_t, hidden;
+  const double work[2] = {ss->bwd, ss->fwd}, part[2] = {grad_t, gather_t};
+  int i;
+  for (i = 0; i < 2; i++) {
+    double share = part[i] / v, lag = s * work[i];
+    double own = share - ov * (work[i] / v + lag);
+    double later = share - ov * (pm * work[i] / v + lag);
+    exposed += (own > 0.0 ? own : 0.0) + (v - 1.0) * (later > 0.0 ? later : 0.0);
+  }
+  hidden = total - exposed;
+  return exposed + c->overlap_sm_share * hidden;
+}
+
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
   double work = fwd_work(lc);
@@ -931,16 +959,8 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
       /* parameter all-gathers at the recipe's width (param gather) */
       double wd = costs->weight_bytes * pd + (x.w.gather - costs->weight_bytes) * ss.q_dense;
       double we = costs->weight_bytes * pe + (x.w.gather - costs->weight_bytes) * ss.q_expert;
-      if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
-        dp_time = nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_DP], costs->grad_bytes * pd)
-                + nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_EDP], costs->grad_bytes * pe);
-      else if (st->zero <= 2 || !st->reshard)  /* (FSDP unresharded: once per step) */
-        dp_time = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
-                + nd_allgather_time(&x.fabric, gd, wd)
-                + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe)
-                + nd_allgather_time(&x.fabric, ge, we) + rep_time;
-      else {  /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch */
-        /* gathers for forward, backward and (full recompute) the repeated forward; a
+      if (st->zero == 3 && st->reshard) {
+        /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch; a
            flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
         nd_group fd = *gd, fe = *ge;
         double gathers = 2.0 + (ss.rec > 0.0 ? 1.0 : 0.0);
@@ -953,12 +973,17 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
         double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
         if (hidden > per_mb) hidden = per_mb;
         dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
-      }
-      if (st->zero < 3 || !st->reshard) {  /* the last micro-batch's backward hides a share of it, at the
-                              compute the communication kernels take meanwhile */
-        double hidden = costs->dp_overlap * ss.bwd;
-        if (hidden > dp_time) hidden = dp_time;
-        dp_time += costs->overlap_sm_share * hidden - hidden;
+      } else {
+        double grad_t, gather_t = 0.0;
+        if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
+          grad_t = nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_DP], costs->grad_bytes * pd)
+                 + nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_EDP], costs->grad_bytes * pe);
+        else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
+          grad_t = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
+                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe) + rep_time;
+          gather_t = nd_allgather_time(&x.fabric, gd, wd) + nd_allgather_time(&x.fabric, ge, we);
+        }
+        dp_time = dp_overlapped(costs, grad_t, gather_t, &ss, st, p, s);
       }
       if (dp_time > dp_exposed) dp_exposed = dp_time;
     }

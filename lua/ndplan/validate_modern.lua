@@ -115,6 +115,16 @@ function M.release_year(version, stack)
   return nil
 end
 
+-- The expert tensor-parallel size a row leaves blank: Megatron sets it to the TP size
+-- (arguments.py: "if args.expert_tensor_parallel_size is None: ... = tensor_model_parallel_size",
+-- and the rank generator of parallel_state.py alike); before --expert-tensor-parallel-size
+-- existed (Megatron-Core < 0.10, NeMo <= 24.09), experts were always split by TP. Other
+-- stacks shard experts their own way and state it; dense models have none to split.
+function M.default_etp(stack, tp, moe)
+  if stack == "megatron-core" and moe then return tp end
+  return 1
+end
+
 local function key_is_moe(key) return key:find("^llama4") ~= nil end
 
 -- One row -> a case, or nil, reason when the row cannot be priced as stated.
@@ -134,9 +144,12 @@ local function build(row, models)
   if not measured and tps and tps > 0 then measured = gbs * seq / (tps * gpus) end
   if not (gpus and gbs and seq and measured) then return nil, "no measured step time" end
   local tp = int(row.tp) or 1
+  local moe = type(cfg) == "string" and key_is_moe(row.model_key)
+              or type(cfg) == "table" and (cfg.n_routed_experts or cfg.num_local_experts) ~= nil
   local st = {
     tp = tp, pp = int(row.pp) or 1, cp = int(row.cp) or 1, vpp = int(row.vpp) or 1,
-    ep = int(row.ep) or 1, etp = int(row.etp) or 1, mbs = int(row.micro_batch) or 1,
+    ep = int(row.ep) or 1, etp = int(row.etp) or M.default_etp(stack, tp, moe),
+    mbs = int(row.micro_batch) or 1,
     sp = tp > 1, zero = zero_of(stack, row), precision = recipe,
     fp8_param_gather = param_gather or nil,
     -- torchtitan's async TP (its tables say so in the row)
@@ -149,8 +162,7 @@ local function build(row, models)
                           st.tp, st.pp, st.cp, st.ep),
     group = string.format("%s/%s/%s", stack, device, precision),
     stack = stack, device_name = device, precision_text = row.precision,
-    moe = type(cfg) == "string" and key_is_moe(row.model_key)
-          or type(cfg) == "table" and (cfg.n_routed_experts or cfg.num_local_experts) ~= nil,
+    moe = moe,
     version = row.framework_version, line = row._line,
     year = M.release_year(row.framework_version, stack),
     model = cfg, job = {devices = gpus, global_batch = gbs, seq_len = seq},
