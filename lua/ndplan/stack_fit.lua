@@ -14,6 +14,20 @@ local M = {}
 -- keeps that ratio, since step times alone cannot tell the two apart.
 M.ATTN_BWD_RATIO = 0.73
 
+-- The fit's loss is soft-L1 (pseudo-Huber) on the log ratio, not its square: a run within
+-- ROBUST_SCALE (about 15% off) counts quadratically, one further off about linearly. A few
+-- runs that no term of the estimator explains (a software release's slow path, a table's
+-- inconsistent row) then pull the shared fields by their sign, not their square, and do not
+-- bend every other run of their device towards them.
+M.ROBUST_SCALE = 0.15
+
+-- The residual whose square is the soft-L1 loss of log ratio r: 2 d^2 (sqrt(1 + (r/d)^2) - 1).
+function M.robust(r)
+  local d = M.ROBUST_SCALE
+  local rho = 2 * d * d * (math.sqrt(1 + (r / d) ^ 2) - 1)
+  return r < 0 and -math.sqrt(rho) or math.sqrt(rho)
+end
+
 -- Per-device fields: name, bounds, and whether only FP8 rows inform it.
 M.DEVICE_FIELDS = {
   {name = "gemm", lo = 0.3, hi = 0.95},
@@ -147,6 +161,7 @@ function M.fit(o)
       -- a refused case counts as a large residual so the fit does not chase refusals
       for _ = #r + 1, #o.cases do r[#r + 1] = 1 end
     end
+    for i, v in ipairs(r) do r[i] = M.robust(v) end
     return r
   end
   local res = calibrate.least_squares(residuals, z0, {max_evals = o.max_evals or 600,

@@ -412,3 +412,41 @@ describe("selective recompute switches", function()
                      "selective_ops[1]: expected attn_core, norms, act, mla_up or moe_dispatch")
   end)
 end)
+
+describe("data-parallel overlap windows", function()
+  local function est(t)
+    local a = {model = "llama3.1-70b", device = "h100", devices = 256, global_batch = 64,
+               seq_len = 4096, tp = 8, pp = 4, zero = 1, costs = {overlap_sm_share = 0}}
+    for k, v in pairs(t) do
+      if k == "costs" then for c, x in pairs(v) do a.costs[c] = x end else a[k] = v end
+    end
+    return assert(nd.estimate(a))
+  end
+
+  it("hides an all-reduce behind one micro-batch's backward without pipelining", function()
+    local shown = est{pp = 1, zero = 0, costs = {dp_overlap = 0}}
+    local hidden = est{pp = 1, zero = 0}
+    local want = math.max(0, shown.time_parts_s.dp_comm - hidden.stages[1].backward_s)
+    assert.is_true(rel(hidden.time_parts_s.dp_comm, want) < 1e-9)
+  end)
+
+  it("hides the sharded step's parameter gather behind the first forward too", function()
+    local shown = est{pp = 1, costs = {dp_overlap = 0}}
+    local hidden = est{pp = 1}
+    local s = hidden.stages[1]
+    -- each part hides at most behind its own window: the two windows bound what is hidden
+    assert.is_true(hidden.time_parts_s.dp_comm
+                   >= shown.time_parts_s.dp_comm - s.backward_s - s.forward_s - 1e-12)
+    assert.is_true(hidden.time_parts_s.dp_comm < shown.time_parts_s.dp_comm)
+  end)
+
+  it("leaves only the first chunk's share exposed when interleaved chunks hide the rest", function()
+    local full = est{vpp = 1, costs = {dp_overlap = 0}}.time_parts_s.dp_comm
+    local v1, v2, v4 = est{vpp = 1}, est{vpp = 2}, est{vpp = 4}
+    assert.is_true(v1.time_parts_s.dp_comm > 0 and v1.time_parts_s.dp_comm < full)
+    assert.is_true(v2.time_parts_s.dp_comm < v1.time_parts_s.dp_comm)
+    assert.is_true(v4.time_parts_s.dp_comm < v2.time_parts_s.dp_comm)
+    -- the collectives themselves are the same size whatever the schedule
+    assert.is_true(rel(est{vpp = 4, costs = {dp_overlap = 0}}.time_parts_s.dp_comm, full) < 1e-9)
+  end)
+end)

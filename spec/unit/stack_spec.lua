@@ -72,6 +72,19 @@ describe("stack profiles", function()
 end)
 
 describe("fitting a profile", function()
+  it("weighs runs by a soft-L1 loss: quadratic near zero, about linear far off", function()
+    local SF = require "ndplan.stack_fit"
+    local d = SF.ROBUST_SCALE
+    for _, r in ipairs({-1, -0.3, -0.01, 0, 0.01, 0.3, 1}) do
+      local want = 2 * d * d * (math.sqrt(1 + (r / d) ^ 2) - 1)
+      assert.is_true(math.abs(SF.robust(r) ^ 2 - want) <= 1e-12)
+      assert.is_true((SF.robust(r) >= 0) == (r >= 0))  -- keeps the sign
+    end
+    assert.is_true(math.abs(SF.robust(0.01) - 0.01) < 1e-4)        -- small: the log ratio
+    -- far off: a run 4x further off pulls about 2x (sqrt of linear), not 4x
+    assert.is_true(SF.robust(2) / SF.robust(0.5) < 2.5)
+  end)
+
   -- runs priced with a known profile: the fit from another start must find it again
   local truth = {name = "truth", costs = {dp_overlap = 0.6, overlap_sm_share = 0.1,
                                           tp_overlap = 0.3, step_overhead = 0.05},

@@ -138,6 +138,7 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
   local floors = {  -- group: MAPE, |bias| (%)
     ["megatron-core/h100/bf16"] = {7, 3}, ["megatron-core/h100/fp8"] = {9, 3},
     ["torchtitan/a100-80gb/bf16"] = {8, 3}, ["torchtitan/h100-96gb/bf16"] = {8, 3},
+    ["megatron-core/gb200/fp8"] = {10, 3},
   }
   for group, f in pairs(floors) do
     it(group .. ": MAPE <= " .. f[1] .. "%, |bias| <= " .. f[2] .. "%", function()
@@ -147,6 +148,21 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
       assert.is_true(math.abs(g.bias) <= f[2], string.format("%s: bias %+.1f%%", group, g.bias))
     end)
   end
+
+  it("reads a Megatron MoE row's blank expert TP as the TP size, as Megatron does", function()
+    local VM = require "ndplan.validate_modern"
+    assert.equal(4, VM.default_etp("megatron-core", 4, true))
+    assert.equal(1, VM.default_etp("megatron-core", 4, false))  -- dense: no experts
+    assert.equal(1, VM.default_etp("torchtitan", 4, true))
+    local seen = 0
+    for _, c in ipairs(cases) do  -- NeMo 24.x Grok-1 rows leave ETP blank
+      if c.stack == "megatron-core" and c.label:find("Grok 1 314b") then
+        assert.equal(c.strategy.tp, c.strategy.etp, c.label)
+        seen = seen + 1
+      end
+    end
+    assert.is_true(seen > 0)
+  end)
 
   it("prices each stack's rows with its own profile, and the others with none", function()
     for _, c in ipairs(cases) do
