@@ -63,6 +63,7 @@ static const field fields[] = {
   {"efficiency", "scale_out", OFF(efficiency.scale_out), F_NUMBER, 0},
   {"efficiency", "kernel_overhead", OFF(efficiency.kernel_overhead), F_NUMBER, 0},
   {"efficiency", "gemm_fp8", OFF(efficiency.gemm_fp8), F_NUMBER, 0},
+  {"efficiency", "gemm_fp8_rowwise", OFF(efficiency.gemm_fp8_rowwise), F_NUMBER, 0},
   {"efficiency", "attn_fwd", OFF(efficiency.attn_fwd), F_NUMBER, 0},
   {"efficiency", "attn_bwd", OFF(efficiency.attn_bwd), F_NUMBER, 0},
   {"efficiency", "attn_half_keys", OFF(efficiency.attn_half_keys), F_NUMBER, 0},

@@ -46,6 +46,7 @@ void nd_device_init (nd_device *dev) {
   dev->efficiency.scale_out = 0.9;
   dev->efficiency.kernel_overhead = 20e-6;
   dev->efficiency.gemm_fp8 = 0.8;  /* as gemm until a device file or stack profile says */
+  dev->efficiency.gemm_fp8_rowwise = 0.0;  /* as gemm_fp8 */
   dev->efficiency.attn_fwd = 0.8;
   dev->efficiency.attn_bwd = 0.8;
   dev->efficiency.attn_half_keys = 0.0;
@@ -107,6 +108,8 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
       || check_fraction("efficiency.scale_out", e->scale_out, err, len)
       || check_nonnegative("efficiency.kernel_overhead", e->kernel_overhead, err, len)
       || check_fraction("efficiency.gemm_fp8", e->gemm_fp8, err, len)
+      || (e->gemm_fp8_rowwise != 0.0  /* 0: as gemm_fp8 */
+          && check_fraction("efficiency.gemm_fp8_rowwise", e->gemm_fp8_rowwise, err, len))
       || check_fraction("efficiency.attn_fwd", e->attn_fwd, err, len)
       || check_fraction("efficiency.attn_bwd", e->attn_bwd, err, len)
       || check_nonnegative("efficiency.attn_half_keys", e->attn_half_keys, err, len))

@@ -121,6 +121,7 @@ typedef struct ctx {
   double peak;         /* FLOP/s at the recipe's GEMM precision (the linear layers) */
   double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
   nd_precision gemm;   /* the peak slot of the linear layers' GEMMs */
+  double gemm_scale;   /* the recipe's kernel rate over gemm_fp8's (row-wise scaling) */
   int quant;           /* the recipe quantizes linear layers (FP8, FP4) */
   nd_recipe_widths w;  /* its byte widths per quantized parameter */
   double hbm;          /* achievable HBM bytes/s */
@@ -143,7 +144,7 @@ static double exposed_share (const nd_costs *c, double overlap) {
 static double gemm_time (const ctx *x, double flops) {
   double eff;
   if (flops <= 0.0) return 0.0;
-  eff = nd_device_gemm_efficiency_at(x->dev, x->gemm, flops);
+  eff = nd_device_gemm_efficiency_at(x->dev, x->gemm, flops) * x->gemm_scale;
   return eff > 0.0 ? flops / (x->peak * eff) : 0.0;
 }
 
@@ -786,6 +787,11 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   x_->gemm = rec->gemm;
   x_->peak = nd_device_peak_flops(x_->dev, rec->gemm);  /* the recipe's GEMM precision */
   x_->quant = rec->element_bytes > 0.0;
+  {  /* row-wise scaled GEMMs run their own kernels, at their own fraction of the peak */
+    const nd_efficiency *e = &x_->dev->efficiency;
+    x_->gemm_scale = rec == nd_recipe_get(ND_RECIPE_FP8_ROWWISE) && e->gemm_fp8_rowwise > 0.0
+                     && e->gemm_fp8 > 0.0 ? e->gemm_fp8_rowwise / e->gemm_fp8 : 1.0;
+  }
   x_->peak16 = rec->gemm == ND_PREC_FP16 ? x_->peak : nd_device_peak_flops(x_->dev, ND_PREC_BF16);
   nd_recipe_widths_of(rec, x_->st->param_gather, x_->st->zero, x_->c->weight_bytes,
                       x_->c->quant_cache, &x_->w);

@@ -58,6 +58,9 @@ typedef struct nd_efficiency {
   double gemm_fp8;        /* best fraction of a quantized format's peak (FP8, MXFP8, FP4),
                              reached by large GEMMs (they lose more to the epilogue and to
                              scaling than 16-bit ones) */
+  double gemm_fp8_rowwise; /* the same for row-wise scaled FP8 GEMMs (torchao rowwise: a
+                             per-row scale in the epilogue, not cuBLAS's per-tensor path);
+                             0 (unset): as gemm_fp8 */
   double attn_fwd;        /* fraction of the 16-bit peak the fused attention kernel reaches
                              in the forward (flash attention; the core stays in bf16) */
   double attn_bwd;        /* the same in the backward, which runs well below the forward */

@@ -133,6 +133,7 @@ local SCHEMA = {
     scale_out = {"fraction", "efficiency", "scale_out"},
     kernel_overhead = {"time", "efficiency", "kernel_overhead"},
     gemm_fp8 = {"fraction", "efficiency", "gemm_fp8"},
+    gemm_fp8_rowwise = {"fraction", "efficiency", "gemm_fp8_rowwise"},
     attn_fwd = {"fraction", "efficiency", "attn_fwd"},
     attn_bwd = {"fraction", "efficiency", "attn_bwd"},
     attn_half_keys = {"keys", "efficiency", "attn_half_keys"},

@@ -32,6 +32,7 @@ end
 M.DEVICE_FIELDS = {
   {name = "gemm", lo = 0.3, hi = 0.95},
   {name = "gemm_fp8", lo = 0.2, hi = 0.95, fp8 = true},
+  {name = "gemm_fp8_rowwise", lo = 0.2, hi = 0.95, rowwise = true},
   {name = "attn_fwd", lo = 0.3, hi = 0.85},  -- FlashAttention-2/3 reach 0.35-0.75 of peak
 }
 -- Stack-wide costs: name, bounds.
@@ -62,6 +63,10 @@ local function parameters(cases, start)
     if (c.strategy.ep or 1) > 1 or c.moe then has.moe = true end
     if (c.strategy.cp or 1) > 1 then has.cp = true end
     if c.strategy.tp_comm_overlap then has.tpo = true end
+    if c.strategy.precision == "fp8:rowwise" then
+      has.rowwise = has.rowwise or {}
+      has.rowwise[c.device_name] = true
+    end
   end
   local names = {}
   for d in pairs(devices) do names[#names + 1] = d end
@@ -70,9 +75,12 @@ local function parameters(cases, start)
   for _, d in ipairs(names) do
     for _, f in ipairs(M.DEVICE_FIELDS) do
       -- gemm_fp8 only where FP8 rows inform it; gemm only where 16-bit rows do (an
-      -- FP8-only device's 16-bit GEMMs -- LM head, router -- take its FP8 fraction)
+      -- FP8-only device's 16-bit GEMMs -- LM head, router -- take its FP8 fraction);
+      -- the row-wise kernels' only where row-wise runs do (else they run as gemm_fp8)
+      local rowwise = has.rowwise and has.rowwise[d]
       if (f.fp8 and has.fp8[d]) or (f.name == "gemm" and has.bf16[d])
-         or (not f.fp8 and f.name ~= "gemm") then
+         or (f.rowwise and rowwise)
+         or (not f.fp8 and not f.rowwise and f.name ~= "gemm") then
         local to_x, to_z = lin_map(f.lo, f.hi)
         local s = start.devices[d] and start.devices[d][f.name] or 0.7
         params[#params + 1] = {device = d, field = f.name, to_x = to_x, z0 = to_z(s)}

@@ -239,3 +239,29 @@ describe("the search with a precision recipe", function()
       sp = best.strategy.sp}).memory_parts_bytes.weights)
   end)
 end)
+
+describe("row-wise scaled FP8 GEMMs", function()
+  local function step(eff, precision)
+    local dev = assert(nd.device("h100"))
+    if eff then dev = assert(device.with_efficiency(dev, eff)) end
+    local r = assert(nd.estimate{model = "llama3.1-8b", device = dev, devices = 8,
+                                 global_batch = 8, seq_len = 4096, precision = precision})
+    return r.step_time_s, r.time_parts_s
+  end
+
+  it("run at gemm_fp8 until the device or profile gives them their own rate", function()
+    local base = assert(nd.device("h100")).efficiency.gemm_fp8
+    local rw = step(nil, "fp8:rowwise")
+    local same = step({gemm_fp8_rowwise = base}, "fp8:rowwise")
+    assert.is_true(math.abs(rw - same) <= 1e-12 * rw)
+  end)
+
+  it("take only the row-wise recipe's linear GEMMs to gemm_fp8_rowwise", function()
+    local base = assert(nd.device("h100")).efficiency.gemm_fp8
+    local _, fast = step(nil, "fp8:rowwise")
+    local _, slow = step({gemm_fp8_rowwise = base / 2}, "fp8:rowwise")
+    assert.is_true(slow.forward > fast.forward and slow.backward > fast.backward)
+    -- other recipes ignore the field
+    assert.equal(step(nil, "fp8:tensorwise"), step({gemm_fp8_rowwise = base / 2}, "fp8:tensorwise"))
+  end)
+end)
