@@ -646,8 +646,9 @@ static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
 ** a model chunk starts when that chunk's last backward ends; the parameter gather of the
 ** next step (Megatron --overlap-param-gather, FSDP prefetch) runs under the forward. Of v
 ** interleaved chunks, the first chunk's share hides behind its own last backward (first
-** forward); each later chunk's behind the pm = min(p, m) chunk-passes of the micro-batch
-** group that follows it (precedes it) in the interleaved schedule. Stage s ends its last
+** forward); chunk j's behind the j groups of pm = min(p, m) chunk passes that follow its
+** last backward (precede its first forward) in the interleaved schedule (Megatron's
+** micro-batch group per virtual stage is pp micro-batches). Stage s ends its last
 ** backward s backwards before stage 0, and starts s forwards after it: idle time that hides
 ** more. dp_overlap is the share of these windows the collectives use; what is hidden still
 ** costs the compute the communication kernels take (overlap_sm_share).
@@ -660,10 +661,14 @@ static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
   const double work[2] = {ss->bwd, ss->fwd}, part[2] = {grad_t, gather_t};
   int i;
   for (i = 0; i < 2; i++) {
-    double share = part[i] / v, lag = s * work[i];
+    double share = part[i] / v, lag = s * work[i], chunk = pm * work[i] / v, j;
     double own = share - ov * (work[i] / v + lag);
-    double later = share - ov * (pm * work[i] / v + lag);
-    exposed += (own > 0.0 ? own : 0.0) + (v - 1.0) * (later > 0.0 ? later : 0.0);
+    exposed += own > 0.0 ? own : 0.0;
+    for (j = 1.0; j < v; j += 1.0) {  /* chunk j: j groups of chunk passes away from the end */
+      double left = share - ov * (j * chunk + lag);
+      if (left <= 0.0) break;         /* and every chunk further away hides all of its share */
+      exposed += left;
+    }
   }
   hidden = total - exposed;
   return exposed + c->overlap_sm_share * hidden;
