@@ -300,6 +300,10 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     double gate = m->attn_output_gate ? q_loc : 0.0;
     dqk = dv = d;
     lc->gemm_s += lin(x, lc, 1, T, h, q_loc + gate + 2 * kv_loc) + lin(x, lc, 1, T, q_loc, h);
+    /* every second projection in forward order (q, k, v, o): k's output and o's */
+    lc->op_bytes[ND_OP_ALT_MM] += ab * T * kv_loc;
+    lc->op_time[ND_OP_ALT_MM] += gemm_time(x, 2.0 * T * h * kv_loc) + gemm_time(x, 2.0 * T * q_loc * h);
+    lc->op_flops[ND_OP_ALT_MM] += 2 * h * kv * d + 2 * hq * d * h;
     a->rep += 2 * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
     a->dev += ab * T * (2 * q_loc + gate + 2 * kv_loc);
@@ -443,6 +447,13 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
   }
   if (shared > 0) {
     lc->gemm_s += lin(x, lc, 1, T, h, (mats - 1) * shared / t) + lin(x, lc, 1, T, shared / t, h);
+    /* every second projection after the attention's four: the up projection of a gated MLP
+       (its output is kept otherwise), the down projection of a plain one (not kept) */
+    if (m->gated_mlp) {
+      lc->op_bytes[ND_OP_ALT_MM] += ab * T * shared / t;
+      lc->op_time[ND_OP_ALT_MM] += gemm_time(x, 2.0 * T * h * shared / t);
+    } else lc->op_time[ND_OP_ALT_MM] += gemm_time(x, 2.0 * T * shared / t * h);
+    lc->op_flops[ND_OP_ALT_MM] += 2 * h * shared;
     a->dev += ab * T * mats * shared / t;  /* gate/up outputs and activation output */
     a->in_rep += T * h;            /* the first projection's input (the norm output) */
     a->in_dev += T * shared / t;   /* the second's (the activation output) */

@@ -513,7 +513,9 @@ static int kind_options (const nd_layer_estimate *le, unsigned modes, option *ou
   int n = 0, k = 0, i, mask;
   double best = HUGE_VAL;
   for (mask = 1; mask < ND_OP_MASKS && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)); mask++)
-    if (le->sel_activations[mask] < le->activations[ND_RECOMPUTE_NONE]) {
+    /* (alt_mm is torchtitan's model-wide op policy, not a switch a layer can take alone) */
+    if (!(mask & ND_OP_BIT(ND_OP_ALT_MM))
+        && le->sel_activations[mask] < le->activations[ND_RECOMPUTE_NONE]) {
       all[n].bytes = le->sel_activations[mask];
       all[n].time = le->sel_recompute_s[mask];
       all[n].mode = ND_RECOMPUTE_SELECTIVE;

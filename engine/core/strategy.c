@@ -51,7 +51,7 @@ void nd_strategy_init (nd_strategy *st) {
 }
 
 static const char *const op_names[ND_OP_COUNT] = {"attn_core", "norms", "act", "mla_up",
-                                                  "moe_dispatch"};
+                                                  "moe_dispatch", "alt_mm"};
 
 const char *nd_op_name (int op) {
   return op >= 0 && op < ND_OP_COUNT ? op_names[op] : NULL;

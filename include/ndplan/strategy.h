@@ -54,11 +54,14 @@ enum {
   ND_OP_ACT,            /* the MLP / expert activation function's output */
   ND_OP_MLA_UP,         /* MLA's up-projected q, k, v, kept: the compressed latents */
   ND_OP_MOE_DISPATCH,   /* the experts' dispatched inputs, sent again by the backward */
+  ND_OP_ALT_MM,         /* every second linear layer's output in forward order (wk, wo, the
+                           MLP's up or down projection): torchtitan's per-op SAC saves all
+                           matmul outputs except every second one */
   ND_OP_COUNT
 };
 #define ND_OP_BIT(op) (1u << (op))
 #define ND_OP_MASKS (1 << ND_OP_COUNT)  /* every set of switches, as a mask */
-#define ND_OP_LIST "attn_core, norms, act, mla_up or moe_dispatch"  /* for messages */
+#define ND_OP_LIST "attn_core, norms, act, mla_up, moe_dispatch or alt_mm"  /* for messages */
 
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
@@ -185,7 +188,7 @@ int nd_strategy_layer_quantized (const nd_strategy *st, int body, int layer);
 */
 int nd_recipe_check (const nd_strategy *st, const nd_device *dev, int body, char *err,
                      size_t len);
-const char *nd_op_name (int op);   /* "attn_core", "norms", "act", "mla_up", "moe_dispatch" */
+const char *nd_op_name (int op);   /* "attn_core", "norms", "act", "mla_up", "moe_dispatch", "alt_mm" */
 int nd_op_parse (const char *name, int *op);
 
 #endif

@@ -26,7 +26,7 @@ M.OPTIONS = {
   {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
   {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M), megatron (the fastest Megatron can state that fits -M) or a per-layer spec"},
   {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full,variants: variants lets each selective layer take its own op switches; add offload to offload layers to host)"},
-  {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up,moe_dispatch (default attn_core)"},
+  {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up,moe_dispatch,alt_mm (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
   {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan devices --recipes lists them)"},
@@ -157,8 +157,9 @@ function M.args(spec, argv, opts)
     local ops = {}
     for op in opts["selective-ops"]:gmatch("[^,]+") do
       if op ~= "attn_core" and op ~= "norms" and op ~= "act" and op ~= "mla_up"
-         and op ~= "moe_dispatch" then
-        cli.fail("--selective-ops: expected attn_core, norms, act, mla_up or moe_dispatch, got '"
+         and op ~= "moe_dispatch" and op ~= "alt_mm" then
+        cli.fail("--selective-ops: expected attn_core, norms, act, mla_up, moe_dispatch or "
+                 .. "alt_mm, got '"
                  .. op .. "'",
                  cli.EXIT_USAGE)
       end

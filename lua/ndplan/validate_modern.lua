@@ -57,6 +57,12 @@ function M.precision_of(text)
   return "fp8", "fp8:delayed"
 end
 
+-- torchtitan's per-op selective checkpointing (parallelize_llama.py: `_save_list` and its
+-- policy): it saves the outputs of the matmuls, except every second one, of flash attention
+-- and of the TP reduce-scatters, and recomputes the rest -- the norms, the activation
+-- function, every second projection.
+M.TORCHTITAN_OP_SAC = {"norms", "act", "alt_mm"}
+
 local function recompute_of(text)
   if text:find("^selective") then return "selective" end
   if text == "full" then return "full" end
@@ -156,6 +162,9 @@ local function build(row, models)
     tp_comm_overlap = ((row.notes or ""):lower():find("async ?tp") ~= nil) or nil,
     recompute = recompute_of(row.activation_checkpointing or ""),
   }
+  if stack == "torchtitan" and st.recompute == "selective" then
+    st.selective_ops = M.TORCHTITAN_OP_SAC  -- its train configs' selective_ac_option = "op"
+  end
   if st.pp == 1 then st.vpp = 1 end  -- Llama 4 rows list VP with PP 1 (modern_runs.md #7)
   return {
     label = string.format("%s %s %dx%s tp%d pp%d cp%d ep%d", stack, row.model, gpus, device,

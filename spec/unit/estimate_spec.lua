@@ -409,7 +409,7 @@ describe("selective recompute switches", function()
 
   it("refuses an unknown switch", function()
     assert.has_error(function() with({"everything"}) end,
-                     "selective_ops[1]: expected attn_core, norms, act, mla_up or moe_dispatch")
+                     "selective_ops[1]: expected attn_core, norms, act, mla_up, moe_dispatch or alt_mm")
   end)
 end)
 
@@ -448,5 +448,26 @@ describe("data-parallel overlap windows", function()
     assert.is_true(v4.time_parts_s.dp_comm < v2.time_parts_s.dp_comm)
     -- the collectives themselves are the same size whatever the schedule
     assert.is_true(rel(est{vpp = 4, costs = {dp_overlap = 0}}.time_parts_s.dp_comm, full) < 1e-9)
+  end)
+end)
+
+describe("torchtitan's per-op checkpointing (alt_mm)", function()
+  -- Llama 3.1 8B at TP 2: h 4096, 8 KV heads of 128, gated MLP of 14336, bf16
+  local T, h, kv, ffn, t = 8192, 4096, 8 * 128, 14336, 2
+  local m = assert(nd.model("llama3.1-8b"))
+  local function layer(ops)
+    local st = {tp = t, sp = true, recompute = "selective", selective_ops = ops}
+    return assert(core.layer(m, assert(nd.device("h100")), {devices = 2, global_batch = 1,
+                                                            seq_len = T}, st, 1))
+  end
+
+  it("drops k's output and the MLP's up projection, and repeats k, o and up", function()
+    local base, alt = layer({"norms", "act"}), layer({"norms", "act", "alt_mm"})
+    local dropped = base.activations.selective - alt.activations.selective
+    assert.is_true(rel(dropped, 2 * T * (kv / t + ffn / t)) < 1e-9)
+    -- three of the seven projections' forward GEMMs: k (h x kv), o (h x h), up (h x ffn)
+    local repeated = alt.recompute_s.selective - base.recompute_s.selective
+    local all_gemms = layer({"norms"}).recompute_s.full  -- (a full forward, for scale)
+    assert.is_true(repeated > 0 and repeated < all_gemms)
   end)
 end)

@@ -244,7 +244,7 @@ describe("selective variants: each selective layer its own op switches", functio
     assert.has_error(function()
       core.run(m, dev, job, with(strategy, {layer_recompute = {"selective"},
                                             layer_selective_ops = {{"bogus"}}}))
-    end, "layer_selective_ops[1][1]: expected attn_core, norms, act, mla_up or moe_dispatch")
+    end, "layer_selective_ops[1][1]: expected attn_core, norms, act, mla_up, moe_dispatch or alt_mm")
   end)
 
   -- every assignment of none, full or selective with one of the 7 switch sets to 4 layers

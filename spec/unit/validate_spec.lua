@@ -165,6 +165,17 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
     assert.is_true(seen > 0)
   end)
 
+  it("prices torchtitan's selective rows with its per-op policy (norms, act, alt_mm)", function()
+    local seen = 0
+    for _, c in ipairs(cases) do
+      if c.stack == "torchtitan" and c.strategy.recompute == "selective" then
+        assert.same({"norms", "act", "alt_mm"}, c.strategy.selective_ops, c.label)
+        seen = seen + 1
+      end
+    end
+    assert.is_true(seen > 0)
+  end)
+
   it("prices each stack's rows with its own profile, and the others with none", function()
     for _, c in ipairs(cases) do
       local want = (c.stack == "megatron-core" or c.stack == "torchtitan") and c.stack or "none"

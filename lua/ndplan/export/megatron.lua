@@ -85,6 +85,10 @@ local function recompute_modules(ctx, said, unsaid)
       unsaid[#unsaid + 1] = {field = "selective_ops", plan = "moe_dispatch",
         why = "no Megatron module recomputes the MoE dispatch alone: moe recomputes the whole "
               .. "MoE layer (more time than priced, no more memory)"}
+    elseif op == "alt_mm" then  -- torchtitan's per-op policy: no Megatron form
+      unsaid[#unsaid + 1] = {field = "selective_ops", plan = "alt_mm",
+        why = "Megatron has no module that recomputes every second projection (torchtitan's "
+              .. "per-op checkpointing): left out (less time than priced, more memory)"}
     else
       out[#out + 1] = MODULES[op]
     end
