@@ -44,6 +44,7 @@ void nd_costs_init (nd_costs *c) {
   c->fp8_saved_bytes = 1.0;     /* Transformer Engine saves an FP8 GEMM's input in FP8 (its
                                    transposed copy, for the weight gradient) */
   c->quant_cache = 1.0;         /* the recipe's quantized weight copies are kept (TE) */
+  c->zero3_weight_copy = 1.0;   /* ZeRO-3 shards a working copy too (Megatron, DeepSpeed) */
 }
 
 int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
@@ -55,7 +56,7 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
     F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
     F(step_overhead, 3600), F(alloc_fragmentation, 1), F(logits_bytes, 64),
-    F(fp8_saved_bytes, 64), F(quant_cache, 1)
+    F(fp8_saved_bytes, 64), F(quant_cache, 1), F(zero3_weight_copy, 1)
 #undef F
   };
   size_t i;
@@ -608,6 +609,7 @@ static double sel_flops (const layer_cost *lc, unsigned mask) {
 typedef struct stage_sum {
   ctx *x;
   double act, fwd, bwd, rec, tp, cp, ep, p_dense, p_expert, gather, flops_rec;
+  double gather_grad;  /* the unsharded gradient of that layer, while it is reduce-scattered */
   double q_dense, q_expert;                   /* parameters of quantized linear layers */
   double core_s_total, layers, flops_model;
   int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
@@ -711,7 +713,10 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned 
   }
   ss->p_dense += n * lc->p_dense;
   ss->p_expert += n * lc->p_expert;
-  if (lc->gather_bytes > ss->gather) ss->gather = lc->gather_bytes;
+  if (lc->gather_bytes > ss->gather) {
+    ss->gather = lc->gather_bytes;
+    ss->gather_grad = x->c->grad_bytes * (lc->p_dense + lc->p_expert);
+  }
   ss->core_s_total += n * lc->core_s;  /* CP traffic hides behind the attention core */
 }
 
@@ -890,7 +895,8 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     zfac_o = st->zero >= 1 ? 1.0 : 0.0;
     se->layers = (int)ss.layers;
     se->params = pd + pe;
-    se->weights = costs->weight_bytes * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
+    se->weights = costs->weight_bytes * (zfac_w ? costs->zero3_weight_copy : 1.0)
+                * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
     se->quant_params = ss.q_dense + ss.q_expert;
     if (x.quant)  /* the recipe's stored width and the quantized copies it keeps */
       se->weights += (x.w.param - costs->weight_bytes)
@@ -911,7 +917,10 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
        and the working set of recompute: when warm-up ends, the first backward rebuilds
        one layer's dropped activations for one micro-batch on top of all that is held */
     buffers = st->tp > 1 ? ab * x.T * h : 0.0;
-    if (st->zero >= 3 && st->reshard && 2.0 * ss.gather > buffers) buffers = 2.0 * ss.gather;
+    /* (the backward of a ZeRO-3 layer holds its gathered weights, the next layer's prefetched
+       ones and its own unsharded gradient until the reduce-scatter takes it) */
+    if (st->zero >= 3 && st->reshard && 2.0 * ss.gather + ss.gather_grad > buffers)
+      buffers = 2.0 * ss.gather + ss.gather_grad;
     /* (DualPipe: the mean of the two stages, as every activation above) */
     se->buffers = buffers + ss.working * (dual ? 0.5 : 1.0);
     se->reserve = dev->reserve_bytes;

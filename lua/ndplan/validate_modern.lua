@@ -103,6 +103,9 @@ local function zero_of(stack, row)
   local f = row.fsdp or ""
   if f:find("SHARD_GRAD_OP") then return 2 end
   if f:find("FULL_SHARD") or f:find("FSDP=1") or (int(f) and int(f) > 1) then return 3 end
+  -- torchtitan applies FSDP2 over the data-parallel shard and context-parallel ranks
+  -- together (its dp_shard_cp mesh): CP alone shards the parameters
+  if stack == "torchtitan" and (int(row.cp) or 1) > 1 then return 3 end
   if stack == "maxtext" or stack == "paxml" then return 3 end
   if stack == "megatron-core" then return 1 end
   return 0

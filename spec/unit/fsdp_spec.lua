@@ -48,6 +48,18 @@ describe("FSDP with pipeline parallelism", function()
                    >= off.time_parts_s.dp_comm + off.time_parts_s.forward + off.time_parts_s.backward)
   end)
 
+  it("keeps no sharded working copy where the master shard is the parameter (FSDP2)", function()
+    local r = run{reshard_after_forward = true, costs = {zero3_weight_copy = 0}}
+    local s = r.stages[1]
+    assert.equal(0, s.weights)                        -- bf16 only while gathered
+    assert.near(4 * STAGE0 / 4, s.grads, 1e-6)
+    assert.near(12 * STAGE0 / 4, s.optimizer, 1e-6)   -- the fp32 shard is the parameter
+    -- the backward holds two gathered layers and one layer's unsharded fp32 gradient
+    assert.is_true(s.buffers >= (2 * 2 + 4) * LAYER)
+    -- without resharding the stage's weights stay gathered for the step, copy or not
+    assert.equal(2 * STAGE0, run{costs = {zero3_weight_copy = 0}}.stages[1].weights)
+  end)
+
   it("keeps resharding on by default without PP (FSDP2's default)", function()
     assert.is_true(run{pp = 1}.strategy.reshard_after_forward)
   end)
