@@ -29,7 +29,7 @@ static const cost_field cost_fields[] = {
   COST(zero3_flat_ring),
   COST(memory_ops), COST(optimizer_traffic), COST(fp8_cast_bytes), COST(step_overhead),
   COST(alloc_fragmentation), COST(logits_bytes), COST(fp8_saved_bytes), COST(quant_cache),
-  COST(zero3_weight_copy),
+  COST(zero3_weight_copy), COST(pp_overlap),
   {NULL, 0}
 };
 

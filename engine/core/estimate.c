@@ -44,6 +44,7 @@ void nd_costs_init (nd_costs *c) {
   c->fp8_saved_bytes = 1.0;     /* Transformer Engine saves an FP8 GEMM's input in FP8 (its
                                    transposed copy, for the weight gradient) */
   c->quant_cache = 1.0;         /* the recipe's quantized weight copies are kept (TE) */
+  c->pp_overlap = 0.0;          /* p2p exposed until a stack fits it */
   c->zero3_weight_copy = 1.0;   /* ZeRO-3 shards a working copy too (Megatron, DeepSpeed) */
 }
 
@@ -56,7 +57,8 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
     F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
     F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
     F(step_overhead, 3600), F(alloc_fragmentation, 1), F(logits_bytes, 64),
-    F(fp8_saved_bytes, 64), F(quant_cache, 1), F(zero3_weight_copy, 1)
+    F(fp8_saved_bytes, 64), F(quant_cache, 1), F(zero3_weight_copy, 1),
+    F(pp_overlap, 1)
 #undef F
   };
   size_t i;
@@ -1040,7 +1042,13 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
     }
     for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
     out->time_parts[ND_T_OFFLOAD] *= mb;
-    out->time_parts[ND_T_PP] = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
+    {  /* each micro-batch crosses every chunk boundary forward and back; schedules that
+          overlap the transfers hide pp_overlap of them, at the compute the kernels take */
+      double pp_t = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
+      if (st->schedule == ND_SCHED_INTERLEAVED || st->schedule == ND_SCHED_DUALPIPE)
+        pp_t *= exposed_share(costs, costs->pp_overlap);
+      out->time_parts[ND_T_PP] = pp_t;
+    }
     out->time_parts[ND_T_DP] = dp_exposed;
     out->time_parts[ND_T_OPTIMIZER] = opt_time + costs->step_overhead;
     out->time_parts[ND_T_BUBBLE] = bubble;

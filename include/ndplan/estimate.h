@@ -59,6 +59,10 @@ typedef struct nd_costs {
   double quant_cache;       /* share (0..1) of the recipe's quantized weight copies the
                                trainer keeps between micro-batches (Transformer Engine: 1;
                                0 for a trainer that re-quantizes each use) */
+  double pp_overlap;        /* share of the pipeline's p2p sends hidden behind compute where
+                               the schedule overlaps them (interleaved: Megatron's
+                               --overlap-p2p-communication; DualPipe); 1F1B, GPipe and ZB
+                               wait for each transfer */
   double zero3_weight_copy; /* ZeRO-3 keeps a sharded working copy of the weights besides
                                the master shard (Megatron-FSDP, DeepSpeed: 1); 0 when the
                                master shard is the parameter and the working width exists

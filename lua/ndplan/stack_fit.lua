@@ -46,6 +46,7 @@ M.COST_FIELDS = {
   {name = "step_overhead", lo = 0, hi = 0.5},
   {name = "capacity_factor", lo = 1, hi = 2, moe = true},
   {name = "zero3_overlap", lo = 0, hi = 1, fsdp = true},  -- FSDP/ZeRO-3 prefetch
+  {name = "pp_overlap", lo = 0, hi = 1, interleaved = true},  -- overlapped p2p
 }
 
 local function lin_map(lo, hi)
@@ -65,6 +66,7 @@ local function parameters(cases, start)
     if (c.strategy.cp or 1) > 1 then has.cp = true end
     if c.strategy.tp_comm_overlap then has.tpo = true end
     if (c.strategy.zero or 0) >= 3 then has.fsdp = true end
+    if (c.strategy.vpp or 1) > 1 then has.interleaved = true end
     if c.strategy.precision == "fp8:rowwise" then
       has.rowwise = has.rowwise or {}
       has.rowwise[c.device_name] = true
@@ -91,7 +93,7 @@ local function parameters(cases, start)
   end
   for _, f in ipairs(M.COST_FIELDS) do
     if (not f.moe or has.moe) and (not f.cp or has.cp) and (not f.tpo or has.tpo)
-       and (not f.fsdp or has.fsdp) then
+       and (not f.fsdp or has.fsdp) and (not f.interleaved or has.interleaved) then
       local to_x, to_z = lin_map(f.lo, f.hi)
       local s = start.costs[f.name]
       params[#params + 1] = {cost = f.name, to_x = to_x, z0 = to_z(s or (f.lo + f.hi) / 2)}

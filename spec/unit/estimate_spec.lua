@@ -471,3 +471,23 @@ describe("torchtitan's per-op checkpointing (alt_mm)", function()
     assert.is_true(repeated > 0 and repeated < all_gemms)
   end)
 end)
+
+describe("pipeline p2p overlap (pp_overlap)", function()
+  local function pp(vpp, share)
+    return assert(nd.estimate{model = "llama3.1-70b", device = "h100", devices = 64,
+                              global_batch = 64, seq_len = 4096, tp = 8, pp = 4, vpp = vpp,
+                              sp = true, costs = {pp_overlap = share, overlap_sm_share = 0.1}})
+      .time_parts_s.pp_comm
+  end
+
+  it("hides its share of an interleaved schedule's transfers, at the SMs they take", function()
+    local shown = pp(2, 0)
+    assert.is_true(shown > 0)
+    assert.is_true(rel(pp(2, 1), 0.1 * shown) < 1e-9)
+    assert.is_true(rel(pp(2, 0.5), 0.5 * shown + 0.05 * shown) < 1e-9)
+  end)
+
+  it("leaves 1F1B's transfers exposed: it waits for each", function()
+    assert.equal(pp(1, 0), pp(1, 1))
+  end)
+end)
