@@ -416,6 +416,12 @@ else
     out[#out + 1] = require("ndplan.summary").search_table(ranked, info)
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
+  if ranked and verbosity >= 1 then  -- what the ranking rests on (issue 14)
+    local a = require "ndplan.assumptions"
+    for _, l in ipairs(a.lines(doc and doc.assumptions or a.report(ranked, info))) do
+      say("%s", l)
+    end
+  end
   for _, w in ipairs(model:warnings()) do say("model %s: %s", model.name, w) end
   for _, l in ipairs(export_lines or {}) do say("%s", l) end
   if not ranked or verbosity >= 2 then

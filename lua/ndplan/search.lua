@@ -375,6 +375,7 @@ function M.json_doc(ranked, info)
     warnings = #info.warnings > 0 and info.warnings or nil,
     results = results,
     nearest_misses = #ranked == 0 and misses or nil,
+    assumptions = require("ndplan.assumptions").report(ranked, info),
   }
 end
 

@@ -1,0 +1,157 @@
+-- What a search's ranking rests on without a measurement: every named cost and device
+-- efficiency the active stack profile does not calibrate (and the user did not state), with
+-- the winner's step time at each end of that field's range and whether the winner changes
+-- there. The ranges are the physical bounds the profile fit uses (ndplan.stack_fit's
+-- COST_FIELDS and DEVICE_FIELDS): one list of what a stack can calibrate, and its bounds.
+local stack_fit = require "ndplan.stack_fit"
+local estimate = require "ndplan.estimate"
+
+local M = {}
+
+-- How many of the ranked plans are priced again at each end (the winner can only change
+-- to one of them: a plan ranked further down is slower by more than any one field moves).
+M.CONTENDERS = 10
+
+-- Fields no profile fits (the fit could not tell them apart from the ones it does), with the
+-- range each plausibly takes: why, per field. Costs are nd_costs fields, efficiencies the
+-- device file's.
+M.UNFITTED = {
+  {name = "memory_ops", kind = "cost", lo = 1, hi = 4,
+   why = "an element-wise kernel reads and writes each activation: 1 fused into a GEMM's "
+         .. "epilogue, up to 4 unfused with a transposed copy (default 2)"},
+  {name = "optimizer_traffic", kind = "cost", lo = 16, hi = 48,
+   why = "bytes an Adam step streams per local parameter: fused multi-tensor kernels 16-32 "
+         .. "(master, two moments, gradient), unfused passes up to 48 (default 32)"},
+  {name = "fp8_cast_bytes", kind = "cost", lo = 2, hi = 6,
+   why = "bytes per element of an FP8 cast: fused into the norm 2, a separate cast with its "
+         .. "transpose and amax 6 (default 4)"},
+  {name = "hbm", kind = "efficiency", lo = 0.6, hi = 0.95,
+   why = "share of HBM bandwidth streaming kernels reach (STREAM-like 0.8-0.9)"},
+  {name = "scale_up", kind = "efficiency", lo = 0.5, hi = 0.9,
+   why = "NCCL bus bandwidth over the NVLink domain against the link rate"},
+  {name = "scale_out", kind = "efficiency", lo = 0.5, hi = 0.95,
+   why = "NCCL bus bandwidth over the network against the NIC rate"},
+  {name = "kernel_overhead", kind = "efficiency", lo = 5e-6, hi = 50e-6,
+   why = "host time per layer pass to issue its kernels (CUDA graphs at the low end)"},
+}
+
+-- fields(info) -> the fields the run rests on: {name, kind = "cost" | "efficiency", lo, hi,
+-- from = the fallback device whose fit is scaled, why}, and the profile
+function M.fields(info)
+  local stack = require "ndplan.stack"
+  local profile = stack.load(info.stack)
+  local entry, used, missing
+  if profile then entry, used, missing = profile:entry(info.device_obj) end
+  local stated = info.costs or {}  -- what the user stated (--costs) is no assumption
+  local out = {}
+  for _, f in ipairs(stack_fit.COST_FIELDS) do
+    if not (profile and profile.costs[f.name] ~= nil) and stated[f.name] == nil then
+      out[#out + 1] = {name = f.name, kind = "cost", lo = f.lo, hi = f.hi}
+    end
+  end
+  -- a device without its own fit runs on the fallback's fractions (or its file's): assumed
+  local own = entry and not missing and entry.efficiency or {}
+  for _, f in ipairs(stack_fit.DEVICE_FIELDS) do
+    if own[f.name] == nil then
+      out[#out + 1] = {name = f.name, kind = "efficiency", lo = f.lo, hi = f.hi,
+                       from = missing and used or nil}
+    end
+  end
+  for _, f in ipairs(M.UNFITTED) do
+    if not (f.kind == "cost" and (stated[f.name] ~= nil
+                                  or profile and profile.costs[f.name] ~= nil)) then
+      out[#out + 1] = {name = f.name, kind = f.kind, lo = f.lo, hi = f.hi, why = f.why}
+    end
+  end
+  return out, profile
+end
+
+-- The estimate arguments of a ranked row with one field moved to `value`.
+local function moved(row, info, base_device, base_costs, field, value)
+  local search = require "ndplan.search"
+  local args = search.estimate_args(row.strategy, info)
+  args.recompute = row.strategy.recompute
+  if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end
+  args.stack = "none"  -- the profile is already in base_device and base_costs
+  args.costs = {}
+  for k, v in pairs(base_costs or {}) do args.costs[k] = v end
+  args.device = base_device
+  if field.kind == "cost" then args.costs[field.name] = value
+  else
+    local dev, err = require("ndplan.device").with_efficiency(base_device, {[field.name] = value})
+    if not dev then return nil, err end
+    args.device = dev
+  end
+  return args
+end
+
+-- report(ranked, info) -> {stack, device_fit, fields = {{name, kind, lo, hi, from,
+-- winner_s = {lo, hi}, changes = {lo = rank|nil, hi = rank|nil}}}} | nil when nothing ranked
+function M.report(ranked, info)
+  if not ranked or #ranked == 0 then return nil end
+  local fields, profile = M.fields(info)
+  local stack = require "ndplan.stack"
+  local base_device, base_costs = stack.apply(profile, info.device_obj, info.costs)
+  local n = math.min(#ranked, M.CONTENDERS)
+  for _, f in ipairs(fields) do
+    f.winner_s, f.changes = {}, {}
+    for _, side in ipairs({"lo", "hi"}) do
+      local best_s, best_rank
+      for i = 1, n do
+        local args = moved(ranked[i], info, base_device, base_costs, f, f[side])
+        local r = args and estimate.estimate(args)
+        if r and r.fits then
+          if i == 1 then f.winner_s[side] = r.step_time_s end
+          if not best_s or r.step_time_s < best_s then best_s, best_rank = r.step_time_s, ranked[i].rank end
+        end
+      end
+      if best_rank and best_rank ~= ranked[1].rank then f.changes[side] = best_rank end
+    end
+  end
+  -- a field neither end of which moves the winner does not bear on this ranking
+  local kept, idle = {}, 0
+  local s0 = ranked[1].step_time_s
+  for _, f in ipairs(fields) do
+    local lo, hi = f.winner_s.lo, f.winner_s.hi
+    if f.changes.lo or f.changes.hi or not lo or not hi
+       or math.abs(lo - s0) > 1e-6 * s0 or math.abs(hi - s0) > 1e-6 * s0 then
+      kept[#kept + 1] = f
+    else idle = idle + 1 end
+  end
+  return {stack = profile and profile.name or "none", contenders = n, fields = kept,
+          without_effect = idle}
+end
+
+-- lines(report) -> the text under the ranking
+function M.lines(rep)
+  if not rep then return {} end
+  if #rep.fields == 0 then
+    return {string.format("assumptions: none bears on the ranking (stack %s; %d uncalibrated "
+                          .. "fields move nothing)", rep.stack, rep.without_effect)}
+  end
+  local out = {string.format("assumptions (not calibrated by stack %s; the winner's step time "
+    .. "at each end of the field's range, and whether one of the top %d overtakes it):",
+    rep.stack, rep.contenders)}
+  for _, f in ipairs(rep.fields) do
+    local function t(side)
+      local s = f.winner_s[side]
+      return s and string.format("%.3g s", s) or "no fit"
+    end
+    local change = {}
+    for _, side in ipairs({"lo", "hi"}) do
+      if f.changes[side] then
+        change[#change + 1] = string.format("rank %d wins at %g", f.changes[side], f[side])
+      end
+    end
+    out[#out + 1] = string.format("  %-17s %-10s %g .. %g: %s .. %s, %s%s", f.name, f.kind, f.lo,
+      f.hi, t("lo"), t("hi"), #change > 0 and table.concat(change, ", ") or "winner holds",
+      f.from and string.format(" (%s's fit scaled)", f.from) or "")
+  end
+  if rep.without_effect > 0 then
+    out[#out + 1] = string.format("  (%d more uncalibrated fields move nothing here)",
+                                  rep.without_effect)
+  end
+  return out
+end
+
+return M
