@@ -62,6 +62,18 @@ local function minimax_m1()
   return 70 * lightning + 10 * softmax + 80 * (moe + 2 * h) + 2 * V * h + h
 end
 
+-- Kimi-K2 by hand (its card: 1T total, 32B activated): 61 MLA layers (q through a 1536
+-- latent, kv through 512 + 64 rope, 64 heads of 192 / 128), one dense MLP of 18432, 60 MoE
+-- layers of 384 routed experts (top 8) and one shared expert of 2048, router with bias
+local function kimi_k2()
+  local h, V = 7168, 163840
+  local attn = h * 1536 + 1536 + 1536 * 64 * 192 + h * (512 + 64) + 512 + 512 * 64 * 256
+               + 64 * 128 * h + 2 * h
+  local expert = 3 * h * 2048
+  local total = 61 * attn + 3 * h * 18432 + 60 * (385 * expert + 384 * h + 384) + 2 * V * h + h
+  return {total = total, active = total - 60 * 376 * expert}
+end
+
 -- Published or derived totals (models-and-trainers.md 1.3, formulas-and-hardware.md B.2);
 -- active = total for dense models.
 local REFERENCE = {
@@ -80,6 +92,7 @@ local REFERENCE = {
                        active = 37.55 * B + 61 * (1536 * 64 * 128 + 7168 * 128 + 256 + 7168 * 64)},
   -- the doc leaves out GPT-OSS's expert biases (40M); OpenAI's model card says 116.83B
   ["gpt-oss-120b"] = {total = 116.79 * B, active = 5.71 * B},
+  ["kimi-k2"] = (function() return kimi_k2() end)(),
   -- the published figures match the main model exactly, so they leave out the MTP layer
   -- (mtp_num_hidden_layers: 1, another 1.65B): checked exactly below
   ["qwen3-next-80b-a3b"] = {total = 79674391296, active = 3874929408},
