@@ -3,7 +3,7 @@ local cli = require "ndplan.cli"
 local files = require "ndplan.files"
 local json = require "ndplan.json"
 local units = require "ndplan.c.units"
-local scli = require "ndplan.strategy_cli"
+local scli = require "ndplan.strategy"
 local plans = require "ndplan.plan"
 local recompute = require "ndplan.recompute"
 

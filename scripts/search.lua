@@ -239,7 +239,7 @@ if opts.dimensions then
 end
 if args.recompute == nil then args.recompute = "off" end
 args.schedule = opts.schedule
-args.precision = require("ndplan.strategy_cli").check_precision("precision", opts.precision)
+args.precision = require("ndplan.strategy").check_precision("precision", opts.precision)
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end

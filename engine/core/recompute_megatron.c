@@ -92,7 +92,7 @@ int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, con
   megatron_run *x;
   nd_strategy resolved;
   int fits, most, lo, hi, rc = -1;
-  if (st->schedule != ND_SCHED_1F1B && st->schedule != ND_SCHED_INTERLEAVED) {
+  if (!nd_schedule_megatron(st->schedule)) {
     snprintf(err, errlen, "degree out of bounds: Megatron has no flag for schedule %s",
              nd_schedule_name(st->schedule));
     return -1;

@@ -58,7 +58,7 @@ static void no_host (nd_device *d) { d->host_link.bandwidth = 0; }
 static void big_gemm (nd_device *d) { d->efficiency.gemm = 1.5; }
 static void zero_hbm_eff (nd_device *d) { d->efficiency.hbm = 0; }
 static void nan_up_eff (nd_device *d) { d->efficiency.scale_up = NAN; }
-static void neg_half (nd_device *d) { d->efficiency.gemm_half_size = -1; }
+static void neg_half (nd_device *d) { d->efficiency.gemm_half_size = -0.5; }  /* -1: ND_DERIVED */
 static void huge_reserve (nd_device *d) { d->reserve_bytes = 90e9; }
 
 int main (void) {
