@@ -773,30 +773,45 @@ static int e_balance (lua_State *L) {
   return 1;
 }
 
-/*
-** megatron(model, device, job, strategy, budget [, costs]) -> the estimate of the fastest
-** recompute Megatron-LM can state that fits `budget` bytes (strategy.layer_recompute for
-** block N), with megatron = {method = "none"|"selective"|"uniform"|"block", num_layers = N}
-** | nil, reason.
-*/
-static int e_megatron (lua_State *L) {
+/* A Megatron form as a table: {method = "none"|"selective"|"uniform"|"block", num_layers}. */
+static void push_form (lua_State *L, int method, int num_layers) {
   static const char *const methods[] = {"none", "selective", "uniform", "block"};
-  call_args a;
-  nd_estimate *e;
-  char err[256];
-  double budget = luaL_checknumber(L, 5);
-  int method = 0, num_layers = 0;
-  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
-  read_call(L, 6, &a);
-  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  if (nd_recompute_megatron_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, e, &method,
-                                &num_layers, err, sizeof err) != 0)
-    return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   lua_pushstring(L, methods[method]);
   lua_setfield(L, -2, "method");
   nd_setint(L, "num_layers", num_layers);
+}
+
+/*
+** megatron(model, device, job, strategy, budget [, costs [, balance]]) -> the estimate of the
+** fastest recompute Megatron-LM can state that fits `budget` bytes (strategy.layer_recompute
+** for block N), with megatron = {method = "none"|"selective"|"uniform"|"block", num_layers =
+** N, priced = estimates made [, layout_moves with balance]} | nil, reason, least = the
+** least-memory form priced {method, num_layers, peak_bytes}. With balance, each fitting
+** form gets its own layout (nd_recompute_megatron_choose).
+*/
+static int e_megatron (lua_State *L) {
+  call_args a;
+  nd_estimate *e;
+  nd_megatron_choice c;
+  char err[256];
+  double budget = luaL_checknumber(L, 5);
+  int balance = lua_toboolean(L, 7);
+  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
+  read_call(L, 6, &a);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  if (nd_recompute_megatron_choose(a.m, a.dev, &a.job, a.st, &a.costs, budget, balance, e, &c,
+                                   err, sizeof err) != 0) {
+    push_refusal(L, err);
+    if (!(c.least_peak < HUGE_VAL)) return 2;
+    push_form(L, c.least_method, c.least_num_layers);
+    nd_setnum(L, "peak_bytes", c.least_peak);
+    return 3;
+  }
+  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_form(L, c.method, c.num_layers);
+  nd_setint(L, "priced", c.priced);
+  if (balance) nd_setint(L, "layout_moves", c.moves);
   lua_setfield(L, -2, "megatron");
   return 1;
 }

@@ -4,7 +4,9 @@
 --               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
 --               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
 -- recompute = "megatron" takes the fastest recompute Megatron-LM can state that fits
--- max_mem (ndplan.c.estimate.megatron; result.megatron = {method, num_layers}).
+-- max_mem (ndplan.c.estimate.megatron; result.megatron = {method, num_layers, priced}; with
+-- layout = "balanced" each form on its own layout, result.megatron.layout_moves); when none
+-- fits, a third value names the least-memory form priced {method, num_layers, peak_bytes}.
 -- recompute = "per_layer" chooses every layer's mode (among recompute_modes: none,
 -- selective, full, "offload" and "variants" -- each selective layer its own set of op
 -- switches; default DEFAULT_MODES) so that each stage fits max_mem at the least recompute
@@ -193,11 +195,19 @@ function M.estimate(args)
   local per_layer = strategy.recompute == "per_layer"
   local megatron = strategy.recompute == "megatron"
   if per_layer or megatron then strategy.recompute = nil end
-  if megatron and args.layout == "balanced" then
-    return nil, "recompute megatron prices the layout as given (ndplan recompute --trainer "
-                .. "megatron --layout balanced balances each form)"
+  local least  -- recompute = "megatron" that fits nothing: the least-memory form priced
+  if megatron and args.layout ~= nil and args.layout ~= "even" and args.layout ~= "balanced" then
+    error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
   end
-  if args.layout == "balanced" then
+  if megatron then
+    -- the fastest recompute Megatron-LM can state under the budget (selective, full, or
+    -- full on the first N layers of each stage); balanced: each form on its own layout
+    if args.recompute_modes ~= nil then
+      error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
+    end
+    result, why, least = core.megatron(model, device, job, strategy, budget, costs,
+                                       args.layout == "balanced")
+  elseif args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
     local modes = per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil
     result, why = core.balance(model, device, job, strategy, budget, costs, modes)
@@ -215,13 +225,6 @@ function M.estimate(args)
     end
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
-  elseif megatron then
-    -- the fastest recompute Megatron-LM can state under the budget (selective, full, or
-    -- full on the first N layers of each stage)
-    if args.recompute_modes ~= nil then
-      error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
-    end
-    result, why = core.megatron(model, device, job, strategy, budget, costs)
   elseif per_layer then
     -- each layer's mode chosen under the budget: least recompute time that fits
     result, why = core.plan(model, device, job, strategy, budget, costs,
@@ -232,7 +235,7 @@ function M.estimate(args)
     end
     result, why = core.run(model, device, job, strategy, costs)
   end
-  if not result then return nil, why end
+  if not result then return nil, why, least end
   result.budget_bytes = budget
   result.fits = result.peak_memory_bytes <= budget
   result.over_bytes = math.max(0, result.peak_memory_bytes - budget)
