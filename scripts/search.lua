@@ -311,6 +311,10 @@ for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
 end
 args.model = model
 
+-- "off" is the command line's word for none: the library takes the core's names
+if type(args.recompute) == "table" then
+  for i, x in ipairs(args.recompute) do if x == "off" then args.recompute[i] = "none" end end
+elseif args.recompute == "off" then args.recompute = "none" end
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
 if not ok then
   if csv_tmp then os.remove(csv_tmp) end

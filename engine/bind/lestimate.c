@@ -698,7 +698,7 @@ static unsigned read_modes (lua_State *L, int t) {
     nd_recompute r;
     lua_geti(L, t, i);
     if (lua_type(L, -1) == LUA_TSTRING && nd_recompute_parse(lua_tostring(L, -1), &r) == 0)
-      k = (int)r;  /* the modes, and their "off" */
+      k = (int)r;
     else if (lua_type(L, -1) == LUA_TSTRING)
       for (; nd_plan_modes[k] && strcmp(nd_plan_modes[k], lua_tostring(L, -1)) != 0; k++) {}
     if (lua_type(L, -1) != LUA_TSTRING || !nd_plan_modes[k]) {

@@ -374,7 +374,7 @@ static int read_value (lua_State *L, int idx, nd_dim d) {
   if (d == ND_DIM_RECOMPUTE) {
     int r = 0;
     if (lua_type(L, idx) != LUA_TSTRING || nd_search_recompute_parse(lua_tostring(L, idx), &r) != 0)
-      luaL_error(L, "recompute: expected off, none, selective, full, per_layer, megatron or auto, got %s",
+      luaL_error(L, "recompute: expected none, selective, full, per_layer, megatron or auto, got %s",
                  lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : luaL_typename(L, idx));
     return r;
   }

@@ -29,7 +29,6 @@ int nd_schedule_parse (const char *name, nd_schedule *out) {
 
 int nd_recompute_parse (const char *name, nd_recompute *out) {
   int i;
-  if (strcmp(name, "off") == 0) { *out = ND_RECOMPUTE_NONE; return 0; }
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
     if (strcmp(name, recompute_names[i]) == 0) { *out = (nd_recompute)i; return 0; }
   return -1;

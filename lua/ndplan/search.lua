@@ -23,11 +23,12 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
                csv_all = true}
 for _, k in ipairs(NAMES.space_keys) do OTHER[k] = true end  -- the space's own fields
--- The search's recompute values (the core's), and "off" for none; the message says "off".
-local RECOMPUTE_ALIAS, RECOMPUTE_WORDS = {off = "none"}, {"off"}
+-- The search's recompute values: the core's names ("off" is the command line's word for
+-- none, turned into it there).
+local RECOMPUTE_ALIAS, RECOMPUTE_WORDS = {}, {}
 for _, r in ipairs(NAMES.search_recompute) do
   RECOMPUTE_ALIAS[r] = r
-  if r ~= "none" then RECOMPUTE_WORDS[#RECOMPUTE_WORDS + 1] = r end
+  RECOMPUTE_WORDS[#RECOMPUTE_WORDS + 1] = r
 end
 RECOMPUTE_WORDS[#RECOMPUTE_WORDS + 1] = "auto"
 

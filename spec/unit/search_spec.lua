@@ -179,7 +179,7 @@ describe("pinned, candidate and auto dimensions", function()
     end
     for _, mem in ipairs({"80GiB", "30GiB", "20GiB"}) do
       local plan = best("per_layer", mem)
-      for _, mode in ipairs({"off", "selective", "full"}) do
+      for _, mode in ipairs({"none", "selective", "full"}) do
         local uniform = best(mode, mem)
         if uniform then
           assert.is_truthy(plan, mem)

@@ -266,3 +266,24 @@ describe("one strategy shape", function()
     end
   end)
 end)
+
+describe("\"off\"", function()
+  it("is the command line's word for recompute none, and only the command line's", function()
+    for _, f in ipairs({nd.estimate, nd.search}) do
+      local ok, err = pcall(f, with{recompute = "off"})
+      assert.is_false(ok)
+      assert.matches("recompute: expected none, selective", err, 1, true)
+    end
+    local ok, err = pcall(nd.estimate, with{recompute = "per_layer", recompute_modes = {"off"}})
+    assert.is_false(ok)
+    assert.matches("expected none, selective, full, offload or variants", err, 1, true)
+    local run = require("spec.support.run").run
+    local e = run({"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "16", "--stack", "none",
+                   "--recompute", "off", "--json"})
+    assert.equal(0, e.code, e.err)
+    assert.equal("none", nd.json.decode(e.out).strategy.recompute)
+    local s = run({"search", "-m", "llama3.1-8b", "-d", "8", "-b", "16", "--stack", "none",
+                   "--recompute", "off,full", "--top", "1", "--json"})
+    assert.equal(0, s.code, s.err)
+  end)
+end)
