@@ -77,10 +77,15 @@ local function dim_value(name, text)
   if text == "auto" then return "auto" end
   if name == "recompute" then
     local list = {}
+    local known, words = {off = true}, {"off"}  -- the core's values; "off" is none here
+    for _, r in ipairs(require("ndplan.strategy").NAMES.search_recompute) do
+      known[r] = true
+      if r ~= "none" then words[#words + 1] = r end
+    end
     for w in text:gmatch("[^,]+") do
-      if not (w == "off" or w == "none" or w == "selective" or w == "full" or w == "per_layer"
-              or w == "megatron") then
-        usage("--recompute: expected off, selective, full, per_layer, megatron, a list of them or auto, got '" .. w .. "'")
+      if not known[w] then
+        usage("--recompute: expected " .. table.concat(words, ", ")
+              .. ", a list of them or auto, got '" .. w .. "'")
       end
       list[#list + 1] = w
     end

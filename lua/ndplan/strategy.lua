@@ -201,17 +201,11 @@ function M.args(spec, argv, opts)
   return args, model
 end
 
-local function copy(v)
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for k, x in pairs(v) do out[k] = copy(x) end
-  return out
-end
-
 -- estimate_args(st, ctx) -> the nd.estimate arguments that price strategy table st (the
 -- shape nd.estimate reads: every field of the core's strategy_keys present in st, copied)
 -- on ctx's model, device, job ({devices, global_batch, seq_len}), max_mem, costs and stack.
 function M.estimate_args(st, ctx)
+  local copy = require("ndplan.export").copy  -- a deep copy: the caller's tables stay its own
   local job = ctx.job or {}
   local args = {model = ctx.model, device = ctx.device, devices = job.devices,
                 global_batch = job.global_batch, seq_len = job.seq_len, max_mem = ctx.max_mem,

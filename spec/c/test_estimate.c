@@ -10,40 +10,16 @@
 #include <string.h>
 
 #include "ndplan/estimate.h"
+#include "fixtures.h"
 
-static int failures = 0;
 
-#define CHECK(cond, ...) \
-  do { if (!(cond)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-                      fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } \
-  while (0)
-
-static void model_8b (nd_model_spec *m) {
-  nd_model_init(m);
-  m->num_layers = 32; m->hidden_size = 4096; m->num_heads = 32; m->num_kv_heads = 8;
-  m->head_dim = 128; m->ffn_size = 14336; m->vocab_size = 128256; m->max_position = 8192;
-  nd_model_default_stack(m);
-}
-
-static void device_h100 (nd_device *d) {
-  nd_device_init(d);
-  strcpy(d->name, "H100");
-  d->peak_flops[ND_PREC_BF16] = d->peak_flops[ND_PREC_FP16] = 989e12;
-  d->peak_flops[ND_PREC_FP8] = 1979e12;
-  d->hbm_bytes = 80e9;
-  d->hbm_bandwidth = 3.35e12;
-  d->scale_up.domain_size = 8;
-  d->scale_up.bandwidth = 450e9;
-  d->scale_out.bandwidth = 50e9;
-  d->host_link.bandwidth = 64e9;
-}
 
 static int run (nd_strategy *st, const nd_costs *c, nd_estimate *e, char *err) {
   static nd_model_spec m;
   static nd_device d;
   nd_job job = {16, 128, 4096};
-  model_8b(&m);
-  device_h100(&d);
+  fixture_llama8b(&m);
+  fixture_h100(&d);
   return nd_estimate_run(&m, &d, &job, st, c, e, err, 256);
 }
 

@@ -11,13 +11,8 @@
 #include "ndplan/estimate.h"
 #include "ndplan/fields.h"
 #include "ndplan/recompute.h"
+#include "fixtures.h"
 
-static int failures = 0;
-
-#define CHECK(cond, ...) \
-  do { if (!(cond)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-                      fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } \
-  while (0)
 
 /* Each row names a distinct double slot, and the rows cover the struct. */
 static void check_cover (const char *what, const nd_field *f, int n, size_t size) {
@@ -39,17 +34,6 @@ static void check_cover (const char *what, const nd_field *f, int n, size_t size
   CHECK(nd_field_find(f, n, "no_such_field") == NULL, "%s: unknown name", what);
 }
 
-static void make_device (nd_device *d) {
-  nd_device_init(d);
-  strcpy(d->name, "X");
-  d->peak_flops[ND_PREC_BF16] = 500e12;
-  d->hbm_bytes = 80e9;
-  d->hbm_bandwidth = 3e12;
-  d->scale_up.domain_size = 8;
-  d->scale_up.bandwidth = 400e9;
-  d->scale_out.bandwidth = 50e9;
-  d->host_link.bandwidth = 64e9;
-}
 
 int main (void) {
   int n, i;
@@ -88,7 +72,7 @@ int main (void) {
     nd_device d;
     f = nd_efficiency_fields(&n);
     check_cover("efficiency", f, n, sizeof(nd_efficiency));
-    make_device(&d);
+    fixture_h100(&d);
     for (i = 0; i < n; i++)
       CHECK(nd_field_get(&d.efficiency, &f[i]) == f[i].dflt, "efficiency.%s default",
             f[i].name);
@@ -96,7 +80,7 @@ int main (void) {
     for (i = 0; i < n; i++) {
       double *slot;
       char want[96];
-      make_device(&d);
+      fixture_h100(&d);
       slot = nd_field_slot(&d.efficiency, &f[i]);
       snprintf(want, sizeof want, "efficiency.%s ", f[i].name);
       *slot = f[i].lo_open ? f[i].hi : 0.0;
@@ -118,13 +102,13 @@ int main (void) {
   /* gemm_half_size: derived from the bf16 peak until given */
   {
     nd_device d;
-    make_device(&d);
+    fixture_h100(&d);
     CHECK(d.efficiency.gemm_half_size == ND_DERIVED, "derived by default");
-    CHECK(nd_device_half_size(&d) == 500e12 * ND_HALF_SIZE_SECONDS, "1 us at bf16 peak");
-    CHECK(fabs(nd_device_gemm_efficiency(&d, 500e6) - d.efficiency.gemm / 2) < 1e-12,
+    CHECK(nd_device_half_size(&d) == 989e12 * ND_HALF_SIZE_SECONDS, "1 us at bf16 peak");
+    CHECK(fabs(nd_device_gemm_efficiency(&d, 989e12 * ND_HALF_SIZE_SECONDS) - d.efficiency.gemm / 2) < 1e-12,
           "half of gemm at the derived size, before nd_device_complete");
     nd_device_complete(&d);
-    CHECK(d.efficiency.gemm_half_size == 500e6, "complete writes the derived value");
+    CHECK(d.efficiency.gemm_half_size == 989e12 * ND_HALF_SIZE_SECONDS, "complete writes the derived value");
     d.efficiency.gemm_half_size = 0.0;
     nd_device_complete(&d);
     CHECK(d.efficiency.gemm_half_size == 0.0, "a given 0 (no size effect) stays");

@@ -10,13 +10,8 @@
 
 #include "ndplan/estimate.h"
 #include "ndplan/strategy.h"
+#include "fixtures.h"
 
-static int failures = 0;
-
-#define CHECK(cond, ...) \
-  do { if (!(cond)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-                      fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } \
-  while (0)
 
 /* 1F1B warm-up by simulation: forwards stage s can run before micro-batch 0's backward
    returns to it (one forward per tick down the pipe, the backward one tick per stage back),
@@ -26,12 +21,6 @@ static int sim_warmup_1f1b (int p, int m, int s) {
   return n < m ? n : m;
 }
 
-static void small_model (nd_model_spec *m) {
-  nd_model_init(m);
-  m->num_layers = 32; m->hidden_size = 4096; m->num_heads = 32; m->num_kv_heads = 8;
-  m->head_dim = 128; m->ffn_size = 14336; m->vocab_size = 128256; m->max_position = 8192;
-  nd_model_default_stack(m);
-}
 
 int main (void) {
   int i, p, s, m, v;
@@ -89,7 +78,7 @@ int main (void) {
     nd_model_spec mod;
     nd_job job = {64, 512, 4096};
     nd_strategy st, again;
-    small_model(&mod);
+    fixture_llama8b(&mod);
     nd_strategy_init(&st);
     st.tp = 8; st.pp = 2;
     CHECK(nd_strategy_resolve(&st, &mod, &job, err, sizeof err) == 0, "resolves: %s", err);
