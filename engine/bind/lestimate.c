@@ -57,6 +57,22 @@ static int get_bool (lua_State *L, int t, const char *key, int dflt) {
   return v;
 }
 
+/* Pushes "a, b or c" for the core's names name(0) .. name(n - 1); returns it. */
+static const char *enum_words (lua_State *L, const char *(*name)(int), int n) {
+  const char *names[16];  /* the core's enums are shorter */
+  luaL_Buffer b;
+  int i;
+  if (n > 15) n = 15;
+  for (i = 0; i < n; i++) names[i] = name(i);
+  names[n] = NULL;
+  luaL_buffinit(L, &b);
+  nd_add_names(&b, names, "or");
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+static const char *recompute_name (int i) { return nd_recompute_name((nd_recompute)i); }
+
 /* A set of op switches from the array of names on top of the stack, as a mask; `layer` > 0
    names the element of a per-layer list in the error. */
 static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
@@ -70,9 +86,9 @@ static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
     int op = 0;  /* luaL_error does not return; clang cannot tell */
     lua_geti(L, -1, i);
     if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0) {
-      if (layer > 0)
-        luaL_error(L, "%s[%I][%I]: expected " ND_OP_LIST, key, layer, i);
-      luaL_error(L, "%s[%I]: expected " ND_OP_LIST, key, i);
+      const char *ops = enum_words(L, nd_op_name, ND_OP_COUNT);
+      if (layer > 0) luaL_error(L, "%s[%I][%I]: expected %s", key, layer, i, ops);
+      luaL_error(L, "%s[%I]: expected %s", key, i, ops);
     }
     mask |= ND_OP_BIT(op);
     lua_pop(L, 1);
@@ -152,9 +168,11 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->bf16_first = get_int(L, t, "bf16_first_layers", -1);
   st->bf16_last = get_int(L, t, "bf16_last_layers", -1);
   if (lua_getfield(L, t, "recompute") != LUA_TNIL
-      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0)
-    luaL_error(L, "recompute: expected none, selective or full, got '%s'",
-               lua_tostring(L, -1));
+      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0) {
+    const char *got = lua_tostring(L, -1);  /* stays below the words */
+    luaL_error(L, "recompute: expected %s, got '%s'",
+               enum_words(L, recompute_name, ND_RECOMPUTE_COUNT), got);
+  }
   lua_pop(L, 1);
   if (lua_getfield(L, t, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
     lua_Integer i, n;
@@ -868,7 +886,6 @@ static void push_enum (lua_State *L, const char *(*name)(int), int n) {
 }
 
 static const char *schedule_name (int i) { return nd_schedule_name((nd_schedule)i); }
-static const char *recompute_name (int i) { return nd_recompute_name((nd_recompute)i); }
 static const char *precision_name (int i) { return nd_precision_name((nd_precision)i); }
 static const char *dim_name (int i) { return nd_dim_name((nd_dim)i); }
 

@@ -58,7 +58,6 @@ enum {
 };
 #define ND_OP_BIT(op) (1u << (op))
 #define ND_OP_MASKS (1 << ND_OP_COUNT)  /* every set of switches, as a mask */
-#define ND_OP_LIST "attn_core, norms, act, mla_up or moe_dispatch"  /* for messages */
 
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
