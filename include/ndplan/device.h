@@ -91,7 +91,8 @@ int nd_precision_parse (const char *name, nd_precision *out);
 
 /*
 ** Zeroes the hardware numbers and sets the modelling knobs to ndplan's defaults
-** (efficiencies, latencies, reserve); see device.c for where each comes from.
+** (efficiencies from their descriptors in fields.c, latencies and reserve in device.c, each
+** with its source).
 */
 void nd_device_init (nd_device *dev);
 
