@@ -362,14 +362,7 @@ void nd_setint (lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
-/* The resolved layout: body and MTP layers per chunk (per stage at vpp 1), the flags that
-   produced it, and the Megatron layout string that states it. */
-static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
-  int k, n = st->pp * st->vpp;
-  char text[4096];
-  lua_createtable(L, n, 0);
-  for (k = 0; k < n; k++) { lua_pushinteger(L, st->stage_layers[k]); lua_rawseti(L, -2, k + 1); }
-  lua_setfield(L, -2, "stage_layers");
+void nd_push_layout_flags (lua_State *L, const nd_strategy *st) {
   if (st->account & ND_ACCOUNT_EMBEDDING) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
@@ -380,6 +373,17 @@ static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spe
   }
   if (st->first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st->first_layers);
   if (st->last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st->last_layers);
+}
+
+/* The resolved layout: body and MTP layers per chunk (per stage at vpp 1), the flags that
+   produced it, and the Megatron layout string that states it. */
+static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
+  int k, n = st->pp * st->vpp;
+  char text[4096];
+  lua_createtable(L, n, 0);
+  for (k = 0; k < n; k++) { lua_pushinteger(L, st->stage_layers[k]); lua_rawseti(L, -2, k + 1); }
+  lua_setfield(L, -2, "stage_layers");
+  nd_push_layout_flags(L, st);
   k = nd_layout_format(st, (int)m->num_layers, (int)m->mtp_layers, text, sizeof text);
   if (k >= 0 && (size_t)k < sizeof text) {
     lua_pushstring(L, text);

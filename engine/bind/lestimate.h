@@ -25,6 +25,10 @@ void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
    got 'x'" listing the core's names. */
 void nd_check_schedule (lua_State *L, int i, nd_schedule *out);
 
+/* Sets the pipeline layout flags of st (Megatron's names) on the table on top: the fields
+   nd.estimate reads them from, pushed where set. */
+void nd_push_layout_flags (lua_State *L, const nd_strategy *st);
+
 /* Adds "a, b, c <last> d" for a NULL-terminated list of names to b. */
 void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last);
 

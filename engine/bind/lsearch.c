@@ -489,18 +489,7 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
     nd_strategy st;
     st.pp = c->pp; st.vpp = c->vpp;
-    if (nd_layout_variant(&st, body, c->layout) == 0) {
-      if (st.account & ND_ACCOUNT_EMBEDDING) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
-      }
-      if (st.account & ND_ACCOUNT_LOSS) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "account_for_loss_in_pipeline_split");
-      }
-      if (st.first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st.first_layers);
-      if (st.last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st.last_layers);
-    }
+    if (nd_layout_variant(&st, body, c->layout) == 0) nd_push_layout_flags(L, &st);
   }
   if (base) {
     lua_pushstring(L, nd_schedule_name(nd_schedule_of(base->schedule, c->vpp)));
