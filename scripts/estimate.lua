@@ -3,7 +3,7 @@ local cli = require "ndplan.cli"
 local json = require "ndplan.json"
 local units = require "ndplan.c.units"
 
-local scli = require "ndplan.strategy_cli"
+local scli = require "ndplan.strategy"
 
 local spec = {
   name = "estimate",

@@ -3,7 +3,7 @@ local cli = require "ndplan.cli"
 local export = require "ndplan.export"
 local files = require "ndplan.files"
 local units = require "ndplan.c.units"
-local scli = require "ndplan.strategy_cli"
+local scli = require "ndplan.strategy"
 
 -- The model, device, job and strategy options are estimate's (scripts/estimate.lua).
 local spec = {

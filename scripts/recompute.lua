@@ -3,7 +3,7 @@ local cli = require "ndplan.cli"
 local files = require "ndplan.files"
 local json = require "ndplan.json"
 local units = require "ndplan.c.units"
-local scli = require "ndplan.strategy_cli"
+local scli = require "ndplan.strategy"
 local plans = require "ndplan.plan"
 local recompute = require "ndplan.recompute"
 
@@ -55,7 +55,7 @@ for k, v in pairs(args) do fixed[k] = v end
 local sequence = plans.potentials(fixed, model, first, steps)
 
 -- The plan the trainer can state: block_plan on the plan's layout (its own with --layout
--- balanced), on a schedule Megatron has a flag for (as ndplan export rounds it).
+-- balanced), on a schedule Megatron has a flag for (ndplan export rounds it so at pp > 1).
 local trainer
 if opts.trainer == "megatron" then
   local block_plan = require "ndplan.block_plan"
@@ -64,10 +64,9 @@ if opts.trainer == "megatron" then
   if (r.strategy.vpp or 1) <= 1 then
     require("ndplan.estimate").pin_layout(targs, r.strategy.stage_layers)
   end
-  local schedule = r.strategy.schedule
-  if (r.strategy.pp or 1) > 1 and schedule ~= "1f1b" and schedule ~= "interleaved" then
-    targs.schedule = "1f1b"
-  end
+  local stated = false  -- a schedule Megatron has no flag for runs as 1f1b (the core's list)
+  for _, n in ipairs(scli.NAMES.megatron_schedules) do stated = stated or n == r.strategy.schedule end
+  if not stated then targs.schedule = "1f1b" end
   local tr, desc = block_plan.megatron(targs, r.budget_bytes)
   trainer = {trainer = "megatron", fits = tr ~= nil, schedule = targs.schedule}
   if tr then

@@ -77,10 +77,15 @@ local function dim_value(name, text)
   if text == "auto" then return "auto" end
   if name == "recompute" then
     local list = {}
+    local known, words = {off = true}, {"off"}  -- the core's values; "off" is none here
+    for _, r in ipairs(require("ndplan.strategy").NAMES.search_recompute) do
+      known[r] = true
+      if r ~= "none" then words[#words + 1] = r end
+    end
     for w in text:gmatch("[^,]+") do
-      if not (w == "off" or w == "none" or w == "selective" or w == "full" or w == "per_layer"
-              or w == "megatron") then
-        usage("--recompute: expected off, selective, full, per_layer, megatron, a list of them or auto, got '" .. w .. "'")
+      if not known[w] then
+        usage("--recompute: expected " .. table.concat(words, ", ")
+              .. ", a list of them or auto, got '" .. w .. "'")
       end
       list[#list + 1] = w
     end
@@ -239,7 +244,7 @@ if opts.dimensions then
 end
 if args.recompute == nil then args.recompute = "off" end
 args.schedule = opts.schedule
-args.precision = require("ndplan.strategy_cli").check_precision("precision", opts.precision)
+args.precision = require("ndplan.strategy").check_precision("precision", opts.precision)
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end
@@ -311,6 +316,10 @@ for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr
 end
 args.model = model
 
+-- "off" is the command line's word for none: the library takes the core's names
+if type(args.recompute) == "table" then
+  for i, x in ipairs(args.recompute) do if x == "off" then args.recompute[i] = "none" end end
+elseif args.recompute == "off" then args.recompute = "none" end
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
 if not ok then
   if csv_tmp then os.remove(csv_tmp) end

@@ -6,7 +6,7 @@
 **     hbm_bandwidth,
 **     scale_up = {domain_size, bandwidth, latency}, scale_out = {bandwidth, latency},
 **     host_link = {bandwidth, latency},
-**     efficiency = {gemm, gemm_half_size, hbm, scale_up, scale_out, kernel_overhead},
+**     efficiency = {one number per nd_efficiency_fields row: gemm, gemm_half_size, ...},
 **     reserve_bytes, node_size }
 ** new(t) reads it, totable() writes it back, and __index serves the same names. One table
 ** of field descriptors drives all three, so they cannot drift apart.
@@ -21,6 +21,7 @@
 #include <lauxlib.h>
 
 #include "ndplan/device.h"
+#include "ndplan/fields.h"
 #include "ndplan/precision.h"
 #include "ndplan/ndplan_lua.h"
 #include "ndplan/units.h"
@@ -37,6 +38,7 @@ typedef struct field {
 } field;
 
 #define OFF(m) offsetof(nd_device, m)
+#define N_BEFORE_EFFICIENCY 17  /* fields[] rows before the efficiency group */
 
 static const field fields[] = {
   {NULL, "name", OFF(name), F_STRING, 1},
@@ -56,25 +58,31 @@ static const field fields[] = {
   {"scale_out", "latency", OFF(scale_out.latency), F_NUMBER, 0},
   {"host_link", "bandwidth", OFF(host_link.bandwidth), F_NUMBER, 1},
   {"host_link", "latency", OFF(host_link.latency), F_NUMBER, 0},
-  {"efficiency", "gemm", OFF(efficiency.gemm), F_NUMBER, 0},
-  {"efficiency", "gemm_half_size", OFF(efficiency.gemm_half_size), F_NUMBER, 0},
-  {"efficiency", "hbm", OFF(efficiency.hbm), F_NUMBER, 0},
-  {"efficiency", "scale_up", OFF(efficiency.scale_up), F_NUMBER, 0},
-  {"efficiency", "scale_out", OFF(efficiency.scale_out), F_NUMBER, 0},
-  {"efficiency", "kernel_overhead", OFF(efficiency.kernel_overhead), F_NUMBER, 0},
-  {"efficiency", "gemm_fp8", OFF(efficiency.gemm_fp8), F_NUMBER, 0},
-  {"efficiency", "gemm_fp8_rowwise", OFF(efficiency.gemm_fp8_rowwise), F_NUMBER, 0},
-  {"efficiency", "attn_fwd", OFF(efficiency.attn_fwd), F_NUMBER, 0},
-  {"efficiency", "attn_bwd", OFF(efficiency.attn_bwd), F_NUMBER, 0},
-  {"efficiency", "attn_half_keys", OFF(efficiency.attn_half_keys), F_NUMBER, 0},
+  /* the efficiency rows come from the core's descriptors (field_at) */
   {NULL, "reserve_bytes", OFF(reserve_bytes), F_NUMBER, 0},
   {NULL, "node_size", OFF(node_size), F_INT, 0},
   {NULL, NULL, 0, F_NUMBER, 0}
 };
 
-/* Without a gemm_half_size, efficiency is half of `gemm` for a GEMM lasting this long at
-   bf16 peak: an assumed constant that makes the curve scale with the device's speed. */
-#define DEFAULT_HALF_SIZE_SECONDS 1e-6
+/*
+** Row i of the canonical table: fields[] with the efficiency group, one row per core
+** descriptor (ndplan/fields.h), between host_link and reserve_bytes. Returns 0 past the end.
+*/
+static int field_at (int i, field *out) {
+  int n;
+  const nd_field *e = nd_efficiency_fields(&n);
+  if (i >= N_BEFORE_EFFICIENCY && i < N_BEFORE_EFFICIENCY + n) {
+    const nd_field *d = &e[i - N_BEFORE_EFFICIENCY];
+    out->group = "efficiency";
+    out->key = d->name;
+    out->offset = OFF(efficiency) + d->offset;
+    out->type = F_NUMBER;
+    out->required = 0;
+    return 1;
+  }
+  *out = fields[i < N_BEFORE_EFFICIENCY ? i : i - n];
+  return out->key != NULL;
+}
 
 
 
@@ -102,9 +110,10 @@ static void push_field (lua_State *L, const nd_device *dev, const field *f) {
 
 /* Pushes the sub-table `group` of dev (or the whole canonical table for NULL). */
 static void push_group (lua_State *L, const nd_device *dev, const char *group) {
-  const field *f;
+  field fb, *f = &fb;
+  int i;
   lua_newtable(L);
-  for (f = fields; f->key; f++) {
+  for (i = 0; field_at(i, f); i++) {
     if (group && (!f->group || strcmp(f->group, group) != 0)) continue;
     if (!group && f->group) {
       if (lua_getfield(L, -1, f->group) == LUA_TNIL) {
@@ -193,19 +202,21 @@ static int read_field (lua_State *L, int t, const field *f, nd_device *dev) {
   return 1;
 }
 
-static const field *find_field (const char *group, const char *key) {
-  const field *f;
-  for (f = fields; f->key; f++)
-    if (strcmp(f->key, key) == 0
-        && (group ? f->group && strcmp(f->group, group) == 0 : f->group == NULL))
-      return f;
-  return NULL;
+static int find_field (const char *group, const char *key) {
+  field f;
+  int i;
+  for (i = 0; field_at(i, &f); i++)
+    if (strcmp(f.key, key) == 0
+        && (group ? f.group && strcmp(f.group, group) == 0 : f.group == NULL))
+      return 1;
+  return 0;
 }
 
 static int is_group (const char *key) {
-  const field *f;
-  for (f = fields; f->key; f++)
-    if (f->group && strcmp(f->group, key) == 0) return 1;
+  field f;
+  int i;
+  for (i = 0; field_at(i, &f); i++)
+    if (f.group && strcmp(f.group, key) == 0) return 1;
   return 0;
 }
 
@@ -250,19 +261,15 @@ static int d_new (lua_State *L) {
   nd_device tmp;
   nd_device *dev;
   char err[256];
-  const field *f;
-  int half_given = 0;
+  field f;
+  int i;
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   if (!check_keys(L, 1, NULL)) return 2;
   nd_device_init(&tmp);
-  for (f = fields; f->key; f++) {
-    int st = read_field(L, 1, f, &tmp);
-    if (st == 0) return 2;
-    if (st == 1 && f->offset == OFF(efficiency.gemm_half_size)) half_given = 1;
-  }
-  if (!half_given)
-    tmp.efficiency.gemm_half_size = tmp.peak_flops[ND_PREC_BF16] * DEFAULT_HALF_SIZE_SECONDS;
+  for (i = 0; field_at(i, &f); i++)
+    if (read_field(L, 1, &f, &tmp) == 0) return 2;
+  nd_device_complete(&tmp);  /* derived defaults (gemm_half_size) */
   if (nd_device_validate(&tmp, err, sizeof err) != 0) {
     luaL_pushfail(L);
     lua_pushfstring(L, "device '%s': %s", tmp.name, err);
@@ -369,9 +376,12 @@ static int m_index (lua_State *L) {
   lua_pop(L, 1);
   lua_pushvalue(L, 2);
   switch (lua_rawget(L, lua_upvalueindex(2))) {
-    case LUA_TNUMBER:
-      push_field(L, dev, &fields[lua_tointeger(L, -1)]);
+    case LUA_TNUMBER: {
+      field f;
+      field_at((int)lua_tointeger(L, -1), &f);
+      push_field(L, dev, &f);
       return 1;
+    }
     case LUA_TBOOLEAN:
       push_group(L, dev, lua_tostring(L, 2));
       return 1;
@@ -416,14 +426,15 @@ static const luaL_Reg funcs[] = {
 
 /* Builds the metatable once: __index closes over the methods and the field lookup. */
 static void create_meta (lua_State *L) {
-  const field *f;
+  field f;
+  int i;
   luaL_newmetatable(L, ND_DEVICE_MT);           /* mt */
   luaL_newlib(L, methods);                      /* mt methods */
   lua_newtable(L);                              /* mt methods lookup */
-  for (f = fields; f->key; f++) {
-    if (f->group) lua_pushboolean(L, 1);
-    else lua_pushinteger(L, f - fields);
-    lua_setfield(L, -2, f->group ? f->group : f->key);
+  for (i = 0; field_at(i, &f); i++) {
+    if (f.group) lua_pushboolean(L, 1);
+    else lua_pushinteger(L, i);
+    lua_setfield(L, -2, f.group ? f.group : f.key);
   }
   lua_pushcclosure(L, m_index, 2);              /* mt __index */
   lua_setfield(L, -2, "__index");

@@ -10,32 +10,14 @@
 #include <lauxlib.h>
 
 #include "ndplan/estimate.h"
+#include "ndplan/fields.h"
 #include "ndplan/layout.h"
 #include "ndplan/recompute.h"
+#include "ndplan/search.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
 #include "lmodel.h"
-
-/* Named cost fields: the Lua name and its slot in nd_costs. */
-typedef struct cost_field { const char *name; size_t offset; } cost_field;
-#define COST(f) {#f, offsetof(nd_costs, f)}
-static const cost_field cost_fields[] = {
-  COST(weight_bytes), COST(grad_bytes), COST(master_bytes), COST(optimizer_bytes),
-  COST(activation_bytes), COST(dropout), COST(capacity_factor), COST(dp_overlap),
-  COST(tp_overlap), COST(tp_overlap_on), COST(cp_overlap), COST(ep_overlap), COST(ep_node_dedup), COST(overlap_sm_share),
-  COST(offload_overlap),
-  COST(zero3_overlap),
-  COST(zero3_flat_ring),
-  COST(memory_ops), COST(optimizer_traffic), COST(fp8_cast_bytes), COST(step_overhead),
-  COST(alloc_fragmentation), COST(logits_bytes), COST(fp8_saved_bytes), COST(quant_cache),
-  COST(zero3_weight_copy), COST(pp_overlap),
-  {NULL, 0}
-};
-
-static double *cost_slot (nd_costs *c, const cost_field *f) {
-  return (double *)(void *)((char *)c + f->offset);
-}
 
 void nd_read_costs (lua_State *L, int t, nd_costs *c) {
   nd_costs_init(c);
@@ -43,13 +25,13 @@ void nd_read_costs (lua_State *L, int t, nd_costs *c) {
   luaL_checktype(L, t, LUA_TTABLE);
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const cost_field *f;
+    int n;
+    const nd_field *table = nd_cost_fields(&n);
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    for (f = cost_fields; f->name; f++)
-      if (strcmp(f->name, key) == 0) break;
-    if (!f->name) luaL_error(L, "costs: unknown field '%s'", key);
+    const nd_field *f = nd_field_find(table, n, key);
+    if (!f) luaL_error(L, "costs: unknown field '%s'", key);
     if (!lua_isnumber(L, -1)) luaL_error(L, "costs.%s: expected a number", key);
-    *cost_slot(c, f) = lua_tonumber(L, -1);
+    *nd_field_slot(c, f) = lua_tonumber(L, -1);
     lua_pop(L, 1);
   }
 }
@@ -75,6 +57,22 @@ static int get_bool (lua_State *L, int t, const char *key, int dflt) {
   return v;
 }
 
+/* Pushes "a, b or c" for the core's names name(0) .. name(n - 1); returns it. */
+static const char *enum_words (lua_State *L, const char *(*name)(int), int n) {
+  const char *names[16];  /* the core's enums are shorter */
+  luaL_Buffer b;
+  int i;
+  if (n > 15) n = 15;
+  for (i = 0; i < n; i++) names[i] = name(i);
+  names[n] = NULL;
+  luaL_buffinit(L, &b);
+  nd_add_names(&b, names, "or");
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+static const char *recompute_name (int i) { return nd_recompute_name((nd_recompute)i); }
+
 /* A set of op switches from the array of names on top of the stack, as a mask; `layer` > 0
    names the element of a per-layer list in the error. */
 static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
@@ -88,9 +86,9 @@ static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
     int op = 0;  /* luaL_error does not return; clang cannot tell */
     lua_geti(L, -1, i);
     if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0) {
-      if (layer > 0)
-        luaL_error(L, "%s[%I][%I]: expected " ND_OP_LIST, key, layer, i);
-      luaL_error(L, "%s[%I]: expected " ND_OP_LIST, key, i);
+      const char *ops = enum_words(L, nd_op_name, ND_OP_COUNT);
+      if (layer > 0) luaL_error(L, "%s[%I][%I]: expected %s", key, layer, i, ops);
+      luaL_error(L, "%s[%I]: expected %s", key, i, ops);
     }
     mask |= ND_OP_BIT(op);
     lua_pop(L, 1);
@@ -109,20 +107,6 @@ static void push_ops (lua_State *L, unsigned mask) {
     }
 }
 
-static const char *const strategy_keys[] = {
-  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "dp_replicate", "mbs",
-  "mb", "schedule",
-  "recompute", "layer_recompute", "offload", "precision", "flash_attention", "tp_comm_overlap",
-  "stage_layers",
-  "selective_ops", "layer_offload", "layer_selective_ops", "fp8_param_gather",
-  "reshard_after_forward",
-  "bf16_first_layers", "bf16_last_layers",
-  "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-  "pipeline_model_parallel_layout",
-  NULL
-};
-
 static void read_layout (lua_State *L, int t, nd_strategy *st);
 
 /* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. */
@@ -133,7 +117,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   while (lua_next(L, t)) {
     const char *const *k;
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    for (k = strategy_keys; *k; k++)
+    for (k = nd_strategy_keys; *k; k++)
       if (strcmp(*k, key) == 0) break;
     if (!*k) luaL_error(L, "strategy: unknown field '%s'", key);
     lua_pop(L, 1);
@@ -184,9 +168,11 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
   st->bf16_first = get_int(L, t, "bf16_first_layers", -1);
   st->bf16_last = get_int(L, t, "bf16_last_layers", -1);
   if (lua_getfield(L, t, "recompute") != LUA_TNIL
-      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0)
-    luaL_error(L, "recompute: expected none, selective or full, got '%s'",
-               lua_tostring(L, -1));
+      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0) {
+    const char *got = lua_tostring(L, -1);  /* stays below the words */
+    luaL_error(L, "recompute: expected %s, got '%s'",
+               enum_words(L, recompute_name, ND_RECOMPUTE_COUNT), got);
+  }
   lua_pop(L, 1);
   if (lua_getfield(L, t, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
     lua_Integer i, n;
@@ -331,17 +317,26 @@ void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
   lua_pushstring(L, r->source); lua_setfield(L, -2, "source");
 }
 
+void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last) {
+  int i;
+  for (i = 0; names[i]; i++) {
+    if (i > 0 && names[i + 1]) luaL_addstring(b, ", ");
+    else if (i > 0) { luaL_addchar(b, ' '); luaL_addstring(b, last); luaL_addchar(b, ' '); }
+    luaL_addstring(b, names[i]);
+  }
+}
+
 void nd_check_schedule (lua_State *L, int i, nd_schedule *out) {
   luaL_Buffer b;
+  const char *names[ND_SCHED_COUNT + 1];
   int s;
   const char *got = luaL_checkstring(L, i);  /* stays on the stack below the buffer */
   if (nd_schedule_parse(got, out) == 0) return;
+  for (s = 0; s < ND_SCHED_COUNT; s++) names[s] = nd_schedule_name((nd_schedule)s);
+  names[ND_SCHED_COUNT] = NULL;
   luaL_buffinit(L, &b);  /* the names, from the core's one table */
   luaL_addstring(&b, "schedule: expected ");
-  for (s = 0; s < ND_SCHED_COUNT; s++) {
-    if (s > 0) luaL_addstring(&b, s + 1 == ND_SCHED_COUNT ? " or " : ", ");
-    luaL_addstring(&b, nd_schedule_name((nd_schedule)s));
-  }
+  nd_add_names(&b, names, "or");
   luaL_addstring(&b, ", got '");
   luaL_addstring(&b, got);
   luaL_addstring(&b, "'");
@@ -367,14 +362,7 @@ void nd_setint (lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
-/* The resolved layout: body and MTP layers per chunk (per stage at vpp 1), the flags that
-   produced it, and the Megatron layout string that states it. */
-static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
-  int k, n = st->pp * st->vpp;
-  char text[4096];
-  lua_createtable(L, n, 0);
-  for (k = 0; k < n; k++) { lua_pushinteger(L, st->stage_layers[k]); lua_rawseti(L, -2, k + 1); }
-  lua_setfield(L, -2, "stage_layers");
+void nd_push_layout_flags (lua_State *L, const nd_strategy *st) {
   if (st->account & ND_ACCOUNT_EMBEDDING) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
@@ -385,6 +373,17 @@ static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spe
   }
   if (st->first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st->first_layers);
   if (st->last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st->last_layers);
+}
+
+/* The resolved layout: body and MTP layers per chunk (per stage at vpp 1), the flags that
+   produced it, and the Megatron layout string that states it. */
+static void push_layout (lua_State *L, const nd_strategy *st, const nd_model_spec *m) {
+  int k, n = st->pp * st->vpp;
+  char text[4096];
+  lua_createtable(L, n, 0);
+  for (k = 0; k < n; k++) { lua_pushinteger(L, st->stage_layers[k]); lua_rawseti(L, -2, k + 1); }
+  lua_setfield(L, -2, "stage_layers");
+  nd_push_layout_flags(L, st);
   k = nd_layout_format(st, (int)m->num_layers, (int)m->mtp_layers, text, sizeof text);
   if (k >= 0 && (size_t)k < sizeof text) {
     lua_pushstring(L, text);
@@ -677,10 +676,11 @@ static int e_check_recipe (lua_State *L) {
 /* costs() -> the default named costs */
 static int e_costs (lua_State *L) {
   nd_costs c;
-  const cost_field *f;
+  int i, n;
+  const nd_field *f = nd_cost_fields(&n);
   nd_read_costs(L, 1, &c);
   lua_newtable(L);
-  for (f = cost_fields; f->name; f++) nd_setnum(L, f->name, *cost_slot(&c, f));
+  for (i = 0; i < n; i++) nd_setnum(L, f[i].name, nd_field_get(&c, &f[i]));
   return 1;
 }
 
@@ -716,15 +716,21 @@ static unsigned read_modes (lua_State *L, int t) {
   luaL_checktype(L, t, LUA_TTABLE);
   n = luaL_len(L, t);
   for (i = 1; i <= n; i++) {
-    nd_recompute r = ND_RECOMPUTE_NONE;
+    int k = 0;  /* nd_plan_modes[k] is bit k of the mask */
+    nd_recompute r;
     lua_geti(L, t, i);
-    if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "offload") == 0)
-      modes |= ND_PLAN_OFFLOAD;
-    else if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "variants") == 0)
-      modes |= ND_PLAN_VARIANTS;
-    else if (lua_type(L, -1) != LUA_TSTRING || nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
-      luaL_error(L, "modes[%I]: expected none, selective, full, offload or variants", i);
-    else modes |= ND_RECOMPUTE_MASK(r);
+    if (lua_type(L, -1) == LUA_TSTRING && nd_recompute_parse(lua_tostring(L, -1), &r) == 0)
+      k = (int)r;
+    else if (lua_type(L, -1) == LUA_TSTRING)
+      for (; nd_plan_modes[k] && strcmp(nd_plan_modes[k], lua_tostring(L, -1)) != 0; k++) {}
+    if (lua_type(L, -1) != LUA_TSTRING || !nd_plan_modes[k]) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      nd_add_names(&b, nd_plan_modes, "or");
+      luaL_pushresult(&b);
+      luaL_error(L, "modes[%I]: expected %s", i, lua_tostring(L, -1));
+    }
+    modes |= 1u << k;
     lua_pop(L, 1);
   }
   luaL_argcheck(L, (modes & ND_RECOMPUTE_ALL) != 0, t, "at least one recompute mode");
@@ -789,30 +795,45 @@ static int e_balance (lua_State *L) {
   return 1;
 }
 
-/*
-** megatron(model, device, job, strategy, budget [, costs]) -> the estimate of the fastest
-** recompute Megatron-LM can state that fits `budget` bytes (strategy.layer_recompute for
-** block N), with megatron = {method = "none"|"selective"|"uniform"|"block", num_layers = N}
-** | nil, reason.
-*/
-static int e_megatron (lua_State *L) {
+/* A Megatron form as a table: {method = "none"|"selective"|"uniform"|"block", num_layers}. */
+static void push_form (lua_State *L, int method, int num_layers) {
   static const char *const methods[] = {"none", "selective", "uniform", "block"};
-  call_args a;
-  nd_estimate *e;
-  char err[256];
-  double budget = luaL_checknumber(L, 5);
-  int method = 0, num_layers = 0;
-  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
-  read_call(L, 6, &a);
-  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  if (nd_recompute_megatron_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, e, &method,
-                                &num_layers, err, sizeof err) != 0)
-    return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   lua_pushstring(L, methods[method]);
   lua_setfield(L, -2, "method");
   nd_setint(L, "num_layers", num_layers);
+}
+
+/*
+** megatron(model, device, job, strategy, budget [, costs [, balance]]) -> the estimate of the
+** fastest recompute Megatron-LM can state that fits `budget` bytes (strategy.layer_recompute
+** for block N), with megatron = {method = "none"|"selective"|"uniform"|"block", num_layers =
+** N, priced = estimates made [, layout_moves with balance]} | nil, reason, least = the
+** least-memory form priced {method, num_layers, peak_bytes}. With balance, each fitting
+** form gets its own layout (nd_recompute_megatron_choose).
+*/
+static int e_megatron (lua_State *L) {
+  call_args a;
+  nd_estimate *e;
+  nd_megatron_choice c;
+  char err[256];
+  double budget = luaL_checknumber(L, 5);
+  int balance = lua_toboolean(L, 7);
+  luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
+  read_call(L, 6, &a);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  if (nd_recompute_megatron_choose(a.m, a.dev, &a.job, a.st, &a.costs, budget, balance, e, &c,
+                                   err, sizeof err) != 0) {
+    push_refusal(L, err);
+    if (!(c.least_peak < HUGE_VAL)) return 2;
+    push_form(L, c.least_method, c.least_num_layers);
+    nd_setnum(L, "peak_bytes", c.least_peak);
+    return 3;
+  }
+  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_form(L, c.method, c.num_layers);
+  nd_setint(L, "priced", c.priced);
+  if (balance) nd_setint(L, "layout_moves", c.moves);
   lua_setfield(L, -2, "megatron");
   return 1;
 }
@@ -855,8 +876,113 @@ static int e_layout (lua_State *L) {
   return 1;
 }
 
+/* Pushes a NULL-terminated list of names as an array, or names of(0 .. n-1). */
+static void push_names (lua_State *L, const char *const *names) {
+  int i;
+  lua_newtable(L);
+  for (i = 0; names[i]; i++) { lua_pushstring(L, names[i]); lua_rawseti(L, -2, i + 1); }
+}
+
+static void push_enum (lua_State *L, const char *(*name)(int), int n) {
+  int i;
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) { lua_pushstring(L, name(i)); lua_rawseti(L, -2, i + 1); }
+}
+
+static const char *schedule_name (int i) { return nd_schedule_name((nd_schedule)i); }
+static const char *precision_name (int i) { return nd_precision_name((nd_precision)i); }
+static const char *dim_name (int i) { return nd_dim_name((nd_dim)i); }
+
+/* Pushes the descriptor rows as an array of {name, default, lo, hi, lo_open, unit, doc
+   [, fit_lo, fit_hi, fit_scale]}. */
+static void push_fields (lua_State *L, const nd_field *f, int n) {
+  int i;
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, f[i].name); lua_setfield(L, -2, "name");
+    nd_setnum(L, "default", f[i].dflt);
+    nd_setnum(L, "lo", f[i].lo);
+    nd_setnum(L, "hi", f[i].hi);
+    lua_pushboolean(L, f[i].lo_open); lua_setfield(L, -2, "lo_open");
+    lua_pushstring(L, f[i].unit); lua_setfield(L, -2, "unit");
+    lua_pushstring(L, f[i].doc); lua_setfield(L, -2, "doc");
+    if (f[i].fit_hi > 0.0) {
+      nd_setnum(L, "fit_lo", f[i].fit_lo);
+      nd_setnum(L, "fit_hi", f[i].fit_hi);
+      nd_setnum(L, "fit_scale", f[i].fit_scale);
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+/*
+** names() -> the core's vocabulary, each list in its enum order: schedules, recompute
+** (the modes), megatron_schedules (those Megatron-LM states), search_recompute (the search's recompute values), plan_modes (what a
+** per-layer plan may use), ops, precisions (peak slots), time_parts, memory_parts (a search
+** row's), groups, layout_variants, dims (the search's), strategy_keys, space_keys; costs and
+** efficiency: the descriptor rows (ndplan/fields.h).
+*/
+static int e_names (lua_State *L) {
+  int n;
+  const nd_field *f;
+  lua_createtable(L, 0, 16);
+  push_enum(L, schedule_name, ND_SCHED_COUNT); lua_setfield(L, -2, "schedules");
+  {  /* the schedules Megatron-LM states (the others fall back to 1f1b in its files) */
+    int s, k = 0;
+    lua_newtable(L);
+    for (s = 0; s < ND_SCHED_COUNT; s++)
+      if (nd_schedule_megatron((nd_schedule)s)) {
+        lua_pushstring(L, nd_schedule_name((nd_schedule)s));
+        lua_rawseti(L, -2, ++k);
+      }
+    lua_setfield(L, -2, "megatron_schedules");
+  }
+  push_enum(L, recompute_name, ND_RECOMPUTE_COUNT); lua_setfield(L, -2, "recompute");
+  push_enum(L, nd_search_recompute_name, ND_SEARCH_MEGATRON + 1);
+  lua_setfield(L, -2, "search_recompute");
+  push_names(L, nd_plan_modes); lua_setfield(L, -2, "plan_modes");
+  push_enum(L, nd_op_name, ND_OP_COUNT); lua_setfield(L, -2, "ops");
+  push_enum(L, precision_name, ND_PREC_COUNT); lua_setfield(L, -2, "precisions");
+  push_enum(L, nd_time_part_name, ND_T_COUNT); lua_setfield(L, -2, "time_parts");
+  push_names(L, nd_memory_parts); lua_setfield(L, -2, "memory_parts");
+  push_enum(L, nd_group_name, ND_GROUP_COUNT); lua_setfield(L, -2, "groups");
+  push_enum(L, nd_layout_variant_name, ND_VARIANT_COUNT);
+  lua_setfield(L, -2, "layout_variants");
+  push_enum(L, dim_name, ND_DIM_COUNT); lua_setfield(L, -2, "dims");
+  push_names(L, nd_strategy_keys); lua_setfield(L, -2, "strategy_keys");
+  push_names(L, nd_space_keys); lua_setfield(L, -2, "space_keys");
+  f = nd_cost_fields(&n);
+  push_fields(L, f, n); lua_setfield(L, -2, "costs");
+  f = nd_efficiency_fields(&n);
+  push_fields(L, f, n); lua_setfield(L, -2, "efficiency");
+  return 1;
+}
+
+/*
+** warmup(schedule, pp, vpp, mb, stage) -> the forwards (chunk forwards when interleaved)
+** stage `stage` (0-based) runs before its first backward (nd_pipeline_warmup).
+*/
+static int e_warmup (lua_State *L) {
+  nd_strategy st;
+  int s = (int)luaL_checkinteger(L, 5);
+  nd_strategy_init(&st);
+  nd_check_schedule(L, 1, &st.schedule);
+  st.pp = (int)luaL_checkinteger(L, 2);
+  st.vpp = (int)luaL_checkinteger(L, 3);
+  st.mb = (int)luaL_checkinteger(L, 4);
+  luaL_argcheck(L, st.pp >= 1 && st.pp <= ND_MAX_STAGES, 2, "1 to 512 stages");
+  luaL_argcheck(L, st.vpp >= 1 && st.vpp <= ND_MAX_CHUNKS, 3, "1 to 512 chunks");
+  luaL_argcheck(L, st.mb >= 1 && st.mb <= 1000000000, 4, "a positive micro-batch count");
+  luaL_argcheck(L, s >= 0 && s < st.pp, 5, "a stage from 0 to pp - 1");
+  lua_pushinteger(L, nd_pipeline_warmup(&st, s));
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"warmup", e_warmup},
+  {"names", e_names},
   {"layout", e_layout},
   {"plan", e_plan},
   {"megatron", e_megatron},

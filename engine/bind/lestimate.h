@@ -1,7 +1,7 @@
 /*
 ** lestimate.h -- what the estimate and search bindings (ndplan.c.estimate, ndplan.c.search)
 ** share: one reader of named costs, so the two cannot disagree on which costs exist, and
-** the setters of their result tables. Include lua.h first.
+** the setters of their result tables. Include lua.h and lauxlib.h first.
 */
 #ifndef NDPLAN_BIND_LESTIMATE_H
 #define NDPLAN_BIND_LESTIMATE_H
@@ -24,6 +24,13 @@ void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
 /* Parses the schedule name at index i into *out; raises "schedule: expected 1f1b, ...,
    got 'x'" listing the core's names. */
 void nd_check_schedule (lua_State *L, int i, nd_schedule *out);
+
+/* Sets the pipeline layout flags of st (Megatron's names) on the table on top: the fields
+   nd.estimate reads them from, pushed where set. */
+void nd_push_layout_flags (lua_State *L, const nd_strategy *st);
+
+/* Adds "a, b, c <last> d" for a NULL-terminated list of names to b. */
+void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last);
 
 /* t[k] = v for the table on top of the stack. */
 void nd_setnum (lua_State *L, const char *k, double v);

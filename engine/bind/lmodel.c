@@ -197,30 +197,18 @@ static const char *read_stack (lua_State *L, nd_model_spec *m, const field *f) {
   return NULL;
 }
 
-/* Fills the fields that default to others: kv heads, head_dim, position rows. */
-/* Values past any real dimension: sums of them are not formed. */
-static int huge (int64_t v) { return v > INT32_MAX || v < -INT32_MAX; }
-
+/* The core's derived defaults (nd_model_derive) for the fields not given. */
 static const char *derive_defaults (lua_State *L, nd_model_spec *m, const int *given) {
-  int i;
-  for (i = 0; i < NFIELDS; i++) {
-    const char *name = fields[i].name;
-    if (given[i]) continue;
-    if (strcmp(name, "num_kv_heads") == 0) m->num_kv_heads = m->num_heads;
-    else if (strcmp(name, "head_dim") == 0) {
-      if (m->kv_lora_rank > 0)  /* absurd dims fail validation later; no overflow here */
-        m->head_dim = huge(m->qk_nope_head_dim) || huge(m->qk_rope_head_dim)
-                    ? 0 : m->qk_nope_head_dim + m->qk_rope_head_dim;
-      else if (m->num_heads > 0 && m->hidden_size % m->num_heads == 0)
-        m->head_dim = m->hidden_size / m->num_heads;
-      else
-        return lua_pushfstring(L, "head_dim: required when num_heads (%I) does not divide"
-                               " hidden_size (%I)", (lua_Integer)m->num_heads,
-                               (lua_Integer)m->hidden_size);
-    }
-    else if (strcmp(name, "position_count") == 0 && m->position == ND_POS_LEARNED)
-      m->position_count = m->max_position;
-  }
+  static const struct { const char *name; unsigned bit; } derived[] = {
+    {"num_kv_heads", ND_GIVEN_KV_HEADS}, {"head_dim", ND_GIVEN_HEAD_DIM},
+    {"position_count", ND_GIVEN_POSITION_COUNT}};
+  unsigned mask = 0;
+  char err[256];
+  int i, k;
+  for (i = 0; i < NFIELDS; i++)
+    for (k = 0; k < 3; k++)
+      if (given[i] && strcmp(fields[i].name, derived[k].name) == 0) mask |= derived[k].bit;
+  if (nd_model_derive(m, mask, err, sizeof err) != 0) return lua_pushstring(L, err);
   return NULL;
 }
 

@@ -22,6 +22,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
+#include "ndplan/fields.h"
 #include "ndplan/search.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
@@ -30,8 +31,6 @@
 
 #define RESULTS_MT "ndplan.search.results"
 
-static const char *const mem_part_names[ND_SEARCH_MEM_PARTS] = {
-  "weights", "grads", "optimizer", "activations", "buffers", "fragmentation", "reserve"};
 
 /* What the search keeps; a userdata so a raise at any point frees it (__gc). */
 typedef struct results {
@@ -375,7 +374,7 @@ static int read_value (lua_State *L, int idx, nd_dim d) {
   if (d == ND_DIM_RECOMPUTE) {
     int r = 0;
     if (lua_type(L, idx) != LUA_TSTRING || nd_search_recompute_parse(lua_tostring(L, idx), &r) != 0)
-      luaL_error(L, "recompute: expected off, none, selective, full, per_layer, megatron or auto, got %s",
+      luaL_error(L, "recompute: expected none, selective, full, per_layer, megatron or auto, got %s",
                  lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : luaL_typename(L, idx));
     return r;
   }
@@ -429,10 +428,9 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   lua_pushnil(L);
   while (lua_next(L, t)) {  /* unknown keys are misuse */
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    int known = strcmp(key, "schedule") == 0 || strcmp(key, "precision") == 0
-             || strcmp(key, "flash_attention") == 0 || strcmp(key, "fp8_param_gather") == 0
-             || strcmp(key, "tp_comm_overlap") == 0
-             || strcmp(key, "bf16_first_layers") == 0 || strcmp(key, "bf16_last_layers") == 0;
+    const char *const *k;
+    int known = 0;
+    for (k = nd_space_keys; *k && !known; k++) known = strcmp(key, *k) == 0;
     for (d = 0; d < ND_DIM_COUNT && !known; d++) known = strcmp(key, nd_dim_name(d)) == 0;
     if (!known) luaL_error(L, "space: unknown field '%s'", key);
     lua_pop(L, 1);
@@ -491,23 +489,10 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
     nd_strategy st;
     st.pp = c->pp; st.vpp = c->vpp;
-    if (nd_layout_variant(&st, body, c->layout) == 0) {
-      if (st.account & ND_ACCOUNT_EMBEDDING) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "account_for_embedding_in_pipeline_split");
-      }
-      if (st.account & ND_ACCOUNT_LOSS) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "account_for_loss_in_pipeline_split");
-      }
-      if (st.first_layers) nd_setint(L, "decoder_first_pipeline_num_layers", st.first_layers);
-      if (st.last_layers) nd_setint(L, "decoder_last_pipeline_num_layers", st.last_layers);
-    }
+    if (nd_layout_variant(&st, body, c->layout) == 0) nd_push_layout_flags(L, &st);
   }
   if (base) {
-    lua_pushstring(L, nd_schedule_name(c->vpp > 1 ? ND_SCHED_INTERLEAVED
-                                       : base->schedule == ND_SCHED_INTERLEAVED
-                                       ? ND_SCHED_1F1B : base->schedule));
+    lua_pushstring(L, nd_schedule_name(nd_schedule_of(base->schedule, c->vpp)));
     lua_setfield(L, -2, "schedule");
     lua_pushstring(L, nd_strategy_recipe(base)->name);
     lua_setfield(L, -2, "precision");
@@ -535,7 +520,7 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
   nd_setnum(L, "over_bytes", r->over);
   nd_setnum(L, "objective", r->key);
   lua_createtable(L, 0, 7);
-  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) nd_setnum(L, mem_part_names[i], r->mem[i]);
+  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) nd_setnum(L, nd_memory_parts[i], r->mem[i]);
   nd_setnum(L, "peak", r->peak);
   lua_setfield(L, -2, "memory_parts_bytes");
   lua_createtable(L, 0, ND_T_COUNT);

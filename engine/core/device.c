@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ndplan/device.h"
+#include "ndplan/fields.h"
 
 static const char *const precision_names[ND_PREC_COUNT] = {"bf16", "fp16", "fp8", "mxfp8",
                                                             "nvfp4", "mxfp4"};
@@ -25,32 +26,30 @@ int nd_precision_parse (const char *name, nd_precision *out) {
 }
 
 /*
-** Defaults for the knobs that are not on a datasheet. Sources:
-**   scale_up 0.65, scale_out 0.9: Calculon's NVLink and InfiniBand efficiencies;
-**   latencies 10 us / 20 us: Calculon's H100 system file (per collective step);
-**   gemm 0.8, hbm 0.85: assumed, typical of large BF16 GEMMs and streaming kernels on
-**   A100/H100; gemm_half_size stays 0 (no size effect) until a device file sets it;
-**   kernel_overhead 20 us: assumed, ~10 kernels of ~2 us launch/sync per layer per pass;
-**   reserve 2.5 GiB: assumed (CUDA context ~0.5-1 GiB, NCCL buffers, fragmentation).
+** Defaults for the knobs that are not on a datasheet: the efficiencies from their
+** descriptors (fields.c, with their sources); latencies 10 us / 20 us from Calculon's H100
+** system file (per collective step); reserve 2.5 GiB assumed (CUDA context ~0.5-1 GiB,
+** NCCL buffers, fragmentation).
 */
 void nd_device_init (nd_device *dev) {
+  int i, n;
+  const nd_field *f = nd_efficiency_fields(&n);
   memset(dev, 0, sizeof *dev);
   dev->scale_up.domain_size = 1;
   dev->scale_up.latency = 10e-6;
   dev->scale_out.latency = 20e-6;
   dev->host_link.latency = 10e-6;
-  dev->efficiency.gemm = 0.8;
-  dev->efficiency.gemm_half_size = 0.0;
-  dev->efficiency.hbm = 0.85;
-  dev->efficiency.scale_up = 0.65;
-  dev->efficiency.scale_out = 0.9;
-  dev->efficiency.kernel_overhead = 20e-6;
-  dev->efficiency.gemm_fp8 = 0.8;  /* as gemm until a device file or stack profile says */
-  dev->efficiency.gemm_fp8_rowwise = 0.0;  /* as gemm_fp8 */
-  dev->efficiency.attn_fwd = 0.8;
-  dev->efficiency.attn_bwd = 0.8;
-  dev->efficiency.attn_half_keys = 0.0;
+  for (i = 0; i < n; i++) *nd_field_slot(&dev->efficiency, &f[i]) = f[i].dflt;
   dev->reserve_bytes = 2.5 * 1024.0 * 1024.0 * 1024.0;
+}
+
+double nd_device_half_size (const nd_device *dev) {
+  double h = dev->efficiency.gemm_half_size;
+  return h == ND_DERIVED ? dev->peak_flops[ND_PREC_BF16] * ND_HALF_SIZE_SECONDS : h;
+}
+
+void nd_device_complete (nd_device *dev) {
+  dev->efficiency.gemm_half_size = nd_device_half_size(dev);
 }
 
 /*
@@ -80,7 +79,8 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
     "peak_flops.nvfp4", "peak_flops.mxfp4"
   };
   const nd_efficiency *e = &dev->efficiency;
-  int i;
+  int i, nf;
+  const nd_field *f = nd_efficiency_fields(&nf);
   if (memchr(dev->name, '\0', sizeof dev->name) == NULL || dev->name[0] == '\0')
     FAIL("name must be a non-empty string shorter than %d bytes", ND_DEVICE_NAME_MAX);
   if (memchr(dev->description, '\0', sizeof dev->description) == NULL)
@@ -101,19 +101,15 @@ int nd_device_validate (const nd_device *dev, char *err, size_t len) {
       || check_positive("host_link.bandwidth", dev->host_link.bandwidth, err, len)
       || check_nonnegative("host_link.latency", dev->host_link.latency, err, len))
     return -1;
-  if (check_fraction("efficiency.gemm", e->gemm, err, len)
-      || check_nonnegative("efficiency.gemm_half_size", e->gemm_half_size, err, len)
-      || check_fraction("efficiency.hbm", e->hbm, err, len)
-      || check_fraction("efficiency.scale_up", e->scale_up, err, len)
-      || check_fraction("efficiency.scale_out", e->scale_out, err, len)
-      || check_nonnegative("efficiency.kernel_overhead", e->kernel_overhead, err, len)
-      || check_fraction("efficiency.gemm_fp8", e->gemm_fp8, err, len)
-      || (e->gemm_fp8_rowwise != 0.0  /* 0: as gemm_fp8 */
-          && check_fraction("efficiency.gemm_fp8_rowwise", e->gemm_fp8_rowwise, err, len))
-      || check_fraction("efficiency.attn_fwd", e->attn_fwd, err, len)
-      || check_fraction("efficiency.attn_bwd", e->attn_bwd, err, len)
-      || check_nonnegative("efficiency.attn_half_keys", e->attn_half_keys, err, len))
-    return -1;
+  for (i = 0; i < nf; i++) {  /* the efficiencies, by their descriptors */
+    char name[64];
+    double v = f[i].offset == offsetof(nd_efficiency, gemm_half_size)
+             ? nd_device_half_size(dev) : nd_field_get(e, &f[i]);
+    snprintf(name, sizeof name, "efficiency.%s", f[i].name);
+    if (f[i].lo_open ? check_fraction(name, v, err, len)
+                     : check_nonnegative(name, v, err, len))
+      return -1;
+  }
   if (check_nonnegative("reserve_bytes", dev->reserve_bytes, err, len)) return -1;
   if (dev->node_size < 0
       || (dev->node_size > 0 && dev->scale_up.domain_size % dev->node_size != 0
@@ -133,14 +129,14 @@ double nd_device_peak_flops (const nd_device *dev, nd_precision p) {
 }
 
 double nd_device_gemm_efficiency (const nd_device *dev, double flops) {
-  double half = dev->efficiency.gemm_half_size;
+  double half = nd_device_half_size(dev);
   if (!(flops > 0.0)) return 0.0;
   if (isinf(flops) || half <= 0.0) return dev->efficiency.gemm;
   return dev->efficiency.gemm * (flops / (flops + half));
 }
 
 double nd_device_gemm_efficiency_at (const nd_device *dev, nd_precision p, double flops) {
-  double top, half = dev->efficiency.gemm_half_size, b = dev->peak_flops[ND_PREC_BF16];
+  double top, half = nd_device_half_size(dev), b = dev->peak_flops[ND_PREC_BF16];
   if (p == ND_PREC_BF16 || p == ND_PREC_FP16) return nd_device_gemm_efficiency(dev, flops);
   if (!(flops > 0.0)) return 0.0;
   top = dev->efficiency.gemm_fp8;

@@ -17,61 +17,7 @@
 
 #include "ndplan/estimate.h"
 
-void nd_costs_init (nd_costs *c) {
-  c->weight_bytes = 2.0;        /* bf16 working weights */
-  c->grad_bytes = 4.0;          /* fp32 main gradients (Megatron) */
-  c->master_bytes = 4.0;        /* fp32 master weights */
-  c->optimizer_bytes = 8.0;     /* Adam: two fp32 moments */
-  c->activation_bytes = 2.0;    /* bf16 activations */
-  c->dropout = 0.0;             /* modern LLM recipes train without dropout */
-  c->capacity_factor = 1.0;     /* dropless, balanced routing */
-  c->dp_overlap = 1.0;          /* Megatron --overlap-grad-reduce */
-  c->tp_overlap = 0.0;          /* TP collectives exposed (no comm/GEMM overlap) */
-  c->tp_overlap_on = 0.8;       /* assumed until a stack fits it: most of it hidden */
-  c->cp_overlap = 1.0;          /* ring attention hides KV exchange behind the core */
-  c->ep_overlap = 0.0;          /* all-to-all exposed */
-  c->overlap_sm_share = 20.0 / 132.0;  /* DeepSeek-V3 report, H800 */
-  c->ep_node_dedup = 1.0;
-  c->offload_overlap = 1.0;     /* copies on their own stream, prefetched */       /* DeepEP-style dispatch (Megatron-Core's flex dispatcher) */
-  c->zero3_overlap = 1.0;       /* prefetched gathers */
-  c->zero3_flat_ring = 0.0;     /* 0: hierarchical NCCL rings over all NICs of a node */
-  c->memory_ops = 2.0;          /* element-wise kernels write then read each activation */
-  c->optimizer_traffic = 32.0;  /* read+write master, 2 moments (24) + grad (4) + weight */
-  c->fp8_cast_bytes = 4.0;      /* read bf16 (2), write fp8 (1) and its transpose (1) */
-  c->step_overhead = 0.0;       /* per-step host work beyond the model: set by a stack */
-  c->alloc_fragmentation = 0.0; /* allocator slack: set by a stack */
-  c->logits_bytes = 4.0;        /* fp32 logits at the loss */
-  c->fp8_saved_bytes = 1.0;     /* Transformer Engine saves an FP8 GEMM's input in FP8 (its
-                                   transposed copy, for the weight gradient) */
-  c->quant_cache = 1.0;         /* the recipe's quantized weight copies are kept (TE) */
-  c->pp_overlap = 0.0;          /* p2p exposed until a stack fits it */
-  c->zero3_weight_copy = 1.0;   /* ZeRO-3 shards a working copy too (Megatron, DeepSpeed) */
-}
-
-int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
-  static const struct { const char *name; size_t off; double hi; } f[] = {
-#define F(n, hi) {#n, offsetof(nd_costs, n), hi}
-    F(weight_bytes, 64), F(grad_bytes, 64), F(master_bytes, 64), F(optimizer_bytes, 64),
-    F(activation_bytes, 64), F(dropout, 1), F(capacity_factor, 64), F(dp_overlap, 1),
-    F(tp_overlap, 1), F(tp_overlap_on, 1), F(cp_overlap, 1), F(ep_overlap, 1), F(zero3_overlap, 1),
-    F(zero3_flat_ring, 1), F(overlap_sm_share, 0.99), F(ep_node_dedup, 1), F(memory_ops, 64),
-    F(optimizer_traffic, 1024), F(offload_overlap, 1), F(fp8_cast_bytes, 64),
-    F(step_overhead, 3600), F(alloc_fragmentation, 1), F(logits_bytes, 64),
-    F(fp8_saved_bytes, 64), F(quant_cache, 1), F(zero3_weight_copy, 1),
-    F(pp_overlap, 1)
-#undef F
-  };
-  size_t i;
-  for (i = 0; i < sizeof f / sizeof f[0]; i++) {
-    double v = *(const double *)(const void *)((const char *)c + f[i].off);
-    if (!(v >= 0.0 && v <= f[i].hi)) {
-      if (err && errlen) snprintf(err, errlen, "costs.%s: expected a number in [0, %g], got %g",
-                                  f[i].name, f[i].hi, v);
-      return -1;
-    }
-  }
-  return 0;
-}
+/* nd_costs_init and nd_costs_validate iterate the cost descriptors (fields.c). */
 
 static const char *const time_part_names[ND_T_COUNT] = {
   "forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
@@ -566,7 +512,7 @@ double nd_inflight (const nd_strategy *st, int s) {
       /* Megatron's warm-up: (p - s - 1)*2 + (v - 1)*p chunk forwards, plus the one in
          progress; forward j runs chunk (j mod p*v) / p, and each holds its chunk's share
          of the stage's layers (1/v when the chunks are equal) */
-      int w = (p - s - 1) * 2 + (v - 1) * p + 1, c, n = 0, full, rest;
+      int w = nd_pipeline_warmup(st, s) + 1, c, n = 0, full, rest;
       double held = 0.0;
       if (w > m * v) w = m * v;
       full = (w / (p * v)) * p;  /* forwards of each chunk in the complete rounds */

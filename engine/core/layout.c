@@ -20,17 +20,36 @@ static double stage_time (const nd_stage_estimate *se) {
   return se->fwd_s + se->bwd_s + se->recompute_s + se->comm_s;
 }
 
+/* How each layout is priced: st's recompute as given, a per-layer plan among `modes`, or a
+   Megatron form (method, n) laid over the layout's own stages. */
+typedef struct pricing {
+  const nd_model_spec *m;
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_costs *costs;
+  double budget;
+  unsigned modes;
+  int megatron, method, n;
+  nd_recompute_plan *plan;
+} pricing;
+
 /* Prices st (a copy is planned or estimated); returns 0 and fills out when it fits. */
-static int price (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                  const nd_strategy *st, const nd_costs *costs, double budget, unsigned modes,
-                  nd_strategy *priced, nd_recompute_plan *plan, nd_estimate *out,
-                  char *err, size_t errlen) {
+static int price (const pricing *pr, const nd_strategy *st, nd_strategy *priced,
+                  nd_estimate *out, char *err, size_t errlen) {
+  const nd_model_spec *m = pr->m;
+  const nd_device *dev = pr->dev;
+  const nd_job *job = pr->job;
+  const nd_costs *costs = pr->costs;
+  double budget = pr->budget;
   *priced = *st;
-  if (modes) {
+  if (pr->modes) {
     priced->per_layer = 0;
-    return nd_recompute_plan_run(m, dev, job, priced, costs, budget, modes, plan, out, err,
-                                 errlen);
+    return nd_recompute_plan_run(m, dev, job, priced, costs, budget, pr->modes, pr->plan, out,
+                                 err, errlen);
   }
+  if (pr->megatron
+      && nd_megatron_form(m, job, priced, pr->method, pr->n, err, errlen) < 0)
+    return -1;
   if (nd_estimate_run(m, dev, job, priced, costs, out, err, errlen) != 0) return -1;
   if (out->peak > budget) {
     snprintf(err, errlen, "over memory: stage %d peaks at %.2f GiB, budget %.2f GiB",
@@ -40,12 +59,39 @@ static int price (const nd_model_spec *m, const nd_device *dev, const nd_job *jo
   return 0;
 }
 
+static int balance (const pricing *pr, nd_strategy *st, nd_estimate *out, int *moves,
+                    char *err, size_t errlen);
+
 int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                        nd_strategy *st, const nd_costs *costs, double budget,
                        unsigned per_layer_modes, nd_estimate *out, int *moves,
                        char *err, size_t errlen) {
+  pricing pr;
+  int rc;
+  memset(&pr, 0, sizeof pr);
+  pr.m = m; pr.dev = dev; pr.job = job; pr.costs = costs; pr.budget = budget;
+  pr.modes = per_layer_modes;
+  pr.plan = (nd_recompute_plan *)malloc(sizeof *pr.plan);
+  if (!pr.plan) { snprintf(err, errlen, "layout: out of memory"); return -1; }
+  rc = balance(&pr, st, out, moves, err, errlen);
+  free(pr.plan);
+  return rc;
+}
+
+int nd_layout_balance_megatron (const nd_model_spec *m, const nd_device *dev,
+                                const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                                double budget, int method, int num_layers, nd_estimate *out,
+                                int *moves, char *err, size_t errlen) {
+  pricing pr;
+  memset(&pr, 0, sizeof pr);
+  pr.m = m; pr.dev = dev; pr.job = job; pr.costs = costs; pr.budget = budget;
+  pr.megatron = 1; pr.method = method; pr.n = num_layers;
+  return balance(&pr, st, out, moves, err, errlen);
+}
+
+static int balance (const pricing *pr, nd_strategy *st, nd_estimate *out, int *moves,
+                    char *err, size_t errlen) {
   nd_strategy *best = NULL, *trial = NULL, *priced = NULL, *start = NULL;
-  nd_recompute_plan *plan = NULL;
   nd_estimate *scratch = NULL;
   double best_step;
   int p, round, rc = -1;
@@ -54,15 +100,13 @@ int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_jo
   trial = (nd_strategy *)malloc(sizeof *trial);
   priced = (nd_strategy *)malloc(sizeof *priced);
   start = (nd_strategy *)malloc(sizeof *start);
-  plan = (nd_recompute_plan *)malloc(sizeof *plan);
   scratch = (nd_estimate *)malloc(sizeof *scratch);
-  if (!best || !trial || !priced || !start || !plan || !scratch) {
+  if (!best || !trial || !priced || !start || !scratch) {
     snprintf(err, errlen, "layout: out of memory");
     goto done;
   }
   /* the starting layout, resolved (an even split unless st gives one) */
-  if (price(m, dev, job, st, costs, budget, per_layer_modes, best, plan, out, err, errlen) != 0)
-    goto done;
+  if (price(pr, st, best, out, err, errlen) != 0) goto done;
   p = best->pp;
   if (best->vpp > 1 || best->schedule == ND_SCHED_DUALPIPE) {
     snprintf(err, errlen, "layout: balancing needs vpp = 1 and a schedule other than dualpipe");
@@ -85,8 +129,7 @@ int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_jo
       trial->first_layers = trial->last_layers = 0;
       trial->stage_layers[slow]--;
       trial->stage_layers[to]++;
-      if (price(m, dev, job, trial, costs, budget, per_layer_modes, priced, plan, scratch,
-                err, errlen) == 0
+      if (price(pr, trial, priced, scratch, err, errlen) == 0
           && scratch->step_time < round_best * (1.0 - 1e-12)) {
         round_best = scratch->step_time;
         *best = *priced;
@@ -102,6 +145,6 @@ int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_jo
   *st = *best;
   rc = 0;
 done:
-  free(best); free(trial); free(priced); free(start); free(plan); free(scratch);
+  free(best); free(trial); free(priced); free(start); free(scratch);
   return rc;
 }

@@ -69,6 +69,29 @@ void nd_model_init (nd_model_spec *m) {
   m->gated_mlp = 1;
 }
 
+/* Values past any real dimension: sums of them are not formed. */
+static int huge (int64_t v) { return v > INT32_MAX || v < -INT32_MAX; }
+
+int nd_model_derive (nd_model_spec *m, unsigned given, char *err, size_t errlen) {
+  if (!(given & ND_GIVEN_KV_HEADS)) m->num_kv_heads = m->num_heads;
+  if (!(given & ND_GIVEN_HEAD_DIM)) {
+    if (m->kv_lora_rank > 0)  /* absurd dims fail validation later; no overflow here */
+      m->head_dim = huge(m->qk_nope_head_dim) || huge(m->qk_rope_head_dim)
+                  ? 0 : m->qk_nope_head_dim + m->qk_rope_head_dim;
+    else if (m->num_heads > 0 && m->hidden_size % m->num_heads == 0)
+      m->head_dim = m->hidden_size / m->num_heads;
+    else {
+      if (err && errlen)
+        snprintf(err, errlen, "head_dim: required when num_heads (%lld) does not divide "
+                 "hidden_size (%lld)", (long long)m->num_heads, (long long)m->hidden_size);
+      return -1;
+    }
+  }
+  if (!(given & ND_GIVEN_POSITION_COUNT) && m->position == ND_POS_LEARNED)
+    m->position_count = m->max_position;
+  return 0;
+}
+
 int nd_model_default_stack (nd_model_spec *m) {
   int64_t n, i;
   /* each count is checked before the sum, which could otherwise overflow */

@@ -29,10 +29,31 @@ int nd_schedule_parse (const char *name, nd_schedule *out) {
 
 int nd_recompute_parse (const char *name, nd_recompute *out) {
   int i;
-  if (strcmp(name, "off") == 0) { *out = ND_RECOMPUTE_NONE; return 0; }
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++)
     if (strcmp(name, recompute_names[i]) == 0) { *out = (nd_recompute)i; return 0; }
   return -1;
+}
+
+nd_schedule nd_schedule_of (nd_schedule s, int vpp) {
+  if (vpp > 1) return ND_SCHED_INTERLEAVED;
+  return s == ND_SCHED_INTERLEAVED ? ND_SCHED_1F1B : s;
+}
+
+int nd_schedule_megatron (nd_schedule s) {
+  return s == ND_SCHED_1F1B || s == ND_SCHED_INTERLEAVED;
+}
+
+int nd_pipeline_warmup (const nd_strategy *st, int s) {
+  int p = st->pp, m = st->mb, v = st->vpp, w;
+  switch (st->schedule) {
+    case ND_SCHED_GPIPE: return m;
+    case ND_SCHED_INTERLEAVED:
+      w = (p - s - 1) * 2 + (v - 1) * p;
+      return w < m * v ? w : m * v;
+    default:
+      w = p - s - 1;
+      return w < m ? w : m;
+  }
 }
 
 void nd_strategy_init (nd_strategy *st) {
@@ -342,8 +363,7 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
     return refuse(err, errlen, "global batch: dp*mb*mbs = %lld, not %lld",
                   (long long)st->mb * per_replica, job->global_batch);
   /* schedule */
-  if (st->vpp > 1) st->schedule = ND_SCHED_INTERLEAVED;
-  else if (st->schedule == ND_SCHED_INTERLEAVED) st->schedule = ND_SCHED_1F1B;
+  st->schedule = nd_schedule_of(st->schedule, st->vpp);
   if (st->schedule == ND_SCHED_INTERLEAVED) {
     if (st->pp == 1)  /* Megatron: interleaving needs pp > 1 (with its p2p overlap) */
       return refuse(err, errlen, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);

@@ -43,13 +43,14 @@ typedef struct nd_device_link {
 } nd_device_link;
 
 /*
-** Achievable fractions of the peaks. The estimators multiply peaks by these; calibration
+** Achievable fractions of the peaks (each described once, with its default and range, in
+** ndplan/fields.h: nd_efficiency_fields). The estimators multiply peaks by these; calibration
 ** adjusts them rather than the datasheet numbers.
 */
 typedef struct nd_efficiency {
   double gemm;            /* best fraction of peak FLOP/s, reached by large GEMMs */
   double gemm_half_size;  /* GEMM FLOPs at which efficiency is gemm/2 (0: no size effect;
-                             the Lua loader defaults it to 1 us of work at bf16 peak) */
+                             ND_DERIVED, the default: 1 us of work at bf16 peak) */
   double hbm;             /* fraction of HBM bandwidth for streaming kernels */
   double scale_up;        /* bus-bandwidth fraction on the scale-up links */
   double scale_out;       /* bus-bandwidth fraction on the scale-out network */
@@ -93,9 +94,15 @@ int nd_precision_parse (const char *name, nd_precision *out);
 
 /*
 ** Zeroes the hardware numbers and sets the modelling knobs to ndplan's defaults
-** (efficiencies, latencies, reserve); see device.c for where each comes from.
+** (efficiencies from their descriptors in fields.c, latencies and reserve in device.c, each
+** with its source).
 */
 void nd_device_init (nd_device *dev);
+
+/* gemm_half_size as the curves use it: a derived default (ND_DERIVED) is the FLOPs of
+   ND_HALF_SIZE_SECONDS of work at the bf16 peak. nd_device_complete writes that value in. */
+double nd_device_half_size (const nd_device *dev);
+void nd_device_complete (nd_device *dev);
 
 /*
 ** Checks every field. Returns 0 if the device is usable; otherwise -1 and a message naming

@@ -24,4 +24,14 @@ int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_jo
                        unsigned per_layer_modes, nd_estimate *out, int *moves,
                        char *err, size_t errlen);
 
+/*
+** The same search with a Megatron-LM recompute form fixed instead (method ND_MEGATRON_*,
+** num_layers N for block): each layout tried states the form over its own stages
+** (nd_megatron_form). Used by nd_recompute_megatron_choose to give each form its layout.
+*/
+int nd_layout_balance_megatron (const nd_model_spec *m, const nd_device *dev,
+                                const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                                double budget, int method, int num_layers, nd_estimate *out,
+                                int *moves, char *err, size_t errlen);
+
 #endif

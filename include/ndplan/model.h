@@ -142,6 +142,16 @@ typedef struct nd_layer_group {
 void nd_model_init (nd_model_spec *m);
 
 /*
+** The fields that default to others, for those not in `given` (ND_GIVEN_* bits): KV heads =
+** heads; head_dim = hidden / heads (MLA: qk_nope + qk_rope); a learned position table's
+** rows = max_position. Returns 0, or -1 with "head_dim: required when ..." in err.
+*/
+#define ND_GIVEN_KV_HEADS 1u
+#define ND_GIVEN_HEAD_DIM 2u
+#define ND_GIVEN_POSITION_COUNT 4u
+int nd_model_derive (nd_model_spec *m, unsigned given, char *err, size_t errlen);
+
+/*
 ** Fills layer[] for num_layers + mtp_layers layers from the other fields: MLA when
 ** kv_lora_rank > 0 else full attention; MoE when num_experts > 0 else dense.
 ** Returns -1 (and changes nothing) when the layer count is out of range.

@@ -57,6 +57,35 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
 */
 enum { ND_MEGATRON_NONE, ND_MEGATRON_SELECTIVE, ND_MEGATRON_UNIFORM, ND_MEGATRON_BLOCK };
 
+/*
+** A Megatron form on st's own layout: ND_MEGATRON_NONE, _SELECTIVE, _UNIFORM as whole-model
+** modes; ND_MEGATRON_BLOCK full on the first n layers of each stage (each chunk with VPP) of
+** st's resolved layout. Returns the largest group's layers, or -1 with the reason when st
+** does not resolve.
+*/
+int nd_megatron_form (const nd_model_spec *m, const nd_job *job, nd_strategy *st, int method,
+                      int n, char *err, size_t errlen);
+
+/* What nd_recompute_megatron_choose chose, and the least-memory form it priced. */
+typedef struct nd_megatron_choice {
+  int method, num_layers;   /* ND_MEGATRON_*, N (1 for uniform, 0 for none and selective) */
+  int moves;                /* layers the balance moved (0 without balance) */
+  int priced;               /* estimates made on the given layout */
+  int least_method, least_num_layers;
+  double least_peak;        /* bytes: the lowest peak of any form priced */
+} nd_megatron_choice;
+
+/*
+** nd_recompute_megatron_run's choice, in the order none, selective, uniform, block (ties:
+** the first; as fast: the lighter). With balance (vpp 1, not dualpipe), every form that fits
+** the given layout is balanced on its own (nd_layout_balance_megatron) and the fastest
+** balanced one wins. Returns 0, or -1 with the reason (choice->least_* still set).
+*/
+int nd_recompute_megatron_choose (const nd_model_spec *m, const nd_device *dev,
+                                  const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                                  double budget, int balance, nd_estimate *out,
+                                  nd_megatron_choice *choice, char *err, size_t errlen);
+
 int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                                nd_strategy *st, const nd_costs *costs, double budget,
                                nd_estimate *out, int *method, int *num_layers, char *err,

@@ -61,7 +61,6 @@ enum {
 };
 #define ND_OP_BIT(op) (1u << (op))
 #define ND_OP_MASKS (1 << ND_OP_COUNT)  /* every set of switches, as a mask */
-#define ND_OP_LIST "attn_core, norms, act, mla_up, moe_dispatch or alt_mm"  /* for messages */
 
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
@@ -170,6 +169,16 @@ int nd_chunk_layers (const nd_strategy *st, int s, int c, int *first);
 */
 void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud);
+
+/* The schedule a strategy runs: interleaved with vpp > 1, else s (interleaved at vpp 1 is
+   1f1b). Whether Megatron-LM states s (1f1b and interleaved; trainers that cannot state a
+   schedule fall back to 1f1b). */
+nd_schedule nd_schedule_of (nd_schedule s, int vpp);
+int nd_schedule_megatron (nd_schedule s);
+/* Forwards (chunk forwards when interleaved) stage s of a resolved strategy runs before its
+   first backward: 1F1B and ZB min(pp - s - 1, mb); interleaved Megatron's (pp - s - 1)*2 +
+   (vpp - 1)*pp, at most mb*vpp; GPipe mb. */
+int nd_pipeline_warmup (const nd_strategy *st, int s);
 
 const char *nd_schedule_name (nd_schedule s);
 const char *nd_recompute_name (nd_recompute r);

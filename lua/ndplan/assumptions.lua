@@ -68,8 +68,7 @@ end
 
 -- The estimate arguments of a ranked row with one field moved to `value`.
 local function moved(row, info, base_device, base_costs, field, value)
-  local search = require "ndplan.search"
-  local args = search.estimate_args(row.strategy, info)
+  local args = require("ndplan.strategy").row_args(row.strategy, info)
   args.recompute = row.strategy.recompute
   if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end
   args.stack = "none"  -- the profile is already in base_device and base_costs

@@ -16,8 +16,9 @@
 --   devices, global_batch, seq_len   whole numbers
 --   step_time_s  measured seconds per optimizer step
 -- Optional (empty cell = not given, the estimator's default): tp pp dp vpp cp ep etp mbs mb
--- (whole numbers), zero (0-3), sp and flash_attention (true/false), schedule (1f1b,
--- interleaved, gpipe, zb), recompute (none, selective, full), precision (bf16, fp16, fp8),
+-- (whole numbers), zero (0-3), sp and flash_attention (true/false), schedule (the core's:
+-- 1f1b, interleaved, gpipe, zb, dualpipe), recompute (none, selective, full), precision
+-- (bf16, fp16, fp8, a recipe),
 -- label and group (text; Spearman is taken within a group).
 local core = require "ndplan.c.estimate"
 local cdev = require "ndplan.c.device"
@@ -26,16 +27,16 @@ local V = require "ndplan.validate"
 
 local M = {}
 
--- The efficiency fields ndplan can fit: default bounds in SI, the scale below which the
--- z mapping turns linear (so a lower bound of 0 is reachable), and the file unit kind.
-M.FIELDS = {
-  {name = "gemm", kind = "fraction", lo = 0.01, hi = 1, scale = 0.01},
-  {name = "gemm_half_size", kind = "flop", lo = 0, hi = 1e13, scale = 1e6},
-  {name = "hbm", kind = "fraction", lo = 0.01, hi = 1, scale = 0.01},
-  {name = "scale_up", kind = "fraction", lo = 0.01, hi = 1, scale = 0.01},
-  {name = "scale_out", kind = "fraction", lo = 0.01, hi = 1, scale = 0.01},
-  {name = "kernel_overhead", kind = "time", lo = 0, hi = 0.01, scale = 1e-7},
-}
+-- The efficiency fields ndplan can fit: the core's descriptors with fit bounds (SI), the
+-- scale below which the z mapping turns linear (so a lower bound of 0 is reachable), and
+-- the file unit kind (ndplan/fields.h).
+M.FIELDS = {}
+for _, f in ipairs(core.names().efficiency) do
+  if f.fit_hi then
+    M.FIELDS[#M.FIELDS + 1] = {name = f.name, kind = f.unit, lo = f.fit_lo, hi = f.fit_hi,
+                               scale = f.fit_scale}
+  end
+end
 local FIELD = {}
 M.FIELD_NAMES = {}  -- the fittable field names, in order
 for i, f in ipairs(M.FIELDS) do FIELD[f.name] = f; M.FIELD_NAMES[i] = f.name end
@@ -279,8 +280,8 @@ local function one_of(list)
   end
 end
 local CELL = {
-  schedule = one_of{"1f1b", "interleaved", "gpipe", "zb"},
-  recompute = one_of{"none", "selective", "full"},
+  schedule = one_of(core.names().schedules),
+  recompute = one_of(core.names().recompute),
   precision = one_of(require("ndplan.device").recipe_names()),
   count = whole(1, math.maxinteger, "a positive whole number"),
   zero = whole(0, 3, "a ZeRO stage 0, 1, 2 or 3"),

@@ -125,22 +125,14 @@ local SCHEMA = {
     bandwidth = {"rate", "host_link", "bandwidth"},
     latency = {"time", "host_link", "latency"},
   },
-  efficiency = {
-    gemm = {"fraction", "efficiency", "gemm"},
-    gemm_half_size = {"flop", "efficiency", "gemm_half_size"},
-    hbm = {"fraction", "efficiency", "hbm"},
-    scale_up = {"fraction", "efficiency", "scale_up"},
-    scale_out = {"fraction", "efficiency", "scale_out"},
-    kernel_overhead = {"time", "efficiency", "kernel_overhead"},
-    gemm_fp8 = {"fraction", "efficiency", "gemm_fp8"},
-    gemm_fp8_rowwise = {"fraction", "efficiency", "gemm_fp8_rowwise"},
-    attn_fwd = {"fraction", "efficiency", "attn_fwd"},
-    attn_bwd = {"fraction", "efficiency", "attn_bwd"},
-    attn_half_keys = {"keys", "efficiency", "attn_half_keys"},
-  },
+  efficiency = {},  -- one field per core descriptor (ndplan/fields.h), below
   reserve = {"size", "reserve_bytes"},
   node_size = {"count", "node_size"},
 }
+
+for _, f in ipairs(require("ndplan.c.estimate").names().efficiency) do
+  SCHEMA.efficiency[f.name] = {f.unit, "efficiency", f.name}  -- the unit is a KINDS entry
+end
 
 -- Needed when there is no base to inherit from.
 local REQUIRED = {"name", "peak_tflops.bf16", "hbm.capacity", "hbm.bandwidth",

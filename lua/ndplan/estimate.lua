@@ -4,7 +4,9 @@
 --               global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true,
 --               recompute = "selective", max_mem = "75GiB", costs = {dp_overlap = 0}}
 -- recompute = "megatron" takes the fastest recompute Megatron-LM can state that fits
--- max_mem (ndplan.c.estimate.megatron; result.megatron = {method, num_layers}).
+-- max_mem (ndplan.c.estimate.megatron; result.megatron = {method, num_layers, priced}; with
+-- layout = "balanced" each form on its own layout, result.megatron.layout_moves); when none
+-- fits, a third value names the least-memory form priced {method, num_layers, peak_bytes}.
 -- recompute = "per_layer" chooses every layer's mode (among recompute_modes: none,
 -- selective, full, "offload" and "variants" -- each selective layer its own set of op
 -- switches; default DEFAULT_MODES) so that each stage fits max_mem at the least recompute
@@ -19,14 +21,10 @@ local M = {}
 -- per selective layer (the search walks without variants, for speed).
 M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
 
-local STRATEGY_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "dp_replicate", "mbs", "mb",
-                       "schedule", "recompute", "layer_recompute", "offload", "precision",
-                       "flash_attention", "tp_comm_overlap", "stage_layers", "selective_ops", "layer_offload",
-                       "layer_selective_ops", "fp8_param_gather", "bf16_first_layers",
-                       "bf16_last_layers", "reshard_after_forward",
-                       "account_for_embedding_in_pipeline_split",
-                       "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers",
-                       "decoder_last_pipeline_num_layers", "pipeline_model_parallel_layout"}
+local STRATEGY_KEYS = core.names().strategy_keys  -- what the binding reads
+-- What a result's strategy carries besides its inputs: facts derived by resolve, accepted and
+-- dropped, so that result.strategy passes straight back to nd.estimate.
+local DERIVED_KEYS = {sharded_over = true, pipeline_layout = true, layout_from = true}
 local OTHER_KEYS = {model = true, strict = true, device = true, devices = true,
                     global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
@@ -131,11 +129,31 @@ function M.tp_warning(tp, kv_heads)
     .. "further)", tp, kv_heads, tp // kv_heads)
 end
 
+-- A result's strategy carries its layout flags and the stage_layers they produced: when the
+-- flags give exactly those layers (the core's layout), the flags state the layout, as they
+-- did for the result; otherwise both stay, and the binding refuses the pair.
+local function agreed_layout(strategy, model)
+  local flags, any = {pp = strategy.pp, vpp = strategy.vpp}, false
+  for _, k in ipairs({"account_for_embedding_in_pipeline_split",
+                      "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers",
+                      "decoder_last_pipeline_num_layers"}) do
+    flags[k] = strategy[k]
+    any = any or strategy[k] ~= nil
+  end
+  if not any then return end
+  local ok, lay = pcall(core.layout, flags, model.num_layers, model.mtp_layers)
+  if not (ok and lay) or #lay.stage_layers ~= #strategy.stage_layers then return end
+  for i, n in ipairs(lay.stage_layers) do
+    if strategy.stage_layers[i] ~= n then return end
+  end
+  strategy.stage_layers = nil
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
   for k in pairs(args) do
-    local known = OTHER_KEYS[k]
+    local known = OTHER_KEYS[k] or DERIVED_KEYS[k]
     for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
     if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
   end
@@ -160,6 +178,7 @@ function M.estimate(args)
       return nil, string.format("%s: %d is out of range (at most %.0f)", k, job[k], LIMIT[k])
     end
   end
+  if type(strategy.stage_layers) == "table" then agreed_layout(strategy, model) end
   if type(strategy.pipeline_model_parallel_layout) == "string" then
     -- a layout string that does not parse is a refusal (nil, message), as its counts are
     local ok, lay, why = pcall(core.layout, {pp = strategy.pp, vpp = strategy.vpp,
@@ -171,14 +190,24 @@ function M.estimate(args)
   local budget, berr = M.budget(device, args.max_mem)
   if not budget then return nil, berr end
   local result, why
+  -- "per_layer" with the layers' modes given (a result's strategy) prices them as given
+  if strategy.recompute == "per_layer" and strategy.layer_recompute then strategy.recompute = nil end
   local per_layer = strategy.recompute == "per_layer"
   local megatron = strategy.recompute == "megatron"
   if per_layer or megatron then strategy.recompute = nil end
-  if megatron and args.layout == "balanced" then
-    return nil, "recompute megatron prices the layout as given (ndplan recompute --trainer "
-                .. "megatron --layout balanced balances each form)"
+  local least  -- recompute = "megatron" that fits nothing: the least-memory form priced
+  if megatron and args.layout ~= nil and args.layout ~= "even" and args.layout ~= "balanced" then
+    error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
   end
-  if args.layout == "balanced" then
+  if megatron then
+    -- the fastest recompute Megatron-LM can state under the budget (selective, full, or
+    -- full on the first N layers of each stage); balanced: each form on its own layout
+    if args.recompute_modes ~= nil then
+      error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
+    end
+    result, why, least = core.megatron(model, device, job, strategy, budget, costs,
+                                       args.layout == "balanced")
+  elseif args.layout == "balanced" then
     -- uneven stages balancing the slowest one, each layout with its own recompute plan
     local modes = per_layer and (args.recompute_modes or M.DEFAULT_MODES) or nil
     result, why = core.balance(model, device, job, strategy, budget, costs, modes)
@@ -196,13 +225,6 @@ function M.estimate(args)
     end
   elseif args.layout ~= nil and args.layout ~= "even" then
     error("nd.estimate: layout must be \"even\" or \"balanced\", got " .. tostring(args.layout), 2)
-  elseif megatron then
-    -- the fastest recompute Megatron-LM can state under the budget (selective, full, or
-    -- full on the first N layers of each stage)
-    if args.recompute_modes ~= nil then
-      error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
-    end
-    result, why = core.megatron(model, device, job, strategy, budget, costs)
   elseif per_layer then
     -- each layer's mode chosen under the budget: least recompute time that fits
     result, why = core.plan(model, device, job, strategy, budget, costs,
@@ -213,7 +235,7 @@ function M.estimate(args)
     end
     result, why = core.run(model, device, job, strategy, costs)
   end
-  if not result then return nil, why end
+  if not result then return nil, why, least end
   result.budget_bytes = budget
   result.fits = result.peak_memory_bytes <= budget
   result.over_bytes = math.max(0, result.peak_memory_bytes - budget)

@@ -13,7 +13,8 @@ Omitted degrees are 1; dp comes from the device count. recompute: "none", "selec
 size with its unit ("60GiB", "80GB"). The result has the fields of `ndplan estimate
 --json`: step_time_s, tokens_per_s, mfu, hfu, peak_memory_bytes, heaviest_stage, fits,
 budget_bytes, stages[i] (weights, grads, optimizer, activations, buffers, reserve, peak),
-time_parts_s, strategy (resolved degrees), topology, warnings (legal but wasteful choices).
+time_parts_s, strategy (resolved; passes straight back to nd.estimate), topology, warnings
+(legal but wasteful choices).
 The REPL prints a result as `ndplan estimate` does.
 Errors: see help("errors").
   r = nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,

@@ -19,13 +19,12 @@ M.PALETTE = {
   memory = "#333333", axis = "#333333", grid = "#e5e5e5", text = "#222222", note = "#555555",
 }
 
-M.MEMORY_PARTS = {"weights", "grads", "optimizer", "activations", "buffers", "fragmentation",
-                  "reserve"}
+local NAMES = require("ndplan.c.estimate").names()
+M.MEMORY_PARTS = NAMES.memory_parts
 M.MEMORY_LABELS = {weights = "weights", grads = "gradients", optimizer = "optimizer states",
                    activations = "activations", buffers = "buffers",
                    fragmentation = "allocator slack", reserve = "runtime reserve"}
-M.TIME_PARTS = {"forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
-                "dp_comm", "optimizer", "bubble", "offload"}
+M.TIME_PARTS = NAMES.time_parts
 M.TIME_LABELS = {forward = "forward", backward = "backward", recompute = "recompute",
                  tp_comm = "TP comm", cp_comm = "CP comm", ep_comm = "EP comm",
                  pp_comm = "PP comm", dp_comm = "DP comm", optimizer = "optimizer step",

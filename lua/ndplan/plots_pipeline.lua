@@ -3,6 +3,7 @@
 -- schedule's order on each stage with its data dependencies between stages.
 local svg = require "ndplan.svg"
 local base = require "ndplan.plots_base"
+local warmup = require("ndplan.c.estimate").warmup  -- the core's rule (nd_pipeline_warmup)
 
 local M = {}
 local P = base.PALETTE
@@ -10,7 +11,7 @@ local P = base.PALETTE
 -- Per stage, the order in which it runs its passes: {kind = "F"|"B", mb, chunk} (from 0).
 local function order_1f1b(p, m, s)
   local ops = {}
-  local warm = math.min(p - s - 1, m)
+  local warm = warmup("1f1b", p, 1, m, s)
   for i = 0, warm - 1 do ops[#ops + 1] = {kind = "F", mb = i, chunk = 0} end
   for i = 0, m - warm - 1 do
     ops[#ops + 1] = {kind = "F", mb = warm + i, chunk = 0}
@@ -38,7 +39,7 @@ local function order_interleaved(p, m, s, v)
     return {kind = kind, mb = (k // (p * v)) * p + k % p, chunk = c}
   end
   local ops = {}
-  local warm = math.min((p - s - 1) * 2 + (v - 1) * p, total)
+  local warm = warmup("interleaved", p, v, m, s)
   for k = 0, warm - 1 do ops[#ops + 1] = virtual(k, "F") end
   for j = 0, total - warm - 1 do
     ops[#ops + 1] = virtual(warm + j, "F")

@@ -11,20 +11,26 @@ local policy = require "ndplan.policy"
 local M = {}
 
 -- The dimensions in table order, and the loop order of the walk (documented in search.h).
-M.DIMS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"}
+local NAMES = require("ndplan.c.estimate").names()
+M.DIMS = NAMES.dims
 M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "layout", "zero", "sp"}
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, strict = true, device = true, devices = true,
                global_batch = true, seq_len = true,
-               max_mem = true, costs = true, schedule = true, precision = true,
-               flash_attention = true, fp8_param_gather = true, bf16_first_layers = true,
-               bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
+               max_mem = true, costs = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
-               tp_comm_overlap = true, csv_all = true}
-local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
-                         per_layer = "per_layer", megatron = "megatron"}
+               csv_all = true}
+for _, k in ipairs(NAMES.space_keys) do OTHER[k] = true end  -- the space's own fields
+-- The search's recompute values: the core's names ("off" is the command line's word for
+-- none, turned into it there).
+local RECOMPUTE_ALIAS, RECOMPUTE_WORDS = {}, {}
+for _, r in ipairs(NAMES.search_recompute) do
+  RECOMPUTE_ALIAS[r] = r
+  RECOMPUTE_WORDS[#RECOMPUTE_WORDS + 1] = r
+end
+RECOMPUTE_WORDS[#RECOMPUTE_WORDS + 1] = "auto"
 
 -- one(v), or one of each element when v is a list
 local function each(v, one)
@@ -42,8 +48,8 @@ local function normalise(dim, v)
       if x == false then return "none" end
       local r = RECOMPUTE_ALIAS[x]
       if not r then
-        error(string.format("nd.search: recompute: expected off, selective, full, per_layer, megatron or auto, got %s",
-                            tostring(x)), 0)
+        error(string.format("nd.search: recompute: expected %s, got %s",
+                            require("ndplan.strategy").words(RECOMPUTE_WORDS), tostring(x)), 0)
       end
       return r
     end
@@ -117,11 +123,8 @@ function M.search(args)
   end
   local device_budget, reserve = budget, device:totable().reserve_bytes
   if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
-  local space = {schedule = args.schedule, precision = args.precision,
-                 flash_attention = args.flash_attention, fp8_param_gather = args.fp8_param_gather,
-                 tp_comm_overlap = args.tp_comm_overlap,
-                 bf16_first_layers = args.bf16_first_layers,
-                 bf16_last_layers = args.bf16_last_layers}
+  local space = {}
+  for _, k in ipairs(NAMES.space_keys) do space[k] = args[k] end
   local shown_dims = {}
   for _, d in ipairs(M.DIMS) do
     local v = args[d]
@@ -227,30 +230,10 @@ function M.search(args)
   return ranked, info
 end
 
--- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row.
--- estimate_args(strategy, info) -> the nd.estimate arguments that price a searched strategy
--- again (its degrees and micro-batching on the search's job, device, budget and costs; the
--- recompute is the caller's)
-function M.estimate_args(st, info)
-  return {model = info.model_obj, device = info.device_obj,
-    devices = info.job.devices, global_batch = info.job.global_batch, seq_len = info.job.seq_len,
-    dp = st.dp, tp = st.tp, pp = st.pp, vpp = st.vpp, cp = st.cp, ep = st.ep, etp = st.etp,
-    sp = st.sp, zero = st.zero, mbs = st.mbs, mb = st.mb,
-    schedule = info.space.schedule, precision = info.space.precision,
-    fp8_param_gather = info.space.fp8_param_gather,
-    bf16_first_layers = info.space.bf16_first_layers,
-    bf16_last_layers = info.space.bf16_last_layers,
-    flash_attention = info.space.flash_attention, tp_comm_overlap = info.space.tp_comm_overlap,
-    max_mem = info.budget_bytes,
-    costs = info.costs, stack = info.stack,
-    account_for_embedding_in_pipeline_split = st.account_for_embedding_in_pipeline_split,
-    account_for_loss_in_pipeline_split = st.account_for_loss_in_pipeline_split,
-    decoder_first_pipeline_num_layers = st.decoder_first_pipeline_num_layers,
-    decoder_last_pipeline_num_layers = st.decoder_last_pipeline_num_layers}
-end
-
+-- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row, priced
+-- again from the row (ndplan.strategy.row_args) with the row's recompute.
 function M.detail(row, info)
-  local args = M.estimate_args(row.strategy, info)
+  local args = require("ndplan.strategy").row_args(row.strategy, info)
   args.recompute = row.strategy.recompute
   -- the plan the walk priced: one set of selective switches (ndplan recompute refines it)
   if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end

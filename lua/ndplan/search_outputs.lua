@@ -48,7 +48,7 @@ function M.potentials(detailed, info)
   for _, r in ipairs(detailed) do
     if #out >= M.POTENTIAL_CONFIGS then break end
     if r.strategy.recompute == "per_layer" and not r.megatron then  -- free per-layer plans
-      local args = require("ndplan.search").estimate_args(r.strategy, info)
+      local args = require("ndplan.strategy").row_args(r.strategy, info)
       local first = plan.from_estimate(r, info.model_obj)
       local seq = plan.potentials(args, info.model_obj, first, M.POTENTIAL_STEPS)
       out[#out + 1] = {rank = r.rank, dimensions = first.dimensions, plans = seq}

@@ -56,8 +56,7 @@ function M.estimate(r, model)
       band_text, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu)
   if r.stack and r.stack.note then say("          %s", r.stack.note) end
   local parts = {}
-  for _, k in ipairs({"forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm",
-                      "pp_comm", "dp_comm", "optimizer", "bubble", "offload"}) do
+  for _, k in ipairs(require("ndplan.c.estimate").names().time_parts) do
     local v = r.time_parts_s[k]
     if v > 0 then parts[#parts + 1] = {part = k, t = v, share = 100 * v / r.step_time_s} end
   end

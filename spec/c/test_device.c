@@ -4,8 +4,7 @@
 #include <string.h>
 
 #include "ndplan/device.h"
-
-static int failures = 0;
+#include "fixtures.h"
 
 static void check (int ok, const char *what) {
   if (!ok) {
@@ -14,19 +13,9 @@ static void check (int ok, const char *what) {
   }
 }
 
-/* An H100-like device that validates. */
+/* An H100-like device that validates, with a round GEMM half size. */
 static void make_h100 (nd_device *d) {
-  nd_device_init(d);
-  strcpy(d->name, "H100");
-  d->peak_flops[ND_PREC_BF16] = 989e12;
-  d->peak_flops[ND_PREC_FP16] = 989e12;
-  d->peak_flops[ND_PREC_FP8] = 1979e12;
-  d->hbm_bytes = 80e9;
-  d->hbm_bandwidth = 3.35e12;
-  d->scale_up.domain_size = 8;
-  d->scale_up.bandwidth = 450e9;
-  d->scale_out.bandwidth = 50e9;
-  d->host_link.bandwidth = 64e9;
+  fixture_h100(d);
   d->efficiency.gemm_half_size = 1e9;
 }
 
@@ -58,7 +47,7 @@ static void no_host (nd_device *d) { d->host_link.bandwidth = 0; }
 static void big_gemm (nd_device *d) { d->efficiency.gemm = 1.5; }
 static void zero_hbm_eff (nd_device *d) { d->efficiency.hbm = 0; }
 static void nan_up_eff (nd_device *d) { d->efficiency.scale_up = NAN; }
-static void neg_half (nd_device *d) { d->efficiency.gemm_half_size = -1; }
+static void neg_half (nd_device *d) { d->efficiency.gemm_half_size = -0.5; }  /* -1: ND_DERIVED */
 static void huge_reserve (nd_device *d) { d->reserve_bytes = 90e9; }
 
 int main (void) {

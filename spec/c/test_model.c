@@ -236,7 +236,35 @@ static void test_names (void) {
         "sliding-dense name");
 }
 
+/* The derived defaults (nd_model_derive, what the Lua loader used to fill in itself). */
+static void test_derive (void) {
+  nd_model_spec m;
+  char err[256];
+  nd_model_init(&m);
+  m.hidden_size = 4096; m.num_heads = 32; m.max_position = 2048;
+  CHECK(nd_model_derive(&m, 0, err, sizeof err) == 0, "derives: %s", err);
+  CHECK(m.num_kv_heads == 32 && m.head_dim == 128, "kv heads = heads, head_dim = hidden/heads");
+  CHECK(m.position_count == 0, "RoPE has no position table");
+  nd_model_init(&m);
+  m.hidden_size = 4096; m.num_heads = 32; m.num_kv_heads = 0; m.head_dim = 64;
+  m.position = ND_POS_LEARNED; m.max_position = 2048;
+  CHECK(nd_model_derive(&m, ND_GIVEN_KV_HEADS | ND_GIVEN_HEAD_DIM, err, sizeof err) == 0
+        && m.num_kv_heads == 0 && m.head_dim == 64 && m.position_count == 2048,
+        "given fields kept; a learned table has max_position rows");
+  nd_model_init(&m);
+  m.hidden_size = 7168; m.num_heads = 128; m.kv_lora_rank = 512;
+  m.qk_nope_head_dim = 128; m.qk_rope_head_dim = 64;
+  CHECK(nd_model_derive(&m, 0, err, sizeof err) == 0 && m.head_dim == 192,
+        "MLA: head_dim = qk_nope + qk_rope");
+  nd_model_init(&m);
+  m.hidden_size = 1000; m.num_heads = 3;
+  CHECK(nd_model_derive(&m, 0, err, sizeof err) != 0
+        && strncmp(err, "head_dim: required when num_heads (3) does not divide hidden_size "
+                   "(1000)", 70) == 0, "refused, naming head_dim: %s", err);
+}
+
 int main (void) {
+  test_derive();
   test_llama();
   test_deepseek();
   test_gpt3();

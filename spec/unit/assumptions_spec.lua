@@ -49,7 +49,7 @@ describe("the assumption report", function()
         local rank = f.changes[side]
         if rank then
           local function at(row)
-            local args = search.estimate_args(row.strategy, info)
+            local args = require("ndplan.strategy").row_args(row.strategy, info)
             args.recompute = row.strategy.recompute
             if f.kind == "cost" then
               args.costs = {[f.name] = f[side]}

@@ -118,15 +118,14 @@ describe("block_plan.megatron on a small model", function()
     end)
   end
 
-  it("refuses what Megatron cannot run or lay out: a schedule without a flag, a free layout",
-     function()
+  it("refuses what Megatron cannot run: a schedule without a flag, balancing chunks", function()
     local args = merge(base, {devices = 4, pp = 4, max_mem = "1TB", recompute = "megatron"})
     local r, why = nd.estimate(merge(args, {schedule = "zb"}))
     assert.is_nil(r)
     assert.matches("Megatron has no flag for schedule zb", why)
-    r, why = nd.estimate(merge(args, {layout = "balanced"}))
+    r, why = nd.estimate(merge(args, {layout = "balanced", pp = 2, vpp = 2, devices = 2}))
     assert.is_nil(r)
-    assert.matches("prices the layout as given", why)
+    assert.matches("balancing needs vpp = 1", why)
   end)
 
   it("recomputes nothing on a roomy budget", function()
@@ -159,9 +158,94 @@ describe("block_plan.megatron on a small model", function()
   end)
 end)
 
+-- The balance block_plan.lua ran in Lua before it moved to the core (engine/core/layout.c,
+-- nd_layout_balance_megatron), kept here as the oracle: every form that fits the even
+-- layout, balanced on its own (the slowest stage gives a layer to the better neighbour while
+-- the step gets faster and every stage fits), the fastest balanced one wins.
+local function former_balanced(args, budget)
+  local m = assert(nd.model(args.model))
+  local ctx = {layers = m.num_layers, mtp = m.mtp_layers}
+  local function modes_of(shape, method, n)
+    if method == "block" then
+      local counts = {}
+      for g = 1, #export.groups(ctx, shape) do counts[g] = n end
+      return export.from_prefixes(ctx, shape, counts)
+    end
+    local per, mode = {}, method == "uniform" and "full" or method
+    for i = 1, ctx.layers + ctx.mtp do per[i] = mode end
+    return per
+  end
+  local function run(method, n, layout)
+    local a = merge(args, {max_mem = budget, stage_layers = layout,
+                           layer_recompute = modes_of({pp = #layout, vpp = 1,
+                                                       stage_layers = layout}, method, n)})
+    return nd.estimate(a)
+  end
+  local function fits(r) return r ~= nil and r.peak_memory_bytes <= budget end
+  local start = assert(nd.estimate(merge(args, {recompute = "full"}))).strategy.stage_layers
+  local forms = {{"none"}, {"selective"}, {"uniform", 1}}
+  local most = 0
+  for _, g in ipairs(export.groups(ctx, {pp = #start, vpp = 1, stage_layers = start})) do
+    most = math.max(most, g.count)
+  end
+  for n = 1, most - 1 do forms[#forms + 1] = {"block", n} end
+  local best
+  for _, f in ipairs(forms) do
+    local layout, r = start, run(f[1], f[2], start)
+    if fits(r) then
+      for _ = 1, 256 do
+        local slow, t = 1, -1
+        for s, st in ipairs(r.stages) do
+          local x = st.forward_s + st.backward_s + st.recompute_s + st.comm_s
+          if x > t then slow, t = s, x end
+        end
+        if layout[slow] <= 1 then break end
+        local round_best, moved = r.step_time_s, nil
+        for _, dir in ipairs({-1, 1}) do
+          local to = slow + dir
+          if to >= 1 and to <= #layout then
+            local trial = {table.unpack(layout)}
+            trial[slow], trial[to] = trial[slow] - 1, trial[to] + 1
+            local rr = run(f[1], f[2], trial)
+            if fits(rr) and rr.step_time_s < round_best * (1 - 1e-12) then
+              round_best, moved = rr.step_time_s, {rr, trial}
+            end
+          end
+        end
+        if not moved then break end
+        r, layout = moved[1], moved[2]
+      end
+      if not best or r.step_time_s < best.r.step_time_s * (1 - 1e-12)
+         or (r.step_time_s <= best.r.step_time_s * (1 + 1e-12)
+             and r.peak_memory_bytes < best.r.peak_memory_bytes) then
+        best = {method = f[1], n = f[2], r = r, layout = layout}
+      end
+    end
+  end
+  return best
+end
+
 describe("block_plan.megatron with a balanced layout", function()
   local args = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
                 seq_len = 8192, tp = 2, pp = 4, mbs = 2}
+
+  it("is the balance block_plan.lua ran before the core did", function()
+    for _, gib in ipairs({30, 36, 40}) do
+      local budget = gib * 2 ^ 30
+      local want = assert(former_balanced(args, budget))
+      local r, desc = assert(block_plan.megatron(merge(args, {layout = "balanced"}), budget))
+      assert.equal(want.method, desc.method, gib .. " GiB")
+      if want.method == "block" then assert.equal(want.n, desc.num_layers) end
+      assert.same(want.layout, desc.stage_layers)
+      assert.equal(want.r.step_time_s, r.step_time_s)
+      assert.equal(want.r.peak_memory_bytes, r.peak_memory_bytes)
+      -- nd.estimate{recompute = "megatron", layout = "balanced"} is the same core call
+      local e = assert(nd.estimate(merge(args, {recompute = "megatron", layout = "balanced",
+                                                max_mem = budget})))
+      assert.equal(r.step_time_s, e.step_time_s)
+      assert.same(desc.stage_layers, e.strategy.stage_layers)
+    end
+  end)
 
   it("gives each form its own layout: never slower than on the even one, and it fits", function()
     for _, gib in ipairs({30, 36, 40}) do

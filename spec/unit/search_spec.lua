@@ -179,7 +179,7 @@ describe("pinned, candidate and auto dimensions", function()
     end
     for _, mem in ipairs({"80GiB", "30GiB", "20GiB"}) do
       local plan = best("per_layer", mem)
-      for _, mode in ipairs({"off", "selective", "full"}) do
+      for _, mode in ipairs({"none", "selective", "full"}) do
         local uniform = best(mode, mem)
         if uniform then
           assert.is_truthy(plan, mem)
@@ -354,7 +354,7 @@ describe("recompute = megatron in the search", function()
         assert.is_table(d.megatron)
         assert.is_true(d.peak_memory_bytes <= info.budget_bytes)
         -- never faster than the free per-layer plan of the same strategy
-        local a = search.estimate_args(row.strategy, info)
+        local a = require("ndplan.strategy").row_args(row.strategy, info)
         a.recompute, a.recompute_modes = "per_layer", {"none", "selective", "full"}
         local free = assert(nd.estimate(a))
         assert.is_true(free.step_time_s <= d.step_time_s * (1 + 1e-9))

@@ -148,7 +148,7 @@ end)
 
 describe("the search's memory band", function()
   local args = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
-                seq_len = 8192, tp = {1, 2}, pp = 1, cp = 1, recompute = {"off", "full"},
+                seq_len = 8192, tp = {1, 2}, pp = 1, cp = 1, recompute = {"none", "full"},
                 max_mem = "60GiB", top = 50}
   local function with(band)
     local a = {memory_band = band}

@@ -50,13 +50,10 @@ end
 local MODE_RANK = {none = 0, selective = 1, full = 2}
 M.MODE_RANK = MODE_RANK
 
--- The engine's even layout (engine/core/strategy.c): body layers over pp stages, the
--- remainder to stages 1.., MTP layers on the last stage.
+-- The engine's even layout of body and MTP layers over pp stages (the core's rule,
+-- ndplan.c.estimate.layout: the remainder to stages 1.., MTP layers on the last stage).
 function M.even_layout(body, mtp, pp)
-  local out, base, extra = {}, body // pp, body % pp
-  for s = 1, pp do out[s] = base + ((s - 1 >= 1 and s - 1 <= extra) and 1 or 0) end
-  out[pp] = out[pp] + mtp
-  return out
+  return assert(require("ndplan.c.estimate").layout({pp = pp}, body, mtp)).stages
 end
 
 local DEFAULTS = {dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, sp = false,

@@ -1,9 +1,20 @@
--- The model, device, job and strategy options every pricing command shares (estimate,
--- export, recompute), and their translation into nd.estimate arguments.
+-- One strategy shape, from the command line to nd.estimate arguments and back from results
+-- and search rows: the model, device, job and strategy options every pricing command shares
+-- (estimate, export, recompute), their translation into nd.estimate arguments (args), and
+-- the arguments that price a strategy table again (estimate_args). Every name list is the
+-- core's (ndplan.c.estimate.names()).
 local cli = require "ndplan.cli"
 local nd = require "ndplan"
 
 local M = {}
+
+M.NAMES = require("ndplan.c.estimate").names()
+
+-- words(list [, last]) -> "a, b, c or d"
+function M.words(list, last)
+  if #list <= 1 then return list[1] or "" end
+  return table.concat(list, ", ", 1, #list - 1) .. " " .. (last or "or") .. " " .. list[#list]
+end
 
 M.OPTIONS = {
   {name = "model", short = "m", arg = "NAME|PATH", help = "model name or config (required without --from-megatron)"},
@@ -23,10 +34,10 @@ M.OPTIONS = {
   {name = "zero", arg = "0-3", help = "what DP shards: 1 optimizer, 2 +grads, 3 +params"},
   {name = "mbs", arg = "N", help = "micro-batch size"},
   {name = "mb", arg = "N", help = "micro-batches per step (default: from the batch)"},
-  {name = "schedule", arg = "NAME", help = "1f1b, interleaved, gpipe, zb or dualpipe"},
+  {name = "schedule", arg = "NAME", help = M.words(M.NAMES.schedules)},
   {name = "recompute", arg = "MODE", help = "none, selective, full, per_layer (chosen to fit -M), megatron (the fastest Megatron can state that fits -M) or a per-layer spec"},
   {name = "recompute-modes", arg = "LIST", help = "modes per_layer may use (default none,selective,full,variants: variants lets each selective layer take its own op switches; add offload to offload layers to host)"},
-  {name = "selective-ops", arg = "LIST", help = "what selective repeats: attn_core,norms,act,mla_up,moe_dispatch,alt_mm (default attn_core)"},
+  {name = "selective-ops", arg = "LIST", help = "what selective repeats: " .. table.concat(M.NAMES.ops, ",") .. " (default attn_core)"},
   {name = "layout", arg = "even|balanced", help = "pipeline layout: even split, or balanced within -M"},
   {name = "offload", arg = "SHARE", help = "share (0-1) of waiting activations kept in host memory"},
   {name = "precision", arg = "P", help = "bf16, fp16, fp8 (Megatron's default recipe, fp8:delayed), fp8:RECIPE or nvfp4 (ndplan devices --recipes lists them)"},
@@ -69,16 +80,20 @@ function M.options(own)
   return out
 end
 
--- A comma list of recompute mode names.
-local function mode_list(flag, text)
+-- one_of(flag, value, allowed [, last]) -> value (nil stays nil), or stops with a usage
+-- error naming the flag and the allowed names
+local function one_of(flag, value, allowed, last)
+  if value == nil then return nil end
+  for _, a in ipairs(allowed) do if a == value then return value end end
+  cli.fail(string.format("--%s: expected %s, got '%s'", flag,
+                         last and M.words(allowed, last) or table.concat(allowed, ", "), value),
+           cli.EXIT_USAGE)
+end
+
+-- A comma list of names from `allowed` (the core's), each checked.
+local function name_list(flag, text, allowed)
   local out = {}
-  for m in text:gmatch("[^,]+") do
-    if m ~= "none" and m ~= "selective" and m ~= "full" and m ~= "offload" and m ~= "variants" then
-      cli.fail(string.format("--%s: expected none, selective, full, offload or variants, got '%s'",
-                             flag, m), cli.EXIT_USAGE)
-    end
-    out[#out + 1] = m
-  end
+  for m in text:gmatch("[^,]+") do out[#out + 1] = one_of(flag, m, allowed, "or") end
   return out
 end
 
@@ -111,13 +126,7 @@ function M.args(spec, argv, opts)
     io.stderr:write("ndplan: warning: ", model.name, ": ", w, "\n")
   end
   local device = cli.check(nd.device(opts["device-type"]))
-  local function one_of(flag, value, allowed)
-    if value == nil then return nil end
-    for _, a in ipairs(allowed) do if a == value then return value end end
-    cli.fail(string.format("--%s: expected %s, got '%s'", flag, table.concat(allowed, ", "), value),
-             cli.EXIT_USAGE)
-  end
-  one_of("schedule", opts.schedule, {"1f1b", "interleaved", "gpipe", "zb", "dualpipe"})
+  one_of("schedule", opts.schedule, M.NAMES.schedules)
   M.check_precision("precision", opts.precision)
   one_of("reshard-after-forward", opts["reshard-after-forward"], {"on", "off"})
   local args = {
@@ -135,9 +144,11 @@ function M.args(spec, argv, opts)
     bf16_last_layers = int("num-layers-at-end-in-bf16"),
   }
   local r = opts.recompute or spec.default_recompute  -- ndplan recompute: per_layer
-  if r == "none" or r == "off" or r == "selective" or r == "full" or r == "per_layer"
-     or r == "megatron" then
-    args.recompute = r == "off" and "none" or r
+  if r == "off" then r = "none" end  -- the CLI's word for none
+  local whole = false
+  for _, name in ipairs(M.NAMES.search_recompute) do whole = whole or name == r end
+  if whole then
+    args.recompute = r
   elseif r then  -- a per-layer spec, e.g. 0-9:full,10-79:selective
     local layers = model.num_layers + model.mtp_layers
     local per = {}
@@ -151,21 +162,11 @@ function M.args(spec, argv, opts)
     if args.recompute ~= "per_layer" then
       cli.fail("--recompute-modes needs --recompute per_layer", cli.EXIT_USAGE)
     end
-    args.recompute_modes = mode_list("recompute-modes", opts["recompute-modes"])
+    args.recompute_modes = name_list("recompute-modes", opts["recompute-modes"],
+                                     M.NAMES.plan_modes)
   end
   if opts["selective-ops"] then
-    local ops = {}
-    for op in opts["selective-ops"]:gmatch("[^,]+") do
-      if op ~= "attn_core" and op ~= "norms" and op ~= "act" and op ~= "mla_up"
-         and op ~= "moe_dispatch" and op ~= "alt_mm" then
-        cli.fail("--selective-ops: expected attn_core, norms, act, mla_up, moe_dispatch or "
-                 .. "alt_mm, got '"
-                 .. op .. "'",
-                 cli.EXIT_USAGE)
-      end
-      ops[#ops + 1] = op
-    end
-    args.selective_ops = ops
+    args.selective_ops = name_list("selective-ops", opts["selective-ops"], M.NAMES.ops)
   end
   if opts["stage-layers"] then
     local list = {}
@@ -198,6 +199,37 @@ function M.args(spec, argv, opts)
   local _, serr = require("ndplan.stack").load(args.stack)
   if serr then cli.fail("--stack: " .. serr, cli.EXIT_USAGE) end
   return args, model
+end
+
+-- estimate_args(st, ctx) -> the nd.estimate arguments that price strategy table st (the
+-- shape nd.estimate reads: every field of the core's strategy_keys present in st, copied)
+-- on ctx's model, device, job ({devices, global_batch, seq_len}), max_mem, costs and stack.
+function M.estimate_args(st, ctx)
+  local copy = require("ndplan.export").copy  -- a deep copy: the caller's tables stay its own
+  local job = ctx.job or {}
+  local args = {model = ctx.model, device = ctx.device, devices = job.devices,
+                global_batch = job.global_batch, seq_len = job.seq_len, max_mem = ctx.max_mem,
+                costs = ctx.costs, stack = ctx.stack}
+  for _, k in ipairs(M.NAMES.strategy_keys) do args[k] = copy(st[k]) end
+  return args
+end
+
+-- What a search row's strategy carries back: its degrees, micro-batching and layout flags;
+-- the schedule, the recipe and the other space fields are the search's (info.space), as the
+-- walk priced them; the recompute is the caller's.
+M.ROW_KEYS = {"dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mbs", "mb",
+              "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+              "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}
+
+-- row_args(st, info) -> the nd.estimate arguments that price a searched strategy again (on
+-- the search's job, device, budget, costs and stack; info is nd.search's)
+function M.row_args(st, info)
+  local merged = {}
+  for _, k in ipairs(M.NAMES.space_keys) do merged[k] = info.space[k] end
+  for _, k in ipairs(M.ROW_KEYS) do merged[k] = st[k] end
+  return M.estimate_args(merged, {model = info.model_obj, device = info.device_obj,
+                                  job = info.job, max_mem = info.budget_bytes,
+                                  costs = info.costs, stack = info.stack})
 end
 
 -- estimate(args) -> result, or stops with the refusal: exit 3 when a per-layer plan or

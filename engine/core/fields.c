@@ -1,0 +1,151 @@
+/*
+** fields.c -- the descriptor tables of the named costs and device efficiencies, their
+** defaults and validation, and the name lists of strategy and search tables.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ndplan/estimate.h"
+#include "ndplan/fields.h"
+
+#define COST(f, dflt, hi, unit, doc) \
+  {#f, offsetof(nd_costs, f), dflt, 0.0, hi, 0, unit, 0.0, 0.0, 0.0, doc}
+
+/*
+** The costs, with their defaults (sources in ndplan/estimate.h and the comments here) and
+** the range validation accepts: shares and switches in [0, 1], byte widths up to 64.
+*/
+static const nd_field cost_fields[] = {
+  COST(weight_bytes, 2.0, 64, "bytes", "bytes per working weight (bf16)"),
+  COST(grad_bytes, 4.0, 64, "bytes", "bytes per gradient element (Megatron's fp32 main grads)"),
+  COST(master_bytes, 4.0, 64, "bytes", "fp32 master weights (0 without)"),
+  COST(optimizer_bytes, 8.0, 64, "bytes", "optimizer states per parameter (Adam: two fp32 moments)"),
+  COST(activation_bytes, 2.0, 64, "bytes", "bytes per stored activation element (bf16)"),
+  COST(dropout, 0.0, 1, "share", "1: dropout masks kept (modern recipes train without)"),
+  COST(capacity_factor, 1.0, 64, "factor", "MoE tokens per expert over the balanced share (dropless)"),
+  COST(dp_overlap, 1.0, 1, "share", "DP gradient reduction hidden (Megatron --overlap-grad-reduce)"),
+  COST(tp_overlap, 0.0, 1, "share", "TP communication hidden behind GEMMs (exposed)"),
+  COST(tp_overlap_on, 0.8, 1, "share", "the same with TP comm overlap on (assumed until a stack fits it)"),
+  COST(cp_overlap, 1.0, 1, "share", "ring-attention KV exchange hidden behind the attention core"),
+  COST(ep_overlap, 0.0, 1, "share", "MoE all-to-all hidden (exposed)"),
+  COST(zero3_overlap, 1.0, 1, "share", "ZeRO-3 parameter gathers hidden (prefetched)"),
+  COST(zero3_flat_ring, 0.0, 1, "share", "1: ZeRO-3 collectives as one flat ring on one NIC share"),
+  COST(overlap_sm_share, 20.0 / 132.0, 0.99, "share", "compute units overlapped communication takes (DeepSeek-V3, H800)"),
+  COST(ep_node_dedup, 1.0, 1, "share", "1: one copy of a token per destination node (DeepEP)"),
+  COST(memory_ops, 2.0, 64, "factor", "element-wise bytes moved per stored activation byte"),
+  COST(optimizer_traffic, 32.0, 1024, "bytes", "HBM bytes per updated parameter in the optimizer step"),
+  COST(offload_overlap, 1.0, 1, "share", "compute hiding activation copies to host (own stream)"),
+  COST(fp8_cast_bytes, 4.0, 64, "bytes", "HBM bytes per element cast to FP8 (read bf16, write fp8 and transpose)"),
+  COST(step_overhead, 0.0, 3600, "seconds", "per-step host work beyond the model (set by a stack)"),
+  COST(alloc_fragmentation, 0.0, 1, "share", "allocator reserve beyond the live bytes (set by a stack)"),
+  COST(logits_bytes, 4.0, 64, "bytes", "bytes per logit element at the loss (fp32)"),
+  COST(fp8_saved_bytes, 1.0, 64, "bytes", "bytes per FP8 GEMM input kept for the backward (TE: FP8)"),
+  COST(quant_cache, 1.0, 1, "share", "the recipe's quantized weight copies kept (TE: all)"),
+  COST(zero3_weight_copy, 1.0, 1, "share", "1: ZeRO-3 shards a working weight copy beside the master (Megatron-FSDP, DeepSpeed); 0: FSDP2's fp32 shard is the parameter"),
+  COST(pp_overlap, 0.0, 1, "share", "pipeline p2p hidden where the schedule overlaps it (interleaved, DualPipe)"),
+};
+#undef COST
+
+#define EFF(f, dflt, lo, open, hi, unit, flo, fhi, fscale, doc) \
+  {#f, offsetof(nd_efficiency, f), dflt, lo, hi, open, unit, flo, fhi, fscale, doc}
+
+/*
+** The efficiencies. Defaults: scale_up 0.65, scale_out 0.9 from Calculon's NVLink and
+** InfiniBand efficiencies; gemm 0.8, hbm 0.85 assumed, typical of large BF16 GEMMs and
+** streaming kernels on A100/H100; kernel_overhead 20 us assumed (~10 kernels of ~2 us
+** launch/sync per layer per pass); the quantized and attention fractions as gemm until a
+** device file or stack profile says. Fit bounds: calibrate's (lua/ndplan/calibrate.lua).
+*/
+static const nd_field efficiency_fields[] = {
+  EFF(gemm, 0.8, 0.0, 1, 1.0, "fraction", 0.01, 1, 0.01,
+      "best fraction of peak FLOP/s, reached by large GEMMs"),
+  EFF(gemm_half_size, ND_DERIVED, 0.0, 0, INFINITY, "flop", 0, 1e13, 1e6,
+      "GEMM FLOPs at which efficiency is gemm/2 (default: 1 us of work at bf16 peak)"),
+  EFF(hbm, 0.85, 0.0, 1, 1.0, "fraction", 0.01, 1, 0.01,
+      "fraction of HBM bandwidth for streaming kernels"),
+  EFF(scale_up, 0.65, 0.0, 1, 1.0, "fraction", 0.01, 1, 0.01,
+      "bus-bandwidth fraction on the scale-up links"),
+  EFF(scale_out, 0.9, 0.0, 1, 1.0, "fraction", 0.01, 1, 0.01,
+      "bus-bandwidth fraction on the scale-out network"),
+  EFF(kernel_overhead, 20e-6, 0.0, 0, INFINITY, "time", 0, 0.01, 1e-7,
+      "launch and synchronisation seconds per layer per pass"),
+  EFF(gemm_fp8, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0,
+      "best fraction of a quantized format's peak (FP8, MXFP8, FP4)"),
+  EFF(gemm_fp8_rowwise, 0.0, 0.0, 0, 1.0, "fraction", 0, 0, 0,
+      "the same for row-wise scaled FP8 GEMMs (torchao rowwise; 0: as gemm_fp8)"),
+  EFF(attn_fwd, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0,
+      "fraction of the 16-bit peak the fused attention forward reaches"),
+  EFF(attn_bwd, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0,
+      "the same in the attention backward"),
+  EFF(attn_half_keys, 0.0, 0.0, 0, INFINITY, "keys", 0, 0, 0,
+      "keys per query at which attention efficiency is halved (0: no size effect)"),
+};
+#undef EFF
+
+const nd_field *nd_cost_fields (int *n) {
+  *n = (int)(sizeof cost_fields / sizeof cost_fields[0]);
+  return cost_fields;
+}
+
+const nd_field *nd_efficiency_fields (int *n) {
+  *n = (int)(sizeof efficiency_fields / sizeof efficiency_fields[0]);
+  return efficiency_fields;
+}
+
+const nd_field *nd_field_find (const nd_field *table, int n, const char *name) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return NULL;
+}
+
+double *nd_field_slot (void *base, const nd_field *f) {
+  return (double *)(void *)((char *)base + f->offset);
+}
+
+double nd_field_get (const void *base, const nd_field *f) {
+  return *(const double *)(const void *)((const char *)base + f->offset);
+}
+
+void nd_costs_init (nd_costs *c) {
+  int i, n;
+  const nd_field *f = nd_cost_fields(&n);
+  memset(c, 0, sizeof *c);
+  for (i = 0; i < n; i++) *nd_field_slot(c, &f[i]) = f[i].dflt;
+}
+
+int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
+  int i, n;
+  const nd_field *f = nd_cost_fields(&n);
+  for (i = 0; i < n; i++) {
+    double v = nd_field_get(c, &f[i]);
+    if (!(v >= f[i].lo && v <= f[i].hi)) {
+      if (err && errlen) snprintf(err, errlen, "costs.%s: expected a number in [0, %g], got %g",
+                                  f[i].name, f[i].hi, v);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+const char *const nd_strategy_keys[] = {
+  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "dp_replicate", "mbs",
+  "mb", "schedule", "recompute", "layer_recompute", "offload", "precision", "flash_attention",
+  "tp_comm_overlap", "stage_layers", "selective_ops", "layer_offload", "layer_selective_ops",
+  "fp8_param_gather", "bf16_first_layers", "bf16_last_layers", "reshard_after_forward",
+  "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+  "pipeline_model_parallel_layout", NULL
+};
+
+const char *const nd_space_keys[] = {
+  "schedule", "precision", "flash_attention", "fp8_param_gather", "tp_comm_overlap",
+  "bf16_first_layers", "bf16_last_layers", NULL
+};
+
+const char *const nd_memory_parts[] = {
+  "weights", "grads", "optimizer", "activations", "buffers", "fragmentation", "reserve", NULL
+};
+
+const char *const nd_plan_modes[] = {"none", "selective", "full", "offload", "variants", NULL};

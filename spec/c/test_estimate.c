@@ -1,0 +1,79 @@
+/*
+** test_estimate.c -- nd_estimate_run through the C API alone (the library a C user links):
+** the step time is the sum of its parts, the peak is the heaviest stage's, each stage's
+** peak is what the allocator reserves plus the runtime reserve, throughput is tokens over
+** step time; more recompute never raises a stage's activations; bad costs and strategies
+** are refused with a message naming them.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ndplan/estimate.h"
+#include "fixtures.h"
+
+
+
+static int run (nd_strategy *st, const nd_costs *c, nd_estimate *e, char *err) {
+  static nd_model_spec m;
+  static nd_device d;
+  nd_job job = {16, 128, 4096};
+  fixture_llama8b(&m);
+  fixture_h100(&d);
+  return nd_estimate_run(&m, &d, &job, st, c, e, err, 256);
+}
+
+static nd_estimate e, e2;
+
+int main (void) {
+  nd_costs c;
+  nd_strategy st;
+  char err[256];
+  int i, s;
+  double sum = 0.0, worst = 0.0;
+
+  nd_costs_init(&c);
+  nd_strategy_init(&st);
+  st.tp = 2; st.pp = 4;
+  CHECK(run(&st, &c, &e, err) == 0, "prices: %s", err);
+  for (i = 0; i < ND_T_COUNT; i++) {
+    CHECK(e.time_parts[i] >= 0.0, "%s non-negative", nd_time_part_name(i));
+    sum += e.time_parts[i];
+  }
+  CHECK(fabs(sum - e.step_time) <= 1e-9 * e.step_time, "parts add up: %g vs %g", sum,
+        e.step_time);
+  CHECK(e.stages == 4, "four stages");
+  for (s = 0; s < e.stages; s++) {
+    const nd_stage_estimate *se = &e.stage[s];
+    if (se->peak > worst) worst = se->peak;
+    CHECK(fabs(se->peak - (se->reserved + se->reserve)) <= 1e-6 * se->peak, "stage %d peak", s);
+    CHECK(se->reserved >= se->allocated, "stage %d reserved >= allocated", s);
+  }
+  CHECK(e.peak == worst && e.stage[e.heaviest].peak == worst, "peak is the heaviest stage's");
+  CHECK(fabs(e.tokens_per_s - 128.0 * 4096 / e.step_time) <= 1e-9 * e.tokens_per_s,
+        "tokens per second");
+  CHECK(e.mfu > 0.0 && e.mfu < 1.0 && e.hfu >= e.mfu, "MFU in (0, 1), HFU >= MFU");
+
+  /* full recompute: less activation memory on every stage, more time */
+  nd_strategy_init(&st);
+  st.tp = 2; st.pp = 4; st.recompute = ND_RECOMPUTE_FULL;
+  CHECK(run(&st, &c, &e2, err) == 0, "full recompute prices: %s", err);
+  for (s = 0; s < e.stages; s++)
+    CHECK(e2.stage[s].activations < e.stage[s].activations, "stage %d activations drop", s);
+  CHECK(e2.step_time > e.step_time && e2.time_parts[ND_T_RECOMPUTE] > 0.0,
+        "full recompute costs time");
+
+  /* refusals name what is wrong */
+  nd_strategy_init(&st);
+  c.dp_overlap = 1.5;
+  CHECK(run(&st, &c, &e, err) != 0 && strncmp(err, "costs.dp_overlap", 16) == 0,
+        "a share above 1 refused: %s", err);
+  nd_costs_init(&c);
+  nd_strategy_init(&st);
+  st.tp = 5;
+  CHECK(run(&st, &c, &e, err) != 0 && err[0] != '\0', "tp 5 refused with a reason");
+
+  if (failures) fprintf(stderr, "test_estimate: %d failure(s)\n", failures);
+  else printf("test_estimate: all passed\n");
+  return failures ? 1 : 0;
+}
