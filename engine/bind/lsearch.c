@@ -461,16 +461,21 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
 }
 
 static void read_job (lua_State *L, int t, nd_job *job) {
+  lua_Integer devices, seq_len, global_batch;
+  char err[160];
   luaL_checktype(L, t, LUA_TTABLE);
   lua_getfield(L, t, "devices");
-  job->devices = (int)luaL_checkinteger(L, -1);
+  devices = luaL_checkinteger(L, -1);
   lua_getfield(L, t, "seq_len");
-  job->seq_len = (int)luaL_checkinteger(L, -1);
+  seq_len = luaL_checkinteger(L, -1);
   lua_getfield(L, t, "global_batch");
-  job->global_batch = (long long)luaL_checkinteger(L, -1);
+  global_batch = luaL_checkinteger(L, -1);
   lua_pop(L, 3);
-  if (job->devices < 1 || job->seq_len < 1 || job->global_batch < 1)
-    luaL_error(L, "job: devices, seq_len and global_batch must be positive");
+  if (nd_job_check(devices, global_batch, seq_len, err, sizeof err) != 0)  /* before narrowing */
+    luaL_error(L, "job: %s", err);
+  job->devices = (int)devices;
+  job->seq_len = (int)seq_len;
+  job->global_batch = (long long)global_batch;
 }
 
 /* ---- rows as Lua tables ---------------------------------------------------------- */

@@ -3,14 +3,14 @@
 -- earlier result is never left half-overwritten.
 local M = {}
 
--- read(path) -> text | nil, "path: reason"
+-- The largest input read (a model config, device file, search config or Megatron script is
+-- kilobytes; the largest validation table under a megabyte): what is larger is refused.
+M.MAX_INPUT = 256 * 1024 * 1024
+
+-- read(path) -> text | nil, "path: reason". Only a regular file up to MAX_INPUT: a FIFO
+-- would block forever, /dev/zero would be read until memory runs out.
 function M.read(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text, rerr = f:read("a")
-  f:close()
-  if not text then return nil, path .. ": " .. tostring(rerr) end
-  return text
+  return require("ndplan.c.files").read(path, M.MAX_INPUT)
 end
 
 -- write_atomic(path, text) -> true | nil, message: write beside the target, then rename.

@@ -52,13 +52,11 @@ local function decode_file(path)
   return json.load_file(path)
 end
 
+-- Something there that is not a folder (a FIFO or device too: reading it then says what it is,
+-- where opening it to probe would block)
 local function is_file(path)
-  local f = io.open(path, "rb")
-  if not f then return false end
-  -- a directory opens on Linux but reading fails; an empty file reads nil with no error
-  local data, err = f:read(0)
-  f:close()
-  return data ~= nil or err == nil
+  local kind = require("ndplan.c.files").kind(path)
+  return kind ~= nil and kind ~= "directory"
 end
 
 -- A config table -> model | nil, message (messages start with the source).
