@@ -96,3 +96,110 @@ describe("inputs are regular files below a size cap (issue 17)", function()
     one_line(r)
   end)
 end)
+
+describe("a run's files in -o DIR are all or nothing (issue 17)", function()
+  local dir
+  local SEARCH = {"search", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--stack", "none",
+                  "-v", "0", "-t", "2"}
+  local function search(extra)
+    local a = {table.unpack(SEARCH)}
+    a[#a + 1] = "-o"; a[#a + 1] = dir
+    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+    return a
+  end
+  local function sh_words(a)
+    local w = {}
+    for i, x in ipairs(a) do w[i] = R.quote(x) end
+    return '"$NDPLAN" ' .. table.concat(w, " ")
+  end
+  local function put(name, text)
+    local f = assert(io.open(dir .. "/" .. name, "wb")); f:write(text); f:close()
+  end
+  before_each(function() dir = R.tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. R.quote(dir)) end)
+
+  it("a full disk mid-way leaves the earlier run's files as they were, nothing partial", function()
+    put("results.csv", "earlier\n")
+    put("search.json", "{}\n")
+    -- a 20 KiB file size limit stands in for a full disk: results.csv (130 kB) fails
+    local r = R.sh("ulimit -f 20; trap '' XFSZ; " .. sh_words(search()))
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: " .. dir:gsub("%p", "%%%0") .. "/results.csv: write failed: File too large", r.err)
+    one_line(r)
+    assert.same({"results.csv", "search.json"}, R.listing(dir))
+    assert.equal("earlier\n", R.read(dir .. "/results.csv"))
+  end)
+
+  it("a later run replaces the whole set: no file of the earlier run is left mixed in", function()
+    local r = R.run(search({"--recompute", "per_layer", "-M", "40GB", "--export", "megatron"}))
+    assert.equal(0, r.code, r.err)
+    assert.truthy(R.read(dir .. "/recompute_potentials.csv"))
+    assert.truthy(R.read(dir .. "/megatron_args.sh"))
+    assert.matches("export megatron +" .. dir:gsub("%p", "%%%0") .. "/megatron_args.sh", r.out)
+    put("notes.txt", "mine\n")  -- a file of the user's: kept
+    r = R.run(search())
+    assert.equal(0, r.code, r.err)
+    assert.is_nil(R.read(dir .. "/recompute_potentials.csv"))
+    assert.is_nil(R.read(dir .. "/megatron_args.sh"))
+    assert.equal("mine\n", R.read(dir .. "/notes.txt"))
+    for _, n in ipairs(R.listing(dir)) do assert.not_matches("%.ndplan%-stage", n) end
+    -- the manifest lists exactly this run's files
+    local listed = {}
+    for n in R.read(dir .. "/.ndplan-run"):gmatch("[^\n]+") do listed[#listed + 1] = n end
+    local present = {}
+    for _, n in ipairs(R.listing(dir)) do
+      if n ~= ".ndplan-run" and n ~= "notes.txt" then present[#present + 1] = n end
+    end
+    assert.same(present, listed)
+  end)
+
+  it("a second run into a folder being written fails at once; SIGTERM leaves it as it was", function()
+    put("results.csv", "earlier\n")
+    local policy = dir .. "/../" .. dir:match("[^/]+$") .. "-slow.lua"
+    local f = assert(io.open(policy, "wb"))
+    f:write("return {setup = function() local x = 0 for i = 1, 1e9 do x = x + i end end}\n")
+    f:close()
+    local r = R.sh(sh_words(search({"--policy", policy})) .. " >/dev/null 2>&1 & P=$!; sleep 0.5; "
+                   .. sh_words(search()) .. "; echo second=$?; ls -A " .. R.quote(dir)
+                   .. "; kill -TERM $P; wait $P; echo first=$?")
+    os.remove(policy)
+    assert.matches("another ndplan run is writing into it", r.err)
+    assert.matches("second=1", r.out)
+    assert.matches("%.ndplan%-stage%-%d+", r.out)  -- the first run's stage was there
+    assert.matches("first=143", r.out)             -- SIGTERM ended it ...
+    assert.same({"results.csv"}, R.listing(dir))   -- ... and its stage went with it
+    assert.equal("earlier\n", R.read(dir .. "/results.csv"))
+  end)
+
+  it("a file that cannot be put in place is named with the reason, before any rename", function()
+    put("results.csv", "earlier\n")
+    assert(os.execute("mkdir " .. R.quote(dir .. "/report.html")))
+    local r = R.run(search())
+    assert.equal(1, r.code)
+    assert.matches("report.html: cannot put in place: a folder has that name", r.err)
+    assert.same({"report.html", "results.csv"}, R.listing(dir))
+    assert.equal("earlier\n", R.read(dir .. "/results.csv"))
+  end)
+end)
+
+describe("the host's exit code (issue 17)", function()
+  it("an error table with exit 256 (0 to the shell) exits 1", function()
+    local r = R.run({"-e", "error({exit = 256, message = 'x'})"})
+    assert.equal(1, r.code)
+    r = R.run({"-e", "error({exit = 4, message = 'x'})"})
+    assert.equal(4, r.code)
+  end)
+end)
+
+describe("atomic writes (issue 17)", function()
+  it("a failed rename names the target and the reason, and leaves no temporary", function()
+    local dir = R.tmpdir()
+    assert(os.execute("mkdir " .. R.quote(dir .. "/x.txt")))
+    local r = R.run({"-e", "print(require('ndplan.files').write_atomic(" .. string.format("%q", dir .. "/x.txt")
+                     .. ", 'hi'))"})
+    assert.equal(0, r.code, r.err)
+    assert.equal("nil\t" .. dir .. "/x.txt: cannot put in place: Is a directory\n", r.out)
+    assert.same({"x.txt"}, R.listing(dir))
+    os.execute("rm -rf " .. R.quote(dir))
+  end)
+end)
