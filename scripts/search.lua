@@ -126,19 +126,27 @@ if opts["search-config"] then
     end
     return v
   end
+  local function count(t, key, where)  -- a whole number above 0, never rounded or replaced
+    local v = field(t, key, "number", where)
+    if v ~= nil and not (math.tointeger(v) and v >= 1 and v <= 0x7fffffff) then
+      cli.fail(string.format("%s: %s.%s: expected a whole number from 1 to 2147483647, got %s",
+                             path, where, key, tostring(v)))
+    end
+    return math.tointeger(v)
+  end
   if doc.model ~= nil then
     if type(doc.model) == "string" then args.model = doc.model
     elseif type(doc.model) == "table" then
       args.model = field(doc.model, "name", "string", "model")
-      args.seq_len = field(doc.model, "seq_length", "number", "model")
+      args.seq_len = count(doc.model, "seq_length", "model")
     else cli.fail(path .. ": model: expected a name or a mapping") end
   end
-  args.seq_len = field(doc, "seq_len", "number", "(top)") or args.seq_len
+  args.seq_len = count(doc, "seq_len", "(top)") or args.seq_len
   local cluster = doc.cluster or {}
   if type(cluster) ~= "table" then cli.fail(path .. ": cluster: expected a mapping") end
-  local nodes = field(cluster, "num_nodes", "number", "cluster")
-  local per = field(cluster, "cards_per_node", "number", "cluster") or 8
-  if nodes then args.devices = math.tointeger(nodes * per) end
+  local nodes = count(cluster, "num_nodes", "cluster")
+  local per = count(cluster, "cards_per_node", "cluster") or 8
+  if nodes then args.devices = nodes * per end
   args.device = field(cluster, "device_type", "string", "cluster")
   -- the reference's *_gb are GiB as numbers; a string is a size with its unit ("80GiB")
   local function memory(t, key, where)
@@ -153,7 +161,7 @@ if opts["search-config"] then
   local mem = memory(cluster, "device_memory_gb", "cluster")
   local constraint = doc.constraint or {}
   if type(constraint) ~= "table" then cli.fail(path .. ": constraint: expected a mapping") end
-  args.global_batch = field(constraint, "global_batch_size", "number", "constraint")
+  args.global_batch = count(constraint, "global_batch_size", "constraint")
   local limit = memory(constraint, "memory_limit_gb", "constraint") or mem
   if limit then  -- a number is the reference's (binary) GB, a string a size with its unit
     if not (limit > 0 and limit < math.huge) then
@@ -208,7 +216,7 @@ if not args.model then usage("option '--model' is required (see 'ndplan search -
 args.device = opts["device-type"] or args.device or "h100"
 args.devices = int("devices", opts.devices) or args.devices
 args.global_batch = int("global-batch-size", opts["global-batch-size"]) or args.global_batch
-args.seq_len = int("seq-len", opts["seq-len"]) or math.tointeger(args.seq_len) or 4096
+args.seq_len = int("seq-len", opts["seq-len"]) or args.seq_len or 4096
 if not args.devices then usage("option '--devices' is required (see 'ndplan search --help')") end
 if not args.global_batch then
   usage("option '--global-batch-size' is required (see 'ndplan search --help')")

@@ -168,9 +168,14 @@ function M.args(spec, argv, opts)
   end
   if opts["stage-layers"] then
     local list = {}
+    local most = model.num_layers + model.mtp_layers  -- no stage holds more than the model
     for n in opts["stage-layers"]:gmatch("[^,]+") do
-      list[#list + 1] = math.tointeger(tonumber(n))
-                        or cli.fail("--stage-layers: expected integers", cli.EXIT_USAGE)
+      local k = math.tointeger(tonumber(n))
+      if not k or k < 0 or k > most then
+        cli.fail(string.format("--stage-layers: expected layer counts from 0 to %d (the model's "
+                               .. "layers), got '%s'", most, n), cli.EXIT_USAGE)
+      end
+      list[#list + 1] = k
     end
     args.stage_layers = list
   end

@@ -203,3 +203,65 @@ describe("atomic writes (issue 17)", function()
     os.execute("rm -rf " .. R.quote(dir))
   end)
 end)
+
+describe("values are refused with the field named, never replaced (issue 17)", function()
+  local dir
+  before_each(function() dir = R.tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. R.quote(dir)) end)
+  local function write(name, text)
+    local f = assert(io.open(dir .. "/" .. name, "wb")); f:write(text); f:close()
+    return dir .. "/" .. name
+  end
+
+  it("a search config's num_nodes 1.5 (12 devices) and seq_len 4096.7, .nan, 1e400 (4096)", function()
+    local cases = {
+      {"cluster:\n  num_nodes: 1.5\n", "cluster.num_nodes: expected a whole number from 1 to 2147483647, got 1.5"},
+      {"seq_len: 4096.7\ncluster:\n  num_nodes: 1\n", "seq_len: expected a whole number from 1 to 2147483647, got 4096.7"},
+      {"seq_len: .nan\ncluster:\n  num_nodes: 1\n", "seq_len: expected a whole number .*, got nan"},
+      {"seq_len: 1e400\ncluster:\n  num_nodes: 1\n", "seq_len: expected a whole number .*, got inf"},
+      {"cluster:\n  num_nodes: 1\nconstraint:\n  global_batch_size: 8.5\n", "constraint.global_batch_size: expected a whole number"},
+    }
+    for i, c in ipairs(cases) do
+      local path = write("s" .. i .. ".yaml", "model: llama3.1-8b\n" .. c[1]
+                         .. (c[1]:find("constraint") and "" or "constraint:\n  global_batch_size: 8\n"))
+      local r = R.run({"search", "-s", path, "-v", "0", "--stack", "none"})
+      assert.equal(1, r.code, c[1] .. r.err)
+      assert.matches(path:gsub("%p", "%%%0") .. ": .*" .. c[2], r.err)
+      one_line(r)
+    end
+  end)
+
+  it("--stage-layers 4294967328 is refused as a usage error (it gave a traceback)", function()
+    local r = R.run(job("estimate", {"--pp", "2", "--stage-layers", "4294967328,0"}))
+    assert.equal(2, r.code)
+    assert.matches("%-%-stage%-layers: expected layer counts from 0 to 32 %(the model's layers%), "
+                   .. "got '4294967328'", r.err)
+    one_line(r)
+  end)
+
+  it("extra words on the command line are refused, not ignored", function()
+    for _, cmd in ipairs({"estimate", "search", "info"}) do
+      local a = cmd == "info" and {"info", "-m", "llama3.1-8b"} or job(cmd, {"-v", "0"})
+      if cmd == "estimate" then a[#a] = nil; a[#a] = nil end
+      a[#a + 1] = "extra"
+      local r = R.run(a)
+      assert.equal(2, r.code, cmd .. ": " .. r.err)
+      assert.matches("unexpected argument 'extra'", r.err)
+      one_line(r)
+    end
+    assert.equal(0, R.run({"completion", "bash"}).code)  -- the commands that take a word still do
+    assert.equal(0, R.run({"stacks", "megatron-core"}).code)
+  end)
+
+  it("calibrate does not write a device file from a fit whose MAPE is inf", function()
+    local runs = write("runs.csv", "model,devices,global_batch,seq_len,tp,pp,recompute,step_time_s\n"
+                       .. "llama3.1-8b,8,16,2048,2,1,full,1e-320\n"
+                       .. "llama3.1-8b,8,32,4096,4,1,full,9.6\n")
+    local out = dir .. "/node.yaml"
+    local r = R.run({"calibrate", "--csv", runs, "-o", out})
+    assert.equal(1, r.code)
+    assert.matches("calibrate: the fit's MAPE is inf .*not written", r.err)
+    one_line(r)
+    assert.is_nil(R.read(out))
+  end)
+end)
