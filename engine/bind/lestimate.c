@@ -854,8 +854,20 @@ static int e_layout (lua_State *L) {
   return 1;
 }
 
+/* ops() -> the names of the selective-recompute switches, in the core's order */
+static int e_ops (lua_State *L) {
+  int op;
+  lua_createtable(L, ND_OP_COUNT, 0);
+  for (op = 0; op < ND_OP_COUNT; op++) {
+    lua_pushstring(L, nd_op_name(op));
+    lua_rawseti(L, -2, op + 1);
+  }
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"ops", e_ops},
   {"layout", e_layout},
   {"plan", e_plan},
   {"megatron", e_megatron},

@@ -82,6 +82,20 @@ local function mode_list(flag, text)
   return out
 end
 
+-- check_ops(flag, names) -> names, each a switch of the core's (ndplan.c.estimate.ops), or a
+-- usage error naming the flag and the first unknown one
+local function check_ops(flag, names)
+  local known = {}
+  for _, n in ipairs(require("ndplan.c.estimate").ops()) do known[n] = true end
+  for _, op in ipairs(names) do
+    if not known[op] then
+      cli.fail(string.format("%s: unknown selective op '%s' (expected %s)", flag, op,
+                             table.concat(require("ndplan.c.estimate").ops(), ", ")), cli.EXIT_USAGE)
+    end
+  end
+  return names
+end
+
 -- args(spec, argv, opts) -> nd.estimate arguments, model. Fills options from
 -- --from-megatron first (command-line options win), then checks and converts; bad values
 -- stop with a usage error naming the flag.
@@ -141,11 +155,19 @@ function M.args(spec, argv, opts)
   elseif r then  -- a per-layer spec, e.g. 0-9:full,10-79:selective
     local layers = model.num_layers + model.mtp_layers
     local per = {}
+    local layer_ops, any_ops = {}, false
     for _, rg in ipairs(cli.check(nd.grammar.recompute(r, layers))) do
-      for i = rg.first, rg.last do per[i + 1] = rg.mode end
+      -- selective(norms,act): the range's own switches (they were dropped)
+      local own = rg.ops and check_ops("--recompute", rg.ops)
+      for i = rg.first, rg.last do per[i + 1] = rg.mode; layer_ops[i + 1] = own end
+      any_ops = any_ops or own ~= nil
     end
-    for i = 1, layers do per[i] = per[i] or "none" end
+    for i = 1, layers do
+      per[i] = per[i] or "none"
+      layer_ops[i] = layer_ops[i] or {}  -- {}: the layer takes selective_ops
+    end
     args.layer_recompute = per
+    if any_ops then args.layer_selective_ops = layer_ops end
   end
   if opts["recompute-modes"] then
     if args.recompute ~= "per_layer" then
@@ -155,16 +177,8 @@ function M.args(spec, argv, opts)
   end
   if opts["selective-ops"] then
     local ops = {}
-    for op in opts["selective-ops"]:gmatch("[^,]+") do
-      if op ~= "attn_core" and op ~= "norms" and op ~= "act" and op ~= "mla_up"
-         and op ~= "moe_dispatch" then
-        cli.fail("--selective-ops: expected attn_core, norms, act, mla_up or moe_dispatch, got '"
-                 .. op .. "'",
-                 cli.EXIT_USAGE)
-      end
-      ops[#ops + 1] = op
-    end
-    args.selective_ops = ops
+    for op in opts["selective-ops"]:gmatch("[^,]+") do ops[#ops + 1] = op end
+    args.selective_ops = check_ops("--selective-ops", ops)
   end
   if opts["stage-layers"] then
     local list = {}
