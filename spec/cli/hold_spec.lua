@@ -285,3 +285,18 @@ describe("per-layer recompute specs keep their ops (issue 17)", function()
     one_line(r)
   end)
 end)
+
+describe("bounded work (issue 17)", function()
+  it("validate --table NAME:PATTERN refuses a pattern whose match work explodes", function()
+    local pat = "vtrain_single:" .. (".-"):rep(30) .. "x$"
+    local r = R.sh('timeout 20 "$NDPLAN" validate --table ' .. R.quote(pat))
+    assert.equal(1, r.code)  -- it never finished (124 under the timeout)
+    assert.matches("group pattern '[^']+' has 30 repetitions %(%*, %+, %-, %?%); at most 3", r.err)
+    one_line(r)
+    require("ndplan")  -- the module installs the searcher of its bundled library
+    local V = require("ndplan.validate")
+    assert.equal("t", (V.table_spec("t:^[48]gpu")))          -- the README's examples still pass
+    assert.equal("t", (V.table_spec("t:^2gpu.-x")))
+    assert.is_nil((V.table_spec("t:[%]-]+x*y?z-")))           -- a ] and - inside a set are not counted
+  end)
+end)
