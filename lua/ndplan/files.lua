@@ -210,6 +210,23 @@ function M.bundled_names(dir, ext)
   return names
 end
 
+-- line_index(text) -> function(pos) -> line, column (both from 1) of byte offset pos: the
+-- newlines found once, each lookup a binary search (line_col per word of a long file
+-- rescanned it from the start: quadratic).
+function M.line_index(text)
+  local nls, n = {}, 0
+  for nl in text:gmatch("()\n") do n = n + 1; nls[n] = nl end
+  return function(pos)
+    local lo, hi = 1, n  -- the count of newlines before pos: the largest k with nls[k] < pos
+    local k = 0
+    while lo <= hi do
+      local mid = (lo + hi) // 2
+      if nls[mid] < pos then k = mid; lo = mid + 1 else hi = mid - 1 end
+    end
+    return k + 1, pos - (k > 0 and nls[k] or 0)
+  end
+end
+
 -- Line and column (both from 1) of byte offset `pos` in `text`.
 function M.line_col(text, pos)
   local line, last_nl = 1, 0

@@ -300,3 +300,63 @@ describe("bounded work (issue 17)", function()
     assert.is_nil((V.table_spec("t:[%]-]+x*y?z-")))           -- a ] and - inside a set are not counted
   end)
 end)
+
+describe("the Megatron script reader holds (issue 17)", function()
+  local dir
+  before_each(function() dir = R.tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. R.quote(dir)) end)
+  local HEAD = "#!/bin/bash\nGPT_ARGS=(\n  --num-layers 32 --hidden-size 4096 --num-attention-heads 32"
+            .. " --seq-length 4096\n  --max-position-embeddings 4096 --micro-batch-size 1"
+            .. " --global-batch-size 8 --vocab-size 32000 --swiglu\n)\n"
+  local RUN = "torchrun --nproc-per-node 8 pretrain_gpt.py ${GPT_ARGS[@]} --tensor-model-parallel-size 2\n"
+  local function script(body)
+    local path = dir .. "/train.sh"
+    local f = assert(io.open(path, "wb")); f:write(HEAD, body, RUN); f:close()
+    return path
+  end
+  local function from(path)  -- under a timeout: a regression hangs (124) instead of blocking the suite
+    return R.sh('timeout 60 "$NDPLAN" estimate --stack none --from-megatron ' .. R.quote(path))
+  end
+
+  it("reads a 20,000-line script in linear time (each word recounted its line: over 120 s)", function()
+    local lines = {}
+    for i = 1, 20000 do lines[i] = "X" .. i .. "=--foo" .. i end
+    local r = from(script(table.concat(lines, "\n") .. "\n"))
+    assert.is_true(r.code == 0 or r.code == 3, r.err)  -- priced
+    assert.matches("tp 2", r.out)
+  end)
+
+  it("caps what doubling variables and arrays expand to (41 lines reached 3 GB)", function()
+    local r = from(script("A=x\n" .. ('A="$A $A"\n'):rep(41)))
+    assert.equal(1, r.code)
+    assert.matches("train%.sh:%d+: cannot read the shell script: a word expands past 65536 bytes", r.err)
+    one_line(r)
+    r = from(script("A=(x)\n" .. ("A=(${A[@]} ${A[@]})\n"):rep(41)))
+    assert.equal(1, r.code)
+    assert.matches("train%.sh:%d+: cannot read the shell script: the script expands past 100000 words", r.err)
+    one_line(r)
+  end)
+
+  it("a statement starting with \"\" and 200 nested $(( give one line, not a traceback", function()
+    local r = from(script('"" foo\n'))
+    assert.is_true(r.code == 0 or r.code == 3, r.err)  -- priced
+    r = from(script("X=" .. ("$(("):rep(200) .. "1" .. ("))"):rep(200) .. "\n"))
+    assert.equal(1, r.code)
+    assert.matches("train%.sh: cannot read the shell script: .*nested too deep", r.err)
+    one_line(r)
+  end)
+
+  it("a layout repeat of 2,000,000,000 is refused by its expansion cap", function()
+    local r = from(script(""))
+    assert.is_true(r.code == 0 or r.code == 3, r.err)  -- priced
+    local path = dir .. "/lay.sh"
+    local f = assert(io.open(path, "wb"))
+    f:write(HEAD, "torchrun pretrain_gpt.py ${GPT_ARGS[@]} --nproc-per-node 8 "
+               .. "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 't*2000000000'\n")
+    f:close()
+    r = from(path)
+    assert.equal(1, r.code)
+    assert.matches("layout: expands to more than 65536", r.err)
+    one_line(r)
+  end)
+end)
