@@ -79,6 +79,14 @@ local function mode_list(flag, text)
     end
     out[#out + 1] = m
   end
+  local modes = 0  -- offload and variants qualify modes: a layer still needs one to take
+  for _, m in ipairs(out) do
+    if m == "none" or m == "selective" or m == "full" then modes = modes + 1 end
+  end
+  if modes == 0 then
+    cli.fail(string.format("--%s: expected at least one of none, selective, full (offload and "
+                           .. "variants only add to them), got '%s'", flag, text), cli.EXIT_USAGE)
+  end
   return out
 end
 

@@ -360,3 +360,55 @@ describe("the Megatron script reader holds (issue 17)", function()
     one_line(r)
   end)
 end)
+
+describe("small ones (issue 17)", function()
+  local dir
+  before_each(function() dir = R.tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. R.quote(dir)) end)
+  local function write(name, text)
+    local f = assert(io.open(dir .. "/" .. name, "wb")); f:write(text); f:close()
+    return dir .. "/" .. name
+  end
+
+  it("--recompute-modes offload alone, or empty, is a usage error (it gave a traceback)", function()
+    for _, modes in ipairs({"offload", ",", "variants,offload"}) do
+      local r = R.run(job("estimate", {"--recompute", "per_layer", "--recompute-modes", modes}))
+      assert.equal(2, r.code, modes .. ": " .. r.err)
+      assert.matches("%-%-recompute%-modes: expected at least one of none, selective, full", r.err)
+      one_line(r)
+    end
+  end)
+
+  it("a UTF-8 byte order mark before JSON or YAML is read past (it was rejected)", function()
+    local fields = {model_type = "llama", hidden_size = 256, num_hidden_layers = 2,
+                    num_attention_heads = 4, intermediate_size = 512, vocab_size = 1000}
+    local js = write("bom.json", "\239\187\191" .. require("cjson").encode(fields))
+    local ys = {}
+    for k, v in pairs(fields) do ys[#ys + 1] = k .. ": " .. tostring(v) end
+    local yp = write("bom.yaml", "\239\187\191" .. table.concat(ys, "\n") .. "\n")
+    for _, p in ipairs({js, yp}) do
+      local r = R.run({"info", "-m", p})
+      assert.equal(0, r.code, r.err)
+      assert.matches("2 layers, hidden 256", r.out)
+    end
+  end)
+
+  it("a device file whose base is not YAML is named, not echoed", function()
+    local notes = write("notes.txt", ("secret line\n"):rep(100))
+    local dev = write("dev.yaml", "name: x\nbase: " .. notes .. "\n")
+    local r = R.run(job("estimate", {"-A", dev}))
+    assert.equal(1, r.code)
+    assert.matches("expected a mapping of device fields, got plain text %(%d+ bytes%)", r.err)
+    assert.is_nil(r.err:find("secret", 1, true))
+    one_line(r)
+  end)
+
+  it("estimate --json and recompute --json are the same bytes from run to run", function()
+    for _, a in ipairs({job("estimate", {"--json"}),
+                        job("recompute", {"--zero", "3", "-M", "40GB", "--json"})}) do
+      local first = R.run(a)
+      assert.is_true(first.code == 0, first.err)
+      for _ = 1, 3 do assert.equal(first.out, R.run(a).out) end
+    end
+  end)
+end)
