@@ -52,7 +52,9 @@ function M.mkdir_p(dir)
 end
 
 --[[
-stage(dir) -> stage | nil, message: a run's outputs into dir, all or nothing.
+stage(dir [, {manifest = false}]) -> stage | nil, message: a run's outputs into dir, all or
+nothing. Without the manifest (export, recompute, estimate --plot: a set of a few files,
+often into the current folder) nothing of an earlier run is removed.
 The files are written into a fresh hidden folder inside dir (same file system); commit()
 renames them into dir with Ctrl-C and SIGTERM held, and removes what an earlier run listed
 in its manifest (.ndplan-run) and this one did not write, so dir holds one run's set. A
@@ -69,13 +71,14 @@ local Stage = {}
 Stage.__index = Stage
 M.MANIFEST = ".ndplan-run"
 
-function M.stage(dir)
+function M.stage(dir, opts)
   local cfiles = require "ndplan.c.files"
   local ok, err = M.mkdir_p(dir)
   if not ok then return nil, err end
   local lock, lerr = cfiles.lock(dir)
   if not lock then return nil, lerr end
-  local st = setmetatable({target = dir, lock = lock, names = {}}, Stage)
+  local st = setmetatable({target = dir, lock = lock, names = {},
+                           manifest = not (opts and opts.manifest == false)}, Stage)
   for _ = 1, 100 do
     local d = string.format("%s/.ndplan-stage-%d", dir, math.random(1, 1 << 30))
     if not cfiles.kind(d) then
@@ -153,8 +156,10 @@ function Stage:commit()
     if n ~= M.MANIFEST and not n:match("%.tmp%-%d+$") then list[#list + 1] = n end
   end
   table.sort(list)
-  local ok, err = self:write(M.MANIFEST, table.concat(list, "\n") .. "\n")
-  if not ok then drop(self); self.lock:unlock(); return nil, err end
+  if self.manifest then
+    local ok, err = self:write(M.MANIFEST, table.concat(list, "\n") .. "\n")
+    if not ok then drop(self); self.lock:unlock(); return nil, err end
+  end
   local now = {}
   for _, n in ipairs(list) do
     now[n] = true
@@ -164,10 +169,10 @@ function Stage:commit()
       return nil, self.target .. "/" .. n .. ": cannot put in place: a folder has that name"
     end
   end
-  local earlier = manifest_names(self.target)
+  local earlier = self.manifest and manifest_names(self.target) or {}
   cfiles.hold_signals(true)  -- the renames are not cut by Ctrl-C or SIGTERM
   local failed
-  list[#list + 1] = M.MANIFEST  -- last: it lists a set that is complete
+  if self.manifest then list[#list + 1] = M.MANIFEST end  -- last: it lists a complete set
   for _, n in ipairs(list) do
     local rok, rerr = os.rename(self.dir .. "/" .. n, self.target .. "/" .. n)
     if not rok then
@@ -186,7 +191,7 @@ function Stage:commit()
   cfiles.hold_signals(false)
   self.lock:unlock()
   if failed then return nil, failed end
-  list[#list] = nil
+  if self.manifest then list[#list] = nil end
   return list
 end
 

@@ -427,3 +427,23 @@ describe("Hugging Face config field errors carry line:col (issue 17)", function(
     os.remove(js); os.remove(ys)
   end)
 end)
+
+describe("recompute -o and estimate --plot are all or nothing (issue 17)", function()
+  -- export -o stages its files the same way; bad_input_spec's full disk covers it
+  it("a write failing mid-way leaves none of the run's files and the earlier ones intact", function()
+    local dir = R.tmpdir()
+    local f = assert(io.open(dir .. "/report.html", "wb")); f:write("earlier\n"); f:close()
+    local bin = R.quote(os.getenv("NDPLAN_BIN") or R.bin)
+    -- 4 KiB per file: the CSV and JSON fit, report.html and the charts do not
+    for _, cmd in ipairs({"recompute --zero 3 -M 40GB -o", "estimate --plot"}) do
+      local r = R.sh(string.format("ulimit -f 4; trap '' XFSZ; %s %s %s -m llama3.1-8b -d 8 -b 8 "
+                                   .. "--stack none", bin, cmd, R.quote(dir)))
+      assert.equal(1, r.code, cmd .. ": " .. r.err)
+      one_line(r)
+      assert.is_nil(r.err:find("ndplan-stage", 1, true), r.err)  -- the message names DIR's paths
+      assert.same({"report.html"}, R.listing(dir))  -- none of the run's files, no stage
+      assert.equal("earlier\n", R.read(dir .. "/report.html"))
+    end
+    os.execute("rm -rf " .. R.quote(dir))
+  end)
+end)
