@@ -147,6 +147,11 @@ if opts.profile then  -- a stack profile: every field at once, per device and st
                                 .. (opts["hold-out-every"] and (" --hold-out-every " .. opts["hold-out-every"]) or "")),
                   "fit set: " .. st(r.fit) .. (r.held and ("; held out: " .. st(r.held)) or "")}
   local path = opts.output or (opts.profile .. ".yaml")
+  local m = r.fit and r.fit.mape
+  if not (type(m) == "number" and m == m and m < math.huge) then  -- no profile from an infinite error
+    cli.fail(string.format("calibrate: the fit's MAPE is %s on %s: not written; check the measured "
+                           .. "step times", tostring(m), table.concat(sources, ", ")))
+  end
   cli.check(require("ndplan.files").write_atomic(path, SF.render(r.profile, header)))
   cli.check(require("ndplan.stack").load(path))
   if opts.json then
@@ -194,6 +199,14 @@ if #checks > 0 then
     parts[#parts + 1] = string.format("%s %s -> %s", ch.name, pct(ch.before.mape), pct(ch.after.mape))
   end
   held_text = "Held-out MAPE: " .. table.concat(parts, ", ") .. "."
+end
+-- a fit whose error is not a finite number (a measured time so small the ratio overflows)
+-- is no calibration: nothing is written
+local function finite(v) return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
+if not (finite(result.after.mape) and finite(result.after.max_abs)) then
+  cli.fail(string.format("calibrate: the fit's MAPE is %s (max error %s) on %s: not written; check "
+                         .. "the measured step times", tostring(result.after.mape),
+                         tostring(result.after.max_abs), table.concat(sources, ", ")))
 end
 local text = C.render(result, {base = base_in_file, name = name, sources = table.concat(sources, ", "),
                                held_out = held_text})

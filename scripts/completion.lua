@@ -4,6 +4,7 @@ local cli = require "ndplan.cli"
 local spec = {
   name = "completion",
   usage = "[bash]",
+  positional = 1,
   summary = "Print a bash completion script (make install puts it where bash-completion finds it).",
   description = "Commands are listed now; flags come from 'ndplan COMMAND --help' and model and\n"
              .. "device names from the catalog when you press Tab, so the completion follows\n"

@@ -23,9 +23,18 @@ if not opts then return end
 local args, model = scli.args(spec, argv, opts)
 local r = scli.estimate(args)
 
-if opts.plot then
-  local wrote, err = require("ndplan.report").estimate_report(opts.plot, r)
-  if not wrote then cli.fail(tostring(err)) end
+if opts.plot then  -- the charts and report.html together or not at all
+  local files = require "ndplan.files"
+  local stage, serr = files.stage(opts.plot:gsub("(.)/+$", "%1"), {manifest = false})
+  if not stage then cli.fail("output directory: " .. tostring(serr)) end
+  local wrote, err = require("ndplan.report").estimate_report(stage.dir, r)
+  if not wrote then
+    err = stage:final_text(tostring(err))
+    stage:abort()
+    cli.fail(err)
+  end
+  local committed, cerr = stage:commit()
+  if not committed then cli.fail(cerr) end
 end
 
 if opts.json then

@@ -45,14 +45,22 @@ local plan = {model = model, strategy = r.strategy, job = r.job, result = r,
               layout = args.layout}
 local dir = opts["output-dir"]:gsub("/+$", "")
 if dir == "" then dir = "/" end
-local made, merr = files.mkdir_p(dir)
-if not made then cli.fail("output directory: " .. tostring(merr)) end
+-- the trainer files are written together or not at all (a staging folder inside dir)
+local stage, serr = files.stage(dir, {manifest = false})
+if not stage then cli.fail("output directory: " .. tostring(serr)) end
 
-local outputs, werr = export.write(dir, formats, plan, function(rounded)
+local outputs, werr = export.write(stage.dir, formats, plan, function(rounded)
   rounded.device, rounded.max_mem, rounded.costs = args.device, args.max_mem, args.costs
   return nd.estimate(rounded)
 end)
-if not outputs then cli.fail(werr) end
+if not outputs then
+  werr = stage:final_text(werr)
+  stage:abort()
+  cli.fail(werr)
+end
+for _, o in ipairs(outputs) do o.path = stage:final_text(o.path) end
+local committed, cerr = stage:commit()
+if not committed then cli.fail(cerr) end
 
 local out = {}
 local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end

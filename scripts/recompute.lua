@@ -86,14 +86,21 @@ local groups = recompute.plot_groups({{dimensions = first.dimensions, score = fi
                                        plans = sequence}}, 1)
 
 if opts["output-dir"] then
-  local dir = opts["output-dir"]:gsub("/+$", "")
-  local ok, err = pcall(recompute.write_csv, potentials, dir .. "/recompute_potentials.csv")
-  if not ok then cli.fail(tostring(err)) end
-  local wrote, werr = files.write_atomic(dir .. "/recompute_plot_groups.json",
-                                         json.encode(recompute.plot_data(groups)) .. "\n")
-  if not wrote then cli.fail(tostring(werr)) end
-  local plotted, perr = require("ndplan.report").recompute_report(dir, r, recompute.plot_data(groups))
-  if not plotted then cli.fail(tostring(perr)) end
+  local dir = opts["output-dir"]:gsub("(.)/+$", "%1")
+  -- the files are put in place together or not at all (a staging folder inside dir)
+  local stage, serr = files.stage(dir, {manifest = false})
+  if not stage then cli.fail("output directory: " .. tostring(serr)) end
+  local function fail(msg) msg = stage:final_text(tostring(msg)); stage:abort(); cli.fail(msg) end
+  local ok, err = pcall(recompute.write_csv, potentials, stage.dir .. "/recompute_potentials.csv")
+  if not ok then fail(err) end
+  local wrote, werr = stage:write("recompute_plot_groups.json",
+                                  json.encode(recompute.plot_data(groups)) .. "\n")
+  if not wrote then fail(werr) end
+  local plotted, perr = require("ndplan.report").recompute_report(stage.dir, r,
+                                                                  recompute.plot_data(groups))
+  if not plotted then fail(perr) end
+  local committed, cerr = stage:commit()
+  if not committed then cli.fail(cerr) end
 end
 
 if opts.json then

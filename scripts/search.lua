@@ -131,19 +131,27 @@ if opts["search-config"] then
     end
     return v
   end
+  local function count(t, key, where)  -- a whole number above 0, never rounded or replaced
+    local v = field(t, key, "number", where)
+    if v ~= nil and not (math.tointeger(v) and v >= 1 and v <= 0x7fffffff) then
+      cli.fail(string.format("%s: %s.%s: expected a whole number from 1 to 2147483647, got %s",
+                             path, where, key, tostring(v)))
+    end
+    return math.tointeger(v)
+  end
   if doc.model ~= nil then
     if type(doc.model) == "string" then args.model = doc.model
     elseif type(doc.model) == "table" then
       args.model = field(doc.model, "name", "string", "model")
-      args.seq_len = field(doc.model, "seq_length", "number", "model")
+      args.seq_len = count(doc.model, "seq_length", "model")
     else cli.fail(path .. ": model: expected a name or a mapping") end
   end
-  args.seq_len = field(doc, "seq_len", "number", "(top)") or args.seq_len
+  args.seq_len = count(doc, "seq_len", "(top)") or args.seq_len
   local cluster = doc.cluster or {}
   if type(cluster) ~= "table" then cli.fail(path .. ": cluster: expected a mapping") end
-  local nodes = field(cluster, "num_nodes", "number", "cluster")
-  local per = field(cluster, "cards_per_node", "number", "cluster") or 8
-  if nodes then args.devices = math.tointeger(nodes * per) end
+  local nodes = count(cluster, "num_nodes", "cluster")
+  local per = count(cluster, "cards_per_node", "cluster") or 8
+  if nodes then args.devices = nodes * per end
   args.device = field(cluster, "device_type", "string", "cluster")
   -- the reference's *_gb are GiB as numbers; a string is a size with its unit ("80GiB")
   local function memory(t, key, where)
@@ -158,7 +166,7 @@ if opts["search-config"] then
   local mem = memory(cluster, "device_memory_gb", "cluster")
   local constraint = doc.constraint or {}
   if type(constraint) ~= "table" then cli.fail(path .. ": constraint: expected a mapping") end
-  args.global_batch = field(constraint, "global_batch_size", "number", "constraint")
+  args.global_batch = count(constraint, "global_batch_size", "constraint")
   local limit = memory(constraint, "memory_limit_gb", "constraint") or mem
   if limit then  -- a number is the reference's (binary) GB, a string a size with its unit
     if not (limit > 0 and limit < math.huge) then
@@ -213,7 +221,7 @@ if not args.model then usage("option '--model' is required (see 'ndplan search -
 args.device = opts["device-type"] or args.device or "h100"
 args.devices = int("devices", opts.devices) or args.devices
 args.global_batch = int("global-batch-size", opts["global-batch-size"]) or args.global_batch
-args.seq_len = int("seq-len", opts["seq-len"]) or math.tointeger(args.seq_len) or 4096
+args.seq_len = int("seq-len", opts["seq-len"]) or args.seq_len or 4096
 if not args.devices then usage("option '--devices' is required (see 'ndplan search --help')") end
 if not args.global_batch then
   usage("option '--global-batch-size' is required (see 'ndplan search --help')")
@@ -287,7 +295,7 @@ args.progress = verbosity >= 1 and core.stderr_is_terminal()
 
 -- without trailing slashes, so that the paths it prints read out/report.html, not out//report.html
 local out_dir = opts["output-dir"] and opts["output-dir"]:gsub("(.)/+$", "%1")
-local csv_tmp
+local stage  -- -o DIR: this run's files, staged and put in place together at the end
 local export_formats
 if opts.export then
   if not out_dir then usage("--export needs -o DIR") end
@@ -303,11 +311,16 @@ if opts.export then
   end
 end
 if out_dir then
-  local made, merr = files.mkdir_p(out_dir)
-  if not made then cli.fail("output directory: " .. tostring(merr)) end
-  csv_tmp = string.format("%s/results.csv.tmp-%d", out_dir, math.random(1, 1 << 30))
-  args.csv = csv_tmp
+  local serr
+  stage, serr = files.stage(out_dir)
+  if not stage then cli.fail("output directory: " .. tostring(serr)) end
+  args.csv = stage:path("results.csv")
   args.csv_all = opts["all-rows"] or nil
+end
+-- a failure after this leaves -o DIR as it was (the stage is removed on every way out)
+local function fail_out(msg, code)
+  if stage then msg = stage:final_text(msg); stage:abort() end
+  cli.fail(msg, code)
 end
 
 local model = cli.check(nd.model(args.model, {strict = opts.strict}))
@@ -322,33 +335,27 @@ if type(args.recompute) == "table" then
 elseif args.recompute == "off" then args.recompute = "none" end
 local ok, ranked, info_or_msg, info_fail = pcall(search.search, args)
 if not ok then
-  if csv_tmp then os.remove(csv_tmp) end
   -- a bad --precision or --schedule is a usage error, named as the flag
   local msg = tostring(ranked):gsub("^(precision): ", "--%1: "):gsub("^(schedule): ", "--%1: ")
   if verbosity >= 2 and require("ndplan.policy").last_traceback then
     io.stderr:write(require("ndplan.policy").last_traceback, "\n")
   end
-  cli.fail(msg, msg:match("^%-%-") and cli.EXIT_USAGE or nil)
+  fail_out(msg, msg:match("^%-%-") and cli.EXIT_USAGE or nil)
 end
 local info = ranked and info_or_msg or info_fail
 local fail_msg = not ranked and info_or_msg or nil
-if info and info.pinned_refused then cli.fail(fail_msg, cli.EXIT_USAGE) end
-if not info then
-  if csv_tmp then os.remove(csv_tmp) end
-  cli.fail(fail_msg)
-end
+if info and info.pinned_refused then fail_out(fail_msg, cli.EXIT_USAGE) end
+if not info then fail_out(fail_msg) end
 
 local function gib(b) return units.bytes(b, "binary") end
 local function write_out(name, text)
-  local okw, err = files.write_atomic(out_dir .. "/" .. name, text)
-  if not okw then cli.fail(err) end
+  local okw, err = stage:write(name, text)
+  if not okw then fail_out(err) end
 end
 
--- Files in -o DIR: results.csv was streamed by the core; it is renamed into place here.
+-- Files in -o DIR, written into the stage: results.csv was streamed there by the core.
 local doc, export_lines
 if out_dir then
-  local okr, rerr = os.rename(csv_tmp, out_dir .. "/results.csv")
-  if not okr then cli.fail(rerr) end
   doc = search.json_doc(ranked or {}, info)
   local mem = {"rank,stage,layers,inflight,weights,grads,optimizer,activations,buffers,"
                .. "fragmentation,reserve,peak"}
@@ -373,18 +380,20 @@ if out_dir then
   local potentials, plot_data = outs.potentials(doc.results, info)
   if potentials then
     local okc, cerr = pcall(require("ndplan.recompute").write_csv, potentials,
-                            out_dir .. "/recompute_potentials.csv")
-    if not okc then cli.fail(tostring(cerr)) end
+                            stage.dir .. "/recompute_potentials.csv")
+    if not okc then fail_out(tostring(cerr)) end
     write_out("recompute_plot_groups.json", json.encode(plot_data) .. "\n")
   end
-  local okr2, rep_err = require("ndplan.report").search_report(out_dir, doc.results,
-    outs.points(out_dir .. "/results.csv", doc.results, info.priced), info.budget_bytes, plot_data,
-    {priced = info.priced, fit = info.fit})
-  if not okr2 then cli.fail(tostring(rep_err)) end
+  -- the chart's candidates come from this run's own results.csv, in the stage
+  local okr2, rep_err = require("ndplan.report").search_report(stage.dir, doc.results,
+    outs.points(stage.dir .. "/results.csv", doc.results, info.priced), info.budget_bytes,
+    plot_data, {priced = info.priced, fit = info.fit})
+  if not okr2 then fail_out(tostring(rep_err)) end
   if export_formats and doc.results[1] then
-    local lines, eerr = outs.exports(out_dir, export_formats, doc.results[1], info)
-    if not lines then cli.fail(eerr) end
-    export_lines = lines
+    local lines, eerr = outs.exports(stage.dir, export_formats, doc.results[1], info)
+    if not lines then fail_out(eerr) end
+    export_lines = {}
+    for i, l in ipairs(lines) do export_lines[i] = stage:final_text(l) end
   end
 end
 
@@ -456,9 +465,13 @@ if ranked then
       if not plain then error(nerr, 2) end
       if type(text) ~= "string" then error("out.write: expected the text as a string", 2) end
       if not out_dir then return nil, "no output directory (-o)" end
-      return files.write_atomic(out_dir .. "/" .. plain, text)
+      return stage:write(plain, text)
     end,
   })
-  if not okd then cli.fail(tostring(derr)) end
+  if not okd then fail_out(tostring(derr)) end
+end
+if stage then  -- every file of the run, put in place together
+  local okc, cerr = stage:commit()
+  if not okc then cli.fail(cerr) end
 end
 if not ranked then os.exit(cli.EXIT_NO_FIT) end

@@ -6,6 +6,7 @@ local stack = require "ndplan.stack"
 local spec = {
   name = "stacks",
   usage = "[NAME|PATH] [options]",
+  positional = math.huge,
   summary = "List the stack profiles (examples/stacks/*.yaml): per device, the runs each was fitted on, MAPE and bias, per regime.",
   options = {
     {name = "json", help = "print one JSON document instead of a table"},
@@ -18,7 +19,11 @@ local names = (rest and #rest > 0) and rest or stack.names()
 
 local rows, doc = {}, {schema = "ndplan.stacks/1", stacks = {}}
 for _, name in ipairs(names) do
-  local s = cli.check(stack.load(name))
+  local s, serr = stack.load(name)
+  if not s then  -- "none" loads as no profile: nothing to list
+    cli.fail(serr or string.format("stacks: '%s' is no profile (the device file alone)", name),
+             cli.EXIT_USAGE)
+  end
   local entry = {name = s.name, description = s.description, costs = s.costs,
                  fallback = s.fallback, devices = {}}
   local devs = {}

@@ -9,6 +9,7 @@
 ** every priced row is streamed to the optional CSV file as it arrives, in walk order.
 */
 #define _POSIX_C_SOURCE 200809L  /* sigaction, clock_gettime */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stddef.h>
@@ -182,6 +183,7 @@ static void guard_hook (lua_State *L, lua_Debug *ar) {
 
 static void on_sigint (int sig) {
   if (interrupted == 1) {  /* the second Ctrl-C: the default action ends the process */
+    nd_files_cleanup();
     signal(sig, SIG_DFL);
     raise(sig);
     return;
@@ -198,6 +200,7 @@ static void on_watchdog (int sig) {
   if (guard.depth == 0) return;
   w = write(2, msg, sizeof msg - 1);
   (void)w;
+  nd_files_cleanup();
   _exit(1);
 }
 
@@ -459,16 +462,21 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
 }
 
 static void read_job (lua_State *L, int t, nd_job *job) {
+  lua_Integer devices, seq_len, global_batch;
+  char err[160];
   luaL_checktype(L, t, LUA_TTABLE);
   lua_getfield(L, t, "devices");
-  job->devices = (int)luaL_checkinteger(L, -1);
+  devices = luaL_checkinteger(L, -1);
   lua_getfield(L, t, "seq_len");
-  job->seq_len = (int)luaL_checkinteger(L, -1);
+  seq_len = luaL_checkinteger(L, -1);
   lua_getfield(L, t, "global_batch");
-  job->global_batch = (long long)luaL_checkinteger(L, -1);
+  global_batch = luaL_checkinteger(L, -1);
   lua_pop(L, 3);
-  if (job->devices < 1 || job->seq_len < 1 || job->global_batch < 1)
-    luaL_error(L, "job: devices, seq_len and global_batch must be positive");
+  if (nd_job_check(devices, global_batch, seq_len, err, sizeof err) != 0)  /* before narrowing */
+    luaL_error(L, "job: %s", err);
+  job->devices = (int)devices;
+  job->seq_len = (int)seq_len;
+  job->global_batch = (long long)global_batch;
 }
 
 /* ---- rows as Lua tables ---------------------------------------------------------- */
@@ -825,6 +833,7 @@ static int s_run (lua_State *L) {
   char err[256];
   int status, i;
   double deadline, heap;
+  const char *csv_path = NULL;
   guard_save sv;
   memset(&rs, 0, sizeof rs);
   luaL_checktype(L, 5, LUA_TTABLE);
@@ -877,7 +886,7 @@ static int s_run (lua_State *L) {
   if (lua_getfield(L, 5, "objective") == LUA_TFUNCTION) rs.objective_idx = lua_gettop(L);
   else if (!lua_isnil(L, -1)) return luaL_error(L, "objective: expected a function");
   if (lua_getfield(L, 5, "csv") == LUA_TSTRING) {
-    const char *path = lua_tostring(L, -1);
+    const char *path = csv_path = lua_tostring(L, -1);  /* kept alive by opts at 5 */
     res->csv = fopen(path, "wb");
     if (!res->csv) return luaL_error(L, "%s: cannot open for writing", path);
     fputs(csv_header, res->csv);
@@ -909,10 +918,13 @@ static int s_run (lua_State *L) {
   res->elapsed = now() - rs.t0;
   if (rs.progress) { fputs("\r\033[K", stderr); fflush(stderr); }
   if (res->csv) {
-    int bad = ferror(res->csv);
+    int bad = ferror(res->csv), e;
+    errno = 0;
     if (fclose(res->csv) != 0) bad = 1;
+    e = errno;
     res->csv = NULL;
-    if (bad && status == ND_SEARCH_OK) return luaL_error(L, "results.csv: write failed");
+    if (bad && status == ND_SEARCH_OK)  /* the path and the reason (a full disk: ENOSPC) */
+      return luaL_error(L, "%s: write failed%s%s", csv_path, e ? ": " : "", e ? strerror(e) : "");
   }
   switch (status) {
     case ND_SEARCH_OK: break;

@@ -95,6 +95,19 @@ static int refuse (char *err, size_t len, const char *fmt, ...) {
   return -1;
 }
 
+int nd_job_check (long long devices, long long global_batch, long long seq_len, char *err,
+                  size_t errlen) {
+  if (devices < 1 || devices > ND_MAX_DEVICES)
+    return refuse(err, errlen, "devices: expected 1 to %d, got %lld", ND_MAX_DEVICES, devices);
+  if (global_batch < 1 || global_batch > ND_MAX_GLOBAL_BATCH)
+    return refuse(err, errlen, "global_batch: expected 1 to %d sequences, got %lld",
+                  ND_MAX_GLOBAL_BATCH, global_batch);
+  if (seq_len < 1 || seq_len > ND_MAX_SEQ_LEN)
+    return refuse(err, errlen, "seq_len: expected 1 to %d tokens, got %lld", ND_MAX_SEQ_LEN,
+                  seq_len);
+  return 0;
+}
+
 /*
 ** The degrees against the job, every product in 64 bits and bounded by the device count
 ** (or the chunk bound) before the next factor, so none wraps. Fills nothing.
@@ -313,9 +326,8 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
     return refuse(err, errlen, "degree out of bounds: every degree must be at least 1");
   if (st->zero < 0 || st->zero > 3)
     return refuse(err, errlen, "zero: expected 0, 1, 2 or 3, got %d", st->zero);
-  if (job->devices < 1) return refuse(err, errlen, "devices: must be at least 1");
-  if (job->seq_len < 1) return refuse(err, errlen, "seq_len: must be at least 1");
-  if (job->global_batch < 1) return refuse(err, errlen, "global_batch: must be at least 1");
+  if (nd_job_check(job->devices, job->global_batch, job->seq_len, err, errlen) != 0)
+    return -1;
   if (check_degrees(st, job, err, errlen) != 0) return -1;
   if (st->dp == 0) st->dp = (int)(job->devices / ((long long)st->tp * st->cp * st->pp));
   /* model divisibility */

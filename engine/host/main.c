@@ -39,9 +39,17 @@ static void stop_hook (lua_State *L, lua_Debug *ar) {
   luaL_error(L, "interrupted!");
 }
 
+/* SIGTERM, SIGHUP and a second Ctrl-C: the temporary files go, then the signal's default
+   action ends the process (its exit status says which signal). */
+static void on_terminate (int sig) {
+  nd_files_cleanup();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 static void on_interrupt (int sig) {
   int mask = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
-  signal(sig, SIG_DFL);  /* a second Ctrl-C kills the process */
+  signal(sig, on_terminate);  /* a second Ctrl-C ends the process */
   lua_sethook(globalL, stop_hook, mask, 1);
 }
 /* }================================================================== */
@@ -112,8 +120,11 @@ static int last_exit_code = 1;  /* exit code of the last nd.fail error */
 /* Reads the exit code from an nd.fail error table (left below the message). */
 static int fail_handler (lua_State *L) {
   if (lua_istable(L, 1)) {
+    lua_Integer code;
     lua_getfield(L, 1, "exit");
-    if (lua_isinteger(L, -1)) last_exit_code = (int)lua_tointeger(L, -1);
+    code = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    /* an error is a failure: a code the shell would read as 0 (256) or as a signal's is 1 */
+    last_exit_code = code >= 1 && code <= 125 ? (int)code : 1;
     lua_pop(L, 1);
   }
   else last_exit_code = 1;
@@ -128,7 +139,7 @@ int nd_docall (lua_State *L, int narg, int nres) {
   globalL = L;
   signal(SIGINT, on_interrupt);
   status = lua_pcall(L, narg, nres, base);
-  signal(SIGINT, SIG_DFL);
+  signal(SIGINT, on_terminate);
   lua_remove(L, base);
   return status;
 }
@@ -382,7 +393,12 @@ static int pmain (lua_State *L) {
 
 int main (int argc, char **argv) {
   int status, result;
-  lua_State *L = luaL_newstate();
+  lua_State *L;
+  /* timeouts, CI cancels, a closed terminal: no temporary file left behind (a signal the
+     parent ignores, as nohup does, stays ignored) */
+  if (signal(SIGTERM, on_terminate) == SIG_IGN) signal(SIGTERM, SIG_IGN);
+  if (signal(SIGHUP, on_terminate) == SIG_IGN) signal(SIGHUP, SIG_IGN);
+  L = luaL_newstate();
   if (L == NULL) {
     message("cannot create state: not enough memory");
     return EXIT_FAILURE;

@@ -6,6 +6,7 @@
 ** how values print (an estimate as its CLI summary), Tab completion and the history file.
 */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,6 @@
 
 #define PROMPT  "> "
 #define PROMPT2 ">> "
-#define MAXINPUT 512
-
 #include <unistd.h>
 
 #if defined(NDPLAN_USE_LIBEDIT)
@@ -39,17 +38,57 @@ static int use_editor (void) {
 #endif
 }
 
-/* Reads one line into a fresh buffer the caller frees; NULL at end of input. */
+/*
+** Ctrl-C at the prompt drops the entry being typed and shows a fresh prompt, as lua.c's
+** readline build does; it does not end the session (Ctrl-D does). While a line is read,
+** SIGINT only sets this flag, without SA_RESTART, so the read returns.
+*/
+static volatile sig_atomic_t prompt_interrupted;
+static int entry_cancelled;  /* the entry's lines so far are dropped */
+
+static void on_prompt_interrupt (int sig) {
+  (void)sig;
+  prompt_interrupted = 1;
+}
+
+/* Reads one line into a fresh buffer the caller frees; NULL at end of input. A line is
+   read whole, however long (getline: fgets into 512 bytes split long piped lines). */
 static char *read_line (const char *prompt) {
-  char *b;
+  char *b = NULL;
+  size_t cap = 0;
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_handler = on_prompt_interrupt;
+  prompt_interrupted = 0;
+  sigaction(SIGINT, &sa, &old);
 #if defined(NDPLAN_USE_LIBEDIT)
-  if (use_editor()) return readline(prompt);
+  if (use_editor()) {
+    b = readline(prompt);
+    sigaction(SIGINT, &old, NULL);
+    if (b == NULL && prompt_interrupted) b = strdup("");
+    if (prompt_interrupted) { entry_cancelled = 1; fputs("\n", stdout); }
+    return b;
+  }
 #endif
   fputs(prompt, stdout);
   fflush(stdout);
-  b = (char *)malloc(MAXINPUT);
-  if (b == NULL) return NULL;
-  if (fgets(b, MAXINPUT, stdin) == NULL) { free(b); return NULL; }
+  for (;;) {
+    ssize_t n = getline(&b, &cap, stdin);
+    if (n >= 0) break;
+    if (prompt_interrupted) {  /* Ctrl-C: a fresh, empty line */
+      clearerr(stdin);
+      entry_cancelled = 1;
+      fputs("\n", stdout);
+      if (b == NULL) b = (char *)malloc(1);
+      if (b) b[0] = '\0';
+      break;
+    }
+    free(b);
+    b = NULL;
+    break;
+  }
+  sigaction(SIGINT, &old, NULL);
   return b;
 }
 
@@ -214,7 +253,7 @@ static int multiline (lua_State *L) {
     size_t len;
     const char *line = lua_tolstring(L, 1, &len);
     int status = luaL_loadbuffer(L, line, len, "=stdin");
-    if (!incomplete(L, status) || !pushline(L, 0)) {
+    if (!incomplete(L, status) || entry_cancelled || !pushline(L, 0)) {
       save_line(line);
       return status;
     }
@@ -224,13 +263,19 @@ static int multiline (lua_State *L) {
   }
 }
 
-/* Reads one complete entry and compiles it; -1 at end of input. */
+/* Reads one complete entry and compiles it; -1 at end of input. An entry cut by Ctrl-C
+   compiles as nothing. */
 static int loadline (lua_State *L) {
   int status;
   lua_settop(L, 0);
+  entry_cancelled = 0;
   if (!pushline(L, 1)) return -1;
   if ((status = addreturn(L)) != LUA_OK) status = multiline(L);
   lua_remove(L, 1);
+  if (entry_cancelled) {
+    lua_settop(L, 0);
+    status = luaL_loadbuffer(L, "", 0, "=stdin");
+  }
   return status;
 }
 

@@ -16,7 +16,8 @@ int luaopen_ndplan_units(lua_State *L);    /* lunits.c: byte/time/rate formattin
 int luaopen_ndplan_model(lua_State *L);    /* lmodel.c: model spec, layer stack, params */
 int luaopen_ndplan_device(lua_State *L);   /* ldevice.c: device records */
 int luaopen_ndplan_estimate(lua_State *L); /* lestimate.c: memory and step-time estimators */
-int luaopen_ndplan_files(lua_State *L);    /* lfiles.c: mkdir and file kinds */
+int luaopen_ndplan_files(lua_State *L);    /* lfiles.c: mkdir, kinds, reads, temporaries */
+void nd_files_cleanup(void);  /* lfiles.c: removes the registered temporaries (signal-safe) */
 int luaopen_ndplan_search(lua_State *L);   /* lsearch.c: the strategy space, priced on threads */
 
 #endif

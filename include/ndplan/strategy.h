@@ -15,6 +15,12 @@
 #define ND_MAX_STAGES 512
 #define ND_MAX_CHUNKS 512        /* pp x vpp model chunks of one layout */
 #define ND_LAYOUT_MAX_CHARS 65536  /* a layout string's expansion (Megatron's repeats) */
+/* The job's bounds (nd_job_check): far past any training run (the largest published runs
+   use ~10^5 devices, ~10^4 sequences per step, 10^7-token contexts), low enough that every
+   count derived from them (micro-batches, tokens per step) stays exact in int and double. */
+#define ND_MAX_DEVICES (1 << 24)
+#define ND_MAX_GLOBAL_BATCH (1 << 24)
+#define ND_MAX_SEQ_LEN (1 << 26)
 
 /* --account-for-embedding/loss-in-pipeline-split: each counts as one layer in the split */
 #define ND_ACCOUNT_EMBEDDING 1
@@ -120,6 +126,11 @@ typedef struct nd_job {
 } nd_job;
 
 void nd_strategy_init (nd_strategy *st);
+
+/* The job's counts, before any narrowing: each at least 1 and at most its ND_MAX_* bound.
+   Returns 0, or -1 with a one-line reason naming the field. */
+int nd_job_check (long long devices, long long global_batch, long long seq_len, char *err,
+                  size_t errlen);
 
 /*
 ** Checks a strategy against a model and job; fills in derived fields (mb from the global

@@ -60,7 +60,8 @@ end
 
 --[[
 parse(spec, args) -> opts, positional | nil (help was printed)
-spec = {name=, summary=, usage=, options = {{name="model", short="m", arg="NAME",
+spec = {name=, summary=, usage=, positional = N (words that are not options it takes;
+        default 0: any is a usage error), options = {{name="model", short="m", arg="NAME",
         help=..., default=..., required=true}, {name="json", help=...} (a flag) ...}}
 Accepts --name value, --name=value, -s value; flags take no value. Unknown options and
 missing values fail with EXIT_USAGE.
@@ -118,6 +119,11 @@ function M.parse(spec, args)
       end
     end
     i = i + 1
+  end
+  local most = spec.positional or 0  -- words that are not options: refused past the spec's count
+  if #positional > most then
+    usage_error(string.format("unexpected argument '%s'%s", positional[most + 1],
+                              most == 0 and " (every input is an option)" or ""))
   end
   for _, o in ipairs(spec.options or {}) do
     if opts[o.name] == nil then opts[o.name] = o.default end

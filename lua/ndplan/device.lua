@@ -40,8 +40,13 @@ local MAX_BASE_DEPTH = 8
 ---------------------------------------------------------------------------------------------
 -- Field kinds: value (as written) -> canonical number | nil, "expected ..."
 ---------------------------------------------------------------------------------------------
+-- A value as messages show it: a string quoted and cut at 40 bytes (a file that is not YAML,
+-- /etc/passwd given as base, is named, not echoed), control characters escaped.
 local function describe(v)
-  if type(v) == "string" then return "'" .. v .. "'" end
+  if type(v) == "string" then
+    local shown = v:sub(1, 40):gsub("%c", function(c) return string.format("\\%03d", c:byte()) end)
+    return "'" .. shown .. "'" .. (#v > 40 and string.format("... (%d bytes)", #v) or "")
+  end
   if type(v) == "table" then return "a table" end
   if v == yaml.null then return "null" end
   return tostring(v)
@@ -232,7 +237,8 @@ end
 -- Builds a device from a decoded description `t` (YAML mapping or Lua table).
 local function from_description(t, src, seen, depth)
   if type(t) ~= "table" then
-    return nil, src.name .. ": expected a mapping of device fields, got " .. describe(t)
+    return nil, src.name .. ": expected a mapping of device fields, got " .. (type(t) == "string"
+      and string.format("plain text (%d bytes)", #t) or describe(t))  -- a file's text is not echoed
   end
   local ok, err = check_keys(src, t, SCHEMA, "")
   if not ok then return nil, err end

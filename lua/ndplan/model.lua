@@ -52,13 +52,11 @@ local function decode_file(path)
   return json.load_file(path)
 end
 
+-- Something there that is not a folder (a FIFO or device too: reading it then says what it is,
+-- where opening it to probe would block)
 local function is_file(path)
-  local f = io.open(path, "rb")
-  if not f then return false end
-  -- a directory opens on Linux but reading fails; an empty file reads nil with no error
-  local data, err = f:read(0)
-  f:close()
-  return data ~= nil or err == nil
+  local kind = require("ndplan.c.files").kind(path)
+  return kind ~= nil and kind ~= "directory"
 end
 
 -- A config table -> model | nil, message (messages start with the source).
@@ -87,10 +85,27 @@ local function from_config(cfg, name, source, strict)
   return model
 end
 
+-- "PATH: field 'KEY' ..." -> "PATH:LINE:COL: field 'KEY' ...", at the key's first
+-- occurrence in the file ("KEY": in JSON, KEY: at a line's start in YAML)
+local function with_position(path, msg)
+  local key = msg:sub(#path + 1):match("^: field '([%w_]+)'")
+  if not key then return msg end
+  local text = require("ndplan.files").read(path)
+  if not text then return msg end
+  local at = text:find('"' .. key .. '"%s*:') or text:find("\n%s*" .. key .. "%s*:")
+                                              or (text:find("^%s*" .. key .. "%s*:") and 1)
+  if not at then return msg end
+  if text:sub(at, at) == "\n" then at = text:find(key, at, true) end
+  local line, col = require("ndplan.files").line_col(text, at)
+  return string.format("%s:%d:%d%s", path, line, col, msg:sub(#path + 1))
+end
+
 local function from_file(path, strict)
   local cfg, err = decode_file(path)
   if cfg == nil then return nil, err end
-  return from_config(cfg, name_from_path(path), path, strict)
+  local m, merr = from_config(cfg, name_from_path(path), path, strict)
+  if not m and type(merr) == "string" then return nil, with_position(path, merr) end
+  return m, merr
 end
 
 function M.load(x, opts)

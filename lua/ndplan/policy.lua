@@ -251,11 +251,13 @@ function M.load(x, unsafe, limits)
   if type(x) == "table" then return ready(x, "(table)") end
   if type(x) ~= "string" then return nil, "policy: expected a name, a file or a table" end
   local chunk, err, origin
-  local f = io.open(x, "rb")
-  if f then
-    f:close()
-    if unsafe then chunk, err = loadfile(x, "t")
-    else chunk, err = loadfile(x, "t", M.sandbox()) end
+  local kind = require("ndplan.c.files").kind(x)
+  if kind and kind ~= "directory" then  -- a file, read as one: a FIFO or device is refused
+    local text, rerr = require("ndplan.files").read(x)
+    if not text then return nil, "policy " .. rerr end
+    text = text:gsub("^#[^\n]*", "", 1)  -- a first line "#!..." skipped, as loadfile does
+    if unsafe then chunk, err = load(text, "@" .. x, "t")
+    else chunk, err = load(text, "@" .. x, "t", M.sandbox()) end
     origin = x
   else
     for _, pattern in ipairs(BUNDLED) do

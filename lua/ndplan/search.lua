@@ -288,56 +288,8 @@ function M.bounds_line(info)
     pp_why, b.cp, cp_why, b.ep, ep_why, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end
 
--- encode(value) -> JSON text with object keys sorted, so that a document is the same bytes
--- from run to run (Lua's table order is not); numbers keep 17 significant digits.
-local function encode(v, out)
-  local t = type(v)
-  if v == nil then out[#out + 1] = "null"
-  elseif t == "boolean" then out[#out + 1] = tostring(v)
-  elseif t == "number" then
-    if math.type(v) == "integer" then out[#out + 1] = string.format("%d", v)
-    elseif v ~= v or v == math.huge or v == -math.huge then out[#out + 1] = "null"
-    elseif v == math.floor(v) and math.abs(v) < 2^53 then out[#out + 1] = string.format("%.0f", v)
-    else out[#out + 1] = string.format("%.17g", v) end
-  elseif t == "string" then
-    out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
-      local named = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\t'] = '\\t', ['\r'] = '\\r'}
-      return named[c] or string.format("\\u%04x", c:byte())
-    end) .. '"'
-  elseif t == "table" then
-    local n = #v
-    if n > 0 or next(v) == nil then
-      out[#out + 1] = "["
-      for i = 1, n do
-        if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out)
-      end
-      out[#out + 1] = "]"
-    else
-      local keys = {}
-      for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-      table.sort(keys)
-      out[#out + 1] = "{"
-      for i, k in ipairs(keys) do
-        if i > 1 then out[#out + 1] = "," end
-        encode(k, out)
-        out[#out + 1] = ":"
-        local val = v[k]
-        if val == nil then val = v[math.tointeger(tonumber(k))] end
-        encode(val, out)
-      end
-      out[#out + 1] = "}"
-    end
-  else
-    error("search: cannot encode a " .. t .. " as JSON")
-  end
-end
-
-function M.encode_json(value)
-  local out = {}
-  encode(value, out)
-  return table.concat(out)
-end
+-- encode_json(value) -> JSON text, the same bytes from run to run (ndplan.json.encode)
+function M.encode_json(value) return require("ndplan.json").encode(value) end
 
 -- json_doc(ranked, info) -> the ndplan.search/1 document
 function M.json_doc(ranked, info)

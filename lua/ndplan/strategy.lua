@@ -97,6 +97,20 @@ local function name_list(flag, text, allowed)
   return out
 end
 
+-- check_ops(flag, names) -> names, each a switch of the core's (M.NAMES.ops), or a
+-- usage error naming the flag and the first unknown one
+local function check_ops(flag, names)
+  local known = {}
+  for _, n in ipairs(M.NAMES.ops) do known[n] = true end
+  for _, op in ipairs(names) do
+    if not known[op] then
+      cli.fail(string.format("%s: unknown selective op '%s' (expected %s)", flag, op,
+                             table.concat(M.NAMES.ops, ", ")), cli.EXIT_USAGE)
+    end
+  end
+  return names
+end
+
 -- args(spec, argv, opts) -> nd.estimate arguments, model. Fills options from
 -- --from-megatron first (command-line options win), then checks and converts; bad values
 -- stop with a usage error naming the flag.
@@ -152,11 +166,19 @@ function M.args(spec, argv, opts)
   elseif r then  -- a per-layer spec, e.g. 0-9:full,10-79:selective
     local layers = model.num_layers + model.mtp_layers
     local per = {}
+    local layer_ops, any_ops = {}, false
     for _, rg in ipairs(cli.check(nd.grammar.recompute(r, layers))) do
-      for i = rg.first, rg.last do per[i + 1] = rg.mode end
+      -- selective(norms,act): the range's own switches (they were dropped)
+      local own = rg.ops and check_ops("--recompute", rg.ops)
+      for i = rg.first, rg.last do per[i + 1] = rg.mode; layer_ops[i + 1] = own end
+      any_ops = any_ops or own ~= nil
     end
-    for i = 1, layers do per[i] = per[i] or "none" end
+    for i = 1, layers do
+      per[i] = per[i] or "none"
+      layer_ops[i] = layer_ops[i] or {}  -- {}: the layer takes selective_ops
+    end
     args.layer_recompute = per
+    if any_ops then args.layer_selective_ops = layer_ops end
   end
   if opts["recompute-modes"] then
     if args.recompute ~= "per_layer" then
@@ -164,15 +186,30 @@ function M.args(spec, argv, opts)
     end
     args.recompute_modes = name_list("recompute-modes", opts["recompute-modes"],
                                      M.NAMES.plan_modes)
+    local modes = 0  -- offload and variants qualify modes: a layer still needs one to take
+    for _, m in ipairs(args.recompute_modes) do
+      for _, r in ipairs(M.NAMES.recompute) do if m == r then modes = modes + 1 end end
+    end
+    if modes == 0 then
+      cli.fail(string.format("--recompute-modes: expected at least one of %s (offload and "
+                             .. "variants only add to them), got '%s'",
+                             table.concat(M.NAMES.recompute, ", "), opts["recompute-modes"]),
+               cli.EXIT_USAGE)
+    end
   end
   if opts["selective-ops"] then
     args.selective_ops = name_list("selective-ops", opts["selective-ops"], M.NAMES.ops)
   end
   if opts["stage-layers"] then
     local list = {}
+    local most = model.num_layers + model.mtp_layers  -- no stage holds more than the model
     for n in opts["stage-layers"]:gmatch("[^,]+") do
-      list[#list + 1] = math.tointeger(tonumber(n))
-                        or cli.fail("--stage-layers: expected integers", cli.EXIT_USAGE)
+      local k = math.tointeger(tonumber(n))
+      if not k or k < 0 or k > most then
+        cli.fail(string.format("--stage-layers: expected layer counts from 0 to %d (the model's "
+                               .. "layers), got '%s'", most, n), cli.EXIT_USAGE)
+      end
+      list[#list + 1] = k
     end
     args.stage_layers = list
   end

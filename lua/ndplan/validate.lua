@@ -271,6 +271,38 @@ end
 -- table_spec("NAME" or "NAME:PATTERN") -> name, pattern | nil, message. The pattern (a Lua
 -- pattern) keeps only the rows whose group it matches, so a table can be split into a part
 -- to calibrate on and a part to check, e.g. vtrain_single:^2gpu and vtrain_single:^[48]gpu.
+-- The repetitions (*, +, -, ?) of a Lua pattern: each a single-character class followed by
+-- one. A match backtracks over every way to share the group among them, so its work grows
+-- as the group's length to that power: ('.-'):rep(30) never finished.
+M.MAX_REPEATS = 3
+local function repeats(pattern)
+  local n, i, len = 0, 1, #pattern
+  while i <= len do
+    local c = pattern:sub(i, i)
+    local nxt = i + 1
+    if c == "%" then
+      local k = pattern:sub(i + 1, i + 1)
+      if k == "b" then nxt = i + 4          -- %bxy: no repetition after it
+      elseif k == "f" then                   -- %f[set]: a frontier, no repetition
+        nxt = (pattern:find("]", i + 4, true) or len) + 1
+      else nxt = i + 2 end
+    elseif c == "[" then                     -- a set: to its closing ] (one may come first)
+      local j = i + 1
+      if pattern:sub(j, j) == "^" then j = j + 1 end
+      if pattern:sub(j, j) == "]" then j = j + 1 end
+      while j <= len and pattern:sub(j, j) ~= "]" do j = j + (pattern:sub(j, j) == "%" and 2 or 1) end
+      nxt = j + 1
+    elseif c == "(" or c == ")" or (c == "^" and i == 1) then
+      i = nxt
+      goto continue
+    end
+    if pattern:sub(nxt, nxt):match("^[%*%+%-%?]$") then n, nxt = n + 1, nxt + 1 end
+    i = nxt
+    ::continue::
+  end
+  return n
+end
+
 function M.table_spec(spec)
   local name, pattern = tostring(spec):match("^([^:]+):(.*)$")
   name = name or tostring(spec)
@@ -279,6 +311,11 @@ function M.table_spec(spec)
     if not ok then
       return nil, string.format("table '%s': bad group pattern '%s' (%s)", name, pattern,
                                 tostring(err):gsub("^.-:%d+: ", ""))
+    end
+    local n = repeats(pattern)
+    if n > M.MAX_REPEATS then  -- the match's work is bounded: group length ^ MAX_REPEATS
+      return nil, string.format("table '%s': group pattern '%s' has %d repetitions (*, +, -, ?);"
+                                .. " at most %d", name, pattern, n, M.MAX_REPEATS)
     end
   end
   return name, pattern

@@ -20,7 +20,14 @@ function M.decode(text, name, with_marks)
   if type(text) ~= "string" then
     error("yaml.decode: expected a string, got " .. type(text), 2)
   end
-  return cyaml.decode(text, name or "(yaml)", with_marks)
+  return cyaml.decode(M.strip_bom(text), name or "(yaml)", with_marks)
+end
+
+-- strip_bom(text) -> text without a leading UTF-8 byte order mark (editors on Windows write
+-- one; YAML 1.2 and RFC 8259 parsers may ignore it, ndplan does)
+function M.strip_bom(text)
+  if text:sub(1, 3) == "\239\187\191" then return text:sub(4) end
+  return text
 end
 
 -- load_file(path [, with_marks]) -> value [, marks] | nil, message
@@ -30,7 +37,7 @@ function M.load_file(path, with_marks)
   end
   local text, err = files.read(path)
   if not text then return nil, err end
-  return cyaml.decode(text, path, with_marks)
+  return cyaml.decode(M.strip_bom(text), path, with_marks)
 end
 
 return M

@@ -116,3 +116,26 @@ describe("nd.estimate's errors", function()
     end
   end)
 end)
+
+describe("the REPL under attack (issue 17)", function()
+  local home
+  before_each(function() home = R.tmpdir() end)
+  after_each(function() os.execute("rm -rf " .. R.quote(home)) end)
+  local function env() return "HOME=" .. R.quote(home) .. " XDG_STATE_HOME= NDPLAN_HISTORY=" end
+
+  it("Ctrl-C at the prompt drops the entry and the session goes on (it ended it)", function()
+    if not needs_pty() then return end
+    local r = repl({"x = 1 +\3", "y = {", "\3", "print('alive', x, y)"}, env())
+    assert.equal(0, r.code, r.out)
+    assert.matches("alive\tnil\tnil", r.out)
+  end)
+
+  it("reads a piped line of any length whole (lines were split at 511 bytes)", function()
+    local r = R.run({"-"}, {stdin = "x = '" .. ("a"):rep(5000) .. "'\nprint(#x)\n"})
+    assert.equal(0, r.code, r.err)
+    assert.equal("5000\n", r.out)
+    r = R.run({"-i"}, {stdin = "x = '" .. ("a"):rep(5000) .. "'\nprint(#x)\n"})
+    assert.equal(0, r.code, r.err)
+    assert.matches("5000", r.out)
+  end)
+end)

@@ -158,8 +158,14 @@ end}
 ]])
     local r = search(path, "-o", out)
     refused(r, "done", "plain file name")
-    assert.equal("fine", R.read(out .. "/ok.txt"))
     assert.is_false(exists(dir .. "/escaped.txt"))
+    assert.is_nil(R.read(out .. "/ok.txt"))  -- the run failed: none of its files is put in place
+    os.remove(path)
+    path = policy([[return {done = function(ranked, out) assert(out.write("ok.txt", "fine")) end}
+]])
+    r = search(path, "-o", out)
+    assert.equal(0, r.code, r.err)
+    assert.equal("fine", R.read(out .. "/ok.txt"))
     os.execute("rm -rf " .. R.quote(dir))
     os.remove(path)
   end)

@@ -72,7 +72,11 @@ end
 -- tokens(text, name) -> array of tokens, the text they index | nil, "name:line:col: message"
 function M.tokens(text, source)
   if text:find("<<", 1, true) then text = blank_heredocs(text) end
-  local toks, stop = script:match(text)
+  local ok, toks, stop = pcall(script.match, script, text)
+  if not ok then  -- LPeg's backtrack stack: $( and $(( nested past its limit
+    return nil, string.format("%s: cannot read the shell script: %s (parentheses nested too "
+                              .. "deep)", source, tostring(toks):gsub("%s*%(.*$", ""))
+  end
   if stop <= #text then
     local line, col = files.line_col(text, stop)
     local what = text:sub(stop, stop) == "'" and "an unterminated single quote"
@@ -152,8 +156,29 @@ local function arithmetic(expr, vars)
   return good and tostring(v) or nil
 end
 
-local function expand(tok, vars, line)
+-- What expanding may produce, in all: a launch script's values are words and short
+-- strings, so past these something doubles itself (A="$A $A", A=(${A[@]} ${A[@]})).
+M.MAX_VALUE = 65536          -- bytes of one variable's value or one word
+M.MAX_WORDS = 100000         -- words and array elements of the whole script
+M.MAX_BYTES = 16 * 1048576   -- bytes of every expanded word together
+
+local function expand(tok, vars, line, budget)
   local out = {{text = "", line = line}}
+  local function check()  -- raises {message}; run() turns it into nil, "source:line: ..."
+    local words, bytes = #out, 0
+    for _, w in ipairs(out) do
+      if #w.text > M.MAX_VALUE then
+        error({message = string.format("a word expands past %d bytes", M.MAX_VALUE)}, 0)
+      end
+      bytes = bytes + #w.text
+    end
+    budget.words, budget.bytes = budget.words + words, budget.bytes + bytes
+    if budget.words > M.MAX_WORDS or budget.bytes > M.MAX_BYTES then
+      error({message = string.format("the script expands past %d words or %d bytes",
+                                     M.MAX_WORDS, M.MAX_BYTES)}, 0)
+    end
+    return out
+  end
   local function append(s) out[#out].text = out[#out].text .. s end
   for _, p in ipairs(tok.parts) do
     if p.lit then append(p.lit)
@@ -167,6 +192,7 @@ local function expand(tok, vars, line)
       if v == nil then
         out[#out].missing = out[#out].missing or ("$" .. p.var)
       elseif type(v) == "table" then  -- an array: one word per element
+        if #out + #v > M.MAX_WORDS then check() end
         for i, e in ipairs(v) do  -- elements keep the line they were written on
           if i == 1 then append(e.text); out[1].line = e.line
           else out[#out + 1] = {text = e.text, line = e.line} end
@@ -181,7 +207,7 @@ local function expand(tok, vars, line)
       end
     end
   end
-  return out
+  return check()
 end
 
 local function assignment(tok)
@@ -199,12 +225,24 @@ end
 function M.run(text, source)
   local toks, indexed = M.tokens(text, source)
   if not toks then return nil, indexed end
-  text = indexed
-  local function line_of(pos) return (files.line_col(text, pos)) end
+  local budget, at = {words = 0, bytes = 0}, 1  -- at: the token being read, for a cap's line
+  local ok, r, err = pcall(M.evaluate, toks, indexed, source, budget, function(i) at = i end)
+  if ok then return r, err end
+  if type(r) ~= "table" then error(r, 0) end
+  return nil, string.format("%s:%d: cannot read the shell script: %s", source,
+                            (files.line_col(indexed, toks[at] and toks[at].pos or 1)), r.message)
+end
+
+-- evaluate(toks, text, source, budget, reading): run's statements in order; a cap raises
+-- {message}, which run reports with the line of the token reading(i) last named
+function M.evaluate(toks, text, source, budget, reading)
+  local line_col = files.line_index(text)  -- once: each word's line by binary search
+  local function line_of(pos) return (line_col(pos)) end
   local vars, words = {}, {}
   local i, at_start = 1, true
   while i <= #toks do
     local t = toks[i]
+    reading(i)
     if t.kind == "nl" or t.kind == "op" then
       at_start = true  -- a new statement begins after a newline or an operator
       words[#words + 1] = BOUNDARY
@@ -223,7 +261,7 @@ function M.run(text, source)
         i = i + 2
         while toks[i] and not (toks[i].kind == "op" and toks[i].op == ")") do
           if toks[i].kind == "word" then
-            for _, w in ipairs(expand(toks[i], vars, line_of(toks[i].pos))) do
+            for _, w in ipairs(expand(toks[i], vars, line_of(toks[i].pos), budget)) do
               elements[#elements + 1] = w
               words[#words + 1] = w
             end
@@ -238,16 +276,17 @@ function M.run(text, source)
         words[#words + 1] = BOUNDARY
         i = i + 1
       elseif at_start and n then
-        local ws = expand(value, vars, line_of(t.pos))
+        local ws = expand(value, vars, line_of(t.pos), budget)
         local parts = {}
         for _, w in ipairs(ws) do parts[#parts + 1] = w.text end
         vars[n] = not ws[1].missing and table.concat(parts, " ") or nil
         i = i + 1
-      elseif at_start and t.parts[1].lit and ASSIGN_PREFIX[t.parts[1].lit] and #t.parts == 1 then
+      elseif at_start and t.parts[1] and t.parts[1].lit and ASSIGN_PREFIX[t.parts[1].lit]
+             and #t.parts == 1 then  -- (a word "" has no part)
         i = i + 1  -- `export NAME=value`: the next words are assignments
       else
         at_start = false
-        for _, w in ipairs(expand(t, vars, line_of(t.pos))) do words[#words + 1] = w end
+        for _, w in ipairs(expand(t, vars, line_of(t.pos), budget)) do words[#words + 1] = w end
         i = i + 1
       end
     end
