@@ -29,6 +29,8 @@ local spec = {
     {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv (the fitting candidates), memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
     {name = "all-rows", help = "with -o: every priced candidate into results.csv, not only the fitting ones"},
     {name = "export", arg = "LIST", help = "with -o: trainer configs of the best strategy (megatron,torchtitan,deepspeed,mindformers,hyper or all)"},
+    {name = "trainer", arg = "NAME", help = "rank only what this trainer's file states exactly (megatron, torchtitan, deepspeed, mindformers, hyper)"},
+    {name = "dialect", arg = "LIST", help = "trainer versions for --trainer and --export, e.g. v0.2.2 (torchtitan); default the newest"},
     {name = "verbosity", short = "v", arg = "N", help = "0 table only, 1 bounds and counts, 2 nearest misses too", default = "1"},
     {name = "tp", arg = "LIST", help = "tensor parallel degree(s) or auto"},
     {name = "pp", arg = "LIST", help = "pipeline stages"},
@@ -271,6 +273,7 @@ if opts.timeout then
     usage("--timeout: expected a positive number of seconds")
   end
 end
+args.trainer = opts.trainer
 args.top = int("top", opts.top)
 if args.top < 1 then usage("--top: expected at least 1") end
 local verbosity = int("verbosity", opts.verbosity)
@@ -296,6 +299,17 @@ if opts.export then
       export_formats[#export_formats + 1] = name
     end
   end
+end
+local dialects = {}
+if opts.trainer or opts.dialect then
+  local export = require "ndplan.export"
+  if opts.trainer and not export.get(opts.trainer) then usage(select(2, export.get(opts.trainer))) end
+  local named = {table.unpack(export_formats or {})}
+  if opts.trainer then named[#named + 1] = opts.trainer end
+  local d, derr = export.dialects(named, opts.dialect)
+  if not d then usage(derr) end
+  dialects = d
+  args.dialect = opts.trainer and d[opts.trainer] or nil
 end
 if out_dir then
   local made, merr = files.mkdir_p(out_dir)
@@ -336,7 +350,7 @@ local function write_out(name, text)
 end
 
 -- Files in -o DIR: results.csv was streamed by the core; it is renamed into place here.
-local doc, export_lines
+local doc, export_lines, export_refused
 if out_dir then
   local okr, rerr = os.rename(csv_tmp, out_dir .. "/results.csv")
   if not okr then cli.fail(rerr) end
@@ -373,9 +387,10 @@ if out_dir then
     {priced = info.priced, fit = info.fit})
   if not okr2 then cli.fail(tostring(rep_err)) end
   if export_formats and doc.results[1] then
-    local lines, eerr = outs.exports(out_dir, export_formats, doc.results[1], info)
+    info.dialects, info.search_args = dialects, args
+    local lines, eerr, refused = outs.exports(out_dir, export_formats, doc.results, info)
     if not lines then cli.fail(eerr) end
-    export_lines = lines
+    export_lines, export_refused = lines, refused
   end
 end
 
@@ -447,3 +462,4 @@ if ranked then
   if not okd then cli.fail(tostring(derr)) end
 end
 if not ranked then os.exit(cli.EXIT_NO_FIT) end
+if (export_refused or 0) > 0 then os.exit(cli.EXIT_REFUSED) end

@@ -22,7 +22,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
-               tp_comm_overlap = true, csv_all = true}
+               tp_comm_overlap = true, csv_all = true, trainer = true, dialect = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -88,6 +88,12 @@ function M.search(args)
     end
   end
   estimate.check_misuse("nd.search", args)
+  -- trainer = NAME: only what that trainer states (ndplan.export.trainer)
+  local trainer = args.trainer and require("ndplan.export.trainer")
+  if trainer then
+    local ok, terr = trainer.check(args.trainer, args)
+    if not ok then return nil, terr end
+  end
   local model, merr = estimate.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
@@ -126,6 +132,11 @@ function M.search(args)
   for _, d in ipairs(M.DIMS) do
     local v = args[d]
     if d == "recompute" and v == nil then v = "none" end
+    if d == "recompute" and trainer then
+      local tv, terr = trainer.space(args.trainer, v)
+      if tv == nil then return nil, terr end
+      v = tv
+    end
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
   end
@@ -176,7 +187,8 @@ function M.search(args)
                          misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
                          progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,
-                         admit = p.admit, objective = p.objective}, costs)
+                         admit = trainer and trainer.admit(args.trainer, p.admit) or p.admit,
+                         objective = p.objective}, costs)
   if not ok then
     if type(res) == "table" and res.policy_error then policy.raise(res.policy_error, res.hook) end
     error(res, 0)
@@ -212,6 +224,16 @@ function M.search(args)
     local msg = string.format("no strategy fits: %d tested, %d priced, none within %.1f GiB",
                               info.tested, info.priced, opts.budget_bytes / 2^30)
     return nil, msg, info
+  end
+  if trainer then  -- the ranked results its exporter states without rounding
+    info.model_obj, info.device_obj, info.budget_bytes = model, device, opts.budget_bytes
+    info.costs, info.stack, info.trainer = args.costs, args.stack, args.trainer
+    local kept, why = trainer.filter(args.trainer, pool, info, opts.top, args.dialect)
+    if #kept == 0 then
+      return nil, string.format("no strategy %s states fits: %s", args.trainer,
+                                why or "none of the ranked results"), info
+    end
+    pool = kept
   end
   local ranked = policy.rank(p, pool, opts)
   for i, r in ipairs(ranked) do r.rank = i end
