@@ -187,7 +187,7 @@ function M.search(args)
                          misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
                          progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,
-                         admit = trainer and trainer.admit(args.trainer, p.admit) or p.admit,
+                         admit = trainer and trainer.admit(args.trainer, p.admit, args.dialect) or p.admit,
                          objective = p.objective}, costs)
   if not ok then
     if type(res) == "table" and res.policy_error then policy.raise(res.policy_error, res.hook) end

@@ -268,13 +268,21 @@ describe("ndplan.export", function()
     assert.matches("%-%-pipeline%-model%-parallel%-layout 'Et%*7|t%*9|t%*8|t%*8L'", text)
     assert.same({}, notes)
     assert.same({7, 9, 8, 8}, (export.get("megatron").parse(text)).stage_layers)
-    -- torchtitan states a first, middle and last size: the nearest is an even split
-    local tt, tnotes, trounded = export.export("torchtitan", p)
-    assert.same({{kind = "rounded", field = "stage_layers", plan = "7,9,8,8", file = "8,8,8,8",
-                  why = "torchtitan states layers per (virtual) stage and how many fewer the first and last hold"}},
-                tnotes)
-    assert.same({8, 8, 8, 8}, trounded.stage_layers)
-    assert.matches("pipeline_parallel_layers_per_stage 8\n", tt)
+    -- torchtitan spreads 32 + 2 effective layers over 4 stages of 9 (the first two get the
+    -- remainder), the first giving up 2: 7, 9, 8, 8 exactly
+    local tt, tnotes = export.export("torchtitan", p)
+    assert.same({}, tnotes)
+    assert.matches("pipeline_parallel_layers_per_stage 9\n", tt)
+    assert.matches("pipeline_parallel_first_stage_less_layers 2\n", tt)
+    assert.matches("pipeline_parallel_last_stage_less_layers 0\n", tt)
+    -- a layout no setting builds is rounded to the nearest one that does
+    local q = plan_of{model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+                      seq_len = 4096, pp = 4, stage_layers = {8, 6, 10, 8}}
+    local _, qnotes, qrounded = export.export("torchtitan", q)
+    assert.equal("stage_layers", qnotes[1].field)
+    local moved = 0
+    for k, n in ipairs({8, 6, 10, 8}) do moved = moved + math.abs(qrounded.stage_layers[k] - n) end
+    assert.equal(4, moved)  -- 8,8,8,8: the least layers moved
     assert.matches("offset: %[%-1, 1, 0, 0%]", (export.export("hyper", p)))
     assert.matches("offset: %[%-1, 1, 0, 0%]", (export.export("mindformers", p)))
   end)

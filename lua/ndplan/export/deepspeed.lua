@@ -1,16 +1,18 @@
 -- DeepSpeed ds_config.json (models-and-trainers.md §2.6): batch, ZeRO stage, precision,
--- AutoTP and activation checkpointing.
+-- AutoTP, AutoEP, Ulysses and activation checkpointing. Strict JSON (a file DeepSpeed loads
+-- with json.load): what the user must do in code is in the notes, not in the file.
 --
--- Dialect: DeepSpeed >= 0.16.4, the first release whose JSON takes
--- "tensor_parallel": {"autotp_size": N} for training (§2.6).
+-- Dialects: 0.19.6 (AutoEP, AutoTP with ZeRO-3) and 0.16.4 (the first with AutoTP training).
 --
--- What the file cannot say: pipeline stages are set in code (PipelineModule(num_stages=…)),
--- Ulysses sequence parallelism and expert parallelism by the model code or Megatron-DeepSpeed
--- flags, so pp, cp and ep are reported as not in the file. Recompute is all or nothing
--- (§2.11): selective and per-layer plans round up to full. The activation_checkpointing
--- section acts only where the model calls deepspeed.checkpointing (Megatron-DeepSpeed); a
--- Hugging Face model needs the Trainer's gradient_checkpointing on as well (§2.6). AutoTP does not split activations
--- along the sequence (sp rounds to off) and does not combine with ZeRO-3 (stage rounds to 2).
+-- The batch is written as DeepSpeed checks it (see ds_world): with AutoTP and no mpu every
+-- rank counts, so train_batch_size is the plan's global batch x autotp_size. What the file
+-- cannot say: pipeline stages are set in code (PipelineModule(num_stages=…)), and ZeRO-2/3
+-- with them round to ZeRO-1 (runtime/pipe/engine.py:76); AutoTP with pipeline stages is
+-- refused; EP is AutoEP's (TP = 1) or else set in the model code. Recompute is all or
+-- nothing (§2.11): selective and per-layer plans round up to full, and the
+-- activation_checkpointing section only configures deepspeed.checkpointing: the model must
+-- turn recompute on (a note says how). AutoTP does not split activations along the sequence
+-- (sp rounds to off).
 local export = require "ndplan.export"
 local json = require "ndplan.json"
 
@@ -70,9 +72,10 @@ function M.render(plan, opts)
     said.zero = 1
     why.zero = "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism (runtime/pipe/engine.py:76)"
   end
-  if said.tp > 1 and said.zero == 3 then
+  if said.tp > 1 and said.zero == 3 and dialect == "0.16.4" then
     said.zero = 2
-    why.zero = "AutoTP works with ZeRO 0, 1 and 2, not 3 (§2.6)"
+    why.zero = "AutoTP works with ZeRO 0, 1 and 2, not 3, before 0.19 (§2.6; 0.19.6 supports "
+      .. "it, runtime/engine.py:666)"
   end
   if said.tp > 1 and said.sp then
     said.sp = false

@@ -86,34 +86,46 @@ local function round_recompute(said)
   return mode
 end
 
--- torchtitan's split (pipeline_parallel_layers_per_stage, _first/_last_stage_less_layers):
--- every pipeline stage it builds (a model chunk, pp x vpp of them) holds layers_per_stage
--- decoder layers, the first and the last that many fewer; the body layers per chunk of the
--- plan, or the nearest such form holding the same layers (said's layout becomes it).
+-- torchtitan's split (pipeline_parallel_layers_per_stage, _first/_last_stage_less_layers;
+-- M.split): the plan's body layers per chunk (pp x vpp stages as torchtitan builds them),
+-- or the nearest split it can state (the least layers moved; said's layout becomes it).
+-- -> per, first_less, last_less | nil when no setting builds pp x vpp stages.
 local function layout(ctx, said)
   if said.pp <= 1 then return nil end
-  local chunked = said.vpp > 1
-  local body = export.copy(chunked and said.chunk_layers or said.stage_layers)
-  if not body then  -- vpp > 1 without chunk sizes: the even split
-    body = {}
-    for k = 1, said.pp * said.vpp do body[k] = ctx.layers // (said.pp * said.vpp) end
-    body[#body] = ctx.layers - (#body - 1) * body[1]
+  local n = said.pp * said.vpp
+  local body = export.copy(said.vpp > 1 and said.chunk_layers or said.stage_layers)
+  if not body or #body ~= n then  -- vpp > 1 without chunk sizes: the even split
+    body = export.even_layout(ctx.layers, 0, n)
   else
-    body[#body] = body[#body] - ctx.mtp
+    body[n] = body[n] - ctx.mtp
   end
-  local n = #body
-  local mid = n > 2 and body[2] or math.max(body[1], body[n])
-  local ok = body[1] <= mid and body[n] <= mid
-  for k = 2, n - 1 do ok = ok and body[k] == mid end
-  if not ok then  -- nearest first/middle/last form holding the same layers
-    mid = -(-ctx.layers // n)
-    local short = mid * n - ctx.layers
-    for k = 1, n do body[k] = mid end
-    body[n] = mid - (short - short // 2)
-    body[1] = mid - short // 2
-    local sizes = export.copy(body)
+  local L, best, bd = ctx.layers, nil, math.huge
+  local top = -(-L // n) + 1  -- fewer layers on an end than a stage holds (pps:289-295)
+  for fl = 0, top do
+    for ll = 0, top do
+      local eff = L + fl + ll
+      local per = -(-eff // n)
+      while per >= 1 and -(-eff // per) == n do
+        local split = M.split(L, per, fl, ll)
+        if split and #split == n then
+          -- the least layers moved; of equal forms, one whose stages all hold per (no
+          -- remainder spread), as torchtitan's own configs read
+          local d = 0
+          for k = 1, n do d = d + math.abs(split[k] - body[k]) end
+          d = 2 * d + (eff % n == 0 and 0 or 1)
+          if d < bd then best, bd = {per, fl, ll, split}, d end
+        end
+        per = per + 1
+      end
+      if bd == 0 then break end
+    end
+    if bd == 0 then break end
+  end
+  if not best then return nil end
+  if bd > 1 then
+    local sizes = export.copy(best[4])
     sizes[n] = sizes[n] + ctx.mtp
-    if chunked then
+    if said.vpp > 1 then
       said.chunk_layers = sizes
       for s_ = 1, said.pp do said.stage_layers[s_] = 0 end
       for k, c in ipairs(sizes) do
@@ -124,7 +136,7 @@ local function layout(ctx, said)
       said.stage_layers = sizes
     end
   end
-  return mid, mid - body[1], mid - body[n]
+  return best[1], best[2], best[3]
 end
 
 function M.render(plan, opts)
@@ -183,6 +195,10 @@ function M.render(plan, opts)
   if said.ep > 1 and said.etp ~= 1 and said.etp ~= said.tp then
     return export.refuse("torchtitan", "ETP must be 1 or TP (parallel_dims.py:59)")
   end
+  if dialect == "main" and said.etp > 1 then
+    return export.refuse("torchtitan", "main has no expert_tensor_parallel_degree "
+      .. "(ParallelismConfig, config/configs.py): ETP " .. said.etp .. " cannot be stated")
+  end
   add("parallelism.data_parallel_replicate_degree", replicate)
   add("parallelism.data_parallel_shard_degree", shard)
   if said.dp > 1 and said.zero >= 2 then
@@ -196,7 +212,7 @@ function M.render(plan, opts)
   add("parallelism.context_parallel_degree", said.cp)
   if said.ep > 1 or said.etp > 1 then
     add("parallelism.expert_parallel_degree", said.ep)
-    add("parallelism.expert_tensor_parallel_degree", said.etp)
+    if dialect == "v0.2.2" then add("parallelism.expert_tensor_parallel_degree", said.etp) end
   end
   if pp then
     add("parallelism.pipeline_parallel_degree", said.pp)
@@ -211,6 +227,11 @@ function M.render(plan, opts)
     add("parallelism.pipeline_parallel_schedule", SCHEDULE[said.schedule])
     if dialect == "v0.2.2" then add(names.pp_mbs, said.mbs) else add(names.pp_mb, said.mb) end
     local per, first_less, last_less = layout(ctx, said)
+    if not per then
+      return export.refuse("torchtitan", string.format("no layers_per_stage and first/last "
+        .. "less layers build %d stages of %d layers (distributed/pipeline_parallel.py:75-108, "
+        .. "266-295)", said.pp * said.vpp, ctx.layers))
+    end
     why.stage_layers = "torchtitan states layers per (virtual) stage and how many fewer the "
       .. "first and last hold"
     add("parallelism.pipeline_parallel_layers_per_stage", per)

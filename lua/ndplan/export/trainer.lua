@@ -20,7 +20,8 @@ local ADMIT = {
   megatron = function(c) return c.recompute ~= "per_layer" end,
   -- FSDP or replication (no ZeRO-1; EP borrows FSDP ranks), TP always with SP, EP x ETP
   -- dividing dp_shard x cp x tp with ETP 1 or TP (parallel_dims.py:59, 138), whole-model AC
-  torchtitan = function(c)
+  torchtitan = function(c, dialect)
+    if c.etp > 1 and dialect ~= "v0.2.2" then return false end  -- main has no ETP
     if c.dp > 1 and (c.zero == 1 or (c.zero == 0 and c.ep > 1)) then return false end
     if c.tp > 1 and not c.sp then return false end
     local shard = (c.dp > 1 and c.zero == 0) and 1 or c.dp
@@ -30,10 +31,11 @@ local ADMIT = {
   end,
   -- one stage with AutoTP (no SP, ZeRO <= 2) or PipelineModule stages without TP (ZeRO <= 1,
   -- runtime/pipe/engine.py:76); Ulysses alone; AutoEP without TP; all-or-nothing AC
-  deepspeed = function(c)
+  deepspeed = function(c, dialect)
     if c.pp > 1 and (c.tp > 1 or c.cp > 1 or (c.dp > 1 and c.zero >= 2) or c.vpp > 1) then return false end
     if c.cp > 1 and c.tp > 1 then return false end
-    if c.tp > 1 and (c.sp or c.zero == 3) then return false end
+    if c.tp > 1 and (c.sp or (c.zero == 3 and dialect == "0.16.4")) then return false end
+    if c.ep > 1 and dialect == "0.16.4" then return false end
     if c.ep > 1 and c.tp > 1 then return false end
     return c.recompute == "none" or c.recompute == "full"
   end,
@@ -86,11 +88,11 @@ function M.space(name, recompute)
   return #out == 1 and out[1] or out
 end
 
--- admit(name, inner) -> the admit hook: the trainer's rule, then the policy's own (if any)
-function M.admit(name, inner)
+-- admit(name, inner, dialect) -> the admit hook: the trainer's rule, then the policy's own
+function M.admit(name, inner, dialect)
   local rule = ADMIT[name]
   return function(c)
-    if not rule(c) then return false end
+    if not rule(c, dialect) then return false end
     if inner then return inner(c) end
     return true
   end
