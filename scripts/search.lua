@@ -310,6 +310,10 @@ if opts.trainer or opts.dialect then
   if not d then usage(derr) end
   dialects = d
   args.dialect = opts.trainer and d[opts.trainer] or nil
+  if opts.trainer then
+    local ok, terr = require("ndplan.export.trainer").check(opts.trainer, args)
+    if not ok then usage(terr) end
+  end
 end
 if out_dir then
   local made, merr = files.mkdir_p(out_dir)

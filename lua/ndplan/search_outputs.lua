@@ -60,11 +60,12 @@ function M.potentials(detailed, info)
 end
 
 -- exports(dir, formats, results, info) -> lines to print, nil, refused count: for each
--- trainer, the file of the best ranked strategy it states. The winner's when its file is
--- written (ndplan.export.write refuses a file its trainer cannot state, or whose stated
--- plan no longer fits); else the trainer-aware search's winner (nd.search{trainer = NAME}
--- on info.search_args), with what stating the free winner costs. A trainer that states no
--- plan that fits is counted as refused. info.dialects: {format = dialect}.
+-- trainer, the file of the best plan it states. The free winner's when its file states it
+-- exactly; else the faster of the winner's rounded file (ndplan.export.write: a file the
+-- trainer cannot state, or whose stated plan no longer fits, is refused) and the
+-- trainer-aware search's winner (nd.search{trainer = NAME} on info.search_args), with what
+-- stating the free winner costs. A trainer that states no plan that fits counts as refused.
+-- info.dialects: {format = dialect}.
 function M.exports(dir, formats, results, info)
   local export = require "ndplan.export"
   local search = require "ndplan.search"
@@ -81,6 +82,7 @@ function M.exports(dir, formats, results, info)
   end
   local lines, refused = {}, 0
   local function say(...) lines[#lines + 1] = string.format(...) end
+  local function pct(t) return 100 * (t / best.step_time_s - 1) end
   local function report(o, base)
     say("export %-12s %s (%s)%s", o.name, o.path, o.dialect, #o.notes == 0 and ", exact" or "")
     for _, n in ipairs(o.notes) do say("  %s", export.format_note(n)) end
@@ -88,32 +90,43 @@ function M.exports(dir, formats, results, info)
       say("  re-priced  step time %.4g s (plan %.4g s)", o.repriced.step_time_s, base.step_time_s)
     end
   end
+  -- the trainer-aware winner: its priced document, or nil and why
+  local function own_best(name)
+    if not info.search_args then return nil, "no search to repeat" end
+    local a = {}
+    for k, v in pairs(info.search_args) do a[k] = v end
+    a.trainer, a.dialect, a.top, a.csv, a.csv_all, a.progress = name, dialects[name], 1, nil, nil, nil
+    local ranked, tinfo = search.search(a)
+    if not ranked then return nil, tinfo end
+    return search.detail(ranked[1], tinfo)
+  end
   for _, name in ipairs(formats) do
     local one = {[name] = dialects[name]}
     local outs, err = export.write(dir, {name}, plan_of(best), price, one)
     if not outs then return nil, err end
     local o = outs[1]
-    if not o.refused then
+    if not o.refused and not o.rounded then
       report(o, best)
     else
-      -- the free winner is refused: the best plan this trainer states, searched for it
-      local a = {}
-      for k, v in pairs(info.search_args or {}) do a[k] = v end
-      a.trainer, a.dialect, a.top, a.csv, a.csv_all, a.progress = name, dialects[name], 1, nil, nil, nil
-      local ranked, tinfo = nil, nil
-      if info.search_args then ranked, tinfo = search.search(a) end
-      local doc = ranked and ranked[1] and search.detail(ranked[1], tinfo)
-      local outs2 = doc and export.write(dir, {name}, plan_of(doc), price, one)
+      local stated = o.refused and ("refused: " .. o.refused)
+                     or string.format("rounded, re-priced %.4g s, %+.1f%%", o.repriced.step_time_s,
+                                      pct(o.repriced.step_time_s))
+      local doc, why = own_best(name)
+      local outs2 = doc and (o.refused or doc.step_time_s < o.repriced.step_time_s * (1 - 1e-9))
+                    and export.write(dir, {name}, plan_of(doc), price, one)
       if outs2 and not outs2[1].refused then
         report(outs2[1], doc)
-        say("  the free winner is refused (%s); written is %s's own best, step time %.4g s "
-            .. "(free winner %.4g s, %+.1f%%)", o.refused, name, doc.step_time_s,
-            best.step_time_s, 100 * (doc.step_time_s / best.step_time_s - 1))
+        say("  the free winner's file is %s; written is %s's own best, step time %.4g s "
+            .. "(free winner %.4g s, %+.1f%%)", stated, name, doc.step_time_s, best.step_time_s,
+            pct(doc.step_time_s))
+      elseif not o.refused then
+        report(o, best)
+        say("  %s's own best is no faster%s", name,
+            doc and string.format(" (%.4g s)", doc.step_time_s) or (": " .. tostring(why)))
       else
         refused = refused + 1
-        say("export %-12s refused, not written: %s%s", name, o.refused,
-            info.search_args and string.format("; and no plan %s states fits%s", name,
-              type(tinfo) == "string" and (": " .. tinfo) or "") or "")
+        say("export %-12s refused, not written: %s; and no plan %s states fits%s", name,
+            o.refused, name, why and (": " .. tostring(why)) or "")
       end
     end
   end
