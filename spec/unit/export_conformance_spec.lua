@@ -610,6 +610,49 @@ describe("trainer conformance", function()
     end
   end)
 
+  -- what each other file states, compared after parsing it back (Megatron: above)
+  local BACK = {torchtitan = {"dp", "tp", "pp", "vpp", "cp", "zero", "mbs", "mb", "recompute", "stage_layers"},
+                deepspeed = {"dp", "tp", "cp", "zero", "mbs", "mb", "recompute", "offload"},
+                mindformers = {"dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "mbs", "mb", "recompute", "stage_layers"},
+                hyper = {"dp", "tp", "pp", "cp", "sp", "zero", "mbs", "mb", "recompute", "stage_layers"}}
+  for name, fields in pairs(BACK) do
+    for _, dialect in ipairs(DIALECTS[name]) do
+      it(string.format("%s %s: the files parse back to the plan they state, batch as the trainer counts it", name, dialect), function()
+        for _, case in ipairs(plans()) do
+          local o, text = write(name, dialect, case)
+          if not o.refused then
+            local st, ctx = said(case, o)
+            local got, job = export.get(name).parse(text, {layers = ctx.layers, mtp = ctx.mtp,
+                                                           devices = case.plan.job.devices, pp = st.pp})
+            assert.equal(case.plan.job.global_batch, job.global_batch, case.label .. " batch")
+            for _, f in ipairs(fields) do
+              local a, b = st[f], got[f]
+              if f == "recompute" then
+                a, b = st.layer_recompute, got.layer_recompute
+                if not b then
+                  b = {}
+                  for i = 1, #a do b[i] = got.recompute == "off" and "none" or got.recompute end
+                end
+              elseif f == "stage_layers" then
+                if st.pp == 1 or (st.vpp > 1 and name == "mindformers" and not st.chunk_layers) then goto next_field end
+                a = export.copy(st.vpp > 1 and st.chunk_layers or st.stage_layers)
+                a[#a] = a[#a] - ctx.mtp  -- these files count body layers
+              elseif f == "zero" then
+                a, b = st.dp > 1 and a or 0, st.dp > 1 and b or 0
+              elseif f == "sp" then
+                a, b = a and st.tp > 1, (b and st.tp > 1) or false
+              elseif f == "offload" then
+                a, b = a > 0, (b or 0) > 0
+              end
+              assert.same(a, b, string.format("%s: %s", case.label, f))
+              ::next_field::
+            end
+          end
+        end
+      end)
+    end
+  end
+
   it("megatron: model-fidelity flags take the model's values, not Megatron's defaults", function()
     for _, m in ipairs({"llama3.1-70b", "deepseek-v3"}) do
       local case

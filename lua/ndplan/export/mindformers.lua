@@ -235,13 +235,14 @@ function M.parse(text, opts)
   if not (layers and st.pp) then return st, job end
   local total = layers + mtp
   local stages, chunks = {}, nil
-  if st.vpp > 1 and type(mc.offset) == "table" and type(mc.offset[1]) == "table" then
-    chunks = {}  -- per chunk round, per stage (body+MTP)
+  if st.vpp > 1 and (type(mc.offset) ~= "table" or type(mc.offset[1]) == "table") then
+    chunks = {}  -- per chunk round, per stage (body+MTP); one offset for all, or per chunk
     local base = total // (st.pp * st.vpp)
     for c = 1, st.vpp do
       for s = 1, st.pp do
         local k = (c - 1) * st.pp + s
-        chunks[k] = base + (mc.offset[c] and mc.offset[c][s] or 0)
+        chunks[k] = base + (type(mc.offset) == "table" and (mc.offset[c] and mc.offset[c][s] or 0)
+                            or mc.offset or 0)
         stages[s] = (stages[s] or 0) + chunks[k]
       end
     end
