@@ -124,6 +124,9 @@ local function megatron_problems(text, want)
   -- FP8 and FP4 exclusive (a:1101); FP4 param gather needs FP4 (a:1105)
   if o["--fp8-format"] and o["--fp4-format"] then bad("--fp8-format with --fp4-format (a:1101)") end
   if o["--fp4-param-gather"] and not o["--fp4-format"] then bad("--fp4-param-gather without FP4 (a:1105)") end
+  if o["--fp8-param-gather"] and not (o["--use-distributed-optimizer"] or o["--use-megatron-fsdp"]) then
+    bad("--fp8-param-gather without the distributed optimizer or Megatron-FSDP (a:1096)")
+  end
   -- MTP takes position types using position ids (a:1944)
   local pos = o["--position-embedding-type"] and o["--position-embedding-type"][1] or "learned_absolute"
   if int("--mtp-num-layers") and not ({learned_absolute = 1, rope = 1, mrope = 1, none = 1})[pos] then
@@ -483,6 +486,12 @@ local PINNED = {
     selective_ops = {"attn_core", "norms"}},
   ["cp with zero-0"] = {model = "llama3.1-8b", device = "h100", devices = 64, global_batch = 64,
     seq_len = 32768, cp = 4, tp = 2, sp = true, zero = 0, recompute = "full"},
+  ["fp8 param gather, one replica"] = {model = "llama3.1-8b", device = "h100", devices = 8,
+    global_batch = 64, seq_len = 4096, tp = 8, sp = true, zero = 0, recompute = "full",
+    precision = "fp8:tensorwise", fp8_param_gather = true},
+  ["fp8 param gather, zero-0 over dp 2"] = {model = "llama3.1-8b", device = "h100", devices = 16,
+    global_batch = 64, seq_len = 4096, tp = 8, sp = true, zero = 0, recompute = "full",
+    precision = "fp8:tensorwise", fp8_param_gather = true},
   ["--recompute megatron"] = {model = "llama3.1-70b", device = "h100", devices = 64,
     global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true, zero = 1, recompute = "megatron",
     max_mem = "50GiB"},

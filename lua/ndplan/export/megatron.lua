@@ -401,7 +401,17 @@ function M.render(plan, opts)
   if moe or said.ep > 1 then
     add(parallel, "--expert-model-parallel-size", said.ep, "--expert-tensor-parallel-size", said.etp)
   end
-  if said.dp > 1 and said.zero == 1 then add(parallel, "--use-distributed-optimizer")
+  -- --fp8-param-gather needs the distributed optimizer or Megatron-FSDP (arguments.py:1096):
+  -- at DP 1 the distributed optimizer shards nothing, so it is written; with DP it would
+  -- shard what the plan keeps, so the gather goes
+  local fp8pg = said.fp8_param_gather and export.quantized(said.precision) and said.precision ~= "nvfp4"
+  if fp8pg and not (said.dp > 1 and said.zero >= 1) and said.dp > 1 then
+    said.fp8_param_gather = false
+    why.fp8_param_gather = "--fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
+      .. "(arguments.py:1096), which shards what this plan keeps whole"
+  end
+  if said.dp > 1 and said.zero == 1 or (fp8pg and said.dp == 1) then
+    add(parallel, "--use-distributed-optimizer")
   elseif said.dp > 1 and said.zero >= 2 then
     -- Megatron-FSDP saves only the fsdp_dtensor checkpoint format (arguments.py:1169)
     add(parallel, "--use-megatron-fsdp", "--data-parallel-sharding-strategy",
