@@ -296,6 +296,39 @@ describe("ndplan.export", function()
   end)
 end)
 
+describe("ndplan.export.torchtitan reading", function()
+  it("reads a v0.2.2 train_configs TOML: sections, comments, the inferred FSDP degree", function()
+    local text = table.concat({
+      "# a preset in the shape of torchtitan's llama3 train_configs",
+      "[model]", 'name = "llama3"', 'flavor = "70B"', '# converters = ["float8"]',
+      "[training]", "local_batch_size = 8", "seq_len = 8192  # tokens", 'dataset = "c4"',
+      "[parallelism]", "data_parallel_replicate_degree = 1", "data_parallel_shard_degree = -1",
+      "tensor_parallel_degree = 8  # 8-way TP", "pipeline_parallel_degree = 1",
+      "[activation_checkpoint]", 'mode = "full"', "[quantize.linear.float8]",
+      'filter_fqns = ["output", "x"]'}, "\n")
+    local tt = export.get("torchtitan")
+    local st, job = assert(tt.parse(text, {layers = 80, devices = 64}))
+    assert.same({8, 8, 1, 3, "full"}, {st.tp, st.dp, st.pp, st.zero, st.recompute})
+    assert.same({global_batch = 64, seq_len = 8192}, job)  -- local 8 x dp 8 (job_config.py:256)
+    assert.equal("output", tt.toml(text, "t.toml")["quantize.linear.float8.filter_fqns"])
+    local _, err = tt.parse("[model]\nname\n", {source = "bad.toml"})
+    assert.equal("bad.toml:2: cannot read the TOML line 'name'", err)
+  end)
+
+  it("reads its own flags back in both dialects", function()
+    local tt = export.get("torchtitan")
+    local r = assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 16, global_batch = 64,
+                                 seq_len = 4096, tp = 2, sp = true, pp = 2, zero = 3, recompute = "full"})
+    local plan = {model = "llama3.1-8b", strategy = r.strategy, job = r.job, result = r}
+    for _, d in ipairs(tt.DIALECTS) do
+      local text = assert(tt.render(plan, {dialect = d}))
+      local st, job = assert(tt.parse(text, {layers = 32}))
+      assert.same({4, 2, 2, 3, r.strategy.mbs, r.strategy.mb}, {st.dp, st.tp, st.pp, st.zero, st.mbs, st.mb}, d)
+      assert.same({global_batch = 64, seq_len = 4096}, job, d)
+    end
+  end)
+end)
+
 describe("ndplan.export.flags", function()
   it("tokenises quotes, continuations, comments, arrays and variables", function()
     local text = table.concat({

@@ -387,11 +387,48 @@ end
 
 -- parse(text, {layers = body layers}) -> strategy, job (stage_layers are body layers per
 -- stage, or per chunk with VPP)
+-- toml(text, source) -> {["section.key"] = value text} | nil, "source:line: message": the
+-- flat TOML of torchtitan's train_configs ([section] and [a.b] headers, key = value, #
+-- comments, strings, numbers, booleans; of a one-line array its first element)
+function M.toml(text, source)
+  local out, section, ln = {}, nil, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    ln = ln + 1
+    local body, q = {}, nil  -- the line up to a # outside quotes
+    for c in line:gmatch(".") do
+      if q then if c == q then q = nil end
+      elseif c == '"' or c == "'" then q = c
+      elseif c == "#" then break end
+      body[#body + 1] = c
+    end
+    local l = table.concat(body):match("^%s*(.-)%s*$")
+    if l ~= "" then
+      local head = l:match("^%[([%w_%.]+)%]$")
+      local key, value = l:match("^([%w_]+)%s*=%s*(.+)$")
+      if head then section = head
+      elseif key and section then
+        value = value:match("^%[%s*(.-)%s*[,%]]") or value  -- an array: its first element
+        out[section .. "." .. key] = value:match('^"(.*)"$') or value:match("^'(.*)'$") or value
+      else
+        return nil, string.format("%s:%d: cannot read the TOML line '%s'", source, ln, l)
+      end
+    end
+  end
+  return out
+end
+
 function M.parse(text, opts)
   opts = opts or {}
-  local parsed, err = flags.parse(text, opts.source or M.filename)
-  if not parsed then return nil, err end
-  local function v(k) local o = parsed.last["--" .. k:gsub("_", "-")]; return o and o.values[1] end
+  local v
+  if text:match("^%s*%[[%w_%.]+%]") or text:find("\n%s*%[[%w_%.]+%]") then  -- a TOML file
+    local t, err = M.toml(text, opts.source or "torchtitan.toml")
+    if not t then return nil, err end
+    v = function(k) return t[k] end
+  else
+    local parsed, err = flags.parse(text, opts.source or M.filename)
+    if not parsed then return nil, err end
+    v = function(k) local o = parsed.last["--" .. k:gsub("_", "-")]; return o and o.values[1] end
+  end
   local function n(k) return math.tointeger(tonumber(v(k))) end
   local st = {tp = n("parallelism.tensor_parallel_degree") or 1,
               cp = n("parallelism.context_parallel_degree") or 1,
@@ -399,7 +436,10 @@ function M.parse(text, opts)
               ep = n("parallelism.expert_parallel_degree") or 1,
               etp = n("parallelism.expert_tensor_parallel_degree") or 1}
   local replicate, shard = n("parallelism.data_parallel_replicate_degree") or 1,
-                           n("parallelism.data_parallel_shard_degree") or 1
+                           n("parallelism.data_parallel_shard_degree") or -1
+  if shard == -1 then  -- inferred: the ranks the other degrees leave (parallel_dims.py:48-51)
+    shard = opts.devices and opts.devices // (replicate * st.cp * st.tp * st.pp) or 1
+  end
   st.dp = replicate * shard
   if shard > 1 and replicate > 1 then st.dp_shard, st.dp_replicate = shard, replicate end
   st.zero = shard > 1 and (v("parallelism.fsdp_reshard_after_forward") == "never" and 2 or 3) or 0
@@ -414,6 +454,9 @@ function M.parse(text, opts)
   else
     lbs = n(names.lbs)
     job.global_batch = n(names.gbs)
+    if (job.global_batch or -1) < 0 and lbs then  -- default: local x DP (job_config.py:256-258)
+      job.global_batch = lbs * st.dp
+    end
   end
   if st.pp > 1 then
     local schedule = v("parallelism.pipeline_parallel_schedule")
