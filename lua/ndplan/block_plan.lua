@@ -117,6 +117,10 @@ function M.megatron(args, budget, opts)
     base.stage_layers = nil
   else
     balanced = false  -- the core balances vpp = 1 layouts only
+    -- the chunk sizes the engine resolved (a remainder goes to chunks 1, 2, ...): without
+    -- them "the first N layers of each chunk" would count over layers / (pp x vpp) each
+    local sl = full.strategy.stage_layers
+    if sl and #sl == shape.pp * shape.vpp then shape.chunk_layers = copy(sl) end
   end
   if (base.offload or 0) > 0 then balanced = false end  -- whole layers of which stage?
   local start = shape.stage_layers

@@ -376,15 +376,25 @@ local MINDFORMERS = {
            DeepseekV3ForCausalLM = "research/deepseek3/deepseek3.py:27"},
   configs = {LlamaConfig = "mindformers/models/llama/llama_config.py:33",
              DeepseekV3Config = "research/deepseek3/deepseek3_config.py:32"},
+  -- 1.7's mcore form (configs/qwen3/pretrain_qwen3_32b_4k.yaml; configuration_qwen3.py:128)
+  mcore = {qwen3 = "Qwen3ForCausalLM"},
 }
 
-local function mindformers_problems(text, want)
+local function mindformers_problems(text, want, dialect)
   local out = {}
   local function bad(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
   local doc = assert(yaml.decode(text, "mindformers.yaml"))
   local pc, rc, mc = doc.parallel_config, doc.runner_config, doc.model.model_config
-  if not MINDFORMERS.archs[(doc.model.arch or {}).type or ""] then bad("model.arch.type missing or unknown") end
-  if not MINDFORMERS.configs[mc.type or ""] then bad("model_config.type missing or unknown") end
+  if dialect == "mcore" then  -- use_legacy false: HF fields, model_type and architectures
+    if doc.use_legacy ~= false then bad("mcore form without use_legacy: false (register.py:28-32)") end
+    if not MINDFORMERS.mcore[mc.model_type or ""] then bad("model_type %s", tostring(mc.model_type)) end
+    if not (mc.architectures and mc.architectures[1] == MINDFORMERS.mcore[mc.model_type or ""]) then bad("architectures") end
+    if doc.model.arch then bad("model.arch in the mcore form") end
+    mc.num_layers = mc.num_hidden_layers
+  else
+    if not MINDFORMERS.archs[(doc.model.arch or {}).type or ""] then bad("model.arch.type missing or unknown") end
+    if not MINDFORMERS.configs[mc.type or ""] then bad("model_config.type missing or unknown") end
+  end
   -- full_batch asks dataset_strategy full_batch (bt:192-197)
   if doc.parallel.full_batch and doc.parallel.dataset_strategy ~= "full_batch" then bad("dataset_strategy (bt:194)") end
   -- the global batch: PP > 1 batch x dp x micro_batch_num, PP = 1 (micro_batch_num reset
@@ -461,6 +471,8 @@ local SEARCHES = {
    global_batch = 15360, seq_len = 4096},
   {name = "qwen3-30b-a3b on 64", model = "qwen3-30b-a3b", device = "h100", devices = 64,
    global_batch = 512, seq_len = 4096, recompute = "auto"},
+  {name = "qwen3-32b on 32", model = "qwen3-32b", device = "h100", devices = 32, global_batch = 256,
+   seq_len = 4096, recompute = "auto"},
   {name = "8b at 128k on 64", model = "llama3.1-8b", device = "h100", devices = 64, global_batch = 64,
    seq_len = 131072},
   {name = "405b on 16384", model = "llama3.1-405b", device = "h100", devices = 16384,
@@ -492,6 +504,8 @@ local PINNED = {
   ["fp8 param gather, zero-0 over dp 2"] = {model = "llama3.1-8b", device = "h100", devices = 16,
     global_batch = 64, seq_len = 4096, tp = 8, sp = true, zero = 0, recompute = "full",
     precision = "fp8:tensorwise", fp8_param_gather = true},
+  ["qwen3 with the parallel optimizer"] = {model = "qwen3-32b", device = "h100", devices = 16,
+    global_batch = 64, seq_len = 4096, tp = 4, pp = 4, sp = true, zero = 1, recompute = "full"},
   ["--recompute megatron"] = {model = "llama3.1-70b", device = "h100", devices = 64,
     global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true, zero = 1, recompute = "megatron",
     max_mem = "50GiB"},
@@ -531,7 +545,7 @@ local function plans()
 end
 
 local DIALECTS = {megatron = {"d98e8a6"}, torchtitan = {"main", "v0.2.2"}, deepspeed = {"0.19.6", "0.16.4"},
-                  mindformers = {"r1.5"}, hyper = {"r2.0"}}
+                  mindformers = {"r1.5", "mcore"}, hyper = {"r2.0"}}
 
 -- export(name, dialect, case) -> output of ndplan.export.write, the text written (or nil)
 local function write(name, dialect, case)

@@ -138,6 +138,20 @@ function M.context(plan)
     end
   end
   st.stage_layers = stages
+  if st.vpp > 1 and not st.chunk_layers then
+    -- the chunks in layer order (chunk c of stage s is chunk c x pp + s): the result's, else
+    -- the layout the core resolves for the plan's pp and vpp (ndplan.c.estimate.layout)
+    local rs = plan.result and plan.result.stages
+    if rs and #rs == st.pp and rs[1].chunks and #rs[1].chunks == st.vpp then
+      st.chunk_layers = {}
+      for s, stage in ipairs(rs) do
+        for c, chunk in ipairs(stage.chunks) do st.chunk_layers[(c - 1) * st.pp + s] = chunk.layers end
+      end
+    else
+      local ok, lay = pcall(require("ndplan.c.estimate").layout, {pp = st.pp, vpp = st.vpp}, layers, mtp)
+      if ok and lay and #lay.stage_layers == st.pp * st.vpp then st.chunk_layers = lay.stage_layers end
+    end
+  end
   if #st.stage_layers ~= st.pp then
     return nil, string.format("export: %d stage sizes for pp %d", #st.stage_layers, st.pp)
   end
@@ -168,13 +182,11 @@ function M.groups(ctx, st)
       out[#out + 1] = {first = first, count = n}
       first = first + n
     end
-  else
-    local per = ctx.layers // (st.pp * st.vpp)
-    for _ = 1, st.pp * st.vpp do
-      out[#out + 1] = {first = first, count = per}
-      first = first + per
+  else  -- the engine's even chunks: the remainder one each to chunks 1, 2, ...; MTP last
+    for _, n in ipairs(M.even_layout(ctx.layers, ctx.mtp, st.pp * st.vpp)) do
+      out[#out + 1] = {first = first, count = n}
+      first = first + n
     end
-    out[#out].count = out[#out].count + ctx.mtp
   end
   return out
 end

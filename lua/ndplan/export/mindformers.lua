@@ -15,8 +15,15 @@ local yaml = require "ndplan.yaml"
 
 local M = {}
 
-M.DIALECTS = {"r1.5"}
+-- Dialects: "r1.5", the legacy yaml (r1.5.0; still the default form of 1.7, whose
+-- use_legacy is true unless set, mindformers/tools/register/register.py:28-32), and "mcore",
+-- 1.7's use_legacy: false form (configs/qwen3/pretrain_qwen3_32b_4k.yaml: Hugging Face
+-- field names in model_config, model_type and architectures, no model.arch), which trains
+-- Qwen3 (mindformers/models/qwen3/configuration_qwen3.py:128).
+M.DIALECTS = {"r1.5", "mcore"}
 M.dialect = "mindformers r1.5 static-graph yaml"
+local LABEL = {["r1.5"] = M.dialect, mcore = "mindformers 1.7 mcore yaml (use_legacy: false)"}
+M.MCORE = {qwen3 = {"Qwen3ForCausalLM", "Qwen3"}}
 M.filename = "mindformers.yaml"
 
 -- The model classes MindFormers r1.5 trains, by Hugging Face model_type: the arch and its
@@ -74,11 +81,17 @@ function M.select_entry(key, v)
   return {key, entries, map = true}
 end
 
-function M.render(plan)
+function M.render(plan, opts)
   local ctx, err = export.context(plan)
   if not ctx then return nil, err end
+  local dialect = opts and opts.dialect or M.DIALECTS[1]
   local cfg = require("ndplan.model").config(plan.model)
-  local arch = cfg and M.ARCH[cfg.model_type]
+  local mcore = dialect == "mcore" and cfg and M.MCORE[cfg.model_type]
+  if dialect == "mcore" and not mcore then
+    return export.refuse("mindformers", string.format("MindFormers' mcore yaml trains qwen3 "
+      .. "(model_type %s)", tostring(cfg and cfg.model_type)))
+  end
+  local arch = cfg and (M.ARCH[cfg.model_type] or mcore)
   if not arch then
     return export.refuse("mindformers", string.format("MindFormers r1.5 has no model class for "
       .. "%s (model_type %s; it trains %s)", ctx.model and ctx.model.name or "the model",
@@ -156,7 +169,28 @@ function M.render(plan)
   }
   if ctx.mtp > 0 then table.insert(model_config, 3, {"mtp_depth", ctx.mtp}) end
   if said.vpp > 1 then model_config[#model_config + 1] = {"pp_interleave_num", said.vpp} end
-  if arch[2] == "LlamaConfig" then  -- the shape (llama_config.py:135-150), from the config
+  if mcore then  -- the Hugging Face fields as they are, model_type and architectures
+    model_config = {{"seq_length", ctx.job.seq_len}, {"offset", offset},
+                    {"compute_dtype", said.precision == "fp16" and "float16" or "bfloat16"},
+                    {"use_flash_attention", said.flash_attention}}
+    if said.vpp > 1 then model_config[#model_config + 1] = {"pp_interleave_num", said.vpp} end
+    local keys = {}
+    for k, v in pairs(cfg) do
+      local plain = type(v) == "string" or type(v) == "number" or type(v) == "boolean"
+                    or (type(v) == "table" and #v > 0 and type(v[1]) ~= "table")  -- no nulls
+      if type(k) == "string" and k:sub(1, 1) ~= "_" and plain and k ~= "architectures"
+         and k ~= "model_type" and k ~= "torch_dtype" then keys[#keys + 1] = k end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do  -- a gated SiLU is MindFormers' swiglu (the qwen3 example)
+      local v = cfg[k]
+      if k == "hidden_act" and v == "silu" then v = "swiglu" end
+      if math.type(v) == "float" and math.tointeger(v) then v = math.tointeger(v) end
+      model_config[#model_config + 1] = {k, v}
+    end
+    model_config[#model_config + 1] = {"model_type", cfg.model_type}
+    model_config[#model_config + 1] = {"architectures", {mcore[1]}}
+  elseif arch[2] == "LlamaConfig" then  -- the shape (llama_config.py:135-150), from the config
     local sp_ = ctx.model:spec()
     for _, kv in ipairs({{"hidden_size", sp_.hidden_size}, {"num_heads", sp_.num_heads},
                          {"n_kv_heads", sp_.num_kv_heads}, {"intermediate_size", sp_.ffn_size},
@@ -191,7 +225,7 @@ function M.render(plan)
     parallel[#parallel + 1] = {"pipeline_config", {{"pipeline_interleave", true}}, map = true}
   end
   local doc = {
-    {comment = "MindFormers settings written by ndplan export (" .. M.dialect .. ")."},
+    {comment = "MindFormers settings written by ndplan export (" .. LABEL[dialect] .. ")."},
     {comment = string.format("global batch %d = data_parallel x batch_size x %s (base_trainer.py:192-218)",
                              ctx.job.global_batch, pp1 and "gradient_accumulation_steps" or "micro_batch_num")},
     {comment = "Launch: msrun --worker_num " .. (ctx.job.devices or said.dp * said.tp * said.pp * said.cp)
@@ -205,13 +239,19 @@ function M.render(plan)
     }, map = true},
     {"runner_config", {{"batch_size", said.mbs},
                        {"gradient_accumulation_steps", pp1 and said.mb or 1}}, map = true},
-    {"model", {{"model_config", model_config, map = true},
-               {"arch", {{"type", arch[1]}}, map = true}}, map = true},
+    {"model", mcore and {{"model_config", model_config, map = true}}
+                    or {{"model_config", model_config, map = true},
+                        {"arch", {{"type", arch[1]}}, map = true}}, map = true},
     {"recompute_config", {{"recompute", full}, M.select_entry("select_recompute", sel),
                           {"select_comm_recompute", comm}}, map = true},
   }
+  if mcore then
+    table.insert(doc, 5, {"use_legacy", false})
+    table.insert(doc, 6, {"trainer", {{"type", "CausalLanguageModelingTrainer"},
+                                      {"model_name", mcore[2]}}, map = true})
+  end
   local notes, rounded = export.finish(ctx, said, why, unsaid)
-  return export.yaml(doc) .. "\n", notes, rounded
+  return export.yaml(doc) .. "\n", notes, rounded, {dialect = LABEL[dialect]}
 end
 
 -- parse(text) -> strategy, job (through ndplan.yaml); stage_layers are body layers
@@ -231,7 +271,7 @@ function M.parse(text, opts)
   end
   if st.dp and st.mbs and st.mb then job.global_batch = st.dp * st.mbs * st.mb end
   st.arch = ((doc.model or {}).arch or {}).type
-  local layers, mtp = mc.num_layers, mc.mtp_depth or 0
+  local layers, mtp = mc.num_layers or mc.num_hidden_layers, mc.mtp_depth or 0
   if not (layers and st.pp) then return st, job end
   local total = layers + mtp
   local stages, chunks = {}, nil
