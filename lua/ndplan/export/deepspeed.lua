@@ -120,6 +120,11 @@ function M.render(plan, opts)
     unsaid[#unsaid + 1] = {field = "vpp", plan = tostring(said.vpp), why = "no interleaved schedule in ds_config"}
   end
   local devices = ctx.job.devices or said.dp * said.tp * said.pp * said.cp
+  local per_node = require("ndplan.export.megatron").node_size(ctx, devices)
+  unsaid[#unsaid + 1] = {field = "launch", plan = string.format("%d nodes x %d GPUs", devices // per_node, per_node),
+    why = string.format("JSON holds no header: deepspeed --hostfile HOSTS --num_nodes %d --num_gpus %d "
+                        .. "YOUR_TRAIN.py --deepspeed_config ds_config.json; you supply the model, data, "
+                        .. "optimizer and scheduler sections", devices // per_node, per_node)}
   local world = M.ds_world(said, devices)
   local train_batch = said.mbs * said.mb * world
   if train_batch ~= ctx.job.global_batch then
