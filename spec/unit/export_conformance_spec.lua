@@ -127,6 +127,18 @@ local function megatron_problems(text, want)
   if o["--fp8-param-gather"] and not (o["--use-distributed-optimizer"] or o["--use-megatron-fsdp"]) then
     bad("--fp8-param-gather without the distributed optimizer or Megatron-FSDP (a:1096)")
   end
+  -- recompute modules: Megatron's set (tc:1945-1962); moe_act needs grouped GEMM (tc:1964),
+  -- mla_up_proj MLA (tc:1969); delayed FP8 refuses moe_act and layernorm (tc:1999-2003)
+  local ALLOWED = {core_attn = 1, moe_act = 1, layernorm = 1, mla_up_proj = 1, mlp = 1, moe = 1,
+                   shared_experts = 1}
+  local granularity = o["--recompute-granularity"] and o["--recompute-granularity"][1]
+  for _, m in ipairs(granularity == "selective" and o["--recompute-modules"] or {}) do
+    if not ALLOWED[m] then bad("recompute module %s (tc:1945)", m) end
+    if m == "moe_act" and not o["--moe-grouped-gemm"] then bad("moe_act without grouped GEMM (tc:1964)") end
+    if m == "mla_up_proj" and not o["--multi-latent-attention"] then bad("mla_up_proj without MLA (tc:1969)") end
+    local recipe = o["--fp8-format"] and (o["--fp8-recipe"] and o["--fp8-recipe"][1] or "delayed")
+    if recipe == "delayed" and (m == "moe_act" or m == "layernorm") then bad("%s with delayed FP8 (tc:2001)", m) end
+  end
   -- MTP takes position types using position ids (a:1944)
   local pos = o["--position-embedding-type"] and o["--position-embedding-type"][1] or "learned_absolute"
   if int("--mtp-num-layers") and not ({learned_absolute = 1, rope = 1, mrope = 1, none = 1})[pos] then
@@ -506,6 +518,12 @@ local PINNED = {
     precision = "fp8:tensorwise", fp8_param_gather = true},
   ["qwen3 with the parallel optimizer"] = {model = "qwen3-32b", device = "h100", devices = 16,
     global_batch = 64, seq_len = 4096, tp = 4, pp = 4, sp = true, zero = 1, recompute = "full"},
+  ["delayed fp8, selective norms and act"] = {model = "deepseek-v3", device = "h800", devices = 2048,
+    global_batch = 4096, seq_len = 4096, tp = 2, sp = true, pp = 16, ep = 64, zero = 1, precision = "fp8:delayed",
+    recompute = "selective", selective_ops = {"attn_core", "norms", "act"}},
+  ["tensorwise fp8, selective norms and act"] = {model = "deepseek-v3", device = "h800", devices = 2048,
+    global_batch = 4096, seq_len = 4096, tp = 2, sp = true, pp = 16, ep = 64, zero = 1, precision = "fp8:tensorwise",
+    recompute = "selective", selective_ops = {"attn_core", "norms", "act", "mla_up"}},
   ["--recompute megatron"] = {model = "llama3.1-70b", device = "h100", devices = 64,
     global_batch = 512, seq_len = 8192, tp = 8, pp = 4, sp = true, zero = 1, recompute = "megatron",
     max_mem = "50GiB"},

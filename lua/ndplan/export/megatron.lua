@@ -74,7 +74,14 @@ local function recompute_modules(ctx, said, unsaid)
   end
   for _, op in ipairs(ops) do
     if op == "act" then
-      if moe then out[#out + 1] = "moe_act" end
+      -- delayed FP8 scaling refuses moe_act recompute (transformer_config.py:1999-2003):
+      -- the whole MoE layer (moe) recomputes at least as much
+      if moe and said.precision == "fp8:delayed" then
+        out[#out + 1] = "moe"
+        unsaid[#unsaid + 1] = {field = "selective_ops", plan = "act",
+          why = "delayed FP8 scaling refuses moe_act recompute (transformer_config.py:2001): moe "
+                .. "recomputes the whole MoE layer (more time than priced, no more memory)"}
+      elseif moe then out[#out + 1] = "moe_act" end
       if dense then
         out[#out + 1] = "mlp"
         unsaid[#unsaid + 1] = {field = "selective_ops", plan = "act",
@@ -105,7 +112,8 @@ end
 local function choose_recompute(ctx, said, plan, opts, why)
   local planned = export.copy(said.layer_recompute)
   local desc = round_recompute(ctx, said)
-  why.recompute = "Megatron recomputes selectively everywhere, or fully on every layer or on the "
+  why.recompute = (why.recompute and why.recompute .. "; " or "")
+                  .. "Megatron recomputes selectively everywhere, or fully on every layer or on the "
                   .. "first N layers of each stage (§2.2)"
   local info = {recompute = desc, chose = "exact"}
   if same_list(planned, said.layer_recompute) then return desc, info end
@@ -383,6 +391,16 @@ function M.render(plan, opts)
   end
   -- one set of switches for the whole model first: the recompute choice prices it
   export.fold_selective(said, why)
+  -- delayed FP8 scaling refuses layernorm recompute (transformer_config.py:1999-2003): the
+  -- layers that recompute the norms selectively recompute fully instead
+  local norms = false
+  for _, op in ipairs(said.selective_ops or {}) do norms = norms or op == "norms" end
+  if norms and said.precision == "fp8:delayed" then
+    for i, m in ipairs(said.layer_recompute) do
+      if m == "selective" then said.layer_recompute[i] = "full" end
+    end
+    why.recompute = "delayed FP8 scaling refuses layernorm recompute (transformer_config.py:2001)"
+  end
   local chosen, info = choose_recompute(ctx, said, plan, opts, why)
   local recompute = require("ndplan.block_plan").flags(chosen)
   if chosen.method == "selective" then
