@@ -14,7 +14,11 @@
 -- for (plan.budget_bytes) and can be priced, the fastest of those forms that fits the budget
 -- (ndplan.block_plan, with its own layout if plan.layout is "balanced") replaces the
 -- round-up when it is faster, and the note gives both step times. GPipe, zero-bubble and
--- DualPipe have no flag (rounded to 1F1B); flash attention off has none either.
+-- DualPipe have no flag (rounded to 1F1B); flash attention off has none either. CPU
+-- offloading is whole layers on one stage without recompute (transformer_config.py:1885-
+-- 1896): with PP or recompute the file drops it. The model's fidelity flags (rope, norm,
+-- dropout, router) come from the config it was built from (M.fidelity_flags); the header
+-- carries the torchrun line and what the user still supplies.
 local export = require "ndplan.export"
 local flags = require "ndplan.export.flags"
 local script = require "ndplan.megatron_script"

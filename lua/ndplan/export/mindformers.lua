@@ -1,9 +1,12 @@
--- MindFormers static-graph YAML (r1.x, models-and-trainers.md §2.9; the keys SAPP-ND reads,
--- prior-art-sapp-nd.md §1.4): parallel_config, recompute_config, runner_config.batch_size,
--- model.model_config.{offset, pp_interleave_num}, parallel.enable_parallel_optimizer.
+-- MindFormers static-graph YAML (models-and-trainers.md §2.9; the keys SAPP-ND reads,
+-- prior-art-sapp-nd.md §1.4): parallel_config, recompute_config (op patterns),
+-- runner_config.{batch_size, gradient_accumulation_steps}, model.model_config.{type,
+-- offset, pp_interleave_num, the shape}, model.arch, parallel.{full_batch,
+-- dataset_strategy, enable_parallel_optimizer}, with the msrun launch line. A model without
+-- a MindFormers class is refused.
 --
--- Dialect: r1.x static graph, still the common form; r2.0's dynamic-graph `parallelism:`
--- section is HyperParallel's (see ndplan.export.hyper).
+-- Dialects (see DIALECTS): r1.5 (legacy) and 1.7's mcore form; r2.0's dynamic-graph
+-- `parallelism:` section is HyperParallel's (see ndplan.export.hyper).
 --
 -- What MindFormers can say: recompute and select_recompute take per-stage lists of layer
 -- counts ("the first k layers of each stage", nested per interleave chunk), which is exact for
