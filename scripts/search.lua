@@ -29,6 +29,8 @@ local spec = {
     {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv (the fitting candidates), memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
     {name = "all-rows", help = "with -o: every priced candidate into results.csv, not only the fitting ones"},
     {name = "export", arg = "LIST", help = "with -o: trainer configs of the best strategy (megatron,torchtitan,deepspeed,mindformers,hyper or all)"},
+    {name = "trainer", arg = "NAME", help = "rank only what this trainer's file states exactly (megatron, torchtitan, deepspeed, mindformers, hyper)"},
+    {name = "dialect", arg = "LIST", help = "trainer versions for --trainer and --export, e.g. v0.2.2 (torchtitan); default the newest"},
     {name = "verbosity", short = "v", arg = "N", help = "0 table only, 1 bounds and counts, 2 nearest misses too", default = "1"},
     {name = "tp", arg = "LIST", help = "tensor parallel degree(s) or auto"},
     {name = "pp", arg = "LIST", help = "pipeline stages"},
@@ -284,6 +286,7 @@ if opts.timeout then
     usage("--timeout: expected a positive number of seconds")
   end
 end
+args.trainer = opts.trainer
 args.top = int("top", opts.top)
 if args.top < 1 then usage("--top: expected at least 1") end
 local verbosity = int("verbosity", opts.verbosity)
@@ -308,6 +311,21 @@ if opts.export then
       if err then usage(err) end
       export_formats[#export_formats + 1] = name
     end
+  end
+end
+local dialects = {}
+if opts.trainer or opts.dialect then
+  local export = require "ndplan.export"
+  if opts.trainer and not export.get(opts.trainer) then usage(select(2, export.get(opts.trainer))) end
+  local named = {table.unpack(export_formats or {})}
+  if opts.trainer then named[#named + 1] = opts.trainer end
+  local d, derr = export.dialects(named, opts.dialect)
+  if not d then usage(derr) end
+  dialects = d
+  args.dialect = opts.trainer and d[opts.trainer] or nil
+  if opts.trainer then
+    local ok, terr = require("ndplan.export.trainer").check(opts.trainer, args)
+    if not ok then usage(terr) end
   end
 end
 if out_dir then
@@ -354,7 +372,7 @@ local function write_out(name, text)
 end
 
 -- Files in -o DIR, written into the stage: results.csv was streamed there by the core.
-local doc, export_lines
+local doc, export_lines, export_refused
 if out_dir then
   doc = search.json_doc(ranked or {}, info)
   local mem = {"rank,stage,layers,inflight,weights,grads,optimizer,activations,buffers,"
@@ -390,9 +408,10 @@ if out_dir then
     plot_data, {priced = info.priced, fit = info.fit})
   if not okr2 then fail_out(tostring(rep_err)) end
   if export_formats and doc.results[1] then
-    local lines, eerr = outs.exports(stage.dir, export_formats, doc.results[1], info)
+    info.dialects, info.search_args = dialects, args
+    local lines, eerr, refused = outs.exports(stage.dir, export_formats, doc.results, info)
     if not lines then fail_out(eerr) end
-    export_lines = {}
+    export_lines, export_refused = {}, refused
     for i, l in ipairs(lines) do export_lines[i] = stage:final_text(l) end
   end
 end
@@ -475,3 +494,4 @@ if stage then  -- every file of the run, put in place together
   if not okc then cli.fail(cerr) end
 end
 if not ranked then os.exit(cli.EXIT_NO_FIT) end
+if (export_refused or 0) > 0 then os.exit(cli.EXIT_REFUSED) end

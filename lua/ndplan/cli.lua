@@ -9,6 +9,7 @@ local M = {}
 M.EXIT_ERROR = 1     -- bad input or a failure while running
 M.EXIT_USAGE = 2     -- bad command line
 M.EXIT_NO_FIT = 3    -- no strategy fits (used by search)
+M.EXIT_REFUSED = 4   -- a trainer cannot run the plan as priced (export refused a file)
 
 local failure_mt = {__tostring = function(e) return e.message end}
 

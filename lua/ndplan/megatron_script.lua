@@ -184,9 +184,12 @@ local function from_parsed(parsed)
     error({message = string.format("%s:%d: --recompute-granularity: expected full or selective, got '%s'",
                                    parsed.source, parsed.last["--recompute-granularity"].line, granularity)}, 0)
   end
-  if r.has("--cpu-offloading") then
+  -- CPU offloading: --cpu-offloading-num-layers N > 0 turns it on (Megatron-LM
+  -- arguments.py:1950; cpu_offloading itself is no flag, arguments.py:2320)
+  local offload_layers = r.int("--cpu-offloading-num-layers")
+  if offload_layers and offload_layers > 0 then
     st.offload = true
-    st.offload_layers = r.int("--cpu-offloading-num-layers")
+    st.offload_layers = offload_layers
   end
   -- job; devices from torchrun's --nproc-per-node x --nnodes, read lazily
   local job = {global_batch = r.int("--global-batch-size"), seq_len = r.int("--seq-length")}

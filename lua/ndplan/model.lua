@@ -151,4 +151,30 @@ function M.load(x, opts)
                 :format(x, table.concat(M.names(), ", "))
 end
 
+-- config(x) -> the raw config table a bundled name, a file or a table gives (what the
+-- model was built from: trainer exporters read the fidelity fields the sizing skips, such
+-- as rope_theta, rms_norm_eps and the router), or nil when x is a model or unreadable.
+function M.config(x)
+  if cmodel.is(x) then  -- the file it came from, or the bundled model of its name
+    local src = x.source
+    if type(src) ~= "string" or src:sub(1, 1) == "(" then return nil end
+    if bundled_name(x.name) and src:sub(-#(x.name .. ".json")) == x.name .. ".json" then
+      return M.config(x.name)
+    end
+    return M.config(src)
+  end
+  if type(x) == "table" then return x end
+  if type(x) ~= "string" then return nil end
+  local lower = x:lower()
+  local name = not (lower:match("%.json$") or lower:match("%.ya?ml$")) and bundled_name(x)
+  if name then
+    local text, shown = bundle.read(DIR .. "/" .. name .. ".json")
+    return text and json.decode(text, shown) or nil
+  end
+  local path = is_file(x) and x or x:gsub("/+$", "") .. "/config.json"
+  if not is_file(path) then return nil end
+  local cfg = decode_file(path)
+  return type(cfg) == "table" and cfg or nil
+end
+
 return M

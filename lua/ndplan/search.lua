@@ -21,7 +21,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                max_mem = true, costs = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
-               csv_all = true}
+               csv_all = true, trainer = true, dialect = true}
 for _, k in ipairs(NAMES.space_keys) do OTHER[k] = true end  -- the space's own fields
 -- The search's recompute values: the core's names ("off" is the command line's word for
 -- none, turned into it there).
@@ -94,6 +94,12 @@ function M.search(args)
     end
   end
   estimate.check_misuse("nd.search", args)
+  -- trainer = NAME: only what that trainer states (ndplan.export.trainer)
+  local trainer = args.trainer and require("ndplan.export.trainer")
+  if trainer then
+    local ok, terr = trainer.check(args.trainer, args)
+    if not ok then return nil, terr end
+  end
   local model, merr = estimate.resolve("model", args.model, {strict = args.strict})
   if not model then return nil, merr end
   local device, derr = estimate.resolve("device", args.device)
@@ -129,6 +135,11 @@ function M.search(args)
   for _, d in ipairs(M.DIMS) do
     local v = args[d]
     if d == "recompute" and v == nil then v = "none" end
+    if d == "recompute" and trainer then
+      local tv, terr = trainer.space(args.trainer, v)
+      if tv == nil then return nil, terr end
+      v = tv
+    end
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
   end
@@ -179,7 +190,8 @@ function M.search(args)
                          misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
                          progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,
-                         admit = p.admit, objective = p.objective}, costs)
+                         admit = trainer and trainer.admit(args.trainer, p.admit, args.dialect) or p.admit,
+                         objective = p.objective}, costs)
   if not ok then
     if type(res) == "table" and res.policy_error then policy.raise(res.policy_error, res.hook) end
     error(res, 0)
@@ -215,6 +227,16 @@ function M.search(args)
     local msg = string.format("no strategy fits: %d tested, %d priced, none within %.1f GiB",
                               info.tested, info.priced, opts.budget_bytes / 2^30)
     return nil, msg, info
+  end
+  if trainer then  -- the ranked results its exporter states without rounding
+    info.model_obj, info.device_obj, info.budget_bytes = model, device, opts.budget_bytes
+    info.costs, info.stack, info.trainer = args.costs, args.stack, args.trainer
+    local kept, why = trainer.filter(args.trainer, pool, info, opts.top, args.dialect)
+    if #kept == 0 then
+      return nil, string.format("no strategy %s states fits: %s", args.trainer,
+                                why or "none of the ranked results"), info
+    end
+    pool = kept
   end
   local ranked = policy.rank(p, pool, opts)
   for i, r in ipairs(ranked) do r.rank = i end

@@ -186,7 +186,7 @@ describe("bad input", function()
     local f = assert(io.open(dir .. "/hyper_train.yaml", "wb")); f:write("earlier\n"); f:close()
     -- a one-block file size limit stands in for a full disk: writes fail with EFBIG
     local r = R.sh(string.format("ulimit -f 1; trap '' XFSZ; %s export -f hyper -o %s "
-                                 .. "-m llama3.1-8b -d 8 -b 8 --recompute 0-31:full",
+                                 .. "-m llama3.1-8b -d 8 -b 8 --zero 3 --recompute 0-31:full",
                                  R.quote(os.getenv("NDPLAN_BIN")), R.quote(dir)))
     assert.equal(1, r.code)
     assert.matches("cannot write .*hyper_train.yaml", r.err)

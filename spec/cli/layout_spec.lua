@@ -7,7 +7,8 @@ local cjson = require "cjson"
 
 -- Llama 3.1 405B (126 layers) on PP 8 x VPP 8, as NeMo runs it
 local base = {"-m", "llama3.1-405b", "-A", "h100", "-d", "1024", "-b", "512", "--seq-len", "8192",
-              "--tp", "8", "--pp", "8", "--sp", "--zero", "1"}
+              "--tp", "8", "--pp", "8", "--sp", "--zero", "1",
+              "--recompute", "full"}  -- (so that it fits: ndplan export refuses plans that do not)
 local function args(cmd, ...)
   local a = {cmd}
   for _, x in ipairs(base) do a[#a + 1] = x end

@@ -61,11 +61,13 @@ describe("small ones", function()
     local dir = R.tmpdir()
     local bin = R.bin:sub(1, 1) == "/" and R.bin or os.getenv("PWD") .. "/" .. R.bin
     local r = R.sh("cd " .. R.quote(dir) .. " && " .. R.quote(bin) .. " export -f megatron -m llama3.1-8b "
-                   .. "-d 8 -b 64 --tp 2")
+                   .. "-d 8 -b 64 --tp 2 --zero 1")
     assert.equal(0, r.code, r.err)
     assert.matches("written into the current directory %(" .. dir:gsub("%p", "%%%0") .. "%)", r.out)
     assert.is_truthy(R.read(dir .. "/megatron_args.sh"))
-    local o = R.run({"export", "-f", "megatron", "-m", "llama3.1-8b", "-d", "8", "-b", "64", "-o", dir})
+    local o = R.run({"export", "-f", "megatron", "-m", "llama3.1-8b", "-d", "8", "-b", "64", "--tp", "2",
+                     "--zero", "1", "-o", dir})
+    assert.equal(0, o.code, o.err)
     assert.is_nil(o.out:find("current directory", 1, true))
     os.execute("rm -rf " .. R.quote(dir))
   end)

@@ -1,49 +1,32 @@
--- HyperParallel AutoModels train.yaml, the strategy part as SAPP-ND's resolved.yaml writes
--- it (prior-art-sapp-nd.md §9.2; keys as its parser reads them, §1.2): accelerator.{tp_size,
--- pp_size, cp_size, ep_size, pp_interleave_num, sequence_parallel},
--- fsdp_config.dp_shard_size, training.{micro_batch_size, global_batch_size},
--- activation_checkpoint.{mode, layers}. Merge it into the run's train.yaml.
+-- HyperParallel AutoModels train.yaml, the strategy part in the keys of its config classes
+-- (prior-art-sapp-nd.md §1.2, §9.2): accelerator.{tp_size, pp_size, cp_size,
+-- sequence_parallel}, fsdp_config.{dp_shard_size, reshard_after_forward},
+-- training.{micro_batch_size, global_batch_size}, activation_checkpoint.mode. Merge it
+-- into the run's train.yaml.
 --
 -- Dialect: the AutoModels schema (HyperParallel r2.0 dynamic graph, §2.9 of
 -- models-and-trainers.md), not the legacy `train.accelerator` one.
 --
--- What it can say: recompute per layer, exactly (mode plus a `layers` map of "i-j" ranges,
--- ties between full and selective going to full, §7.6). What it cannot: AutoModels has no
--- replicate degree, so every DP rank is an FSDP shard (dp_shard_size = dp): parameters are
--- resharded after forward (ZeRO-3) unless reshard_after_forward is false (ZeRO-2); ZeRO-0/1
--- round to 2. The trainer drops MTP layers (§1.2). Precision is the model's torch_dtype
--- (bf16 or fp16); GPipe, zero-bubble and DualPipe schedules round to 1F1B.
+-- What it can say: one recompute mode for the whole model (off, selective, full): a
+-- per-layer plan rounds up to the strongest mode it uses. `accelerator.pipeline_scheduler`,
+-- `pp_interleave_num` and `activation_checkpoint.layers` (SAPP-ND's resolved.yaml writes
+-- them) are no fields of its config classes (issue 15), so the schedule is its 1F1B and
+-- VPP rounds to 1. AutoModels has no replicate degree: every DP rank is an FSDP shard
+-- (dp_shard_size = dp), parameters resharded after forward (ZeRO-3) unless
+-- reshard_after_forward is false (ZeRO-2); ZeRO-0/1 round to 2. EP is a mesh axis of its
+-- own there, not ranks borrowed from DP as ndplan prices it: plans with EP are refused.
+-- The trainer drops MTP layers (§1.2). Precision is the model's torch_dtype (bf16 or fp16).
 local export = require "ndplan.export"
 local yaml = require "ndplan.yaml"
 
 local M = {}
 
-M.dialect = "hyperparallel automodels train.yaml (sapp-nd resolved.yaml)"
+M.DIALECTS = {"r2.0"}
+M.dialect = "hyperparallel r2.0 automodels train.yaml"
 M.filename = "hyper_train.yaml"
 
 local TO_FILE = {none = "off", selective = "selective", full = "full"}
 local FROM_FILE = {off = "none", none = "none", selective = "selective", full = "full"}
-
--- trainer_plan(per) -> mode, {{"i-j", mode}} (§7.6: the default is the recomputing mode
--- most layers use, ties to full, off when none recomputes; ranges list the exceptions)
-local function trainer_plan(per)
-  local u = export.uniform_mode(per)
-  if u then return TO_FILE[u], {} end
-  local n = {none = 0, selective = 0, full = 0}
-  for _, m in ipairs(per) do n[m] = n[m] + 1 end
-  local default = n.full + n.selective == 0 and "none"
-                  or n.full >= n.selective and "full" or "selective"
-  local ranges, i = {}, 1
-  while i <= #per do
-    local j = i
-    while j < #per and per[j + 1] == per[i] do j = j + 1 end
-    if per[i] ~= default then
-      ranges[#ranges + 1] = {i == j and tostring(i - 1) or (i - 1) .. "-" .. (j - 1), TO_FILE[per[i]]}
-    end
-    i = j + 1
-  end
-  return TO_FILE[default], ranges
-end
 
 function M.render(plan)
   local ctx, err = export.context(plan)
@@ -57,21 +40,34 @@ function M.render(plan)
     said.precision = "bf16"
     why.precision = "torch_dtype is bfloat16 or float16: no FP8 or FP4 recipe"
   end
-  if said.pp > 1 and said.schedule ~= "1f1b" and said.schedule ~= "interleaved" then
+  if said.ep > 1 then
+    return export.refuse("hyper", "EP is its own mesh axis in HyperParallel (issue 15), "
+      .. "not ranks borrowed from DP as ndplan prices EP " .. said.ep)
+  end
+  if said.vpp > 1 then
+    said.vpp, said.chunk_layers = 1, nil
+    why.vpp = "no interleaved schedule: pp_interleave_num is no field of its config classes"
+  end
+  if said.pp > 1 and said.schedule ~= "1f1b" then
     said.schedule = "1f1b"
-    why.schedule = "pipeline_scheduler 1f1b (with pp_interleave_num for VPP)"
+    why.schedule = "its pipeline runs 1F1B: pipeline_scheduler is no field of its config classes"
+  end
+  if not export.uniform_mode(said.layer_recompute) then  -- the strongest mode any layer uses
+    local top = "none"
+    for _, m in ipairs(said.layer_recompute) do
+      if export.MODE_RANK[m] > export.MODE_RANK[top] then top = m end
+    end
+    for i = 1, #said.layer_recompute do said.layer_recompute[i] = top end
+    why.recompute = "one activation_checkpoint.mode for the whole model (.layers is no field of "
+      .. "its config classes); rounded up"
   end
   if ctx.mtp > 0 then
     unsaid[#unsaid + 1] = {field = "mtp_layers", plan = tostring(ctx.mtp),
                            why = "the AutoModels trainer drops MTP layers (prior-art §1.2)"}
   end
   export.no_offload(said, why, "the trainer runs no offload (prior-art §7.5)")
-  local accelerator = {{"tp_size", said.tp}, {"pp_size", said.pp}, {"cp_size", said.cp},
-                       {"ep_size", said.ep}}
-  if said.etp > 1 then accelerator[#accelerator + 1] = {"expert_tensor_parallel_degree", said.etp} end
-  if said.vpp > 1 then accelerator[#accelerator + 1] = {"pp_interleave_num", said.vpp} end
+  local accelerator = {{"tp_size", said.tp}, {"pp_size", said.pp}, {"cp_size", said.cp}}
   accelerator[#accelerator + 1] = {"sequence_parallel", said.sp and said.tp > 1}
-  if said.pp > 1 then accelerator[#accelerator + 1] = {"pipeline_scheduler", "1f1b"} end
   local fsdp = {{"dp_shard_size", said.dp}}
   if said.dp > 1 and said.zero == 2 then fsdp[#fsdp + 1] = {"reshard_after_forward", false} end
   local model = {{"torch_dtype", said.precision == "fp16" and "float16" or "bfloat16"}}
@@ -84,12 +80,11 @@ function M.render(plan)
     end
     if uneven then model[#model + 1] = {"offset", offset} end
   end
-  local mode, ranges = trainer_plan(said.layer_recompute)
-  local checkpoint = {{"mode", mode}}
-  if #ranges > 0 then checkpoint[#checkpoint + 1] = {"layers", ranges, map = true} end
+  local checkpoint = {{"mode", TO_FILE[said.layer_recompute[1] or "none"]}}
   local doc = {
     {comment = "HyperParallel train.yaml settings written by ndplan export (" .. M.dialect .. ")."},
     {comment = string.format("micro_batch_num = global_batch_size / (micro_batch_size x dp) = %d", said.mb)},
+    {comment = "You still supply the model path, dataset, tokenizer, optimizer, schedule and checkpoints."},
     {"model", model, map = true},
     {"accelerator", accelerator, map = true},
     {"fsdp_config", fsdp, map = true},

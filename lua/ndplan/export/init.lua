@@ -135,6 +135,20 @@ function M.context(plan)
     end
   end
   st.stage_layers = stages
+  if st.vpp > 1 and not st.chunk_layers then
+    -- the chunks in layer order (chunk c of stage s is chunk c x pp + s): the result's, else
+    -- the layout the core resolves for the plan's pp and vpp (ndplan.c.estimate.layout)
+    local rs = plan.result and plan.result.stages
+    if rs and #rs == st.pp and rs[1].chunks and #rs[1].chunks == st.vpp then
+      st.chunk_layers = {}
+      for s, stage in ipairs(rs) do
+        for c, chunk in ipairs(stage.chunks) do st.chunk_layers[(c - 1) * st.pp + s] = chunk.layers end
+      end
+    else
+      local ok, lay = pcall(require("ndplan.c.estimate").layout, {pp = st.pp, vpp = st.vpp}, layers, mtp)
+      if ok and lay and #lay.stage_layers == st.pp * st.vpp then st.chunk_layers = lay.stage_layers end
+    end
+  end
   if #st.stage_layers ~= st.pp then
     return nil, string.format("export: %d stage sizes for pp %d", #st.stage_layers, st.pp)
   end
@@ -165,13 +179,11 @@ function M.groups(ctx, st)
       out[#out + 1] = {first = first, count = n}
       first = first + n
     end
-  else
-    local per = ctx.layers // (st.pp * st.vpp)
-    for _ = 1, st.pp * st.vpp do
-      out[#out + 1] = {first = first, count = per}
-      first = first + per
+  else  -- the engine's even chunks: the remainder one each to chunks 1, 2, ...; MTP last
+    for _, n in ipairs(M.even_layout(ctx.layers, ctx.mtp, st.pp * st.vpp)) do
+      out[#out + 1] = {first = first, count = n}
+      first = first + n
     end
-    out[#out].count = out[#out].count + ctx.mtp
   end
   return out
 end
@@ -410,29 +422,83 @@ function M.yaml(entries, indent)
   return table.concat(out, "\n")
 end
 
--- write(dir, formats, plan, price) -> outputs | nil, message. Renders every format first
--- (so a failure writes nothing), writes each file atomically into dir, and prices each
--- rounded plan again with price(rounded strategy args) -> result | nil, why (the exporters
--- price with it too, see pricer). Each output: {name, mod, path, notes, rounded, info,
--- repriced, refused}.
-function M.write(dir, formats, plan, price)
+-- write(dir, formats, plan, price) -> outputs | nil, message. Renders every format and
+-- prices each rounded plan again with price(rounded strategy args) -> result | nil, why
+-- (the exporters price with it too, see pricer), then writes atomically into dir only the
+-- files a trainer runs as planned: a file is refused, and not written, when its exporter
+-- refuses the plan (render returns nil, reason, "refused"), when the rounded plan is
+-- refused by the estimate, or when it no longer fits the memory budget. Each output:
+-- {name, mod, path, notes, rounded, info, repriced, refused = reason | nil}. An exporter
+-- that fails otherwise fails the whole call before anything is written.
+function M.write(dir, formats, plan, price, dialects)
   local files = require "ndplan.files"
+  local units = require "ndplan.c.units"
   local outputs = {}
   for _, name in ipairs(formats) do
     local mod, err = M.get(name)
     if not mod then return nil, err end
-    local text, notes, rounded, info = mod.render(plan, {price = price})
-    if not text then return nil, name .. ": " .. tostring(notes) end
-    outputs[#outputs + 1] = {name = name, mod = mod, text = text, notes = notes,
-                             rounded = rounded, info = info, path = dir .. "/" .. mod.filename}
+    local text, notes, rounded, info = mod.render(plan, {price = price,
+                                                          dialect = dialects and dialects[name]})
+    local o = {name = name, mod = mod, path = dir .. "/" .. mod.filename, dialect = mod.dialect}
+    if not text and rounded == "refused" then
+      o.refused, o.notes = notes, {}
+    elseif not text then
+      return nil, name .. ": " .. tostring(notes)
+    else
+      o.text, o.notes, o.rounded, o.info = text, notes, rounded, info
+      if type(info) == "table" and info.dialect then o.dialect = info.dialect end
+    end
+    outputs[#outputs + 1] = o
   end
   for _, o in ipairs(outputs) do
-    local ok, werr = files.write_atomic(o.path, o.text)
-    if not ok then return nil, string.format("cannot write %s: %s", o.path, tostring(werr)) end
+    if o.rounded then
+      local r2, why = price(o.rounded)
+      o.repriced = r2
+      if not r2 then
+        o.refused = "the plan the file states is refused: " .. tostring(why)
+      elseif r2.fits == false then
+        o.refused = string.format("the plan the file states does not fit: peak %s over the "
+                                  .. "%s budget", units.bytes(r2.peak_memory_bytes, "binary"),
+                                  units.bytes(r2.budget_bytes or 0, "binary"))
+      end
+    end
+  end
+  for _, o in ipairs(outputs) do
+    if not o.refused then
+      local ok, werr = files.write_atomic(o.path, o.text)
+      if not ok then return nil, string.format("cannot write %s: %s", o.path, tostring(werr)) end
+    end
     o.text = nil
-    if o.rounded then o.repriced, o.refused = price(o.rounded) end
   end
   return outputs
+end
+
+-- dialects(formats, list) -> {format = dialect} | nil, message: each name of the comma
+-- list (e.g. "v0.2.2,0.16.4") given to the one selected exporter that has that dialect.
+function M.dialects(formats, list)
+  local out = {}
+  for d in tostring(list or ""):gmatch("[^,%s]+") do
+    local owner
+    for _, name in ipairs(formats) do
+      for _, x in ipairs(M.get(name).DIALECTS or {}) do if x == d then owner = name end end
+    end
+    if not owner then
+      local known = {}
+      for _, name in ipairs(formats) do
+        known[#known + 1] = name .. ": " .. table.concat(M.get(name).DIALECTS or {}, ", ")
+      end
+      return nil, string.format("--dialect: no selected format has dialect '%s' (%s)", d,
+                                table.concat(known, "; "))
+    end
+    out[owner] = d
+  end
+  return out
+end
+
+-- refused(name, reason) -> nil, message, "refused": what an exporter returns for a plan
+-- its trainer cannot run or state (ndplan export exits with cli.EXIT_REFUSED).
+function M.refuse(name, reason)
+  return nil, name .. ": " .. reason, "refused"
 end
 
 return M

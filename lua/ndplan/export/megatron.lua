@@ -14,13 +14,18 @@
 -- for (plan.budget_bytes) and can be priced, the fastest of those forms that fits the budget
 -- (ndplan.block_plan, with its own layout if plan.layout is "balanced") replaces the
 -- round-up when it is faster, and the note gives both step times. GPipe, zero-bubble and
--- DualPipe have no flag (rounded to 1F1B); flash attention off has none either.
+-- DualPipe have no flag (rounded to 1F1B); flash attention off has none either. CPU
+-- offloading is whole layers on one stage without recompute (transformer_config.py:1885-
+-- 1896): with PP or recompute the file drops it. The model's fidelity flags (rope, norm,
+-- dropout, router) come from the config it was built from (M.fidelity_flags); the header
+-- carries the torchrun line and what the user still supplies.
 local export = require "ndplan.export"
 local flags = require "ndplan.export.flags"
 local script = require "ndplan.megatron_script"
 
 local M = {}
 
+M.DIALECTS = {"d98e8a6"}
 M.dialect = "megatron-lm d98e8a6 (2026-08) flags; MindSpeed-LLM"
 M.filename = "megatron_args.sh"
 
@@ -73,7 +78,14 @@ local function recompute_modules(ctx, said, unsaid)
   end
   for _, op in ipairs(ops) do
     if op == "act" then
-      if moe then out[#out + 1] = "moe_act" end
+      -- delayed FP8 scaling refuses moe_act recompute (transformer_config.py:1999-2003):
+      -- the whole MoE layer (moe) recomputes at least as much
+      if moe and said.precision == "fp8:delayed" then
+        out[#out + 1] = "moe"
+        unsaid[#unsaid + 1] = {field = "selective_ops", plan = "act",
+          why = "delayed FP8 scaling refuses moe_act recompute (transformer_config.py:2001): moe "
+                .. "recomputes the whole MoE layer (more time than priced, no more memory)"}
+      elseif moe then out[#out + 1] = "moe_act" end
       if dense then
         out[#out + 1] = "mlp"
         unsaid[#unsaid + 1] = {field = "selective_ops", plan = "act",
@@ -108,7 +120,8 @@ end
 local function choose_recompute(ctx, said, plan, opts, why)
   local planned = export.copy(said.layer_recompute)
   local desc = round_recompute(ctx, said)
-  why.recompute = "Megatron recomputes selectively everywhere, or fully on every layer or on the "
+  why.recompute = (why.recompute and why.recompute .. "; " or "")
+                  .. "Megatron recomputes selectively everywhere, or fully on every layer or on the "
                   .. "first N layers of each stage (§2.2)"
   local info = {recompute = desc, chose = "exact"}
   if same_list(planned, said.layer_recompute) then return desc, info end
@@ -263,7 +276,76 @@ local function model_flags(ctx)
     if dense > 0 then add("--moe-layer-freq", string.format("([0]*%d+[1]*%d)", dense, moe)) end
   end
   if ctx.mtp > 0 then add("--mtp-num-layers", ctx.mtp) end
-  add("--max-position-embeddings", s.max_position)
+  add("--max-position-embeddings", s.max_position, "--vocab-size", s.vocab_size)
+  for _, v in ipairs(M.fidelity_flags(ctx)) do out[#out + 1] = v end
+  return out
+end
+
+-- Flags whose Megatron defaults differ from the model's config (Megatron-LM d98e8a6): the
+-- rotary base (arguments.py:2418, default 10000), Llama 3 rope scaling (arguments.py:2424,
+-- 2426), YaRN for MLA (--rope-type arguments.py:2906, --rotary-scaling-factor 3558 default
+-- 1.0, --mscale / --mscale-all-dim 3560/3562, --yarn-* 2400-2404), the norm epsilon
+-- (transformer_config.py:201, default 1e-5), dropouts (transformer_config.py:188/191,
+-- default 0.1; pretraining configs say 0), and DeepSeek's router: sigmoid scores
+-- (transformer_config.py:808, default softmax), expert bias for aux-loss-free balancing
+-- (816), the top-k scaling factor (804), group-limited routing (780/796); MoE layers run
+-- grouped GEMMs (850) over the all-to-all dispatcher (891, default allgather). Read from
+-- the config the model was built from (ndplan.model.config); none when it has none.
+function M.fidelity_flags(ctx)
+  local cfg = require("ndplan.model").config(ctx.plan.model)
+  local out = {}
+  local function add(...) for _, v in ipairs({...}) do out[#out + 1] = v end end
+  local s = ctx.model and ctx.model:spec()
+  local moe = s and (s.num_experts or 0) > 0
+  if not cfg or cfg.model_type == "ndplan" then
+    if moe then add("--moe-grouped-gemm", "--moe-token-dispatcher-type", "alltoall") end
+    if s then add("--attention-dropout", 0, "--hidden-dropout", 0) end
+    return out
+  end
+  local function num(v) return type(v) == "number" and v or nil end
+  local function show(v)  -- integral values without a fraction, others in shortest form
+    if math.type(v) == "integer" or (v == math.floor(v) and math.abs(v) < 2^53) then
+      return string.format("%d", v)
+    end
+    return string.format("%.10g", v)
+  end
+  local rope = cfg.rope_parameters or cfg
+  local theta = num(rope.rope_theta) or num(cfg.rope_theta)
+  if s and s.position == "rope" and theta then add("--rotary-base", show(theta)) end
+  local sc = type(cfg.rope_scaling) == "table" and cfg.rope_scaling
+             or type(cfg.rope_parameters) == "table" and cfg.rope_parameters.rope_type
+                and cfg.rope_parameters.rope_type ~= "default" and cfg.rope_parameters or nil
+  local kind = sc and (sc.rope_type or sc.type)
+  if kind == "llama3" then
+    add("--use-rope-scaling", "--rope-scaling-factor", show(num(sc.factor) or 8))
+  elseif kind == "yarn" then
+    add("--rope-type", "yarn", "--rotary-scaling-factor", show(num(sc.factor) or 1),
+        "--mscale", show(num(sc.mscale) or 1), "--mscale-all-dim", show(num(sc.mscale_all_dim) or 0))
+    if num(sc.original_max_position_embeddings) then
+      add("--yarn-original-max-position-embeddings", show(sc.original_max_position_embeddings))
+    end
+    if num(sc.beta_fast) then add("--yarn-beta-fast", show(sc.beta_fast)) end
+    if num(sc.beta_slow) then add("--yarn-beta-slow", show(sc.beta_slow)) end
+  end
+  local eps = num(cfg.rms_norm_eps) or num(cfg.layer_norm_eps) or num(cfg.layer_norm_epsilon)
+              or num(cfg.norm_eps)
+  if eps then add("--norm-epsilon", show(eps)) end
+  add("--attention-dropout", show(num(cfg.attention_dropout) or 0),
+      "--hidden-dropout", show(num(cfg.hidden_dropout) or num(cfg.resid_pdrop) or 0))
+  if moe then
+    if cfg.scoring_func == "sigmoid" then add("--moe-router-score-function", "sigmoid") end
+    if cfg.topk_method == "noaux_tc" or s.router_bias and cfg.scoring_func == "sigmoid" then
+      add("--moe-router-enable-expert-bias")
+    end
+    if num(cfg.routed_scaling_factor) and cfg.routed_scaling_factor ~= 1 then
+      add("--moe-router-topk-scaling-factor", show(cfg.routed_scaling_factor))
+    end
+    if num(cfg.n_group) and cfg.n_group > 1 then
+      add("--moe-router-num-groups", show(cfg.n_group), "--moe-router-group-topk",
+          show(num(cfg.topk_group) or 1))
+    end
+    add("--moe-grouped-gemm", "--moe-token-dispatcher-type", "alltoall")
+  end
   return out
 end
 
@@ -292,11 +374,41 @@ function M.render(plan, opts)
     said.schedule = "1f1b"
     why.schedule = "Megatron's flags choose 1F1B or, with VPP, interleaved 1F1B (§2.2)"
   end
-  -- offload first: the recompute choice prices what the file says
-  local offloaded = said.offload > 0 and offload_layers(ctx, said) or nil
-  why.offload = "Megatron offloads whole layers (--cpu-offloading-num-layers, §2.2); rounded up"
+  -- offload first: the recompute choice prices what the file says. Megatron's layer
+  -- offload (--cpu-offloading-num-layers; the flag sets cpu_offloading, arguments.py:1950)
+  -- is refused with PP > 1 and with any recompute (transformer_config.py:1891, 1896) and
+  -- offloads fewer layers than the model has (1885)
+  local offloaded
+  if said.offload > 0 then
+    local any = false
+    for _, m in ipairs(said.layer_recompute) do any = any or m ~= "none" end
+    if said.pp > 1 or any then
+      export.no_offload(said, why, "Megatron's CPU offloading refuses "
+        .. (said.pp > 1 and "pipeline parallelism" or "activation recompute")
+        .. " (transformer_config.py:" .. (said.pp > 1 and "1891" or "1896") .. ")")
+    else
+      offloaded = offload_layers(ctx, said)
+      why.offload = "Megatron offloads whole layers (--cpu-offloading-num-layers, §2.2); rounded up"
+      if offloaded >= ctx.layers then
+        offloaded = ctx.layers - 1
+        said.offload = offloaded / largest_group(ctx, said)
+        why.offload = "Megatron offloads fewer layers than the model has (transformer_config.py:1885)"
+      end
+      if offloaded == 0 then offloaded = nil end
+    end
+  end
   -- one set of switches for the whole model first: the recompute choice prices it
   export.fold_selective(said, why)
+  -- delayed FP8 scaling refuses layernorm recompute (transformer_config.py:1999-2003): the
+  -- layers that recompute the norms selectively recompute fully instead
+  local norms = false
+  for _, op in ipairs(said.selective_ops or {}) do norms = norms or op == "norms" end
+  if norms and said.precision == "fp8:delayed" then
+    for i, m in ipairs(said.layer_recompute) do
+      if m == "selective" then said.layer_recompute[i] = "full" end
+    end
+    why.recompute = "delayed FP8 scaling refuses layernorm recompute (transformer_config.py:2001)"
+  end
   local chosen, info = choose_recompute(ctx, said, plan, opts, why)
   local recompute = require("ndplan.block_plan").flags(chosen)
   if chosen.method == "selective" then
@@ -315,10 +427,21 @@ function M.render(plan, opts)
   if moe or said.ep > 1 then
     add(parallel, "--expert-model-parallel-size", said.ep, "--expert-tensor-parallel-size", said.etp)
   end
-  if said.dp > 1 and said.zero == 1 then add(parallel, "--use-distributed-optimizer")
+  -- --fp8-param-gather needs the distributed optimizer or Megatron-FSDP (arguments.py:1096):
+  -- at DP 1 the distributed optimizer shards nothing, so it is written; with DP it would
+  -- shard what the plan keeps, so the gather goes
+  local fp8pg = said.fp8_param_gather and export.quantized(said.precision) and said.precision ~= "nvfp4"
+  if fp8pg and not (said.dp > 1 and said.zero >= 1) and said.dp > 1 then
+    said.fp8_param_gather = false
+    why.fp8_param_gather = "--fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
+      .. "(arguments.py:1096), which shards what this plan keeps whole"
+  end
+  if said.dp > 1 and said.zero == 1 or (fp8pg and said.dp == 1) then
+    add(parallel, "--use-distributed-optimizer")
   elseif said.dp > 1 and said.zero >= 2 then
+    -- Megatron-FSDP saves only the fsdp_dtensor checkpoint format (arguments.py:1169)
     add(parallel, "--use-megatron-fsdp", "--data-parallel-sharding-strategy",
-        said.zero == 2 and "optim_grads" or "optim_grads_params")
+        said.zero == 2 and "optim_grads" or "optim_grads_params", "--ckpt-format", "fsdp_dtensor")
   end
   local training = {"--micro-batch-size", said.mbs, "--global-batch-size", ctx.job.global_batch,
                     "--seq-length", ctx.job.seq_len}
@@ -326,9 +449,7 @@ function M.render(plan, opts)
   else add(training, "--bf16") end
   for _, v in ipairs(M.precision_flags(said, why)) do training[#training + 1] = v end
   for _, v in ipairs(recompute) do training[#training + 1] = v end
-  if offloaded then
-    add(training, "--cpu-offloading", "--cpu-offloading-num-layers", offloaded)
-  end
+  if offloaded then add(training, "--cpu-offloading-num-layers", offloaded) end
   local devices = ctx.job.devices or said.dp * said.tp * said.pp * said.cp
   local per_node = M.node_size(ctx, devices)
   local notes, rounded = export.finish(ctx, said, why, unsaid)
@@ -341,7 +462,19 @@ function M.render(plan, opts)
     array("MODEL_PARALLEL_ARGS", parallel),
     array("TRAINING_ARGS", training),
     array("DISTRIBUTED_ARGS", {"--nproc-per-node", per_node, "--nnodes", devices // per_node}),
-    "# torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py ${MODEL_ARGS[@]} ${MODEL_PARALLEL_ARGS[@]} ${TRAINING_ARGS[@]} ...",
+    "# Launch on each of the " .. (devices // per_node) .. " nodes (quoted: the shell keeps "
+      .. "list and layout strings whole):",
+    "#   torchrun \"${DISTRIBUTED_ARGS[@]}\" --node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\" "
+      .. "--master-port 6000 \\",
+    "#     pretrain_gpt.py \"${MODEL_ARGS[@]}\" \"${MODEL_PARALLEL_ARGS[@]}\" \"${TRAINING_ARGS[@]}\" "
+      .. "\"${DATA_ARGS[@]}\"",
+    "# You still supply DATA_ARGS: --data-path, --tokenizer-type and --tokenizer-model "
+      .. "(--vocab-size above is the model's), the optimizer and its schedule (--lr, "
+      .. "--min-lr, --lr-decay-style, --train-iters or --train-samples, --weight-decay, "
+      .. "--clip-grad), --save/--load and their intervals.",
+    said.dp > 1 and said.zero >= 2
+      and "# Megatron-FSDP asks CUDA_DEVICE_MAX_CONNECTIONS unset or > 1 (arguments.py:1166)."
+      or "# Megatron's examples export CUDA_DEVICE_MAX_CONNECTIONS=1 for TP/SP overlap.",
     "",
   }, "\n")
   return text, notes, rounded, info
