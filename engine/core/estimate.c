@@ -600,8 +600,6 @@ static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
   return 0.0;
 }
 
-/* Adds n layers of one priced kind, all under recompute mode `mode` (selective: with the
-   switches in `mask`), to a stage. */
 /*
 ** The exposed data-parallel time of stage s (of p) after overlap. The gradient reduction of
 ** a model chunk starts when that chunk's last backward ends; the parameter gather of the
@@ -635,6 +633,8 @@ static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
   return exposed + c->overlap_sm_share * hidden;
 }
 
+/* Adds n layers of one priced kind, all under recompute mode `mode` (selective: with the
+   switches in `mask`), to a stage. */
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
   double work = fwd_work(lc);
