@@ -9,6 +9,7 @@
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */
 #define _POSIX_C_SOURCE 200809L  /* pthreads */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,11 @@
 
 #include "ndplan/recompute.h"
 #include "ndplan/search.h"
+#include "search_bound.h"
+
+/* Chunks between a cut's delivery and the walk applying it: at least the slots in flight,
+   so the walk sees the same cuts at every -j (and prunes the same candidates). */
+#define CUT_LAG 16
 
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
@@ -196,10 +202,53 @@ typedef struct walker {
   unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
+  nd_bound *bound;                     /* lower bounds (NULL: every candidate is priced) */
+  double time_cut, over_cut;           /* the cuts the walk applies now */
+  double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
+  /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
+  int twin;                            /* TWIN_* */
+  unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
+  unsigned long long fits_cap;         /* bytes of fits */
+  unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
 } walker;
+
+enum { TWIN_OFF = 0, TWIN_RECORD, TWIN_DONE, TWIN_USE };
+
+/* Records that the none candidate at walk index `index` fits the planner's budget (with a
+   relative margin of 1e-9: the planner's linear model rounds differently). */
+static void record_fit (walker *w, const nd_search_row *r) {
+  double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
+  unsigned long long i = r->index - w->none_start;
+  if (!(r->peak <= budget * (1.0 - 1e-9))) return;
+  if (i / 8 >= w->fits_cap) {
+    unsigned long long cap = w->fits_cap ? w->fits_cap : 4096;
+    unsigned char *f;
+    while (i / 8 >= cap) cap *= 2;
+    f = (unsigned char *)realloc(w->fits, (size_t)cap);
+    if (!f) { w->twin = TWIN_OFF; return; }  /* no shortcut: every plan is priced */
+    memset(f + w->fits_cap, 0, (size_t)(cap - w->fits_cap));
+    w->fits = f;
+    w->fits_cap = cap;
+  }
+  w->fits[i / 8] |= (unsigned char)(1u << (i % 8));
+}
+
+/*
+** Whether the per-layer candidate at walk index `index` is its none twin's run: when every
+** layer kept fits the budget the planner keeps every layer (nd_recompute_plan_run's "all
+** kept fits" branch), a plan the automatic recompute does not price twice (price_slot
+** refuses it as filtered out). The twin is the candidate at the same place of the none
+** pass, which walks the same degrees in the same order; the pass was drained before this
+** one began, so what is known does not depend on the threads.
+*/
+static int twin_fit (const walker *w, unsigned long long index) {
+  unsigned long long i = index - w->pl_start;
+  return w->twin == TWIN_USE && i < w->none_len && i / 8 < w->fits_cap
+      && (w->fits[i / 8] >> (i % 8) & 1u);
+}
 
 /* Maps a refusal message of nd_strategy_resolve / nd_estimate_run to its label. */
 static nd_refusal label_of (const char *why) {
@@ -320,6 +369,9 @@ static void deliver (walker *w, slot *s) {
   for (i = 0; i < s->priced; i++) {
     if (s->rows[i].fits) c->fit++;
     else c->refused[ND_REFUSE_MEMORY]++;
+    if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
+        && s->rows[i].c.recompute == ND_RECOMPUTE_NONE)
+      record_fit(w, &s->rows[i]);
   }
   if (w->status == ND_SEARCH_OK && s->priced > 0 && w->hooks && w->hooks->deliver
       && w->hooks->deliver(w->hooks->ud, s->rows, s->priced) != 0)
@@ -327,6 +379,12 @@ static void deliver (walker *w, slot *s) {
   if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
       && w->hooks->progress(w->hooks->ud, c) != 0)
     w->status = ND_SEARCH_HOOK_ERROR;
+  {  /* the cuts after this chunk (delivered chunks are numbered in walk order) */
+    unsigned long long k = (w->delivered - 1) % CUT_LAG;
+    w->cut_time[k] = w->cut_over[k] = HUGE_VAL;
+    if (w->hooks && w->hooks->cuts)
+      w->hooks->cuts(w->hooks->ud, &w->cut_time[k], &w->cut_over[k]);
+  }
   s->state = SLOT_FREE;
   s->n = 0;
 }
@@ -379,6 +437,17 @@ static slot *current (walker *w) {
   return &w->slots[w->filled % (unsigned long long)w->nslots];
 }
 
+/* The cuts for the chunk the walk fills next: those after chunk filled - CUT_LAG, which is
+   delivered by now at any -j (at most nslots <= CUT_LAG chunks are in flight). */
+static void next_cuts (walker *w) {
+  unsigned long long f = w->filled;
+  w->time_cut = w->over_cut = HUGE_VAL;
+  if (f >= CUT_LAG) {
+    w->time_cut = w->cut_time[(f - CUT_LAG) % CUT_LAG];
+    w->over_cut = w->cut_over[(f - CUT_LAG) % CUT_LAG];
+  }
+}
+
 static void submit (walker *w) {
   slot *s = current(w);
   if (s->n == 0) return;
@@ -389,6 +458,7 @@ static void submit (walker *w) {
     w->filled++;
     w->delivered++;
     deliver(w, s);
+    next_cuts(w);
     return;
   }
   pthread_mutex_lock(&w->mu);
@@ -399,6 +469,7 @@ static void submit (walker *w) {
   while (deliver_oldest(w, 0)) {}  /* keep the caller's view current */
   /* the next slot must be free before the walk fills it: price rather than wait */
   while (w->filled - w->delivered >= (unsigned long long)w->nslots) make_progress(w);
+  next_cuts(w);
 }
 
 /* ---- the walk ------------------------------------------------------------------- */
@@ -566,6 +637,29 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   return r;
 }
 
+/*
+** Whether a valid candidate need not be priced (counted as why): a per-layer plan whose
+** memory bound is over the budget cannot fit (its planner would refuse it "over memory");
+** a whole-model candidate whose memory bound is over the budget by more than the caller's
+** cut is a miss it would not keep; a step-time bound over the time cut cannot rank. Each
+** bound is under the estimate by a relative 1e-9 at least (the sums differ in order).
+*/
+static int pruned (walker *w, const nd_candidate *c) {
+  double t, mem, budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
+  if (nd_bound_eval(w->bound, c, &w->scratch, &t, &mem) != 0) return 0;
+  t *= 1.0 - 1e-9;
+  mem *= 1.0 - 1e-9;
+  if (mem > budget && (c->recompute == ND_SEARCH_PER_LAYER
+                       || (c->recompute < ND_RECOMPUTE_COUNT && w->p->budget > 0
+                           && mem - budget > w->over_cut))) {
+    w->counts->pruned_memory++;
+    w->counts->refused[ND_REFUSE_MEMORY]++;
+    return 1;
+  }
+  if (t > w->time_cut) { w->counts->pruned_time++; return 1; }
+  return 0;
+}
+
 /* equivalent: the candidate is the same run as one priced before it (the walk knows); with
    an admit or objective hook it is priced anyway (a policy may tell them apart) */
 static void emit (walker *w, nd_candidate *c, int equivalent) {
@@ -588,11 +682,52 @@ static void emit (walker *w, nd_candidate *c, int equivalent) {
     }
     if (!keep) why = ND_REFUSE_FILTERED;
   }
+  if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
+    why = ND_REFUSE_FILTERED;  /* as price_slot would refuse it */
   if (why >= 0) { w->counts->refused[why]++; return; }
+  if (w->bound && pruned(w, c)) return;
   s = current(w);
   s->cand[s->n] = *c;
   s->index[s->n] = index;
   if (++s->n == w->chunk) submit(w);
+}
+
+/* Submits the partial chunk and delivers what is in flight (in order), or just waits for it
+   when stopping. */
+static void drain (walker *w) {
+  if (w->status == ND_SEARCH_OK) submit(w);
+  while (w->delivered < w->filled) {
+    if (w->status == ND_SEARCH_OK) make_progress(w);
+    else {
+      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
+      if (w->threads > 0) {
+        pthread_mutex_lock(&w->mu);
+        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+      }
+      w->delivered++;
+    }
+  }
+  next_cuts(w);
+}
+
+/* At the start of a recompute pass: the none pass's fits are recorded for the per-layer
+   pass of an automatic recompute, which starts once they are all in. */
+static void begin_pass (walker *w, int rec) {
+  if (w->twin == TWIN_RECORD) {
+    w->none_len = w->counts->tested - w->none_start;
+    w->twin = TWIN_DONE;
+  }
+  if (rec == ND_RECOMPUTE_NONE && w->twin == TWIN_OFF && !w->p->exhaustive
+      && w->p->dim[ND_DIM_RECOMPUTE].is_auto) {
+    w->twin = TWIN_RECORD;
+    w->none_start = w->counts->tested;
+  }
+  else if (rec == ND_SEARCH_PER_LAYER && w->twin == TWIN_DONE) {
+    drain(w);
+    w->pl_start = w->counts->tested;
+    if (w->twin == TWIN_DONE) w->twin = TWIN_USE;
+  }
 }
 
 static void walk (walker *w) {
@@ -616,6 +751,8 @@ static void walk (walker *w) {
         && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0;
     if (same_as_none && D[ND_DIM_RECOMPUTE].is_auto) continue;
     same_as_none = same_as_none && in_set(&D[ND_DIM_RECOMPUTE], ND_RECOMPUTE_NONE);
+    begin_pass(w, rv[ir]);
+    if (w->status != ND_SEARCH_OK) return;
     nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
     for (it = 0; it < nt; it++) {
       int tp = tv[it];
@@ -709,6 +846,11 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->chunk = p->chunk > 0 ? p->chunk : 256;
   w->threads = p->jobs > 1 ? p->jobs - 1 : 0;  /* workers; this thread is the last one */
   w->nslots = w->threads > 0 ? 4 * p->jobs : 1;   /* several chunks per thread */
+  if (w->nslots > CUT_LAG) w->nslots = CUT_LAG;
+  w->time_cut = w->over_cut = HUGE_VAL;
+  if (!p->exhaustive)  /* NULL: every candidate is priced */
+    w->bound = nd_bound_new(m, dev, job, costs, &p->base,
+                            p->budget > 0 ? p->budget : dev->hbm_bytes);
   w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
   status = w->slots ? ND_SEARCH_OK : ND_SEARCH_NO_MEMORY;
   for (i = 0; status == ND_SEARCH_OK && i < w->nslots; i++) {
@@ -731,20 +873,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   }
   if (!(w->inline_scratch = new_scratch(&p->base))) w->status = ND_SEARCH_NO_MEMORY;
   if (w->status == ND_SEARCH_OK) walk(w);
-  if (w->status == ND_SEARCH_OK) submit(w);  /* the last, partial chunk */
-  /* drain: deliver what is in flight (in order), or just wait for it when stopping */
-  while (w->delivered < w->filled) {
-    if (w->status == ND_SEARCH_OK) make_progress(w);
-    else {
-      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
-      if (w->threads > 0) {
-        pthread_mutex_lock(&w->mu);
-        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
-        pthread_mutex_unlock(&w->mu);
-      }
-      w->delivered++;
-    }
-  }
+  drain(w);
   if (pool) {
     pthread_mutex_lock(&w->mu);
     w->quit = 1;
@@ -757,6 +886,8 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   }
   free(w->tids);
   free(w->inline_scratch);
+  nd_bound_free(w->bound);
+  free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
   status = w->status;
   free_slots(w);

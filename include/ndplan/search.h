@@ -85,8 +85,8 @@ typedef struct nd_search_bounds {
   int layers;                 /* body layers the pipeline splits */
 } nd_search_bounds;
 
-/* tested = refused + priced + equivalent, where over-memory candidates that were priced
-   count in both refused and priced */
+/* tested = refused + priced + equivalent + pruned_time, where over-memory candidates that
+   were priced count in both refused and priced */
 typedef struct nd_search_counts {
   unsigned long long tested, priced, fit;
   unsigned long long refused[ND_REFUSE_COUNT];
@@ -94,6 +94,11 @@ typedef struct nd_search_counts {
                                      (ZeRO 1-2 beside a lower stage with nothing to shard;
                                      selective beside none when it keeps what none keeps):
                                      not priced, as its twin was priced (or refused) */
+  unsigned long long pruned_time;   /* valid, not priced: its step-time bound is over the
+                                       caller's cut (it cannot enter the ranking) */
+  unsigned long long pruned_memory; /* not priced: its memory bound is over the budget (a
+                                       per-layer plan that cannot fit, or a miss further over
+                                       than the caller's cut); also counted "over memory" */
 } nd_search_counts;
 
 /*
@@ -110,6 +115,13 @@ typedef struct nd_search_hooks {
   void *ud;
   int price_equivalent;  /* non-zero: price equivalent candidates too (a policy's objective
                             may tell them apart); admit implies it */
+  /* cuts(ud, &time_cut, &over_cut), after each delivered chunk: a candidate whose step-time
+     bound is over time_cut, or whose memory bound is over the budget by more than over_cut
+     (whole-model recompute), is not priced (counted pruned). +HUGE_VAL: none. Cuts may only
+     fall as rows arrive; the walk applies each one a fixed number of chunks later, so what
+     it prunes does not depend on the threads. NULL: no cuts (a per-layer plan whose memory
+     bound is over the budget is still not priced: it could not fit). */
+  void (*cuts)(void *ud, double *time_cut, double *over_cut);
 } nd_search_hooks;
 
 typedef struct nd_search_params {
@@ -119,6 +131,7 @@ typedef struct nd_search_params {
   int jobs;                   /* pricing threads (1: inline, no thread) */
   int chunk;                  /* candidates per chunk (0: a default) */
   volatile sig_atomic_t *stop;/* set non-zero (e.g. by SIGINT) to stop within a chunk */
+  int exhaustive;             /* non-zero: price every valid candidate (no bound prunes) */
 } nd_search_params;
 
 enum { ND_SEARCH_OK = 0, ND_SEARCH_STOPPED = 1, ND_SEARCH_HOOK_ERROR = 2,

@@ -22,7 +22,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                bf16_last_layers = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
-               tp_comm_overlap = true, csv_all = true}
+               tp_comm_overlap = true, csv_all = true, exhaustive = true}
 local RECOMPUTE_ALIAS = {off = "none", none = "none", selective = "selective", full = "full",
                          per_layer = "per_layer", megatron = "megatron"}
 
@@ -174,6 +174,7 @@ function M.search(args)
   local ok, res = pcall(core.run, model, device, job, space,
                         {budget = bb, jobs = jobs, keep = keep,
                          misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
+                         exhaustive = args.exhaustive,
                          progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,
                          admit = p.admit, objective = p.objective}, costs)
@@ -263,7 +264,8 @@ function M.detail(row, info)
   return r
 end
 
--- The counts line: "N tested: R refused (label count, ...), P priced, F fit".
+-- The counts line: "N tested: R refused (label count, ...), P priced, F fit", then the
+-- equivalent and pruned candidates (search.h: nd_search_counts).
 function M.counts_line(info)
   local parts = {}
   for _, label in ipairs(info.labels) do
@@ -276,6 +278,11 @@ function M.counts_line(info)
                              info.priced, info.fit)
   if (info.equivalent or 0) > 0 then
     line = line .. string.format(", %d equivalent (not priced)", info.equivalent)
+  end
+  if (info.pruned_time or 0) + (info.pruned_memory or 0) > 0 then
+    line = line .. string.format(", not priced: %d pruned by the step-time bound, %d by the "
+                                 .. "memory bound (over memory)", info.pruned_time,
+                                 info.pruned_memory)
   end
   if info.dropped > 0 then line = line .. string.format(", %d dropped by the policy", info.dropped) end
   if info.postfiltered > 0 then
@@ -369,7 +376,8 @@ function M.json_doc(ranked, info)
     ranking_budget_bytes = info.budget_bytes, memory_band = info.memory_band, policy = info.policy,
     counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
               fit = info.fit, equivalent = info.equivalent, dropped = info.dropped,
-              postfiltered = info.postfiltered},
+              postfiltered = info.postfiltered, pruned_time = info.pruned_time,
+              pruned_memory = info.pruned_memory},
     refusals = info.refused,
     bounds = info.bounds,
     warnings = #info.warnings > 0 and info.warnings or nil,
