@@ -28,6 +28,7 @@ local spec = {
     {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the cores)"},
     {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv (the fitting candidates), memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
     {name = "all-rows", help = "with -o: every priced candidate into results.csv, not only the fitting ones"},
+    {name = "exhaustive", help = "price every valid candidate (no lower bound prunes; the ranking is the same)"},
     {name = "export", arg = "LIST", help = "with -o: trainer configs of the best strategy (megatron,torchtitan,deepspeed,mindformers,hyper or all)"},
     {name = "verbosity", short = "v", arg = "N", help = "0 table only, 1 bounds and counts, 2 nearest misses too", default = "1"},
     {name = "tp", arg = "LIST", help = "tensor parallel degree(s) or auto"},
@@ -304,6 +305,7 @@ if out_dir then
   args.csv = csv_tmp
   args.csv_all = opts["all-rows"] or nil
 end
+args.exhaustive = opts.exhaustive or nil
 
 local model = cli.check(nd.model(args.model, {strict = opts.strict}))
 for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr

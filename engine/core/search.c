@@ -270,12 +270,13 @@ static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
 /* Prices one candidate by its recompute value: a whole-model mode, a per-layer plan or
    the Megatron form, the last two chosen under the budget. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
-                            nd_recompute_plan *plan, char *err, size_t errlen) {
+                            nd_recompute_plan *plan, nd_recompute_ws *rws, char *err,
+                            size_t errlen) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   int method, num_layers;
   if (recompute == ND_SEARCH_PER_LAYER)
-    return nd_recompute_plan_run(w->m, w->dev, w->job, st, w->costs, budget, ND_RECOMPUTE_ALL,
-                                 plan, e, err, errlen);
+    return nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
+                                    ND_RECOMPUTE_ALL, plan, e, rws, err, errlen);
   if (recompute == ND_SEARCH_MEGATRON)
     return nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
                                      &num_layers, err, errlen);
@@ -283,8 +284,30 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
 }
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
-static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
-                        nd_recompute_plan *plan) {
+typedef struct worker_scratch {
+  nd_strategy st;
+  nd_estimate e;
+  nd_recompute_plan plan;
+  nd_recompute_ws *rws;   /* the per-layer planner's tables, kept between candidates */
+} worker_scratch;
+
+static worker_scratch *new_scratch (const nd_strategy *base) {
+  worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
+  if (!ws) return NULL;
+  ws->st = *base;
+  if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
+  return ws;
+}
+
+static void free_scratch (worker_scratch *ws) {
+  if (!ws) return;
+  nd_recompute_ws_free(ws->rws);
+  free(ws);
+}
+
+static void price_slot (walker *w, slot *s, worker_scratch *ws) {
+  nd_strategy *st = &ws->st;
+  nd_estimate *e = &ws->e;
   int i, k = 0;
   char err[64];
   s->priced = 0;
@@ -295,7 +318,8 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
     int t;
     if (w->p->stop && *w->p->stop) break;
     load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
-    if (price_candidate(w, s->cand[i].recompute, st, e, plan, err, sizeof err) != 0) {
+    if (price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws, err,
+                        sizeof err) != 0) {
       s->late[label_of(err)]++;
       continue;
     }
@@ -328,13 +352,6 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
   s->priced = k;
 }
 
-typedef struct worker_scratch { nd_strategy st; nd_estimate e; nd_recompute_plan plan; } worker_scratch;
-
-static worker_scratch *new_scratch (const nd_strategy *base) {
-  worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
-  if (ws) ws->st = *base;
-  return ws;
-}
 
 static void *worker_main (void *arg) {
   walker *w = (walker *)arg;
@@ -348,7 +365,7 @@ static void *worker_main (void *arg) {
     w->taken++;
     s->state = SLOT_TAKEN;
     pthread_mutex_unlock(&w->mu);
-    if (ws) price_slot(w, s, &ws->st, &ws->e, &ws->plan);
+    if (ws) price_slot(w, s, ws);
     else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
     pthread_mutex_lock(&w->mu);
     if (!ws) w->status = ND_SEARCH_NO_MEMORY;
@@ -356,7 +373,7 @@ static void *worker_main (void *arg) {
     pthread_cond_broadcast(&w->done_cv);
   }
   pthread_mutex_unlock(&w->mu);
-  free(ws);
+  free_scratch(ws);
   return NULL;
 }
 
@@ -419,7 +436,7 @@ static int help (walker *w) {
   w->taken++;
   s->state = SLOT_TAKEN;
   pthread_mutex_unlock(&w->mu);
-  price_slot(w, s, &w->inline_scratch->st, &w->inline_scratch->e, &w->inline_scratch->plan);
+  price_slot(w, s, w->inline_scratch);
   pthread_mutex_lock(&w->mu);
   s->state = SLOT_DONE;
   pthread_cond_broadcast(&w->done_cv);
@@ -454,7 +471,7 @@ static void submit (walker *w) {
   if (w->threads == 0) {  /* -j 1: price inline, deliver at once */
     worker_scratch *ws = w->inline_scratch;
     if (!ws) { w->status = ND_SEARCH_NO_MEMORY; s->n = 0; return; }
-    price_slot(w, s, &ws->st, &ws->e, &ws->plan);
+    price_slot(w, s, ws);
     w->filled++;
     w->delivered++;
     deliver(w, s);
@@ -885,7 +902,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     pthread_cond_destroy(&w->done_cv);
   }
   free(w->tids);
-  free(w->inline_scratch);
+  free_scratch(w->inline_scratch);
   nd_bound_free(w->bound);
   free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
