@@ -92,6 +92,7 @@ int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, con
   megatron_run *x;
   nd_strategy resolved;
   int fits, most, lo, hi, rc = -1;
+  *method = ND_MEGATRON_REFUSED;
   if (st->schedule != ND_SCHED_1F1B && st->schedule != ND_SCHED_INTERLEAVED) {
     snprintf(err, errlen, "degree out of bounds: Megatron has no flag for schedule %s",
              nd_schedule_name(st->schedule));
@@ -131,6 +132,7 @@ int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, con
     }
   }
   if (!x->have) {
+    *method = ND_MEGATRON_OVER;
     snprintf(err, errlen, "over memory: no recompute Megatron can state fits the %.2f GiB "
              "budget (full on every layer peaks at %.2f GiB)", budget / (1024.0 * 1024.0 * 1024.0),
              x->least / (1024.0 * 1024.0 * 1024.0));

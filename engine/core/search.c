@@ -23,18 +23,11 @@
    so the walk sees the same cuts at every -j (and prunes the same candidates). */
 #define CUT_LAG 16
 
-static const char *const refusal_labels[ND_REFUSE_COUNT] = {
-  "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-  "filtered out", "CP constraints", "global batch", "layout", "over memory"
-};
 
 static const char *const dim_names[ND_DIM_COUNT] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
 };
 
-const char *nd_refusal_label (nd_refusal r) {
-  return (unsigned)r < ND_REFUSE_COUNT ? refusal_labels[r] : NULL;
-}
 
 const char *nd_dim_name (nd_dim d) {
   return (unsigned)d < ND_DIM_COUNT ? dim_names[d] : NULL;
@@ -250,16 +243,6 @@ static int twin_fit (const walker *w, unsigned long long index) {
       && (w->fits[i / 8] >> (i % 8) & 1u);
 }
 
-/* Maps a refusal message of nd_strategy_resolve / nd_estimate_run to its label. */
-static nd_refusal label_of (const char *why) {
-  int r;
-  for (r = 0; r <= ND_REFUSE_MEMORY; r++) {  /* a per-layer plan that cannot fit: memory */
-    size_t n = strlen(refusal_labels[r]);
-    if (strncmp(why, refusal_labels[r], n) == 0) return (nd_refusal)r;
-  }
-  return ND_REFUSE_BOUNDS;  /* devices, zero, layout: degrees that cannot describe a run */
-}
-
 /* Whether a per-layer plan recomputes nothing. */
 static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
   int i, n = (int)(m->num_layers + m->mtp_layers);
@@ -269,18 +252,27 @@ static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
 
 /* Prices one candidate by its recompute value: a whole-model mode, a per-layer plan or
    the Megatron form, the last two chosen under the budget. */
+/* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; the walk
+   checked everything else, so any other failure is counted as out of bounds. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
-                            nd_recompute_plan *plan, nd_recompute_ws *rws, char *err,
-                            size_t errlen) {
+                            nd_recompute_plan *plan, nd_recompute_ws *rws) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   int method, num_layers;
-  if (recompute == ND_SEARCH_PER_LAYER)
-    return nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
-                                    ND_RECOMPUTE_ALL, plan, e, rws, err, errlen);
-  if (recompute == ND_SEARCH_MEGATRON)
-    return nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
-                                     &num_layers, err, errlen);
-  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, errlen);
+  char err[8];  /* the message is not shown: the code says why */
+  if (recompute == ND_SEARCH_PER_LAYER) {
+    if (nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
+                                 ND_RECOMPUTE_ALL, plan, e, rws, err, sizeof err) == 0)
+      return -1;
+    return plan->failed_stage >= 0 ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
+  }
+  if (recompute == ND_SEARCH_MEGATRON) {
+    if (nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
+                                  &num_layers, err, sizeof err) == 0)
+      return -1;
+    return method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
+  }
+  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0
+         ? -1 : ND_REFUSE_BOUNDS;
 }
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
@@ -308,8 +300,7 @@ static void free_scratch (worker_scratch *ws) {
 static void price_slot (walker *w, slot *s, worker_scratch *ws) {
   nd_strategy *st = &ws->st;
   nd_estimate *e = &ws->e;
-  int i, k = 0;
-  char err[64];
+  int i, k = 0, why;
   s->priced = 0;
   memset(s->late, 0, sizeof s->late);
   for (i = 0; i < s->n; i++) {
@@ -318,9 +309,9 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     int t;
     if (w->p->stop && *w->p->stop) break;
     load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
-    if (price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws, err,
-                        sizeof err) != 0) {
-      s->late[label_of(err)]++;
+    why = price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws);
+    if (why >= 0) {
+      s->late[why]++;
       continue;
     }
     if (s->cand[i].recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
@@ -511,11 +502,6 @@ static int vpp_bound (const nd_search_bounds *b, int pp) {
 }
 
 /*
-** Checks of the walk before pricing, in the order of nd_strategy_resolve (so a candidate
-** gets the same label either way), without formatting a message; resolution still runs
-** last, as the guard for any rule added there. Returns -1 (kept) or the refusal.
-*/
-/*
 ** Every degree within its bound, at least as many micro-batches as stages: 0, or 1 (and,
 ** when err is given, which bound in it).
 */
@@ -542,31 +528,18 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
   return 1;
 }
 
+/*
+** The walk's check of a candidate: the search's bounds, then the strategy's own rules
+** (nd_strategy_check, the one check resolve also runs: the walk refuses exactly what
+** nd.estimate refuses, under the same label, without formatting a message). Returns -1
+** (kept; w->scratch holds it resolved) or the refusal.
+*/
 static int check (walker *w, nd_candidate *c) {
-  const nd_search_bounds *b = &w->b;
-  const nd_model_spec *m = w->m;
   nd_strategy *st = &w->scratch;
-  long long G = w->job->global_batch, dense = (long long)c->dp * c->cp * c->tp;
-  char err[64];
-  int sp = c->sp && c->tp > 1;
-  if (out_of_bounds(b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
-  if (m->num_heads % c->tp != 0
-      || (m->num_kv_heads > 0 && m->num_kv_heads % c->tp != 0 && c->tp % m->num_kv_heads != 0))
-    return ND_REFUSE_BOUNDS;
-  if (m->num_experts > 0) {
-    if (c->ep > m->num_experts || (long long)c->ep * c->etp > dense) return ND_REFUSE_EP_OVER;
-    if (m->num_experts % c->ep != 0 || dense % ((long long)c->ep * c->etp) != 0
-        || m->moe_ffn_size % c->etp != 0)  /* expert width over the expert TP degree */
-      return ND_REFUSE_EP_DIV;
-    if (c->tp > 1 && !sp) return ND_REFUSE_FILTERED;
-  }
-  else if (c->ep != 1 || c->etp != 1) return ND_REFUSE_EP_OVER;
-  if (c->cp > 1 && w->job->seq_len % (2 * c->cp) != 0) return ND_REFUSE_CP;
-  if ((long long)c->dp * c->mbs * c->mb != G) return ND_REFUSE_BATCH;
-  if (c->vpp > 1 && c->pp == 1) return ND_REFUSE_LAYOUT;
-  if (c->vpp > 1 && c->mb % c->pp != 0) return ND_REFUSE_FILTERED;
-  load_candidate(st, c, &w->p->base, b->layers);
-  if (nd_strategy_resolve(st, m, w->job, err, sizeof err) != 0) return label_of(err);
+  int r;
+  if (out_of_bounds(&w->b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
+  load_candidate(st, c, &w->p->base, w->b.layers);
+  if ((r = nd_strategy_check(st, w->m, w->job, NULL, 0)) >= 0) return r;
   c->sp = (unsigned char)st->sp;
   return -1;
 }
@@ -641,13 +614,13 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   else if ((c.mb = (int)(probe.global_batch / c.mbs)),  /* the most micro-batches (dp 1) */
            out_of_bounds(&w->b, &c, why, sizeof why))
     r = ND_REFUSE_BOUNDS;  /* the walk's first check */
-  else if (nd_strategy_resolve(&w->scratch, m, &probe, why, sizeof why) != 0) r = label_of(why);
+  else if ((r = nd_strategy_check(&w->scratch, m, &probe, why, sizeof why)) >= 0) {}
   else {
     c.dp = w->scratch.dp; c.mb = w->scratch.mb; c.sp = (unsigned char)w->scratch.sp;
     w->scratch = p->base;
     r = check(w, &c);
     if (r >= 0 && !out_of_bounds(&w->b, &c, why, sizeof why))
-      snprintf(why, sizeof why, "%s", refusal_labels[r]);
+      snprintf(why, sizeof why, "%s", nd_refusal_label((nd_refusal)r));
   }
   free(w);
   if (r >= 0 && err && errlen) snprintf(err, errlen, "%s", why);

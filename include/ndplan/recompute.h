@@ -69,6 +69,9 @@ int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
 ** memory: ...").
 */
 enum { ND_MEGATRON_NONE, ND_MEGATRON_SELECTIVE, ND_MEGATRON_UNIFORM, ND_MEGATRON_BLOCK };
+/* *method when it returns -1: no form fits the budget (over memory), or another refusal */
+#define ND_MEGATRON_OVER (-1)
+#define ND_MEGATRON_REFUSED (-2)
 
 int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                                nd_strategy *st, const nd_costs *costs, double budget,

@@ -43,18 +43,7 @@ typedef struct nd_dim_set {
   int v[ND_SET_MAX];
 } nd_dim_set;
 
-/* Why a candidate was not kept. The labels are the ones the search prints. */
-typedef enum nd_refusal {
-  ND_REFUSE_BOUNDS = 0,    /* "degree out of bounds" */
-  ND_REFUSE_EP_OVER,       /* "EP over the experts or DP x TP" */
-  ND_REFUSE_EP_DIV,        /* "EP divisibility" */
-  ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
-  ND_REFUSE_CP,            /* "CP constraints" */
-  ND_REFUSE_BATCH,         /* "global batch" */
-  ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
-  ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
-  ND_REFUSE_COUNT
-} nd_refusal;
+/* Why a candidate was not kept: nd_refusal (ndplan/strategy.h), labels nd_refusal_label. */
 
 /* One point of the space, compact (the full nd_strategy is rebuilt from it to price). */
 typedef struct nd_candidate {
@@ -165,7 +154,6 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
 void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int body,
                             nd_strategy *out);
 
-const char *nd_refusal_label (nd_refusal r);
 const char *nd_dim_name (nd_dim d);
 
 #endif
