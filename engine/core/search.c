@@ -169,13 +169,19 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
 
 enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
 
+/* What the walk hands a worker for each candidate (slot.flag). */
+enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY };
+
 typedef struct slot {
   int state, n;
   nd_candidate *cand;
   unsigned long long *index;
+  unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
   nd_search_row *rows;
   int priced;                          /* rows[0..priced) */
-  unsigned long long late[ND_REFUSE_COUNT];  /* refused while pricing (should stay 0) */
+  double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
+  unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
+  unsigned long long equivalent, pruned_time, pruned_memory;
 } slot;
 
 typedef struct walker {
@@ -207,6 +213,10 @@ typedef struct walker {
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
 } walker;
+
+static int check (const walker *w, nd_strategy *st, nd_candidate *c);
+static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
+                   double time_cut, double over_cut);
 
 enum { TWIN_OFF = 0, TWIN_RECORD, TWIN_DONE, TWIN_USE };
 
@@ -277,23 +287,31 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
 typedef struct worker_scratch {
-  nd_strategy st;
+  nd_strategy st;          /* pricing */
+  nd_strategy chk;         /* the walk's checks */
   nd_estimate e;
   nd_recompute_plan plan;
-  nd_recompute_ws *rws;   /* the per-layer planner's tables, kept between candidates */
+  nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
+  nd_bound *bound;         /* the lower bounds, with their caches (NULL: none) */
 } worker_scratch;
 
-static worker_scratch *new_scratch (const nd_strategy *base) {
+static worker_scratch *new_scratch (const walker *w) {
   worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
+  const nd_search_params *p = w->p;
   if (!ws) return NULL;
-  ws->st = *base;
+  ws->st = ws->chk = p->base;
+  ws->bound = NULL;
   if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
+  if (!p->exhaustive)  /* NULL (a model the bounds do not cover): every candidate is priced */
+    ws->bound = nd_bound_new(w->m, w->dev, w->job, w->costs, &p->base,
+                             p->budget > 0 ? p->budget : w->dev->hbm_bytes);
   return ws;
 }
 
 static void free_scratch (worker_scratch *ws) {
   if (!ws) return;
   nd_recompute_ws_free(ws->rws);
+  nd_bound_free(ws->bound);
   free(ws);
 }
 
@@ -303,11 +321,28 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
   int i, k = 0, why;
   s->priced = 0;
   memset(s->late, 0, sizeof s->late);
+  s->equivalent = s->pruned_time = s->pruned_memory = 0;
   for (i = 0; i < s->n; i++) {
     nd_search_row *r = &s->rows[k];
     const nd_stage_estimate *h;
     int t;
     if (w->p->stop && *w->p->stop) break;
+    if (s->flag[i] != CAND_READY) {  /* the walk's checks, on this thread */
+      nd_candidate *c = &s->cand[i];
+      why = check(w, &ws->chk, c);
+      if (why < 0 && s->flag[i] == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
+        s->equivalent++;
+        continue;
+      }
+      if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, s->index[i]))
+        why = ND_REFUSE_FILTERED;  /* as below, after pricing it */
+      if (why >= 0) { s->late[why]++; continue; }
+      if (ws->bound) {
+        int pr = pruned(w, ws->bound, &ws->chk, c, s->time_cut, s->over_cut);
+        if (pr == 1) { s->pruned_time++; continue; }
+        if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; continue; }
+      }
+    }
     load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
     why = price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws);
     if (why >= 0) {
@@ -346,7 +381,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
 
 static void *worker_main (void *arg) {
   walker *w = (walker *)arg;
-  worker_scratch *ws = new_scratch(&w->p->base);
+  worker_scratch *ws = new_scratch(w);
   pthread_mutex_lock(&w->mu);
   for (;;) {
     slot *s;
@@ -373,6 +408,9 @@ static void deliver (walker *w, slot *s) {
   int i, r;
   nd_search_counts *c = w->counts;
   for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
+  c->equivalent += s->equivalent;
+  c->pruned_time += s->pruned_time;
+  c->pruned_memory += s->pruned_memory;
   c->priced += (unsigned long long)s->priced;
   for (i = 0; i < s->priced; i++) {
     if (s->rows[i].fits) c->fit++;
@@ -532,10 +570,9 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
 ** The walk's check of a candidate: the search's bounds, then the strategy's own rules
 ** (nd_strategy_check, the one check resolve also runs: the walk refuses exactly what
 ** nd.estimate refuses, under the same label, without formatting a message). Returns -1
-** (kept; w->scratch holds it resolved) or the refusal.
+** (kept; st holds it resolved) or the refusal.
 */
-static int check (walker *w, nd_candidate *c) {
-  nd_strategy *st = &w->scratch;
+static int check (const walker *w, nd_strategy *st, nd_candidate *c) {
   int r;
   if (out_of_bounds(&w->b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
   load_candidate(st, c, &w->p->base, w->b.layers);
@@ -618,7 +655,7 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   else {
     c.dp = w->scratch.dp; c.mb = w->scratch.mb; c.sp = (unsigned char)w->scratch.sp;
     w->scratch = p->base;
-    r = check(w, &c);
+    r = check(w, &w->scratch, &c);
     if (r >= 0 && !out_of_bounds(&w->b, &c, why, sizeof why))
       snprintf(why, sizeof why, "%s", nd_refusal_label((nd_refusal)r));
   }
@@ -633,52 +670,57 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
 ** a whole-model candidate whose memory bound is over the budget by more than the caller's
 ** cut is a miss it would not keep; a step-time bound over the time cut cannot rank. Each
 ** bound is under the estimate by a relative 1e-9 at least (the sums differ in order).
+** Returns 0 (price it), 1 (pruned by time) or 2 (by memory).
 */
-static int pruned (walker *w, const nd_candidate *c) {
+static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
+                   double time_cut, double over_cut) {
   double t, mem, budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
-  if (nd_bound_eval(w->bound, c, &w->scratch, &t, &mem) != 0) return 0;
+  if (nd_bound_eval(b, c, st, &t, &mem) != 0) return 0;
   t *= 1.0 - 1e-9;
   mem *= 1.0 - 1e-9;
   if (mem > budget && (c->recompute == ND_SEARCH_PER_LAYER
                        || (c->recompute < ND_RECOMPUTE_COUNT && w->p->budget > 0
-                           && mem - budget > w->over_cut))) {
-    w->counts->pruned_memory++;
-    w->counts->refused[ND_REFUSE_MEMORY]++;
-    return 1;
-  }
-  if (t > w->time_cut) { w->counts->pruned_time++; return 1; }
-  return 0;
+                           && mem - budget > over_cut)))
+    return 2;
+  return t > time_cut ? 1 : 0;
 }
 
 /* equivalent: the candidate is the same run as one priced before it (the walk knows); with
    an admit or objective hook it is priced anyway (a policy may tell them apart) */
 static void emit (walker *w, nd_candidate *c, int equivalent) {
-  int why;
+  int why, flag = equivalent ? CAND_EQUIVALENT : CAND_UNCHECKED;
   unsigned long long index;
   slot *s;
   if (w->status != ND_SEARCH_OK) return;
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested++;
-  why = check(w, c);
-  if (why < 0 && equivalent && !(w->hooks && (w->hooks->admit || w->hooks->price_equivalent))) {
-    w->counts->equivalent++;
-    return;
-  }
-  if (why < 0 && w->hooks && w->hooks->admit) {
+  if (w->hooks && w->hooks->admit) {  /* the hook runs here: the checks before it too */
     int keep = 1;
-    if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
+    why = check(w, &w->scratch, c);
+    if (why < 0 && w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
       w->status = ND_SEARCH_HOOK_ERROR;
       return;
     }
-    if (!keep) why = ND_REFUSE_FILTERED;
+    if (why < 0 && !keep) why = ND_REFUSE_FILTERED;
+    if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
+      why = ND_REFUSE_FILTERED;
+    if (why >= 0) { w->counts->refused[why]++; return; }
+    if (w->bound) {
+      int pr = pruned(w, w->bound, &w->scratch, c, w->time_cut, w->over_cut);
+      if (pr == 1) { w->counts->pruned_time++; return; }
+      if (pr == 2) {
+        w->counts->pruned_memory++;
+        w->counts->refused[ND_REFUSE_MEMORY]++;
+        return;
+      }
+    }
+    flag = CAND_READY;
   }
-  if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
-    why = ND_REFUSE_FILTERED;  /* as price_slot would refuse it */
-  if (why >= 0) { w->counts->refused[why]++; return; }
-  if (w->bound && pruned(w, c)) return;
   s = current(w);
+  if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
+  s->flag[s->n] = (unsigned char)flag;
   if (++s->n == w->chunk) submit(w);
 }
 
@@ -812,6 +854,7 @@ static void free_slots (walker *w) {
   for (i = 0; i < w->nslots; i++) {
     free(w->slots[i].cand);
     free(w->slots[i].index);
+    free(w->slots[i].flag);
     free(w->slots[i].rows);
   }
   free(w->slots);
@@ -833,12 +876,12 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->counts = counts;
   nd_search_bounds_of(p, m, job, &w->b);
   w->scratch = p->base;
-  w->chunk = p->chunk > 0 ? p->chunk : 256;
+  w->chunk = p->chunk > 0 ? p->chunk : 512;  /* candidates walked, checked by a worker */
   w->threads = p->jobs > 1 ? p->jobs - 1 : 0;  /* workers; this thread is the last one */
   w->nslots = w->threads > 0 ? 4 * p->jobs : 1;   /* several chunks per thread */
   if (w->nslots > CUT_LAG) w->nslots = CUT_LAG;
   w->time_cut = w->over_cut = HUGE_VAL;
-  if (!p->exhaustive)  /* NULL: every candidate is priced */
+  if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */
     w->bound = nd_bound_new(m, dev, job, costs, &p->base,
                             p->budget > 0 ? p->budget : dev->hbm_bytes);
   w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
@@ -847,8 +890,9 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     slot *s = &w->slots[i];
     s->cand = (nd_candidate *)malloc((size_t)w->chunk * sizeof *s->cand);
     s->index = (unsigned long long *)malloc((size_t)w->chunk * sizeof *s->index);
+    s->flag = (unsigned char *)malloc((size_t)w->chunk);
     s->rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *s->rows);
-    if (!s->cand || !s->index || !s->rows) status = ND_SEARCH_NO_MEMORY;
+    if (!s->cand || !s->index || !s->flag || !s->rows) status = ND_SEARCH_NO_MEMORY;
   }
   if (status != ND_SEARCH_OK) { free_slots(w); free(w); return status; }
   if (w->threads > 0) {
@@ -861,7 +905,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
       if (pthread_create(&w->tids[i], NULL, worker_main, w) == 0) started++;
     if (started == 0) w->threads = 0;  /* no thread: price inline */
   }
-  if (!(w->inline_scratch = new_scratch(&p->base))) w->status = ND_SEARCH_NO_MEMORY;
+  if (!(w->inline_scratch = new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
   if (w->status == ND_SEARCH_OK) walk(w);
   drain(w);
   if (pool) {
