@@ -2,10 +2,11 @@
 ** search.c -- the strategy space: bounds, the loop nest, refusal labels, and pricing on a
 ** pool of threads with results delivered in walk order.
 **
-** The calling thread walks the space and refuses what cannot run (exactly as a single
-** thread would), then hands contiguous chunks of survivors to the workers through a small
-** ring of slots. It delivers chunks back strictly in the order it filled them, so the rows
-** a caller sees, and everything it computes from them, are the same for any -j. Only a
+** The calling thread walks the space and hands contiguous chunks of candidates to the
+** workers through a small ring of slots; a worker checks each (refusing what cannot run),
+** skips what the lower bounds prune against the cuts the chunk was filled with, and prices
+** the rest. Chunks come back strictly in the order they were filled, so the rows a caller
+** sees, the counts and everything computed from them are the same for any -j. Only a
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */
 #define _POSIX_C_SOURCE 200809L  /* pthreads */

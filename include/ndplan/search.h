@@ -9,7 +9,10 @@
 ** 1..layers/PP: every chunk holds a layer), the layout variant (ND_VARIANT_*: the even
 ** split only, unless the layers do not divide into PP*VPP equal chunks), ZeRO, SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
-** priced and handed to the caller chunk by chunk.
+** priced and handed to the caller chunk by chunk. The calling thread only enumerates; the
+** pricing threads check each candidate (nd_strategy_check), skip what lower bounds on its
+** step time and memory show cannot change the result (search_bound.c, the caller's cuts),
+** and price the rest.
 */
 #ifndef NDPLAN_SEARCH_H
 #define NDPLAN_SEARCH_H
