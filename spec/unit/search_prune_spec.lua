@@ -66,7 +66,10 @@ for _, l in ipairs({"degree out of bounds", "EP over the experts or DP x TP", "E
 local function compare(seed, a)
   local r1, i1, why1 = run(a, true)
   local r2, i2, why2 = run(a, false)
-  local name = string.format("seed %d: %s", seed, search.encode_json(a))
+  local shown = {}
+  for k, v in pairs(a) do if type(v) ~= "table" or k ~= "policy" then shown[k] = v end end
+  local name = string.format("seed %d%s: %s", seed, a.policy and " (admit)" or "",
+                             search.encode_json(shown))
   assert(i1 and i2, name .. ": " .. tostring(why1 or why2))
   assert.are.equal(i1.tested, i2.tested, name)
   assert.are.equal(i1.equivalent, i2.equivalent, name)
@@ -115,6 +118,17 @@ describe("pruned search against the exhaustive walk", function()
         end
       end
     end
+  end)
+
+  it("prunes the same way when an admit hook runs the checks on the calling thread", function()
+    local pruned = 0
+    for seed = 2000, 2011 do
+      local a = problem(seed)
+      a.policy = {admit = function(c) return c.tp ~= 2 end}
+      local _, i2 = compare(seed, a)
+      pruned = pruned + i2.pruned_time + i2.pruned_memory
+    end
+    assert.is_true(pruned > 0)
   end)
 
   it("says what was pruned on the counts line", function()
