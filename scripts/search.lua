@@ -28,6 +28,7 @@ local spec = {
     {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the cores)"},
     {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv (the fitting candidates), memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
     {name = "all-rows", help = "with -o: every priced candidate into results.csv, not only the fitting ones"},
+    {name = "exhaustive", help = "price every valid candidate (no lower bound prunes; the ranking is the same)"},
     {name = "export", arg = "LIST", help = "with -o: trainer configs of the best strategy (megatron,torchtitan,deepspeed,mindformers,hyper or all)"},
     {name = "trainer", arg = "NAME", help = "rank only what this trainer's file states exactly (megatron, torchtitan, deepspeed, mindformers, hyper)"},
     {name = "dialect", arg = "LIST", help = "trainer versions for --trainer and --export, e.g. v0.2.2 (torchtitan); default the newest"},
@@ -340,6 +341,7 @@ local function fail_out(msg, code)
   if stage then msg = stage:final_text(msg); stage:abort() end
   cli.fail(msg, code)
 end
+args.exhaustive = opts.exhaustive or nil
 
 local model = cli.check(nd.model(args.model, {strict = opts.strict}))
 for _, w in ipairs(model:warnings()) do  -- what was assumed, on stderr

@@ -49,6 +49,10 @@ typedef struct results {
   nd_job job;
   double budget;
   double elapsed;             /* wall seconds of the walk and pricing */
+  double kth;                 /* the keep-th least objective of the rows kept so far
+                                 (HUGE_VAL before keep rows): the walk's time cut */
+  int kth_at;                 /* nbest when kth was taken */
+  double *keys;               /* cap objectives: scratch of update_kth */
 } results;
 
 /* State of one run, reachable from the core's hooks. */
@@ -556,6 +560,7 @@ static void keep_best (results *res, const nd_search_row *r) {
   if (res->nbest == res->cap) {  /* full: keep the best half, which is `keep` rows */
     qsort(res->best, (size_t)res->nbest, sizeof *res->best, cmp_best);
     res->nbest = res->keep;
+    res->kth = res->best[res->keep - 1].key;  /* no later row ranks that is slower */
   }
   res->best[res->nbest++] = *r;
 }
@@ -684,6 +689,51 @@ static int deliver_hook (void *ud, nd_search_row *rows, int n) {
   return 0;
 }
 
+/*
+** The walk's cuts (nd_search_hooks.cuts): what cannot change the results is not priced.
+** The time cut is the keep-th best step time so far, when the objective is the step time
+** and no CSV wants every fitting row; pruning by it may leave out misses, which are shown
+** only when nothing fits (then nothing was pruned by time: fewer than keep rows fit). The
+** over cut keeps the nearest misses exact: the least over of the `misses` kept so far.
+*/
+static int cmp_double (const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The keep-th least objective of the rows kept (nbest >= keep), into res->kth. */
+static void update_kth (results *res) {
+  int i, lo = 0, hi = res->nbest - 1, k = res->keep - 1;
+  double *v = res->keys;
+  for (i = 0; i < res->nbest; i++) v[i] = res->best[i].key;
+  while (hi - lo > 16) {  /* quickselect on a median of three */
+    double a = v[lo], b = v[(lo + hi) / 2], c = v[hi], piv, t;
+    int l = lo, r = hi;
+    piv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+    while (l <= r) {
+      while (v[l] < piv) l++;
+      while (v[r] > piv) r--;
+      if (l <= r) { t = v[l]; v[l] = v[r]; v[r] = t; l++; r--; }
+    }
+    if (k <= r) hi = r;
+    else if (k >= l) lo = l;
+    else { lo = hi = k; break; }
+  }
+  qsort(v + lo, (size_t)(hi - lo + 1), sizeof *v, cmp_double);
+  if (v[k] < res->kth) res->kth = v[k];
+  res->kth_at = res->nbest;
+}
+
+static void cuts_hook (void *ud, double *time_cut, double *over_cut) {
+  run_state *rs = (run_state *)ud;
+  results *res = rs->res;
+  if (res->nbest >= res->keep && res->nbest != res->kth_at && res->keys) update_kth(res);
+  *time_cut = rs->objective_idx || res->csv ? HUGE_VAL : res->kth;
+  if (res->csv && res->csv_all) *over_cut = HUGE_VAL;
+  else if (res->keep_miss == 0) *over_cut = -HUGE_VAL;
+  else *over_cut = res->nmiss == res->keep_miss ? res->miss[res->nmiss - 1].over : HUGE_VAL;
+}
+
 /* A progress line on stderr, at most ten times a second (only when asked: a terminal);
    past the deadline the core stops within a chunk. */
 static int progress_hook (void *ud, const nd_search_counts *c) {
@@ -715,6 +765,7 @@ static int res_gc (lua_State *L) {
   results *res = check_results(L, 1);
   free(res->best); res->best = NULL;
   free(res->miss); res->miss = NULL;
+  free(res->keys); res->keys = NULL;
   res->nbest = res->nmiss = res->cap = res->has_fallback = 0;
   if (res->csv) { fclose(res->csv); res->csv = NULL; }
   return 0;
@@ -764,6 +815,8 @@ static int res_info (lua_State *L) {
   nd_setint(L, "priced", (lua_Integer)c->priced);
   nd_setint(L, "fit", (lua_Integer)c->fit);
   nd_setint(L, "equivalent", (lua_Integer)c->equivalent);
+  nd_setint(L, "pruned_time", (lua_Integer)c->pruned_time);
+  nd_setint(L, "pruned_memory", (lua_Integer)c->pruned_memory);
   nd_setint(L, "dropped", (lua_Integer)res->dropped);
   nd_setint(L, "postfiltered", (lua_Integer)res->postfiltered);
   nd_setint(L, "kept", res->nbest);
@@ -816,7 +869,7 @@ static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {
 ** run(model, device, job, space, opts [, costs]) -> results
 ** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, csv = path, csv_all,
 **         progress = bool, admit = fn, objective = fn, deadline = clock() seconds,
-**         heap = bytes}
+**         heap = bytes, exhaustive = bool (price what the bounds would prune)}
 ** The walk runs in the policy guard (deadline, heap cap, Ctrl-C); one search at a time.
 ** Raises on misuse, on a policy hook's error ({policy_error = message with traceback,
 ** hook = name}), past the deadline ("timed out") and on Ctrl-C ("interrupted"); the CSV is
@@ -865,10 +918,14 @@ static int s_run (lua_State *L) {
   res->keep_miss = opt_int(L, "misses", 5, 0, 1000);
   lua_getfield(L, 5, "progress");
   rs.progress = lua_toboolean(L, -1);
-  lua_pop(L, 6);
+  lua_getfield(L, 5, "exhaustive");
+  p->exhaustive = lua_toboolean(L, -1);
+  lua_pop(L, 7);
   deadline = opt_limit(L, 5, "deadline");
   heap = opt_limit(L, 5, "heap");
   res->cap = 2 * res->keep;
+  res->kth = HUGE_VAL;
+  res->keys = (double *)malloc((size_t)res->cap * sizeof *res->keys);  /* NULL: no cut */
   res->best = (nd_search_row *)malloc((size_t)res->cap * sizeof *res->best);
   res->miss = (nd_search_row *)malloc((size_t)(res->keep_miss + 1) * sizeof *res->miss);
   if (!res->best || !res->miss) return luaL_error(L, "search: out of memory");
@@ -906,6 +963,7 @@ static int s_run (lua_State *L) {
   hooks.admit = rs.admit_idx ? admit_hook : NULL;
   hooks.deliver = deliver_hook;
   hooks.progress = progress_hook;
+  hooks.cuts = cuts_hook;
   hooks.ud = &rs;
   hooks.price_equivalent = rs.objective_idx != 0;
   /* Ctrl-C and the deadline: the core checks the flag between candidates */

@@ -1066,6 +1066,7 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;
   out->params = lc->p_dense + lc->p_expert;
+  out->params_expert = lc->p_expert;
   out->flops_token = lc->flops_token;
   return 0;
 }

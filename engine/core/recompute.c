@@ -540,10 +540,46 @@ static int kind_options (const nd_layer_estimate *le, unsigned modes, option *ou
   return k;
 }
 
+/* A planner's tables kept between runs (nd_recompute_workspace_new): the run's workspace
+   and the bucket DP's scratch, which grows to the longest stage planned. */
+struct nd_recompute_ws {
+  workspace ws;
+  scratch sc;
+};
+
+nd_recompute_ws *nd_recompute_ws_new (void) {
+  nd_recompute_ws *w = (nd_recompute_ws *)malloc(sizeof *w);
+  if (w) memset(&w->sc, 0, sizeof w->sc);
+  return w;
+}
+
+void nd_recompute_ws_free (nd_recompute_ws *w) {
+  if (!w) return;
+  free(w->sc.best); free(w->sc.next); free(w->sc.choice);
+  free(w);
+}
+
 int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                            nd_strategy *st, const nd_costs *costs, double budget,
                            unsigned modes, nd_recompute_plan *plan, nd_estimate *out,
                            char *err, size_t errlen) {
+  nd_recompute_ws *w = nd_recompute_ws_new();
+  int rc;
+  if (!w) {
+    snprintf(err, errlen, "recompute: out of memory");
+    return -1;
+  }
+  rc = nd_recompute_plan_run_ws(m, dev, job, st, costs, budget, modes, plan, out, w, err,
+                                errlen);
+  nd_recompute_ws_free(w);
+  return rc;
+}
+
+int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              double budget, unsigned modes, nd_recompute_plan *plan,
+                              nd_estimate *out, nd_recompute_ws *reuse, char *err,
+                              size_t errlen) {
   nd_strategy trial;
   workspace *ws = NULL;
   kind_costs *kc = NULL;
@@ -554,7 +590,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   option (*opts)[MAX_OPTIONS] = NULL;  /* per kind, with variants */
   int *nopts = NULL;
   double *va = NULL, *vr = NULL;
-  scratch sc = {NULL, NULL, NULL, 0};
+  scratch *scp = &reuse->sc;
   int variants = (modes & ND_PLAN_VARIANTS) && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE));
   int p, s, i, rc = -1, dual, stages_to_plan, total = (int)(m->num_layers + m->mtp_layers);
   int offload_ok;
@@ -574,9 +610,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   trial.recompute = ND_RECOMPUTE_FULL;
   if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) return -1;
   p = out->stages;
-  /* one block for the run's tables: this runs once per searched candidate */
-  ws = (workspace *)malloc(sizeof *ws);
-  if (ws) {
+  /* one block for the run's tables, kept by the caller between runs */
+  ws = &reuse->ws;
+  {
     kc = &ws->kc;
     kc->n = 0;
     list = &ws->list;
@@ -596,10 +632,6 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
       snprintf(err, errlen, "recompute: out of memory");
       goto done;
     }
-  }
-  if (!ws) {
-    snprintf(err, errlen, "recompute: out of memory");
-    goto done;
   }
   none_peak = full_peak + p;
   inflight = none_peak + p;
@@ -757,7 +789,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
           }
         }
         if (got < 0) got = fallback(nk, kinds, km, kt, w / wd, modes, budget - fixed, list->n, slot,
-                                    kind_of, a, r, &sc, chosen, picked3, by_kind, counts);
+                                    kind_of, a, r, scp, chosen, picked3, by_kind, counts);
       }
       if (got == 0) {
         for (k = 0; k < nk; k++) {
@@ -798,7 +830,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                           wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE]
                                 - opts[slot[i]][o].bytes));
       }
-      if (ensure_scratch(&sc, list->n) != 0) {
+      if (ensure_scratch(scp, list->n) != 0) {
         snprintf(err, errlen, "recompute: out of memory");
         goto done;
       }
@@ -814,7 +846,7 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
             vr[i * MAX_OPTIONS + o] = offered ? op->time : 0.0;
           }
         }
-        if (knapsack(list->n, MAX_OPTIONS, va, vr, budget - fixed - caps[c], &sc, picked) != 0)
+        if (knapsack(list->n, MAX_OPTIONS, va, vr, budget - fixed - caps[c], scp, picked) != 0)
           continue;
         for (i = 0; i < list->n; i++) with += vr[i * MAX_OPTIONS + picked[i]];
         if (with < plain * (1.0 - 1e-12)) {
@@ -914,8 +946,6 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   *st = trial;
   rc = 0;
 done:
-  free(ws);
   free(opts); free(nopts); free(picked); free(va); free(vr);
-  free(sc.best); free(sc.next); free(sc.choice);
   return rc;
 }

@@ -138,6 +138,7 @@ int nd_recompute_megatron_choose (const nd_model_spec *m, const nd_device *dev,
   int i, fits, most, lo, hi, rc = -1;
   memset(choice, 0, sizeof *choice);
   choice->least_peak = HUGE_VAL;
+  choice->method = ND_MEGATRON_REFUSED;  /* until a form is chosen (the search's label) */
   if (!nd_schedule_megatron(st->schedule)) {
     snprintf(err, errlen, "degree out of bounds: Megatron has no flag for schedule %s",
              nd_schedule_name(st->schedule));
@@ -192,6 +193,7 @@ int nd_recompute_megatron_choose (const nd_model_spec *m, const nd_device *dev,
     }
   }
   if (!x->have) {
+    choice->method = ND_MEGATRON_OVER;
     snprintf(err, errlen, "over memory: no recompute Megatron can state fits the %.2f GiB "
              "budget (full on every layer peaks at %.2f GiB)", budget / (1024.0 * 1024.0 * 1024.0),
              choice->least_peak / (1024.0 * 1024.0 * 1024.0));

@@ -2,13 +2,15 @@
 ** search.c -- the strategy space: bounds, the loop nest, refusal labels, and pricing on a
 ** pool of threads with results delivered in walk order.
 **
-** The calling thread walks the space and refuses what cannot run (exactly as a single
-** thread would), then hands contiguous chunks of survivors to the workers through a small
-** ring of slots. It delivers chunks back strictly in the order it filled them, so the rows
-** a caller sees, and everything it computes from them, are the same for any -j. Only a
+** The calling thread walks the space and hands contiguous chunks of candidates to the
+** workers through a small ring of slots; a worker checks each (refusing what cannot run),
+** skips what the lower bounds prune against the cuts the chunk was filled with, and prices
+** the rest. Chunks come back strictly in the order they were filled, so the rows a caller
+** sees, the counts and everything computed from them are the same for any -j. Only a
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */
 #define _POSIX_C_SOURCE 200809L  /* pthreads */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,19 +18,17 @@
 
 #include "ndplan/recompute.h"
 #include "ndplan/search.h"
+#include "search_bound.h"
 
-static const char *const refusal_labels[ND_REFUSE_COUNT] = {
-  "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-  "filtered out", "CP constraints", "global batch", "layout", "over memory"
-};
+/* Chunks between a cut's delivery and the walk applying it: at least the slots in flight,
+   so the walk sees the same cuts at every -j (and prunes the same candidates). */
+#define CUT_LAG 16
+
 
 static const char *const dim_names[ND_DIM_COUNT] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
 };
 
-const char *nd_refusal_label (nd_refusal r) {
-  return (unsigned)r < ND_REFUSE_COUNT ? refusal_labels[r] : NULL;
-}
 
 const char *nd_dim_name (nd_dim d) {
   return (unsigned)d < ND_DIM_COUNT ? dim_names[d] : NULL;
@@ -170,13 +170,19 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
 
 enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
 
+/* What the walk hands a worker for each candidate (slot.flag). */
+enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY };
+
 typedef struct slot {
   int state, n;
   nd_candidate *cand;
   unsigned long long *index;
+  unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
   nd_search_row *rows;
   int priced;                          /* rows[0..priced) */
-  unsigned long long late[ND_REFUSE_COUNT];  /* refused while pricing (should stay 0) */
+  double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
+  unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
+  unsigned long long equivalent, pruned_time, pruned_memory;
 } slot;
 
 typedef struct walker {
@@ -196,19 +202,56 @@ typedef struct walker {
   unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
+  nd_bound *bound;                     /* lower bounds (NULL: every candidate is priced) */
+  double time_cut, over_cut;           /* the cuts the walk applies now */
+  double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
+  /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
+  int twin;                            /* TWIN_* */
+  unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
+  unsigned long long fits_cap;         /* bytes of fits */
+  unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
 } walker;
 
-/* Maps a refusal message of nd_strategy_resolve / nd_estimate_run to its label. */
-static nd_refusal label_of (const char *why) {
-  int r;
-  for (r = 0; r <= ND_REFUSE_MEMORY; r++) {  /* a per-layer plan that cannot fit: memory */
-    size_t n = strlen(refusal_labels[r]);
-    if (strncmp(why, refusal_labels[r], n) == 0) return (nd_refusal)r;
+static int check (const walker *w, nd_strategy *st, nd_candidate *c);
+static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
+                   double time_cut, double over_cut);
+
+enum { TWIN_OFF = 0, TWIN_RECORD, TWIN_DONE, TWIN_USE };
+
+/* Records that the none candidate at walk index `index` fits the planner's budget (with a
+   relative margin of 1e-9: the planner's linear model rounds differently). */
+static void record_fit (walker *w, const nd_search_row *r) {
+  double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
+  unsigned long long i = r->index - w->none_start;
+  if (!(r->peak <= budget * (1.0 - 1e-9))) return;
+  if (i / 8 >= w->fits_cap) {
+    unsigned long long cap = w->fits_cap ? w->fits_cap : 4096;
+    unsigned char *f;
+    while (i / 8 >= cap) cap *= 2;
+    f = (unsigned char *)realloc(w->fits, (size_t)cap);
+    if (!f) { w->twin = TWIN_OFF; return; }  /* no shortcut: every plan is priced */
+    memset(f + w->fits_cap, 0, (size_t)(cap - w->fits_cap));
+    w->fits = f;
+    w->fits_cap = cap;
   }
-  return ND_REFUSE_BOUNDS;  /* devices, zero, layout: degrees that cannot describe a run */
+  w->fits[i / 8] |= (unsigned char)(1u << (i % 8));
+}
+
+/*
+** Whether the per-layer candidate at walk index `index` is its none twin's run: when every
+** layer kept fits the budget the planner keeps every layer (nd_recompute_plan_run's "all
+** kept fits" branch), a plan the automatic recompute does not price twice (price_slot
+** refuses it as filtered out). The twin is the candidate at the same place of the none
+** pass, which walks the same degrees in the same order; the pass was drained before this
+** one began, so what is known does not depend on the threads.
+*/
+static int twin_fit (const walker *w, unsigned long long index) {
+  unsigned long long i = index - w->pl_start;
+  return w->twin == TWIN_USE && i < w->none_len && i / 8 < w->fits_cap
+      && (w->fits[i / 8] >> (i % 8) & 1u);
 }
 
 /* Whether a per-layer plan recomputes nothing. */
@@ -220,34 +263,91 @@ static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
 
 /* Prices one candidate by its recompute value: a whole-model mode, a per-layer plan or
    the Megatron form, the last two chosen under the budget. */
+/* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; the walk
+   checked everything else, so any other failure is counted as out of bounds. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
-                            nd_recompute_plan *plan, char *err, size_t errlen) {
+                            nd_recompute_plan *plan, nd_recompute_ws *rws) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   int method, num_layers;
-  if (recompute == ND_SEARCH_PER_LAYER)
-    return nd_recompute_plan_run(w->m, w->dev, w->job, st, w->costs, budget, ND_RECOMPUTE_ALL,
-                                 plan, e, err, errlen);
-  if (recompute == ND_SEARCH_MEGATRON)
-    return nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
-                                     &num_layers, err, errlen);
-  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, errlen);
+  char err[8];  /* the message is not shown: the code says why */
+  if (recompute == ND_SEARCH_PER_LAYER) {
+    if (nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
+                                 ND_RECOMPUTE_ALL, plan, e, rws, err, sizeof err) == 0)
+      return -1;
+    return plan->failed_stage >= 0 ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
+  }
+  if (recompute == ND_SEARCH_MEGATRON) {
+    if (nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
+                                  &num_layers, err, sizeof err) == 0)
+      return -1;
+    return method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
+  }
+  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0
+         ? -1 : ND_REFUSE_BOUNDS;
 }
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
-static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
-                        nd_recompute_plan *plan) {
-  int i, k = 0;
-  char err[64];
+typedef struct worker_scratch {
+  nd_strategy st;          /* pricing */
+  nd_strategy chk;         /* the walk's checks */
+  nd_estimate e;
+  nd_recompute_plan plan;
+  nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
+  nd_bound *bound;         /* the lower bounds, with their caches (NULL: none) */
+} worker_scratch;
+
+static worker_scratch *new_scratch (const walker *w) {
+  worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
+  const nd_search_params *p = w->p;
+  if (!ws) return NULL;
+  ws->st = ws->chk = p->base;
+  ws->bound = NULL;
+  if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
+  if (!p->exhaustive)  /* NULL (a model the bounds do not cover): every candidate is priced */
+    ws->bound = nd_bound_new(w->m, w->dev, w->job, w->costs, &p->base,
+                             p->budget > 0 ? p->budget : w->dev->hbm_bytes);
+  return ws;
+}
+
+static void free_scratch (worker_scratch *ws) {
+  if (!ws) return;
+  nd_recompute_ws_free(ws->rws);
+  nd_bound_free(ws->bound);
+  free(ws);
+}
+
+static void price_slot (walker *w, slot *s, worker_scratch *ws) {
+  nd_strategy *st = &ws->st;
+  nd_estimate *e = &ws->e;
+  int i, k = 0, why;
   s->priced = 0;
   memset(s->late, 0, sizeof s->late);
+  s->equivalent = s->pruned_time = s->pruned_memory = 0;
   for (i = 0; i < s->n; i++) {
     nd_search_row *r = &s->rows[k];
     const nd_stage_estimate *h;
     int t;
     if (w->p->stop && *w->p->stop) break;
+    if (s->flag[i] != CAND_READY) {  /* the walk's checks, on this thread */
+      nd_candidate *c = &s->cand[i];
+      why = check(w, &ws->chk, c);
+      if (why < 0 && s->flag[i] == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
+        s->equivalent++;
+        continue;
+      }
+      if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, s->index[i]))
+        why = ND_REFUSE_FILTERED;  /* as below, after pricing it */
+      if (why >= 0) { s->late[why]++; continue; }
+      if (ws->bound) {
+        int pr = pruned(w, ws->bound, &ws->chk, c, s->time_cut, s->over_cut);
+        if (pr == 1) { s->pruned_time++; continue; }
+        if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; continue; }
+      }
+    }
     load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
-    if (price_candidate(w, s->cand[i].recompute, st, e, plan, err, sizeof err) != 0) {
-      s->late[label_of(err)]++;
+    why = price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws);
+    if (why >= 0) {
+      s->late[why]++;
       continue;
     }
     if (s->cand[i].recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
@@ -279,17 +379,10 @@ static void price_slot (walker *w, slot *s, nd_strategy *st, nd_estimate *e,
   s->priced = k;
 }
 
-typedef struct worker_scratch { nd_strategy st; nd_estimate e; nd_recompute_plan plan; } worker_scratch;
-
-static worker_scratch *new_scratch (const nd_strategy *base) {
-  worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
-  if (ws) ws->st = *base;
-  return ws;
-}
 
 static void *worker_main (void *arg) {
   walker *w = (walker *)arg;
-  worker_scratch *ws = new_scratch(&w->p->base);
+  worker_scratch *ws = new_scratch(w);
   pthread_mutex_lock(&w->mu);
   for (;;) {
     slot *s;
@@ -299,7 +392,7 @@ static void *worker_main (void *arg) {
     w->taken++;
     s->state = SLOT_TAKEN;
     pthread_mutex_unlock(&w->mu);
-    if (ws) price_slot(w, s, &ws->st, &ws->e, &ws->plan);
+    if (ws) price_slot(w, s, ws);
     else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
     pthread_mutex_lock(&w->mu);
     if (!ws) w->status = ND_SEARCH_NO_MEMORY;
@@ -307,7 +400,7 @@ static void *worker_main (void *arg) {
     pthread_cond_broadcast(&w->done_cv);
   }
   pthread_mutex_unlock(&w->mu);
-  free(ws);
+  free_scratch(ws);
   return NULL;
 }
 
@@ -316,10 +409,16 @@ static void deliver (walker *w, slot *s) {
   int i, r;
   nd_search_counts *c = w->counts;
   for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
+  c->equivalent += s->equivalent;
+  c->pruned_time += s->pruned_time;
+  c->pruned_memory += s->pruned_memory;
   c->priced += (unsigned long long)s->priced;
   for (i = 0; i < s->priced; i++) {
     if (s->rows[i].fits) c->fit++;
     else c->refused[ND_REFUSE_MEMORY]++;
+    if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
+        && s->rows[i].c.recompute == ND_RECOMPUTE_NONE)
+      record_fit(w, &s->rows[i]);
   }
   if (w->status == ND_SEARCH_OK && s->priced > 0 && w->hooks && w->hooks->deliver
       && w->hooks->deliver(w->hooks->ud, s->rows, s->priced) != 0)
@@ -327,6 +426,12 @@ static void deliver (walker *w, slot *s) {
   if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
       && w->hooks->progress(w->hooks->ud, c) != 0)
     w->status = ND_SEARCH_HOOK_ERROR;
+  {  /* the cuts after this chunk (delivered chunks are numbered in walk order) */
+    unsigned long long k = (w->delivered - 1) % CUT_LAG;
+    w->cut_time[k] = w->cut_over[k] = HUGE_VAL;
+    if (w->hooks && w->hooks->cuts)
+      w->hooks->cuts(w->hooks->ud, &w->cut_time[k], &w->cut_over[k]);
+  }
   s->state = SLOT_FREE;
   s->n = 0;
 }
@@ -361,7 +466,7 @@ static int help (walker *w) {
   w->taken++;
   s->state = SLOT_TAKEN;
   pthread_mutex_unlock(&w->mu);
-  price_slot(w, s, &w->inline_scratch->st, &w->inline_scratch->e, &w->inline_scratch->plan);
+  price_slot(w, s, w->inline_scratch);
   pthread_mutex_lock(&w->mu);
   s->state = SLOT_DONE;
   pthread_cond_broadcast(&w->done_cv);
@@ -379,16 +484,28 @@ static slot *current (walker *w) {
   return &w->slots[w->filled % (unsigned long long)w->nslots];
 }
 
+/* The cuts for the chunk the walk fills next: those after chunk filled - CUT_LAG, which is
+   delivered by now at any -j (at most nslots <= CUT_LAG chunks are in flight). */
+static void next_cuts (walker *w) {
+  unsigned long long f = w->filled;
+  w->time_cut = w->over_cut = HUGE_VAL;
+  if (f >= CUT_LAG) {
+    w->time_cut = w->cut_time[(f - CUT_LAG) % CUT_LAG];
+    w->over_cut = w->cut_over[(f - CUT_LAG) % CUT_LAG];
+  }
+}
+
 static void submit (walker *w) {
   slot *s = current(w);
   if (s->n == 0) return;
   if (w->threads == 0) {  /* -j 1: price inline, deliver at once */
     worker_scratch *ws = w->inline_scratch;
     if (!ws) { w->status = ND_SEARCH_NO_MEMORY; s->n = 0; return; }
-    price_slot(w, s, &ws->st, &ws->e, &ws->plan);
+    price_slot(w, s, ws);
     w->filled++;
     w->delivered++;
     deliver(w, s);
+    next_cuts(w);
     return;
   }
   pthread_mutex_lock(&w->mu);
@@ -399,6 +516,7 @@ static void submit (walker *w) {
   while (deliver_oldest(w, 0)) {}  /* keep the caller's view current */
   /* the next slot must be free before the walk fills it: price rather than wait */
   while (w->filled - w->delivered >= (unsigned long long)w->nslots) make_progress(w);
+  next_cuts(w);
 }
 
 /* ---- the walk ------------------------------------------------------------------- */
@@ -422,11 +540,6 @@ static int vpp_bound (const nd_search_bounds *b, int pp) {
   return v > 0 ? v : 1;
 }
 
-/*
-** Checks of the walk before pricing, in the order of nd_strategy_resolve (so a candidate
-** gets the same label either way), without formatting a message; resolution still runs
-** last, as the guard for any rule added there. Returns -1 (kept) or the refusal.
-*/
 /*
 ** Every degree within its bound, at least as many micro-batches as stages: 0, or 1 (and,
 ** when err is given, which bound in it).
@@ -454,31 +567,17 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
   return 1;
 }
 
-static int check (walker *w, nd_candidate *c) {
-  const nd_search_bounds *b = &w->b;
-  const nd_model_spec *m = w->m;
-  nd_strategy *st = &w->scratch;
-  long long G = w->job->global_batch, dense = (long long)c->dp * c->cp * c->tp;
-  char err[64];
-  int sp = c->sp && c->tp > 1;
-  if (out_of_bounds(b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
-  if (m->num_heads % c->tp != 0
-      || (m->num_kv_heads > 0 && m->num_kv_heads % c->tp != 0 && c->tp % m->num_kv_heads != 0))
-    return ND_REFUSE_BOUNDS;
-  if (m->num_experts > 0) {
-    if (c->ep > m->num_experts || (long long)c->ep * c->etp > dense) return ND_REFUSE_EP_OVER;
-    if (m->num_experts % c->ep != 0 || dense % ((long long)c->ep * c->etp) != 0
-        || m->moe_ffn_size % c->etp != 0)  /* expert width over the expert TP degree */
-      return ND_REFUSE_EP_DIV;
-    if (c->tp > 1 && !sp) return ND_REFUSE_FILTERED;
-  }
-  else if (c->ep != 1 || c->etp != 1) return ND_REFUSE_EP_OVER;
-  if (c->cp > 1 && w->job->seq_len % (2 * c->cp) != 0) return ND_REFUSE_CP;
-  if ((long long)c->dp * c->mbs * c->mb != G) return ND_REFUSE_BATCH;
-  if (c->vpp > 1 && c->pp == 1) return ND_REFUSE_LAYOUT;
-  if (c->vpp > 1 && c->mb % c->pp != 0) return ND_REFUSE_FILTERED;
-  load_candidate(st, c, &w->p->base, b->layers);
-  if (nd_strategy_resolve(st, m, w->job, err, sizeof err) != 0) return label_of(err);
+/*
+** The walk's check of a candidate: the search's bounds, then the strategy's own rules
+** (nd_strategy_check, the one check resolve also runs: the walk refuses exactly what
+** nd.estimate refuses, under the same label, without formatting a message). Returns -1
+** (kept; st holds it resolved) or the refusal.
+*/
+static int check (const walker *w, nd_strategy *st, nd_candidate *c) {
+  int r;
+  if (out_of_bounds(&w->b, c, NULL, 0)) return ND_REFUSE_BOUNDS;
+  load_candidate(st, c, &w->p->base, w->b.layers);
+  if ((r = nd_strategy_check(st, w->m, w->job, NULL, 0)) >= 0) return r;
   c->sp = (unsigned char)st->sp;
   return -1;
 }
@@ -553,46 +652,115 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   else if ((c.mb = (int)(probe.global_batch / c.mbs)),  /* the most micro-batches (dp 1) */
            out_of_bounds(&w->b, &c, why, sizeof why))
     r = ND_REFUSE_BOUNDS;  /* the walk's first check */
-  else if (nd_strategy_resolve(&w->scratch, m, &probe, why, sizeof why) != 0) r = label_of(why);
+  else if ((r = nd_strategy_check(&w->scratch, m, &probe, why, sizeof why)) >= 0) {}
   else {
     c.dp = w->scratch.dp; c.mb = w->scratch.mb; c.sp = (unsigned char)w->scratch.sp;
     w->scratch = p->base;
-    r = check(w, &c);
+    r = check(w, &w->scratch, &c);
     if (r >= 0 && !out_of_bounds(&w->b, &c, why, sizeof why))
-      snprintf(why, sizeof why, "%s", refusal_labels[r]);
+      snprintf(why, sizeof why, "%s", nd_refusal_label((nd_refusal)r));
   }
   free(w);
   if (r >= 0 && err && errlen) snprintf(err, errlen, "%s", why);
   return r;
 }
 
+/*
+** Whether a valid candidate need not be priced (counted as why): a per-layer plan whose
+** memory bound is over the budget cannot fit (its planner would refuse it "over memory");
+** a whole-model candidate whose memory bound is over the budget by more than the caller's
+** cut is a miss it would not keep; a step-time bound over the time cut cannot rank. Each
+** bound is under the estimate by a relative 1e-9 at least (the sums differ in order).
+** Returns 0 (price it), 1 (pruned by time) or 2 (by memory).
+*/
+static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
+                   double time_cut, double over_cut) {
+  double t, mem, budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
+  if (nd_bound_eval(b, c, st, &t, &mem) != 0) return 0;
+  t *= 1.0 - 1e-9;
+  mem *= 1.0 - 1e-9;
+  if (mem > budget && (c->recompute == ND_SEARCH_PER_LAYER
+                       || (c->recompute < ND_RECOMPUTE_COUNT && w->p->budget > 0
+                           && mem - budget > over_cut)))
+    return 2;
+  return t > time_cut ? 1 : 0;
+}
+
 /* equivalent: the candidate is the same run as one priced before it (the walk knows); with
    an admit or objective hook it is priced anyway (a policy may tell them apart) */
 static void emit (walker *w, nd_candidate *c, int equivalent) {
-  int why;
+  int why, flag = equivalent ? CAND_EQUIVALENT : CAND_UNCHECKED;
   unsigned long long index;
   slot *s;
   if (w->status != ND_SEARCH_OK) return;
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested++;
-  why = check(w, c);
-  if (why < 0 && equivalent && !(w->hooks && (w->hooks->admit || w->hooks->price_equivalent))) {
-    w->counts->equivalent++;
-    return;
-  }
-  if (why < 0 && w->hooks && w->hooks->admit) {
+  if (w->hooks && w->hooks->admit) {  /* the hook runs here: the checks before it too */
     int keep = 1;
-    if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
+    why = check(w, &w->scratch, c);
+    if (why < 0 && w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
       w->status = ND_SEARCH_HOOK_ERROR;
       return;
     }
-    if (!keep) why = ND_REFUSE_FILTERED;
+    if (why < 0 && !keep) why = ND_REFUSE_FILTERED;
+    if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
+      why = ND_REFUSE_FILTERED;
+    if (why >= 0) { w->counts->refused[why]++; return; }
+    if (w->bound) {
+      int pr = pruned(w, w->bound, &w->scratch, c, w->time_cut, w->over_cut);
+      if (pr == 1) { w->counts->pruned_time++; return; }
+      if (pr == 2) {
+        w->counts->pruned_memory++;
+        w->counts->refused[ND_REFUSE_MEMORY]++;
+        return;
+      }
+    }
+    flag = CAND_READY;
   }
-  if (why >= 0) { w->counts->refused[why]++; return; }
   s = current(w);
+  if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
+  s->flag[s->n] = (unsigned char)flag;
   if (++s->n == w->chunk) submit(w);
+}
+
+/* Submits the partial chunk and delivers what is in flight (in order), or just waits for it
+   when stopping. */
+static void drain (walker *w) {
+  if (w->status == ND_SEARCH_OK) submit(w);
+  while (w->delivered < w->filled) {
+    if (w->status == ND_SEARCH_OK) make_progress(w);
+    else {
+      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
+      if (w->threads > 0) {
+        pthread_mutex_lock(&w->mu);
+        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+      }
+      w->delivered++;
+    }
+  }
+  next_cuts(w);
+}
+
+/* At the start of a recompute pass: the none pass's fits are recorded for the per-layer
+   pass of an automatic recompute, which starts once they are all in. */
+static void begin_pass (walker *w, int rec) {
+  if (w->twin == TWIN_RECORD) {
+    w->none_len = w->counts->tested - w->none_start;
+    w->twin = TWIN_DONE;
+  }
+  if (rec == ND_RECOMPUTE_NONE && w->twin == TWIN_OFF && !w->p->exhaustive
+      && w->p->dim[ND_DIM_RECOMPUTE].is_auto) {
+    w->twin = TWIN_RECORD;
+    w->none_start = w->counts->tested;
+  }
+  else if (rec == ND_SEARCH_PER_LAYER && w->twin == TWIN_DONE) {
+    drain(w);
+    w->pl_start = w->counts->tested;
+    if (w->twin == TWIN_DONE) w->twin = TWIN_USE;
+  }
 }
 
 static void walk (walker *w) {
@@ -616,6 +784,8 @@ static void walk (walker *w) {
         && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0;
     if (same_as_none && D[ND_DIM_RECOMPUTE].is_auto) continue;
     same_as_none = same_as_none && in_set(&D[ND_DIM_RECOMPUTE], ND_RECOMPUTE_NONE);
+    begin_pass(w, rv[ir]);
+    if (w->status != ND_SEARCH_OK) return;
     nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
     for (it = 0; it < nt; it++) {
       int tp = tv[it];
@@ -685,6 +855,7 @@ static void free_slots (walker *w) {
   for (i = 0; i < w->nslots; i++) {
     free(w->slots[i].cand);
     free(w->slots[i].index);
+    free(w->slots[i].flag);
     free(w->slots[i].rows);
   }
   free(w->slots);
@@ -706,17 +877,23 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->counts = counts;
   nd_search_bounds_of(p, m, job, &w->b);
   w->scratch = p->base;
-  w->chunk = p->chunk > 0 ? p->chunk : 256;
+  w->chunk = p->chunk > 0 ? p->chunk : 512;  /* candidates walked, checked by a worker */
   w->threads = p->jobs > 1 ? p->jobs - 1 : 0;  /* workers; this thread is the last one */
   w->nslots = w->threads > 0 ? 4 * p->jobs : 1;   /* several chunks per thread */
+  if (w->nslots > CUT_LAG) w->nslots = CUT_LAG;
+  w->time_cut = w->over_cut = HUGE_VAL;
+  if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */
+    w->bound = nd_bound_new(m, dev, job, costs, &p->base,
+                            p->budget > 0 ? p->budget : dev->hbm_bytes);
   w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
   status = w->slots ? ND_SEARCH_OK : ND_SEARCH_NO_MEMORY;
   for (i = 0; status == ND_SEARCH_OK && i < w->nslots; i++) {
     slot *s = &w->slots[i];
     s->cand = (nd_candidate *)malloc((size_t)w->chunk * sizeof *s->cand);
     s->index = (unsigned long long *)malloc((size_t)w->chunk * sizeof *s->index);
+    s->flag = (unsigned char *)malloc((size_t)w->chunk);
     s->rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *s->rows);
-    if (!s->cand || !s->index || !s->rows) status = ND_SEARCH_NO_MEMORY;
+    if (!s->cand || !s->index || !s->flag || !s->rows) status = ND_SEARCH_NO_MEMORY;
   }
   if (status != ND_SEARCH_OK) { free_slots(w); free(w); return status; }
   if (w->threads > 0) {
@@ -729,22 +906,9 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
       if (pthread_create(&w->tids[i], NULL, worker_main, w) == 0) started++;
     if (started == 0) w->threads = 0;  /* no thread: price inline */
   }
-  if (!(w->inline_scratch = new_scratch(&p->base))) w->status = ND_SEARCH_NO_MEMORY;
+  if (!(w->inline_scratch = new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
   if (w->status == ND_SEARCH_OK) walk(w);
-  if (w->status == ND_SEARCH_OK) submit(w);  /* the last, partial chunk */
-  /* drain: deliver what is in flight (in order), or just wait for it when stopping */
-  while (w->delivered < w->filled) {
-    if (w->status == ND_SEARCH_OK) make_progress(w);
-    else {
-      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
-      if (w->threads > 0) {
-        pthread_mutex_lock(&w->mu);
-        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
-        pthread_mutex_unlock(&w->mu);
-      }
-      w->delivered++;
-    }
-  }
+  drain(w);
   if (pool) {
     pthread_mutex_lock(&w->mu);
     w->quit = 1;
@@ -756,7 +920,9 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     pthread_cond_destroy(&w->done_cv);
   }
   free(w->tids);
-  free(w->inline_scratch);
+  free_scratch(w->inline_scratch);
+  nd_bound_free(w->bound);
+  free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
   status = w->status;
   free_slots(w);

@@ -85,11 +85,19 @@ int nd_op_parse (const char *name, int *op) {
   return -1;
 }
 
-static int refuse (char *err, size_t len, const char *fmt, ...) {
-  if (err && len) {
+/* Where a check says why it refuses: the message (err may be NULL) and the refusal. */
+typedef struct why {
+  char *err;
+  size_t len;
+  int code;   /* nd_refusal of the refusal, -1 while none */
+} why;
+
+static int refuse (why *w, int code, const char *fmt, ...) {
+  w->code = code;
+  if (w->err && w->len) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
+    vsnprintf(w->err, w->len, fmt, ap);
     va_end(ap);
   }
   return -1;
@@ -97,14 +105,16 @@ static int refuse (char *err, size_t len, const char *fmt, ...) {
 
 int nd_job_check (long long devices, long long global_batch, long long seq_len, char *err,
                   size_t errlen) {
+  why w = {err, errlen, -1};
   if (devices < 1 || devices > ND_MAX_DEVICES)
-    return refuse(err, errlen, "devices: expected 1 to %d, got %lld", ND_MAX_DEVICES, devices);
+    return refuse(&w, ND_REFUSE_BOUNDS, "devices: expected 1 to %d, got %lld", ND_MAX_DEVICES,
+                  devices);
   if (global_batch < 1 || global_batch > ND_MAX_GLOBAL_BATCH)
-    return refuse(err, errlen, "global_batch: expected 1 to %d sequences, got %lld",
+    return refuse(&w, ND_REFUSE_BOUNDS, "global_batch: expected 1 to %d sequences, got %lld",
                   ND_MAX_GLOBAL_BATCH, global_batch);
   if (seq_len < 1 || seq_len > ND_MAX_SEQ_LEN)
-    return refuse(err, errlen, "seq_len: expected 1 to %d tokens, got %lld", ND_MAX_SEQ_LEN,
-                  seq_len);
+    return refuse(&w, ND_REFUSE_BOUNDS, "seq_len: expected 1 to %d tokens, got %lld",
+                  ND_MAX_SEQ_LEN, seq_len);
   return 0;
 }
 
@@ -112,31 +122,31 @@ int nd_job_check (long long devices, long long global_batch, long long seq_len, 
 ** The degrees against the job, every product in 64 bits and bounded by the device count
 ** (or the chunk bound) before the next factor, so none wraps. Fills nothing.
 */
-static int check_degrees (const nd_strategy *st, const nd_job *job, char *err, size_t errlen) {
+static int check_degrees (const nd_strategy *st, const nd_job *job, why *w) {
   long long mp, n = job->devices;
   if (st->pp > ND_MAX_STAGES)
-    return refuse(err, errlen, "degree out of bounds: pp %d over %d", st->pp, ND_MAX_STAGES);
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: pp %d over %d", st->pp, ND_MAX_STAGES);
   if ((long long)st->pp * st->vpp > ND_MAX_CHUNKS)
-    return refuse(err, errlen, "degree out of bounds: pp*vpp = %lld chunks over %d",
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: pp*vpp = %lld chunks over %d",
                   (long long)st->pp * st->vpp, ND_MAX_CHUNKS);
   if (st->tp > n || st->cp > n || st->pp > n || st->dp > n)
-    return refuse(err, errlen, "degree out of bounds: a degree over the %d devices "
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: a degree over the %d devices "
                   "(dp %d tp %d cp %d pp %d)", job->devices, st->dp, st->tp, st->cp, st->pp);
   mp = (long long)st->tp * st->cp;  /* each factor <= n < 2^31: no product wraps */
   if (mp > n || mp * st->pp > n)
-    return refuse(err, errlen, "devices: tp*cp*pp = %lld is over the %d devices",
+    return refuse(w, ND_REFUSE_BOUNDS, "devices: tp*cp*pp = %lld is over the %d devices",
                   mp > n ? mp : mp * st->pp, job->devices);
   mp *= st->pp;
   if (st->dp == 0) {
     if (n % mp != 0)
-      return refuse(err, errlen, "devices: %d is not a multiple of tp*cp*pp = %lld",
+      return refuse(w, ND_REFUSE_BOUNDS, "devices: %d is not a multiple of tp*cp*pp = %lld",
                     job->devices, mp);
   }
   else if ((long long)st->dp * mp != n)
-    return refuse(err, errlen, "devices: dp*tp*cp*pp = %lld, not the %d devices",
+    return refuse(w, ND_REFUSE_BOUNDS, "devices: dp*tp*cp*pp = %lld, not the %d devices",
                   (long long)st->dp * mp, job->devices);
   if ((long long)st->mbs > job->global_batch || (long long)st->mb > job->global_batch)
-    return refuse(err, errlen, "global batch: mbs %d or mb %d over the global batch %lld",
+    return refuse(w, ND_REFUSE_BATCH, "global batch: mbs %d or mb %d over the global batch %lld",
                   st->mbs, st->mb, job->global_batch);
   return 0;
 }
@@ -181,16 +191,16 @@ static void account_hint (char *hint, size_t len, int body, int pp, int vpp, int
 ** its vpp chunks; the first chunk of the first stage (the last chunk of the last stage)
 ** builds one decoder layer fewer.
 */
-static int account_layout (nd_strategy *st, int body, char *err, size_t errlen) {
+static int account_layout (nd_strategy *st, int body, why *w) {
   int bits = st->account, pp = st->pp, v = st->vpp, k, n, per;
   char hint[200];
   n = body + ((bits & ND_ACCOUNT_EMBEDDING) != 0) + ((bits & ND_ACCOUNT_LOSS) != 0);
   if (!account_fits(body, pp, v, bits)) {
     account_hint(hint, sizeof hint, body, pp, v, bits);
     if (n % pp != 0)
-      return refuse(err, errlen, "layout: %d layers with %s do not divide over pp %d%s", n,
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: %d layers with %s do not divide over pp %d%s", n,
                     account_flags(bits), pp, hint);
-    return refuse(err, errlen, "layout: %d layers per stage with %s do not divide over vpp "
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: %d layers per stage with %s do not divide over vpp "
                   "%d%s", n / pp, account_flags(bits), v, hint);
   }
   per = n / (pp * v);
@@ -205,29 +215,29 @@ static int account_layout (nd_strategy *st, int body, char *err, size_t errlen) 
 ** many layers, each a multiple of vpp; the middle stages split the rest evenly, each a
 ** multiple of vpp; no middle layers without middle stages, nor the reverse.
 */
-static int first_last_layout (nd_strategy *st, int body, char *err, size_t errlen) {
+static int first_last_layout (nd_strategy *st, int body, why *w) {
   int pp = st->pp, v = st->vpp, f = st->first_layers, l = st->last_layers, mid = pp, rest = body;
   int s, c, per = 0;
   if (f < 0 || l < 0)
-    return refuse(err, errlen, "layout: first and last stage layers must be larger than 0");
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: first and last stage layers must be larger than 0");
   if ((f && f % v) || (l && l % v))
-    return refuse(err, errlen, "layout: the first (%d) and last (%d) stage layers must be "
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: the first (%d) and last (%d) stage layers must be "
                   "multiples of vpp %d", f, l, v);
   if (f) { rest -= f; mid--; }
   if (l) { rest -= l; mid--; }
   if (mid < 0 || rest < 0 || (rest != 0) != (mid != 0))
-    return refuse(err, errlen, "layout: %d middle layers remain for %d middle stages "
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: %d middle layers remain for %d middle stages "
                   "(first %d, last %d of %d layers on pp %d)", rest, mid < 0 ? 0 : mid, f, l,
                   body, pp);
   if (mid > 0) {
     char hint[200];
     account_hint(hint, sizeof hint, body, pp, v, 0);
     if (rest % mid != 0)
-      return refuse(err, errlen, "layout: %d middle layers do not divide over %d middle "
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: %d middle layers do not divide over %d middle "
                     "stages%s", rest, mid, hint);
     per = rest / mid;
     if (per % v != 0)
-      return refuse(err, errlen, "layout: %d layers per middle stage do not divide over vpp "
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: %d layers per middle stage do not divide over vpp "
                     "%d%s", per, v, hint);
   }
   for (s = 0; s < pp; s++) {
@@ -250,181 +260,213 @@ static void even_layout (nd_strategy *st, int body) {
 
 /* An explicit layout (chunk sizes or a string): its counts against the model, and the MTP
    layers in one chunk, the last of its stage. */
-static int check_explicit (const nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
+static int check_explicit (const nd_strategy *st, int body, int mtp, why *w) {
   int n = st->pp * st->vpp, k, sum = 0, at = -1, pos = 0;
   for (k = 0; k < n; k++) {
     if (st->stage_layers[k] < 0)
-      return refuse(err, errlen, "stage_layers: chunk %d has a negative count", k);
+      return refuse(w, ND_REFUSE_BOUNDS, "stage_layers: chunk %d has a negative count", k);
     sum += st->stage_layers[k];
   }
   if (st->explicit_layout == ND_LAYOUT_STRING) {
     if (st->layout_mtp != mtp)
-      return refuse(err, errlen, "layout: the layout places %d MTP layers, the model has %d",
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: the layout places %d MTP layers, the model has %d",
                     st->layout_mtp, mtp);
     if (sum - mtp != body)
-      return refuse(err, errlen, "layout: the layout places %d decoder layers, the model "
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: the layout places %d decoder layers, the model "
                     "has %d", sum - mtp, body);
   }
   else if (sum != body + mtp)
-    return refuse(err, errlen, "stage_layers: the %s hold %d layers, the model has %d",
+    return refuse(w, ND_REFUSE_BOUNDS, "stage_layers: the %s hold %d layers, the model has %d",
                   st->vpp > 1 ? "chunks" : "stages", sum, body + mtp);
   for (k = 0; k < n && mtp > 0; pos += st->stage_layers[k], k++) {
     int lo = pos, hi = pos + st->stage_layers[k];
     if (hi <= body || lo >= body + mtp) continue;
     if (at >= 0 || lo > body || hi < body + mtp)
-      return refuse(err, errlen, "layout: every MTP layer must be in one chunk");
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: every MTP layer must be in one chunk");
     at = k;
   }
   if (at >= 0 && at / st->pp != st->vpp - 1)
-    return refuse(err, errlen, "layout: the MTP layers must be in the last chunk of their "
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: the MTP layers must be in the last chunk of their "
                   "stage");
   return 0;
 }
 
 /* The layout of a strategy whose degrees are valid: Megatron's conflicts, then one rule. */
-static int resolve_layout (nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
+static int resolve_layout (nd_strategy *st, int body, int mtp, why *w) {
   int n = st->pp * st->vpp, fl = st->first_layers || st->last_layers;
   if (st->account & ~(ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS))
-    return refuse(err, errlen, "layout: unknown accounting bits %u", (unsigned)st->account);
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: unknown accounting bits %u", (unsigned)st->account);
   if (st->explicit_layout > ND_LAYOUT_STRING)
-    return refuse(err, errlen, "layout: unknown layout source %u", (unsigned)st->explicit_layout);
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: unknown layout source %u", (unsigned)st->explicit_layout);
   if (st->explicit_layout && (fl || st->account))
-    return refuse(err, errlen, "layout: %s cannot be set with other pipeline layout "
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: %s cannot be set with other pipeline layout "
                   "arguments (first/last stage layers, accounting flags)",
                   st->explicit_layout == ND_LAYOUT_STRING ? "--pipeline-model-parallel-layout"
                                                           : "stage_layers");
   if (fl && st->account)
-    return refuse(err, errlen, "layout: --decoder-first/last-pipeline-num-layers cannot be "
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: --decoder-first/last-pipeline-num-layers cannot be "
                   "set with %s", account_flags(st->account));
   /* entries past pp*vpp are not part of the layout (and not cleared: resolve is hot) */
-  if (st->explicit_layout) return check_explicit(st, body, mtp, err, errlen);
-  if (fl) { if (first_last_layout(st, body, err, errlen) != 0) return -1; }
-  else if (st->account) { if (account_layout(st, body, err, errlen) != 0) return -1; }
+  if (st->explicit_layout) return check_explicit(st, body, mtp, w);
+  if (fl) { if (first_last_layout(st, body, w) != 0) return -1; }
+  else if (st->account) { if (account_layout(st, body, w) != 0) return -1; }
   else even_layout(st, body);
   st->stage_layers[n - 1] += mtp;  /* MTP with the loss: the last chunk of the last stage */
   return 0;
 }
 
 int nd_layout_resolve (nd_strategy *st, int body, int mtp, char *err, size_t errlen) {
+  why wy = {NULL, 0, -1}, *w = &wy;
+  wy.err = err; wy.len = errlen;
   if (st->pp < 1 || st->vpp < 1 || st->pp > ND_MAX_STAGES
       || (long long)st->pp * st->vpp > ND_MAX_CHUNKS)
-    return refuse(err, errlen, "degree out of bounds: pp %d x vpp %d (at most %d chunks)",
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: pp %d x vpp %d (at most %d chunks)",
                   st->pp, st->vpp, ND_MAX_CHUNKS);
   if (body < 1 || mtp < 0 || body + mtp > ND_MAX_LAYERS)
-    return refuse(err, errlen, "layout: %d body and %d MTP layers", body, mtp);
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: %d body and %d MTP layers", body, mtp);
   if (st->vpp > 1 && st->pp == 1)
-    return refuse(err, errlen, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
-  return resolve_layout(st, body, mtp, err, errlen);
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
+  return resolve_layout(st, body, mtp, w);
 }
 
 int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
                          char *err, size_t errlen) {
+  return nd_strategy_check(st, m, job, err, errlen) < 0 ? 0 : -1;
+}
+
+int nd_strategy_resolve_to (const nd_strategy *in, const nd_model_spec *m, const nd_job *job,
+                            nd_strategy *out, char *err, size_t errlen) {
+  if (out != in) *out = *in;
+  return nd_strategy_resolve(out, m, job, err, errlen);
+}
+
+/* The checks and derivations of resolve, each refusal with its code (why.code). */
+static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, why *w) {
   int body = (int)m->num_layers, mtp = (int)m->mtp_layers, s;
   long long per_replica;
   if (st->tp < 1 || st->pp < 1 || st->cp < 1 || st->ep < 1 || st->etp < 1 || st->vpp < 1
       || st->mbs < 1 || st->dp < 0 || st->mb < 0)
-    return refuse(err, errlen, "degree out of bounds: every degree must be at least 1");
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: every degree must be at least 1");
   if (st->zero < 0 || st->zero > 3)
-    return refuse(err, errlen, "zero: expected 0, 1, 2 or 3, got %d", st->zero);
-  if (nd_job_check(job->devices, job->global_batch, job->seq_len, err, errlen) != 0)
+    return refuse(w, ND_REFUSE_BOUNDS, "zero: expected 0, 1, 2 or 3, got %d", st->zero);
+  if (nd_job_check(job->devices, job->global_batch, job->seq_len, w->err, w->len) != 0) {
+    w->code = ND_REFUSE_BOUNDS;
     return -1;
-  if (check_degrees(st, job, err, errlen) != 0) return -1;
+  }
+  if (check_degrees(st, job, w) != 0) return -1;
   if (st->dp == 0) st->dp = (int)(job->devices / ((long long)st->tp * st->cp * st->pp));
   /* model divisibility */
   if (m->num_heads % st->tp != 0)
-    return refuse(err, errlen, "degree out of bounds: tp %d does not divide %lld heads",
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: tp %d does not divide %lld heads",
                   st->tp, (long long)m->num_heads);
   if (m->num_kv_heads > 0 && m->num_kv_heads % st->tp != 0 && st->tp % m->num_kv_heads != 0)
-    return refuse(err, errlen, "degree out of bounds: tp %d and %lld KV heads (one must "
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: tp %d and %lld KV heads (one must "
                   "divide the other)", st->tp, (long long)m->num_kv_heads);
   if (st->pp > body)
-    return refuse(err, errlen, "degree out of bounds: pp %d over %d layers", st->pp, body);
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: pp %d over %d layers", st->pp, body);
   if (st->sp && st->tp == 1) st->sp = 0;  /* nothing to split */
   /* experts */
   if (m->num_experts > 0) {
     long long dense_group = (long long)st->tp * st->cp * st->dp;
     if (st->ep > m->num_experts || (long long)st->ep * st->etp > dense_group)
-      return refuse(err, errlen, "EP over the experts or DP x TP: ep %d x etp %d, %lld "
+      return refuse(w, ND_REFUSE_EP_OVER, "EP over the experts or DP x TP: ep %d x etp %d, %lld "
                     "experts, dp*cp*tp %lld", st->ep, st->etp, (long long)m->num_experts,
                     dense_group);
     if (m->num_experts % st->ep != 0 || dense_group % ((long long)st->ep * st->etp) != 0)
-      return refuse(err, errlen, "EP divisibility: ep %d must divide %lld experts and "
+      return refuse(w, ND_REFUSE_EP_DIV, "EP divisibility: ep %d must divide %lld experts and "
                     "ep*etp must divide dp*cp*tp %lld", st->ep, (long long)m->num_experts,
                     dense_group);
     if (m->moe_ffn_size % st->etp != 0)  /* the expert width over the expert TP degree (the
                                             search's walk checks the same rule) */
-      return refuse(err, errlen, "EP divisibility: etp %d must divide the experts' width %lld",
+      return refuse(w, ND_REFUSE_EP_DIV, "EP divisibility: etp %d must divide the experts' width %lld",
                     st->etp, (long long)m->moe_ffn_size);
     if (st->tp > 1 && !st->sp)
-      return refuse(err, errlen, "filtered out: MoE with tensor parallelism needs "
+      return refuse(w, ND_REFUSE_FILTERED, "filtered out: MoE with tensor parallelism needs "
                     "sequence parallelism");
   }
   else if (st->ep != 1 || st->etp != 1)
-    return refuse(err, errlen, "EP over the experts or DP x TP: the model has no experts");
+    return refuse(w, ND_REFUSE_EP_OVER, "EP over the experts or DP x TP: the model has no experts");
   /* context parallelism: a load-balanced causal split needs 2*cp chunks */
   if (st->cp > 1 && job->seq_len % (2 * st->cp) != 0)
-    return refuse(err, errlen, "CP constraints: seq_len %d is not a multiple of 2*cp = %d",
+    return refuse(w, ND_REFUSE_CP, "CP constraints: seq_len %d is not a multiple of 2*cp = %d",
                   job->seq_len, 2 * st->cp);
   /* global batch = dp * mb * mbs */
   per_replica = (long long)st->dp * st->mbs;
   if (job->global_batch % per_replica != 0)
-    return refuse(err, errlen, "global batch: %lld is not a multiple of dp*mbs = %lld",
+    return refuse(w, ND_REFUSE_BATCH, "global batch: %lld is not a multiple of dp*mbs = %lld",
                   job->global_batch, per_replica);
   if (st->mb == 0) st->mb = (int)(job->global_batch / per_replica);
   else if ((long long)st->mb * per_replica != job->global_batch)
-    return refuse(err, errlen, "global batch: dp*mb*mbs = %lld, not %lld",
+    return refuse(w, ND_REFUSE_BATCH, "global batch: dp*mb*mbs = %lld, not %lld",
                   (long long)st->mb * per_replica, job->global_batch);
   /* schedule */
   st->schedule = nd_schedule_of(st->schedule, st->vpp);
   if (st->schedule == ND_SCHED_INTERLEAVED) {
     if (st->pp == 1)  /* Megatron: interleaving needs pp > 1 (with its p2p overlap) */
-      return refuse(err, errlen, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
+      return refuse(w, ND_REFUSE_LAYOUT, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
     if (st->mb % st->pp != 0)
-      return refuse(err, errlen, "filtered out: interleaving needs micro-batches (%d) to "
+      return refuse(w, ND_REFUSE_FILTERED, "filtered out: interleaving needs micro-batches (%d) to "
                     "be a multiple of pp (%d)", st->mb, st->pp);
   }
   if (st->schedule == ND_SCHED_DUALPIPE) {  /* the DualPipe README's requirements */
     if (st->pp < 2 || st->pp % 2 != 0)
-      return refuse(err, errlen, "filtered out: dualpipe needs an even pp >= 2, got %d", st->pp);
+      return refuse(w, ND_REFUSE_FILTERED, "filtered out: dualpipe needs an even pp >= 2, got %d", st->pp);
     if (st->mb < 2 * st->pp || st->mb % 2 != 0)
-      return refuse(err, errlen, "filtered out: dualpipe needs an even number of "
+      return refuse(w, ND_REFUSE_FILTERED, "filtered out: dualpipe needs an even number of "
                     "micro-batches >= 2*pp = %d, got %d", 2 * st->pp, st->mb);
   }
   if (!(st->offload >= 0.0 && st->offload <= 1.0))
-    return refuse(err, errlen, "offload: expected a share in [0, 1], got %g", st->offload);
+    return refuse(w, ND_REFUSE_BOUNDS, "offload: expected a share in [0, 1], got %g", st->offload);
   /* FSDP with pipeline parallelism (torchtitan): by default each stage keeps its gathered
      parameters for the step instead of gathering them for every micro-batch */
   /* HSDP: the shard group divides the data-parallel ranks (and, with experts, holds whole
      expert replicas); one group of all of dp by default */
   if (st->dp_shard < 0 || st->dp_replicate < 0)
-    return refuse(err, errlen, "degree out of bounds: dp_shard %d, dp_replicate %d",
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: dp_shard %d, dp_replicate %d",
                   st->dp_shard, st->dp_replicate);
   if (st->dp_replicate > 0) {
     if (st->dp % st->dp_replicate != 0
         || (st->dp_shard > 0 && (long long)st->dp_shard * st->dp_replicate != st->dp))
-      return refuse(err, errlen, "degree out of bounds: dp_replicate %d must divide dp %d (dp "
+      return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: dp_replicate %d must divide dp %d (dp "
                     "= dp_shard x dp_replicate)", st->dp_replicate, st->dp);
     st->dp_shard = st->dp / st->dp_replicate;
   }
   if (st->dp_shard == 0) st->dp_shard = st->dp;
   if (st->dp_shard > st->dp || st->dp % st->dp_shard != 0)
-    return refuse(err, errlen, "degree out of bounds: dp_shard %d must divide dp %d (dp = "
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: dp_shard %d must divide dp %d (dp = "
                   "dp_shard x dp_replicate)", st->dp_shard, st->dp);
   if (m->num_experts > 0 && ((long long)st->tp * st->cp * st->dp_shard)
                             % ((long long)st->ep * st->etp) != 0)
-    return refuse(err, errlen, "EP divisibility: ep*etp %d must divide the shard group's "
+    return refuse(w, ND_REFUSE_EP_DIV, "EP divisibility: ep*etp %d must divide the shard group's "
                   "tp*cp*dp_shard %lld", st->ep * st->etp,
                   (long long)st->tp * st->cp * st->dp_shard);
   if (st->reshard < 0 || st->reshard > 1) st->reshard = st->pp > 1 ? 0 : 1;
-  if (resolve_layout(st, body, mtp, err, errlen) != 0) return -1;
+  if (resolve_layout(st, body, mtp, w) != 0) return -1;
   if (st->per_layer)
     for (s = 0; s < body + mtp; s++) {
       if (st->layer_recompute[s] >= ND_RECOMPUTE_COUNT)
-        return refuse(err, errlen, "recompute: layer %d has an unknown mode", s);
+        return refuse(w, ND_REFUSE_BOUNDS, "recompute: layer %d has an unknown mode", s);
       if (st->layer_ops[s] >= ND_OP_MASKS)
-        return refuse(err, errlen, "recompute: layer %d has unknown selective switches", s);
+        return refuse(w, ND_REFUSE_BOUNDS, "recompute: layer %d has unknown selective switches", s);
     }
   return 0;
+}
+
+int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
+                       char *err, size_t errlen) {
+  why wy = {NULL, 0, -1};
+  wy.err = err; wy.len = errlen;
+  if (resolve(st, m, job, &wy) == 0) return -1;
+  return wy.code >= 0 ? wy.code : ND_REFUSE_BOUNDS;
+}
+
+static const char *const refusal_labels[ND_REFUSE_COUNT] = {
+  "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
+  "filtered out", "CP constraints", "global batch", "layout", "over memory"
+};
+
+const char *nd_refusal_label (nd_refusal r) {
+  return (unsigned)r < ND_REFUSE_COUNT ? refusal_labels[r] : NULL;
 }
 
 static const char *const variant_names[ND_VARIANT_COUNT] = {"even", "account", "first_last"};

@@ -138,6 +138,7 @@ typedef struct nd_layer_estimate {
   double backward_s;        /* its backward: 2x the GEMMs, the attention core's own backward */
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
   double params;            /* parameters one device holds */
+  double params_expert;     /* of which routed experts (sharded by ZeRO over expert DP) */
   double flops_token;       /* model FLOPs of one forward per token, unsharded */
 } nd_layer_estimate;
 

@@ -47,6 +47,19 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
                            char *err, size_t errlen);
 
 /*
+** The same with the planner's tables kept in `ws` between runs (a search prices a plan per
+** candidate: one workspace per thread, made by nd_recompute_ws_new; NULL: out of memory).
+*/
+typedef struct nd_recompute_ws nd_recompute_ws;
+nd_recompute_ws *nd_recompute_ws_new (void);
+void nd_recompute_ws_free (nd_recompute_ws *ws);
+int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              double budget, unsigned modes, nd_recompute_plan *plan,
+                              nd_estimate *out, nd_recompute_ws *ws, char *err,
+                              size_t errlen);
+
+/*
 ** The recompute Megatron-LM can state (engine/core/recompute_megatron.c): selective on every
 ** layer, full on every layer, or full on the first N layers of each stage (of each chunk
 ** with VPP), the fastest that fits `budget` bytes on the strategy's own layout. On success
@@ -56,6 +69,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
 ** memory: ...").
 */
 enum { ND_MEGATRON_NONE, ND_MEGATRON_SELECTIVE, ND_MEGATRON_UNIFORM, ND_MEGATRON_BLOCK };
+/* *method when it returns -1: no form fits the budget (over memory), or another refusal */
+#define ND_MEGATRON_OVER (-1)
+#define ND_MEGATRON_REFUSED (-2)
 
 /*
 ** A Megatron form on st's own layout: ND_MEGATRON_NONE, _SELECTIVE, _UNIFORM as whole-model

@@ -9,7 +9,10 @@
 ** 1..layers/PP: every chunk holds a layer), the layout variant (ND_VARIANT_*: the even
 ** split only, unless the layers do not divide into PP*VPP equal chunks), ZeRO, SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
-** priced and handed to the caller chunk by chunk.
+** priced and handed to the caller chunk by chunk. The calling thread only enumerates; the
+** pricing threads check each candidate (nd_strategy_check), skip what lower bounds on its
+** step time and memory show cannot change the result (search_bound.c, the caller's cuts),
+** and price the rest.
 */
 #ifndef NDPLAN_SEARCH_H
 #define NDPLAN_SEARCH_H
@@ -43,18 +46,7 @@ typedef struct nd_dim_set {
   int v[ND_SET_MAX];
 } nd_dim_set;
 
-/* Why a candidate was not kept. The labels are the ones the search prints. */
-typedef enum nd_refusal {
-  ND_REFUSE_BOUNDS = 0,    /* "degree out of bounds" */
-  ND_REFUSE_EP_OVER,       /* "EP over the experts or DP x TP" */
-  ND_REFUSE_EP_DIV,        /* "EP divisibility" */
-  ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
-  ND_REFUSE_CP,            /* "CP constraints" */
-  ND_REFUSE_BATCH,         /* "global batch" */
-  ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
-  ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
-  ND_REFUSE_COUNT
-} nd_refusal;
+/* Why a candidate was not kept: nd_refusal (ndplan/strategy.h), labels nd_refusal_label. */
 
 /* One point of the space, compact (the full nd_strategy is rebuilt from it to price). */
 typedef struct nd_candidate {
@@ -85,8 +77,8 @@ typedef struct nd_search_bounds {
   int layers;                 /* body layers the pipeline splits */
 } nd_search_bounds;
 
-/* tested = refused + priced + equivalent, where over-memory candidates that were priced
-   count in both refused and priced */
+/* tested = refused + priced + equivalent + pruned_time, where over-memory candidates that
+   were priced count in both refused and priced */
 typedef struct nd_search_counts {
   unsigned long long tested, priced, fit;
   unsigned long long refused[ND_REFUSE_COUNT];
@@ -94,6 +86,11 @@ typedef struct nd_search_counts {
                                      (ZeRO 1-2 beside a lower stage with nothing to shard;
                                      selective beside none when it keeps what none keeps):
                                      not priced, as its twin was priced (or refused) */
+  unsigned long long pruned_time;   /* valid, not priced: its step-time bound is over the
+                                       caller's cut (it cannot enter the ranking) */
+  unsigned long long pruned_memory; /* not priced: its memory bound is over the budget (a
+                                       per-layer plan that cannot fit, or a miss further over
+                                       than the caller's cut); also counted "over memory" */
 } nd_search_counts;
 
 /*
@@ -110,6 +107,13 @@ typedef struct nd_search_hooks {
   void *ud;
   int price_equivalent;  /* non-zero: price equivalent candidates too (a policy's objective
                             may tell them apart); admit implies it */
+  /* cuts(ud, &time_cut, &over_cut), after each delivered chunk: a candidate whose step-time
+     bound is over time_cut, or whose memory bound is over the budget by more than over_cut
+     (whole-model recompute), is not priced (counted pruned). +HUGE_VAL: none. Cuts may only
+     fall as rows arrive; the walk applies each one a fixed number of chunks later, so what
+     it prunes does not depend on the threads. NULL: no cuts (a per-layer plan whose memory
+     bound is over the budget is still not priced: it could not fit). */
+  void (*cuts)(void *ud, double *time_cut, double *over_cut);
 } nd_search_hooks;
 
 typedef struct nd_search_params {
@@ -119,6 +123,7 @@ typedef struct nd_search_params {
   int jobs;                   /* pricing threads (1: inline, no thread) */
   int chunk;                  /* candidates per chunk (0: a default) */
   volatile sig_atomic_t *stop;/* set non-zero (e.g. by SIGINT) to stop within a chunk */
+  int exhaustive;             /* non-zero: price every valid candidate (no bound prunes) */
 } nd_search_params;
 
 enum { ND_SEARCH_OK = 0, ND_SEARCH_STOPPED = 1, ND_SEARCH_HOOK_ERROR = 2,
@@ -152,7 +157,6 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
 void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int body,
                             nd_strategy *out);
 
-const char *nd_refusal_label (nd_refusal r);
 const char *nd_dim_name (nd_dim d);
 
 #endif

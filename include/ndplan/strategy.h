@@ -133,12 +133,42 @@ int nd_job_check (long long devices, long long global_batch, long long seq_len, 
                   size_t errlen);
 
 /*
+** Why a strategy cannot run, as the search counts it: each refusal of nd_strategy_check has
+** one, and the search adds over memory (priced, heaviest stage over the budget). The labels
+** (nd_refusal_label) are the ones the search prints and the messages begin with.
+*/
+typedef enum nd_refusal {
+  ND_REFUSE_BOUNDS = 0,    /* "degree out of bounds" */
+  ND_REFUSE_EP_OVER,       /* "EP over the experts or DP x TP" */
+  ND_REFUSE_EP_DIV,        /* "EP divisibility" */
+  ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
+  ND_REFUSE_CP,            /* "CP constraints" */
+  ND_REFUSE_BATCH,         /* "global batch" */
+  ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
+  ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
+  ND_REFUSE_COUNT
+} nd_refusal;
+const char *nd_refusal_label (nd_refusal r);
+
+/*
 ** Checks a strategy against a model and job; fills in derived fields (mb from the global
 ** batch, dp from the device count when 0) and the stage layout. Returns 0, or -1 with a
 ** one-line reason in err (the search turns these into refusal labels).
 */
 int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
                          char *err, size_t errlen);
+
+/*
+** The same checks, returning -1 when st runs (st resolved as above), or the refusal
+** (nd_refusal) of the first rule it breaks, with the rule in err (err may be NULL: no
+** message is formatted). The search's walk and resolve refuse by this one check.
+*/
+int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
+                       char *err, size_t errlen);
+
+/* Resolves a copy: out = in resolved (in is left as it was; resolving out again gives out). */
+int nd_strategy_resolve_to (const nd_strategy *in, const nd_model_spec *m, const nd_job *job,
+                            nd_strategy *out, char *err, size_t errlen);
 
 /*
 ** Parses Megatron's --pipeline-model-parallel-layout (e.g. "Et*3|(tt|)*29,m|L": '|' ends

@@ -21,7 +21,8 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                max_mem = true, costs = true, jobs = true, top = true, keep = true, misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
-               csv_all = true, trainer = true, dialect = true}
+               csv_all = true, trainer = true, dialect = true,
+               exhaustive = true}
 for _, k in ipairs(NAMES.space_keys) do OTHER[k] = true end  -- the space's own fields
 -- The search's recompute values: the core's names ("off" is the command line's word for
 -- none, turned into it there).
@@ -188,6 +189,7 @@ function M.search(args)
   local ok, res = pcall(core.run, model, device, job, space,
                         {budget = bb, jobs = jobs, keep = keep,
                          misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
+                         exhaustive = args.exhaustive,
                          progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,
                          admit = trainer and trainer.admit(args.trainer, p.admit, args.dialect) or p.admit,
@@ -268,7 +270,8 @@ function M.detail(row, info)
   return r
 end
 
--- The counts line: "N tested: R refused (label count, ...), P priced, F fit".
+-- The counts line: "N tested: R refused (label count, ...), P priced, F fit", then the
+-- equivalent and pruned candidates (search.h: nd_search_counts).
 function M.counts_line(info)
   local parts = {}
   for _, label in ipairs(info.labels) do
@@ -281,6 +284,11 @@ function M.counts_line(info)
                              info.priced, info.fit)
   if (info.equivalent or 0) > 0 then
     line = line .. string.format(", %d equivalent (not priced)", info.equivalent)
+  end
+  if (info.pruned_time or 0) + (info.pruned_memory or 0) > 0 then
+    line = line .. string.format(", not priced: %d pruned by the step-time bound, %d by the "
+                                 .. "memory bound (over memory)", info.pruned_time,
+                                 info.pruned_memory)
   end
   if info.dropped > 0 then line = line .. string.format(", %d dropped by the policy", info.dropped) end
   if info.postfiltered > 0 then
@@ -326,7 +334,8 @@ function M.json_doc(ranked, info)
     ranking_budget_bytes = info.budget_bytes, memory_band = info.memory_band, policy = info.policy,
     counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
               fit = info.fit, equivalent = info.equivalent, dropped = info.dropped,
-              postfiltered = info.postfiltered},
+              postfiltered = info.postfiltered, pruned_time = info.pruned_time,
+              pruned_memory = info.pruned_memory},
     refusals = info.refused,
     bounds = info.bounds,
     warnings = #info.warnings > 0 and info.warnings or nil,

@@ -1,30 +1,62 @@
--- Benchmark (not a test): the full search, every dimension searched, on one and on two
--- threads, with the whole-model recompute modes (off, selective, full) and with auto, which
--- adds a per-layer recompute plan for every candidate. Prints candidates walked per second, priced per second and the wall
--- time of the walk + pricing (ndplan.c.search reports it). Run with `make bench`.
+-- Benchmark (not a test): the full search, every dimension searched, against issue 18's
+-- targets, each the best wall time of 3 runs (ndplan.c.search's elapsed_s: the walk and the
+-- pricing). Each line prints candidates tested, pruned before pricing (by the step-time and
+-- the memory bounds), priced and fit, the cost per tested and per priced candidate, and
+-- the target. With an argument "exhaustive" each case also runs once with every bound off
+-- (the walk as it was before pruning), for the before -> after figures. `make bench`.
+local repeats = 3
+local with_exhaustive = arg and arg[1] == "exhaustive"
+
+local DS = {model = "deepseek-v3", device = "h800", global_batch = 4096, seq_len = 4096}
+local L405 = {model = "llama3.1-405b", device = "h100", global_batch = 2048, seq_len = 8192}
+local function job(base, devices) local t = {devices = devices} for k, v in pairs(base) do t[k] = v end return t end
+
+-- {label, job, recompute, jobs, target seconds (issue 18) or nil}
 local cases = {
-  {"deepseek-v3 h800x2048 b4096 s4096", {model = "deepseek-v3", device = "h800", devices = 2048,
-                                          global_batch = 4096, seq_len = 4096}},
-  {"llama3.1-405b h100x16384 b2048 s8192", {model = "llama3.1-405b", device = "h100",
-                                             devices = 16384, global_batch = 2048, seq_len = 8192}},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, 0.2},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 2, nil},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), {"none", "selective", "full"}, 1, nil},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), {"none", "selective", "full"}, 2, nil},
+  {"deepseek-v3 h800x16384 b4096 s4096", job(DS, 16384), "auto", 1, 1.0},
+  {"llama3.1-405b h100x16384 b2048 s8192", job(L405, 16384), "auto", 1, 0.05},
+  {"llama3.1-405b h100x16384 b2048 s8192", job(L405, 16384), {"none", "selective", "full"}, 1, nil},
 }
-local repeats = tonumber(arg and arg[1]) or 3
-for _, c in ipairs(cases) do
- for _, rec in ipairs({{"off,selective,full", {"off", "selective", "full"}}, {"auto (+per_layer)", "auto"}}) do
-  local walls = {}
-  for _, jobs in ipairs({1, 2}) do
-    local best, info
-    for _ = 1, repeats do
-      local args = {recompute = rec[2], jobs = jobs, top = 1}
-      for k, v in pairs(c[2]) do args[k] = v end
-      local _, i = assert(nd.search(args))
-      if not best or i.elapsed_s < best then best, info = i.elapsed_s, i end
-    end
-    walls[jobs] = best
-    print(string.format("search  %-38s %-18s -j %d  %9d tested %8d priced %7d fit  %10.0f tested/s "
-                        .. "%9.0f priced/s  %.3f s", c[1], rec[1], jobs, info.tested, info.priced,
-                        info.fit, info.tested / best, info.priced / best, best))
+
+local function run(c, exhaustive, n)
+  local best, info
+  for _ = 1, n do
+    local args = {recompute = c[3], jobs = c[4], top = 1, exhaustive = exhaustive}
+    for k, v in pairs(c[2]) do args[k] = v end
+    local _, i = assert(nd.search(args))
+    if not best or i.elapsed_s < best then best, info = i.elapsed_s, i end
   end
-  print(string.format("search  %-38s %-18s -j 2 speed-up %.2fx", c[1], rec[1], walls[1] / walls[2]))
- end
+  return best, info
+end
+
+local function line(c, tag, t, i)
+  local rec = type(c[3]) == "table" and table.concat(c[3], ",") or c[3]
+  print(string.format("search  %-37s %-20s -j %d %-10s %8.3f s  %8d tested %8d pruned (time %d, "
+                      .. "memory %d) %7d priced %6d fit  %6.0f ns/tested %6.2f us/priced%s", c[1],
+                      rec, c[4], tag, t, i.tested, i.pruned_time + i.pruned_memory, i.pruned_time,
+                      i.pruned_memory, i.priced, i.fit, t / i.tested * 1e9, t / math.max(i.priced, 1) * 1e6,
+                      c[5] and string.format("  (target <= %.3g s)", c[5]) or ""))
+end
+
+for _, c in ipairs(cases) do
+  local t, i = run(c, false, repeats)
+  line(c, "pruned", t, i)
+  if with_exhaustive then
+    local te, ie = run(c, true, 1)
+    line(c, "exhaustive", te, ie)
+    print(string.format("search  %-37s pruning speed-up %.1fx", c[1], te / t))
+  end
+end
+
+-- the process's peak resident memory (Linux), models and devices included
+local f = io.open("/proc/self/status")
+if f then
+  for l in f:lines() do
+    if l:match("^VmHWM") then print("search  peak resident memory " .. l:gsub("^VmHWM:%s*", "")) end
+  end
+  f:close()
 end

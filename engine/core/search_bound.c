@@ -1,0 +1,292 @@
+/*
+** search_bound.c -- lower bounds on a candidate's step time and peak memory, from the
+** estimator's own per-layer prices (nd_estimate_layer), so that they follow the estimator
+** when its efficiencies, curves or per-layer formulas change.
+**
+** Why each is a bound of nd_estimate_run (estimate.c), as it composes a step:
+**
+**  Time. A step is the sum of non-negative parts: m micro-batches at the pace `slow` of the
+**  slowest stage (forward, backward, recompute, TP, CP, EP and offload parts, each the
+**  slowest stage's per micro-batch times m), the pipeline's bubble, PP, DP, the optimizer.
+**  A stage's pace per micro-batch is at least the sum over its layers of each layer's
+**  forward and backward pass (forward_s, backward_s: the estimator's layer_pass, launch
+**  floor included), plus what its mode recomputes (recompute_s: the repeated forward with its
+**  TP and EP traffic under full, the switches' work under selective), plus the part of the
+**  forward's TP and EP traffic that shows (recompute_s[full] - forward_s), which the stage
+**  pays at least once more in its own forward. The embedding, the head, the backward's TP
+**  traffic and the exposed CP exchange only add. So slow >= the largest stage sum S, and the
+**  step >= m*S + bubble + step_overhead, with the bubble as each schedule states it in slow:
+**  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
+**  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
+**
+**  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
+**  alloc_fragmentation) + the device's reserve. Its layers' parameters are at least those
+**  the layer prices give, sharded over the ZeRO shard group (dp_shard x cp for dense
+**  parameters, its expert-data-parallel part for routed experts) at the least a stage can
+**  shard them: optimizer states from ZeRO 1, gradients from 2, weights from 3 (FSDP without
+**  resharding keeps more, not less; zero3_weight_copy of the sharded working copy); a
+**  recipe that quantizes the weights is given no weight bytes. Activations are the stage's micro-batches in flight (nd_inflight) times its
+**  layers' bytes under the candidate's mode, or under the least of the three modes for a
+**  per-layer or Megatron plan (what no recompute removes). Embedding, logits and buffers only
+**  add. The heaviest stage's peak is at least each stage's bound.
+**
+** Layer prices depend on tp, cp, mbs, ep, etp and sp (and the search's fixed schedule,
+** precision and costs), not on pp, vpp, ZeRO or the layout: they are priced once per such
+** group (a small direct-mapped cache) and summed per stage through prefix counts of each
+** layer kind. The search's equality spec (pruned against exhaustive walks) holds this.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search_bound.h"
+
+#define BOUND_KINDS 32      /* distinct (attention, mlp, mtp) kinds; more: no bound */
+#define CACHE_SLOTS 512     /* groups of layer prices kept */
+
+/* One layer kind's prices in a group. */
+typedef struct kind_price {
+  double t[ND_RECOMPUTE_COUNT + 1];    /* per micro-batch, by mode; [COUNT]: the least */
+  double act[ND_RECOMPUTE_COUNT + 1];  /* bytes per micro-batch, by mode; [COUNT]: least */
+  double pd, pe;                       /* dense and routed-expert parameters per device */
+} kind_price;
+
+typedef struct group {
+  int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
+  int ok;           /* 0: the estimator refused a layer (no bound) */
+  kind_price *k;    /* nkinds entries */
+} group;
+
+/* A candidate's per-stage sums, kept for the next ones: the ZeRO and SP loops are inside
+   the walk's layout loop, and ZeRO changes only how the parameters shard. */
+typedef struct memo {
+  const group *g;
+  int p, v, mb, layout, mode, schedule;
+  double slow;                     /* the largest stage sum of layer times */
+  double time[ND_MAX_STAGES];      /* each stage's sum of layer times */
+  double act[ND_MAX_STAGES];       /* activation bytes in flight */
+  double act_none[ND_MAX_STAGES];  /* plans: the same with every layer kept */
+  double rate[ND_MAX_STAGES];      /* plans: the least seconds per micro-batch a stage pays
+                                      per byte of peak its recompute removes */
+  double pd[ND_MAX_STAGES], pe[ND_MAX_STAGES];  /* dense and expert parameters */
+} memo;
+
+struct nd_bound {
+  const nd_model_spec *m;
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_costs *costs;
+  double budget;                   /* the plans' budget (bytes per device) */
+  nd_strategy st;                  /* a candidate's degrees, for nd_estimate_layer */
+  int nkinds, total;
+  int rep[BOUND_KINDS];            /* a layer of each kind */
+  int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
+  group slot[CACHE_SLOTS];
+  kind_price *prices;              /* CACHE_SLOTS x nkinds */
+  memo memo[2];                     /* the last stage sums, by sp */
+};
+
+static int same_kind (const nd_layer_kind *a, const nd_layer_kind *b) {
+  return a->attention == b->attention && a->mlp == b->mlp && (a->mtp != 0) == (b->mtp != 0);
+}
+
+nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        const nd_costs *costs, const nd_strategy *base, double budget) {
+  nd_bound *b;
+  int i, k, total = (int)(m->num_layers + m->mtp_layers);
+  if (total < 1 || total > ND_MAX_LAYERS) return NULL;
+  b = (nd_bound *)calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->m = m; b->dev = dev; b->job = job; b->costs = costs; b->budget = budget;
+  b->st = *base;
+  b->total = total;
+  for (i = 0; i < total; i++) {
+    for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) break;
+    if (k == b->nkinds) {
+      if (b->nkinds == BOUND_KINDS) { free(b); return NULL; }
+      b->rep[b->nkinds++] = i;
+    }
+  }
+  b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
+  b->prices = (kind_price *)calloc((size_t)CACHE_SLOTS * b->nkinds, sizeof *b->prices);
+  if (!b->prefix || !b->prices) { nd_bound_free(b); return NULL; }
+  for (i = 0; i < total; i++) {
+    int *row = b->prefix + (size_t)i * b->nkinds, *next = row + b->nkinds;
+    memcpy(next, row, (size_t)b->nkinds * sizeof *row);
+    for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) next[k]++;
+  }
+  for (i = 0; i < CACHE_SLOTS; i++) b->slot[i].k = b->prices + (size_t)i * b->nkinds;
+  return b;
+}
+
+void nd_bound_free (nd_bound *b) {
+  if (!b) return;
+  free(b->prefix);
+  free(b->prices);
+  free(b);
+}
+
+/* The degrees and layout of a resolved strategy, onto the bound's own (which resolves it
+   again inside nd_estimate_layer). */
+static void load_degrees (nd_strategy *d, const nd_strategy *s) {
+  d->dp = s->dp; d->tp = s->tp; d->pp = s->pp; d->vpp = s->vpp; d->cp = s->cp;
+  d->ep = s->ep; d->etp = s->etp; d->mbs = s->mbs; d->mb = s->mb; d->sp = s->sp;
+  d->zero = s->zero; d->schedule = s->schedule; d->reshard = s->reshard;
+  d->dp_shard = s->dp_shard; d->dp_replicate = 0;
+  d->recompute = ND_RECOMPUTE_NONE; d->per_layer = 0;
+  d->account = s->account; d->first_layers = s->first_layers; d->last_layers = s->last_layers;
+  d->explicit_layout = ND_LAYOUT_RESOLVED;
+}
+
+/* Prices each layer kind for the group of st. */
+static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
+  int k, md;
+  char err[8];
+  g->ok = 1;
+  for (k = 0; k < b->nkinds && g->ok; k++) {
+    nd_layer_estimate le;
+    kind_price *kp = &g->k[k];
+    double shown;
+    load_degrees(&b->st, st);
+    if (nd_estimate_layer(b->m, b->dev, b->job, &b->st, b->costs, b->rep[k], &le, err,
+                          sizeof err) != 0) {
+      g->ok = 0;
+      break;
+    }
+    /* the forward's TP and EP traffic that shows, as the full mode repeats it */
+    shown = le.recompute_s[ND_RECOMPUTE_FULL] - le.forward_s;
+    if (!(shown > 0.0)) shown = 0.0;
+    kp->t[ND_RECOMPUTE_COUNT] = HUGE_VAL;
+    kp->act[ND_RECOMPUTE_COUNT] = HUGE_VAL;
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+      double rec = le.recompute_s[md] > 0.0 ? le.recompute_s[md] : 0.0;
+      kp->t[md] = le.forward_s + le.backward_s + shown + rec;
+      kp->act[md] = le.activations[md];
+      if (kp->t[md] < kp->t[ND_RECOMPUTE_COUNT]) kp->t[ND_RECOMPUTE_COUNT] = kp->t[md];
+      if (kp->act[md] < kp->act[ND_RECOMPUTE_COUNT]) kp->act[ND_RECOMPUTE_COUNT] = kp->act[md];
+    }
+    kp->pe = le.params_expert;
+    kp->pd = le.params - le.params_expert;
+  }
+}
+
+static group *group_of (nd_bound *b, const nd_strategy *st) {
+  int key[6], i;
+  unsigned h = 2166136261u;
+  group *g;
+  key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
+  key[5] = st->sp ? 1 : 0;
+  for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
+  g = &b->slot[h % CACHE_SLOTS];
+  if (memcmp(g->key, key, sizeof key) != 0) {
+    for (i = 0; i < 2; i++) if (b->memo[i].g == g) b->memo[i].g = NULL;  /* its sums go */
+    memcpy(g->key, key, sizeof key);
+    price_group(b, g, st);
+  }
+  return g;
+}
+
+/* The per-stage sums of candidate c (strategy st) on group g into mm. 0, or -1. */
+static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
+                       const nd_strategy *st, int mode, memo *mm) {
+  int p = st->pp, v = st->vpp, K = b->nkinds, s, j, k, pos = 0;
+  double *stime = mm->time, frag = 1.0 + b->costs->alloc_fragmentation;
+  for (s = 0; s < p; s++) {
+    stime[s] = mm->act[s] = mm->pd[s] = mm->pe[s] = mm->act_none[s] = 0.0;
+    mm->rate[s] = HUGE_VAL;
+  }
+  for (j = 0; j < v; j++)  /* round j: chunk j*p + s of stage s, in layer order */
+    for (s = 0; s < p; s++) {
+      int n = st->stage_layers[j * p + s], to = pos + n;
+      const int *lo, *hi;
+      if (n < 0 || to > b->total) return -1;
+      lo = b->prefix + (size_t)pos * K;
+      hi = b->prefix + (size_t)to * K;
+      for (k = 0; k < K; k++) {
+        double cnt = (double)(hi[k] - lo[k]);
+        const kind_price *kp = &g->k[k];
+        if (cnt == 0.0) continue;
+        stime[s] += cnt * kp->t[mode];
+        mm->act[s] += cnt * kp->act[mode];
+        mm->pd[s] += cnt * kp->pd;
+        mm->pe[s] += cnt * kp->pe;
+        if (mode == ND_RECOMPUTE_COUNT) {  /* a plan: what each recompute byte costs */
+          int md;
+          mm->act_none[s] += cnt * kp->act[ND_RECOMPUTE_NONE];
+          for (md = ND_RECOMPUTE_SELECTIVE; md < ND_RECOMPUTE_COUNT; md++) {
+            double saved = kp->act[ND_RECOMPUTE_NONE] - kp->act[md];
+            double cost = kp->t[md] - kp->t[ND_RECOMPUTE_NONE];
+            if (saved > 0.0 && (cost > 0.0 ? cost : 0.0) / saved < mm->rate[s])
+              mm->rate[s] = (cost > 0.0 ? cost : 0.0) / saved;
+          }
+        }
+      }
+      pos = to;
+    }
+  mm->slow = 0.0;
+  for (s = 0; s < p; s++) {
+    double inflight = nd_inflight(st, s);
+    if (stime[s] > mm->slow) mm->slow = stime[s];
+    mm->act[s] *= inflight;
+    mm->act_none[s] *= inflight;
+    /* a layer's bytes count inflight x (1 + fragmentation) times in the stage's peak */
+    if (mm->rate[s] < HUGE_VAL) mm->rate[s] /= inflight * frag;
+  }
+  mm->g = g; mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
+  mm->mode = mode; mm->schedule = (int)st->schedule;
+  return 0;
+}
+
+int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
+                   double *mem_b) {
+  const nd_costs *co = b->costs;
+  const group *g;
+  memo *mm;
+  int p = st->pp, v = st->vpp, s;
+  int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
+  double bubble, peak = 0.0, dpc, edp, zo, zg, zw, wb, frag = 1.0 + co->alloc_fragmentation;
+  if (st->schedule == ND_SCHED_DUALPIPE || st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES
+      || (long long)p * v > ND_MAX_CHUNKS || st->dp_shard < 1)
+    return -1;
+  g = group_of(b, st);
+  if (!g->ok) return -1;
+  mm = &b->memo[st->sp ? 1 : 0];
+  if (mm->g != g || mm->p != p || mm->v != v || mm->mb != st->mb || mm->layout != c->layout
+      || mm->mode != mode || mm->schedule != (int)st->schedule) {
+    mm->g = NULL;
+    if (stage_sums(b, g, c, st, mode, mm) != 0) return -1;
+  }
+  switch (st->schedule) {
+    case ND_SCHED_INTERLEAVED: bubble = (double)(p - 1) / v; break;
+    case ND_SCHED_ZB: bubble = 0.0; break;
+    default: bubble = (double)(p - 1); break;  /* 1F1B, GPipe */
+  }
+  /* the least sharding of each part (see above) */
+  dpc = (double)st->dp_shard * st->cp;
+  edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
+  if (edp < 1.0) edp = 1.0;
+  zo = st->zero >= 1; zg = st->zero >= 2; zw = st->zero >= 3;
+  wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
+  if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
+  {  /* bytes per dense and per expert parameter */
+    double kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
+              + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
+    double ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
+              + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
+    double slow = mm->slow, budget = b->budget;
+    for (s = 0; s < p; s++) {
+      double fixed = kd * mm->pd[s] + ke * mm->pe[s], bytes = fixed + mm->act[s];
+      if (bytes > peak) peak = bytes;
+      if (mode == ND_RECOMPUTE_COUNT && budget > 0.0) {
+        /* a plan that fits removes at least the stage's excess with every layer kept, each
+           byte at no less than the stage's least rate: a fractional knapsack's bound */
+        double excess = (fixed + mm->act_none[s]) * frag + b->dev->reserve_bytes - budget;
+        if (excess > 0.0 && mm->rate[s] < HUGE_VAL && mm->time[s] + excess * mm->rate[s] > slow)
+          slow = mm->time[s] + excess * mm->rate[s];
+      }
+    }
+    *time_s = slow * ((double)st->mb + bubble) + co->step_overhead;
+  }
+  *mem_b = peak * frag + b->dev->reserve_bytes;
+  return 0;
+}

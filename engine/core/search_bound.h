@@ -1,0 +1,29 @@
+/*
+** search_bound.h -- lower bounds on a searched candidate's step time and peak memory, for
+** the walk to skip what cannot enter the ranking or cannot fit before pricing it (private
+** to the core: search.c is its only caller).
+*/
+#ifndef NDPLAN_SEARCH_BOUND_H
+#define NDPLAN_SEARCH_BOUND_H
+
+#include "ndplan/search.h"
+
+typedef struct nd_bound nd_bound;
+
+/* The bounds of one search whose per-layer and Megatron plans fit `budget` bytes per device
+   (NULL: out of memory, or a model the bounds do not cover). */
+nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        const nd_costs *costs, const nd_strategy *base, double budget);
+void nd_bound_free (nd_bound *b);
+
+/*
+** Lower bounds of candidate c, whose strategy st the walk has resolved: *time_s under the
+** step time nd_estimate_run gives it, *mem_b under its heaviest stage's peak (per-layer
+** and Megatron recompute: under the peak of every choice their planners have). Returns 0,
+** or -1 when no bound applies (DualPipe, an offload share, a layer the estimator refuses):
+** the candidate is priced.
+*/
+int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
+                   double *mem_b);
+
+#endif
