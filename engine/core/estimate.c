@@ -248,10 +248,12 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
     double kv_loc = (kv >= t ? kv / t : 1.0) * d, q_loc = hq * d / t;
     double gate = m->attn_output_gate ? q_loc : 0.0;
     dqk = dv = d;
-    lc->gemm_s += lin(x, lc, 1, T, h, q_loc + gate + 2 * kv_loc) + lin(x, lc, 1, T, q_loc, h);
-    /* every second projection in forward order (q, k, v, o): k's output and o's */
+    double qkv_s = lin(x, lc, 1, T, h, q_loc + gate + 2 * kv_loc), o_s = lin(x, lc, 1, T, q_loc, h);
+    lc->gemm_s += qkv_s + o_s;
+    /* every second projection in forward order (q, k, v, o): k's output and o's (k at its
+       share of the fused projection's time) */
     lc->op_bytes[ND_OP_ALT_MM] += ab * T * kv_loc;
-    lc->op_time[ND_OP_ALT_MM] += gemm_time(x, 2.0 * T * h * kv_loc) + gemm_time(x, 2.0 * T * q_loc * h);
+    lc->op_time[ND_OP_ALT_MM] += qkv_s * kv_loc / (q_loc + gate + 2 * kv_loc) + o_s;
     lc->op_flops[ND_OP_ALT_MM] += 2 * h * kv * d + 2 * hq * d * h;
     a->rep += 2 * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;
@@ -395,13 +397,15 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
     shared = (double)m->shared_ffn_size;
   }
   if (shared > 0) {
-    lc->gemm_s += lin(x, lc, 1, T, h, (mats - 1) * shared / t) + lin(x, lc, 1, T, shared / t, h);
+    double up_s = lin(x, lc, 1, T, h, (mats - 1) * shared / t), down_s = lin(x, lc, 1, T, shared / t, h);
+    lc->gemm_s += up_s + down_s;
     /* every second projection after the attention's four: the up projection of a gated MLP
-       (its output is kept otherwise), the down projection of a plain one (not kept) */
+       (its output is kept otherwise; half the fused gate/up time), the down projection of a
+       plain one (not kept) */
     if (m->gated_mlp) {
       lc->op_bytes[ND_OP_ALT_MM] += ab * T * shared / t;
-      lc->op_time[ND_OP_ALT_MM] += gemm_time(x, 2.0 * T * h * shared / t);
-    } else lc->op_time[ND_OP_ALT_MM] += gemm_time(x, 2.0 * T * shared / t * h);
+      lc->op_time[ND_OP_ALT_MM] += up_s / (mats - 1);
+    } else lc->op_time[ND_OP_ALT_MM] += down_s;
     lc->op_flops[ND_OP_ALT_MM] += 2 * h * shared;
     a->dev += ab * T * mats * shared / t;  /* gate/up outputs and activation output */
     a->in_rep += T * h;            /* the first projection's input (the norm output) */
@@ -620,14 +624,15 @@ static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
   const double work[2] = {ss->bwd, ss->fwd}, part[2] = {grad_t, gather_t};
   int i;
   for (i = 0; i < 2; i++) {
-    double share = part[i] / v, lag = s * work[i], chunk = pm * work[i] / v, j;
-    double own = share - ov * (work[i] / v + lag);
+    double share = part[i] / v, lag = s * work[i], chunk = pm * work[i] / v;
+    double own = share - ov * (work[i] / v + lag), rest = share - ov * lag, n;
     exposed += own > 0.0 ? own : 0.0;
-    for (j = 1.0; j < v; j += 1.0) {  /* chunk j: j groups of chunk passes away from the end */
-      double left = share - ov * (j * chunk + lag);
-      if (left <= 0.0) break;         /* and every chunk further away hides all of its share */
-      exposed += left;
-    }
+    /* chunk j = 1 .. v-1, j groups of chunk passes away from the end, leaves rest - ov j
+       chunk exposed while that is positive: the first n of them, summed in closed form */
+    if (rest <= 0.0 || v <= 1.0) continue;
+    n = ov * chunk > 0.0 ? ceil(rest / (ov * chunk)) - 1.0 : v - 1.0;
+    if (n > v - 1.0) n = v - 1.0;
+    if (n > 0.0) exposed += n * rest - ov * chunk * n * (n + 1.0) / 2.0;
   }
   hidden = total - exposed;
   return exposed + c->overlap_sm_share * hidden;
