@@ -125,10 +125,9 @@ function M.release_year(version, stack)
 end
 
 -- The expert tensor-parallel size a row leaves blank: Megatron sets it to the TP size
--- (arguments.py: "if args.expert_tensor_parallel_size is None: ... = tensor_model_parallel_size",
--- and the rank generator of parallel_state.py alike); before --expert-tensor-parallel-size
--- existed (Megatron-Core < 0.10, NeMo <= 24.09), experts were always split by TP. Other
--- stacks shard experts their own way and state it; dense models have none to split.
+-- when --expert-tensor-parallel-size is not given (its argument validation, and the expert
+-- rank generator of parallel_state.py alike), and releases without that flag split experts
+-- by TP too. Other stacks shard experts their own way and state it; dense models have none.
 function M.default_etp(stack, tp, moe)
   if stack == "megatron-core" and moe then return tp end
   return 1
