@@ -19,6 +19,11 @@ if not opts then return end
 
 local m = cli.check(nd.model(opts.model, {strict = opts.strict}))
 local p, s, groups = m:params(), m:spec(), m:layers()
+if s.ffn_sizes then  -- per-layer MLP widths (Nemotron NAS): each width is its own kind
+  for _, g in ipairs(groups) do
+    if g.ffn_size then g.kind = ("%s (ffn %d)"):format(g.kind, g.ffn_size) end
+  end
+end
 local warnings = m:warnings()
 for _, w in ipairs(warnings) do io.stderr:write("ndplan: warning: ", w, "\n") end
 

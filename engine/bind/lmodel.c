@@ -24,7 +24,7 @@
 ** Canonical fields: the one table both new() and spec()/__index read
 ** ======================================================================= */
 
-enum { F_STR, F_INT, F_SMALL, F_BOOL, F_POSITION, F_NORM, F_STACK };
+enum { F_STR, F_INT, F_SMALL, F_BOOL, F_POSITION, F_NORM, F_STACK, F_WIDTHS };
 
 typedef struct field {
   const char *name;
@@ -63,6 +63,7 @@ static const field fields[] = {
   FIELD(sliding_window, F_INT, 0), FIELD(chunked_window, F_BOOL, 0),
   FIELD(mtp_layers, F_INT, 0),
   {"attention", F_STACK, 0, 0}, {"mlp", F_STACK, 0, 0},  /* per-layer kinds */
+  {"ffn_sizes", F_WIDTHS, 0, 0},  /* per-layer dense widths (0: ffn_size); nil: none */
   {NULL, 0, 0, 0}
 };
 
@@ -93,6 +94,17 @@ static void push_field (lua_State *L, const nd_model_spec *m, const field *f) {
     case F_BOOL: lua_pushboolean(L, get_small(m, f)); break;
     case F_POSITION: lua_pushstring(L, nd_position_name(m->position)); break;
     case F_NORM: lua_pushstring(L, nd_norm_name(m->norm)); break;
+    case F_WIDTHS: {  /* per-layer widths, or nil when every layer takes ffn_size */
+      int i, n = (int)(m->num_layers + m->mtp_layers), own = 0;
+      for (i = 0; i < n; i++) own |= m->layer[i].ffn_size > 0;
+      if (!own) { lua_pushnil(L); break; }
+      lua_createtable(L, n, 0);
+      for (i = 0; i < n; i++) {
+        lua_pushinteger(L, m->layer[i].ffn_size);
+        lua_rawseti(L, -2, i + 1);
+      }
+      break;
+    }
     default: {  /* F_STACK: array of kind names, body then MTP */
       int i, n = (int)(m->num_layers + m->mtp_layers);
       int attention = (strcmp(f->name, "attention") == 0);
@@ -197,6 +209,37 @@ static const char *read_stack (lua_State *L, nd_model_spec *m, const field *f) {
   return NULL;
 }
 
+/*
+** Reads the per-layer dense widths from the value at the top of the stack (nil: none; an
+** array of integers, one per body and MTP layer, 0 for a layer that takes ffn_size). The
+** ranges are nd_model_validate's.
+*/
+static const char *read_widths (lua_State *L, nd_model_spec *m, const field *f) {
+  int i, n = (int)(m->num_layers + m->mtp_layers);
+  int t = lua_type(L, -1);
+  if (t == LUA_TNIL) return NULL;
+  if (t != LUA_TTABLE) return bad_type(L, f, "an array of integers", -1);
+  if ((lua_Integer)luaL_len(L, -1) != n)
+    return lua_pushfstring(L, "%s: expected %d entries (num_layers + mtp_layers), got %I",
+                           f->name, n, (lua_Integer)luaL_len(L, -1));
+  for (i = 0; i < n; i++) {
+    int isint;
+    lua_Integer v;
+    lua_geti(L, -1, i + 1);
+    v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 0 || v > INT32_MAX) {
+      const char *msg = lua_pushfstring(L, "%s: layer %d: expected a width (an integer >= 0),"
+                                        " got %s", f->name, i, luaL_tolstring(L, -1, NULL));
+      lua_remove(L, -2);  /* the tolstring copy */
+      lua_remove(L, -2);  /* the entry */
+      return msg;
+    }
+    lua_pop(L, 1);
+    m->layer[i].ffn_size = (int32_t)v;
+  }
+  return NULL;
+}
+
 /* The core's derived defaults (nd_model_derive) for the fields not given. */
 static const char *derive_defaults (lua_State *L, nd_model_spec *m, const int *given) {
   static const struct { const char *name; unsigned bit; } derived[] = {
@@ -250,11 +293,12 @@ static const char *read_spec (lua_State *L, int t, int lookup, nd_model_spec *m)
   for (pass = 0; pass < 2; pass++) {
     for (i = 0; i < NFIELDS; i++) {
       const field *f = &fields[i];
-      if ((f->type == F_STACK) != (pass == 1)) continue;
+      if ((f->type == F_STACK || f->type == F_WIDTHS) != (pass == 1)) continue;
       given[i] = (lua_getfield(L, t, f->name) != LUA_TNIL);
       if (!given[i] && f->required)
         msg = lua_pushfstring(L, "%s: missing (a required field)", f->name);
       else if (f->type == F_STACK) msg = read_stack(L, m, f);
+      else if (f->type == F_WIDTHS) msg = read_widths(L, m, f);
       else if (given[i]) msg = read_scalar(L, m, f);
       if (msg) { lua_remove(L, -2); return msg; }
       lua_pop(L, 1);
@@ -387,7 +431,7 @@ static int m_layer_params (lua_State *L) {
   return 1;
 }
 
-/* layers() -> array of {first (0-based), count, kind, attention, mlp, mtp} */
+/* layers() -> array of {first (0-based), count, kind, attention, mlp, mtp, ffn_size} */
 static int m_layers (lua_State *L) {
   const nd_model_spec *m = check_model(L, 1);
   nd_layer_group *g;
@@ -404,6 +448,10 @@ static int m_layers (lua_State *L) {
     lua_pushstring(L, nd_attention_name(g[i].attention)); lua_setfield(L, -2, "attention");
     lua_pushstring(L, nd_mlp_name(g[i].mlp)); lua_setfield(L, -2, "mlp");
     lua_pushboolean(L, g[i].mtp); lua_setfield(L, -2, "mtp");
+    if (g[i].mlp == ND_MLP_DENSE) {
+      lua_pushinteger(L, g[i].ffn_size);
+      lua_setfield(L, -2, "ffn_size");
+    }
     lua_rawseti(L, -2, i + 1);
   }
   return 1;

@@ -57,7 +57,7 @@ typedef struct layer_cost {
   double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
 } layer_cost;
 
-#define KIND_SLOTS (ND_ATTN_KINDS * ND_MLP_KINDS * 2)
+#define KIND_SLOTS ND_MAX_LAYER_KINDS  /* distinct layer kinds, numbered by first use */
 
 typedef struct ctx {
   const nd_model_spec *m;
@@ -77,6 +77,8 @@ typedef struct ctx {
   double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
   double r;            /* 1/tp with sequence parallelism, else 1 */
   double vocab;        /* padded vocabulary */
+  int nkinds;          /* distinct layer kinds (nd_layer_kind_equal); -1: too many */
+  unsigned char slot_of[ND_MAX_LAYERS];  /* each layer's kind, 0 .. nkinds - 1 */
   layer_cost kind[KIND_SLOTS];
 } ctx;
 
@@ -364,13 +366,13 @@ static double dispatch_time (const ctx *x, double copy, double k) {
   return nd_alltoall_split_time(&x->fabric, g, intra, copy * visited * (N - 1.0) / N);
 }
 
-static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
+static void price_mlp (ctx *x, int layer, int mlp, layer_cost *lc, act_parts *a) {
   const nd_model_spec *m = x->m;
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double mats = m->gated_mlp ? 3.0 : 2.0, shared = 0.0;
   a->rep += 2 * ab * T * h + x->c->dropout * T * h;  /* norm input, MLP input, mask */
   lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;    /* the MLP input is the norm's output */
-  if (mlp == ND_MLP_DENSE) shared = (double)m->ffn_size;
+  if (mlp == ND_MLP_DENSE) shared = (double)nd_layer_ffn_size(m, layer);
   else {
     double E = (double)m->num_experts, k = (double)m->top_k, mf = (double)m->moe_ffn_size;
     double etp = x->st->etp, ep = x->st->ep, cf = x->c->capacity_factor;
@@ -415,16 +417,16 @@ static void price_mlp (ctx *x, int mlp, layer_cost *lc, act_parts *a) {
   }
 }
 
-/* Cache slot of a layer's kind: attention x MLP x MTP. */
-static int kind_slot (const nd_layer_kind *k) {
-  return (k->attention * ND_MLP_KINDS + k->mlp) * 2 + (k->mtp ? 1 : 0);
+/* Cache slot of a layer's kind (attention, MLP, MTP, MLP width), numbered by init_ctx. */
+static int kind_slot (const ctx *x, int layer) {
+  return x->slot_of[layer];
 }
 
-/* Prices layer kind (attn, mlp, mtp) once; layer is one representative index. */
+/* Prices a layer kind (nd_layer_kind_equal) once; layer is one representative index. */
 static layer_cost *price_kind (ctx *x, int layer) {
   const nd_model_spec *m = x->m;
   const nd_layer_kind *k = &m->layer[layer];
-  layer_cost *lc = &x->kind[kind_slot(k)];
+  layer_cost *lc = &x->kind[kind_slot(x, layer)];
   act_parts a = {0, 0, 0, 0, 0};
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double act_all, tp_bytes;
@@ -434,7 +436,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a);
   else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
   if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
-  if (k->mlp != ND_MLP_NONE) price_mlp(x, k->mlp, lc, &a);
+  if (k->mlp != ND_MLP_NONE) price_mlp(x, layer, k->mlp, lc, &a);
   if (m->norms_per_layer > 2) {  /* Gemma's extra norms: their outputs are droppable too */
     a.rep += (m->norms_per_layer - 2) * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += (m->norms_per_layer - 2) * ab * T * h * x->r;
@@ -679,7 +681,7 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned 
 */
 static void count_layer (int layer, int chunk, void *ud) {
   stage_sum *ss = (stage_sum *)ud;
-  int slot = kind_slot(&ss->x->m->layer[layer]);
+  int slot = kind_slot(ss->x, layer);
   int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
                                   : (int)ss->x->st->recompute;
   unsigned mask = ss->x->st->per_layer ? ss->x->st->layer_ops[layer] : 0u;
@@ -748,15 +750,28 @@ static void place_groups (ctx *x) {
 
 static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
                       const nd_job *job, const nd_strategy *st, const nd_costs *costs) {
-  int i;
+  int i, k, n = (int)(m->num_layers + m->mtp_layers), rep[KIND_SLOTS];
   memset(x, 0, sizeof *x - sizeof x->kind);
   for (i = 0; i < KIND_SLOTS; i++) x->kind[i].ready = 0;
   x->m = m; x->dev = dev; x->job = job; x->st = st; x->c = costs;
+  if (n > ND_MAX_LAYERS) n = ND_MAX_LAYERS;
+  for (i = 0; i < n && x->nkinds >= 0; i++) {
+    for (k = 0; k < x->nkinds; k++) if (nd_layer_kind_equal(&m->layer[rep[k]], &m->layer[i])) break;
+    if (k == x->nkinds) {
+      if (k == KIND_SLOTS) { x->nkinds = -1; break; }
+      rep[x->nkinds++] = i;
+    }
+    x->slot_of[i] = (unsigned char)k;
+  }
 }
 
 /* Fills the per-call context: peaks, fabric, tokens per rank, groups. */
 static int setup (ctx *x_, char *err, size_t errlen) {
   const nd_recipe *rec = nd_strategy_recipe(x_->st);
+  if (x_->nkinds < 0) {
+    snprintf(err, errlen, "model: more than %d distinct layer kinds", KIND_SLOTS);
+    return -1;
+  }
   if (nd_recipe_check(x_->st, x_->dev, (int)x_->m->num_layers, err, errlen) != 0) return -1;
   x_->gemm = rec->gemm;
   x_->peak = nd_device_peak_flops(x_->dev, rec->gemm);  /* the recipe's GEMM precision */

@@ -136,10 +136,14 @@ static int check_flag (const char *field, int v, char *err, size_t errlen) {
 }
 
 /* What the stack uses, so only the fields those kinds need are required. */
-typedef struct usage { int attn[ND_ATTN_KINDS]; int mlp[ND_MLP_KINDS]; } usage;
+typedef struct usage {
+  int attn[ND_ATTN_KINDS], mlp[ND_MLP_KINDS];
+  int kinds, rep[ND_MAX_LAYER_KINDS];  /* distinct layer kinds: one layer of each */
+} usage;
 
 static int validate_stack (const nd_model_spec *m, usage *u, char *err, size_t errlen) {
   int64_t i, n = m->num_layers + m->mtp_layers;
+  int j;
   memset(u, 0, sizeof *u);
   for (i = 0; i < n; i++) {
     const nd_layer_kind *k = &m->layer[i];
@@ -154,6 +158,22 @@ static int validate_stack (const nd_model_spec *m, usage *u, char *err, size_t e
     if (k->mtp != (i >= m->num_layers))
       return fail(err, errlen, "mtp: layer %lld must be marked as %s", (long long)i,
                   i >= m->num_layers ? "an MTP layer (it follows the body)" : "a body layer");
+    if (k->ffn_size < 0 || k->ffn_size > MAX_WIDTH)
+      return fail(err, errlen, "ffn_size: layer %lld's width must be between 0 and %lld, got"
+                  " %ld", (long long)i, (long long)MAX_WIDTH, (long)k->ffn_size);
+    if (k->ffn_size > 0 && k->mlp != ND_MLP_DENSE)
+      return fail(err, errlen, "ffn_size: layer %lld has its own MLP width but its MLP is %s,"
+                  " not dense", (long long)i, nd_mlp_name(k->mlp));
+    if (k->mlp == ND_MLP_DENSE && k->ffn_size == 0 && m->ffn_size < 1)
+      return fail(err, errlen, "ffn_size: dense layers need a width of at least 1 (layer %lld"
+                  " has no width of its own)", (long long)i);
+    for (j = 0; j < u->kinds; j++) if (nd_layer_kind_equal(&m->layer[u->rep[j]], k)) break;
+    if (j == u->kinds) {
+      if (u->kinds == ND_MAX_LAYER_KINDS)
+        return fail(err, errlen, "ffn_size: more than %d distinct layer kinds (attention, MLP"
+                    " and MLP width)", ND_MAX_LAYER_KINDS);
+      u->rep[u->kinds++] = (int)i;
+    }
     u->attn[k->attention]++;
     u->mlp[k->mlp]++;
   }
@@ -238,8 +258,6 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
       return fail(err, errlen, "mamba_groups: must divide mamba_heads (%lld), got %lld",
                   (long long)m->mamba_heads, (long long)m->mamba_groups);
   }
-  if (u.mlp[ND_MLP_DENSE] && m->ffn_size < 1)
-    return fail(err, errlen, "ffn_size: dense layers need a width of at least 1");
   if (u.mlp[ND_MLP_MOE]) {
     RANGE(num_experts, 1, MAX_EXPERTS);
     RANGE(top_k, 1, m->num_experts);
@@ -376,7 +394,7 @@ int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *p) {
       if (m->shared_expert_gate) p->router += h;
     }
   }
-  else p->dense_mlp = mlp_size(m, m->ffn_size, m->mlp_bias);
+  else p->dense_mlp = mlp_size(m, nd_layer_ffn_size(m, layer), m->mlp_bias);
   /* half the per-layer norms go with each sublayer the layer has */
   p->norms += m->norms_per_layer * ((k->attention != ND_ATTN_NONE) + (k->mlp != ND_MLP_NONE))
               / 2 * norm_size(m, h);
@@ -438,6 +456,19 @@ void nd_model_params (const nd_model_spec *m, nd_params *out) {
 
 /* }====================================================================== */
 
+int nd_layer_kind_equal (const nd_layer_kind *a, const nd_layer_kind *b) {
+  return a->attention == b->attention && a->mlp == b->mlp && (a->mtp != 0) == (b->mtp != 0)
+         && a->ffn_size == b->ffn_size;
+}
+
+int64_t nd_layer_ffn_size (const nd_model_spec *m, int layer) {
+  const nd_layer_kind *k;
+  if (layer < 0 || layer >= m->num_layers + m->mtp_layers || layer >= ND_MAX_LAYERS) return 0;
+  k = &m->layer[layer];
+  if (k->mlp != ND_MLP_DENSE) return 0;
+  return k->ffn_size > 0 ? (int64_t)k->ffn_size : m->ffn_size;
+}
+
 int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max) {
   int64_t i, n = m->num_layers + m->mtp_layers;
   int count = 0;
@@ -446,7 +477,7 @@ int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max) {
     const nd_layer_kind *k = &m->layer[i];
     if (i > 0) {
       const nd_layer_kind *prev = &m->layer[i - 1];
-      if (prev->attention == k->attention && prev->mlp == k->mlp && prev->mtp == k->mtp) {
+      if (nd_layer_kind_equal(prev, k)) {
         if (count <= max) out[count - 1].count++;
         continue;
       }
@@ -457,6 +488,7 @@ int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max) {
       out[count].attention = k->attention;
       out[count].mlp = k->mlp;
       out[count].mtp = k->mtp;
+      out[count].ffn_size = nd_layer_ffn_size(m, (int)i);
     }
     count++;
   }

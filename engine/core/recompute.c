@@ -15,7 +15,7 @@
 
 #include "ndplan/recompute.h"
 
-#define MAX_KINDS 32          /* distinct layer kinds priced once each */
+#define MAX_KINDS ND_MAX_LAYER_KINDS  /* distinct layer kinds priced once each */
 #define MIN_BUCKETS 256
 #define BUCKETS_PER_LAYER 8   /* rounding loses under a bucket per layer: under 1/8 of the room */
 #define MAX_BUCKETS 4096
@@ -51,7 +51,7 @@ static const nd_layer_estimate *layer_costs (kind_costs *kc, const nd_model_spec
   int k;
   nd_strategy copy;
   for (k = 0; k < kc->n; k++)
-    if (memcmp(&kc->kind[k], &m->layer[i], sizeof m->layer[i]) == 0) { *slot = k; return &kc->est[k]; }
+    if (nd_layer_kind_equal(&kc->kind[k], &m->layer[i])) { *slot = k; return &kc->est[k]; }
   if (kc->n == MAX_KINDS) {
     snprintf(err, errlen, "recompute: more than %d layer kinds", MAX_KINDS);
     return NULL;

@@ -41,7 +41,7 @@
 
 #include "search_bound.h"
 
-#define BOUND_KINDS 32      /* distinct (attention, mlp, mtp) kinds; more: no bound */
+#define BOUND_KINDS ND_MAX_LAYER_KINDS  /* distinct kinds (nd_layer_kind_equal) */
 #define CACHE_SLOTS 512     /* groups of layer prices kept */
 
 /* One layer kind's prices in a group. */
@@ -87,7 +87,7 @@ struct nd_bound {
 };
 
 static int same_kind (const nd_layer_kind *a, const nd_layer_kind *b) {
-  return a->attention == b->attention && a->mlp == b->mlp && (a->mtp != 0) == (b->mtp != 0);
+  return nd_layer_kind_equal(a, b);
 }
 
 nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,

@@ -17,6 +17,7 @@
 
 #define ND_MAX_LAYERS 1024     /* body plus MTP layers */
 #define ND_NAME_MAX   64       /* name and family, including the terminating zero */
+#define ND_MAX_LAYER_KINDS 32  /* distinct layer kinds (nd_layer_kind_equal) in one stack */
 
 /* Attention kind of one layer. */
 enum {
@@ -39,6 +40,8 @@ typedef struct nd_layer_kind {
   unsigned char attention;  /* ND_ATTN_* */
   unsigned char mlp;        /* ND_MLP_* */
   unsigned char mtp;        /* 1 for the multi-token-prediction layers after the body */
+  int32_t ffn_size;         /* dense layers: this layer's MLP width; 0: the spec's ffn_size
+                               (Nemotron NAS blocks each have their own) */
 } nd_layer_kind;
 
 typedef struct nd_model_spec {
@@ -49,7 +52,8 @@ typedef struct nd_model_spec {
   int64_t num_heads;
   int64_t num_kv_heads;              /* nominal (ignored) for MLA layers */
   int64_t head_dim;                  /* q/k/v width per head for full and sliding layers */
-  int64_t ffn_size;                  /* dense MLP width; 0 when every layer is MoE */
+  int64_t ffn_size;                  /* dense MLP width (a layer's own ffn_size overrides it);
+                                        0 when no dense layer takes it */
   int64_t vocab_size;
   int64_t max_position;              /* 0 when unknown */
   int position;                      /* ND_POS_* */
@@ -136,6 +140,7 @@ typedef struct nd_layer_group {
   int first;                /* 0-based index of the first layer */
   int count;
   int attention, mlp, mtp;
+  int64_t ffn_size;         /* dense groups: their MLP width (nd_layer_ffn_size); else 0 */
 } nd_layer_group;
 
 /* Zeroes m and sets the defaults: RMSNorm, 2 norms per layer, final norm, gated MLP, RoPE. */
@@ -161,6 +166,13 @@ int nd_model_default_stack (nd_model_spec *m);
 /* 0 when m is consistent, else -1 with "field: problem" in err (NUL-terminated, truncated). */
 int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen);
 
+/* Same kind: attention, MLP, MTP and (dense layers) MLP width; what a layer is priced by. */
+int nd_layer_kind_equal (const nd_layer_kind *a, const nd_layer_kind *b);
+
+/* The dense MLP width of layer `layer`: its own ffn_size, else the spec's; 0 when the layer
+** is not dense or out of range. */
+int64_t nd_layer_ffn_size (const nd_model_spec *m, int layer);
+
 /* Parameters of layer `layer` (0-based, MTP layers after the body). -1 when out of range. */
 int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *out);
 
@@ -176,7 +188,7 @@ void nd_model_outer_params (const nd_model_spec *m, int64_t *first, int64_t *las
                             int64_t *tied_copy);
 
 /*
-** Runs of consecutive layers of the same kind; the body/MTP boundary always starts a new
+** Runs of consecutive layers of the same kind (nd_layer_kind_equal); the body/MTP boundary always starts a new
 ** group. Writes at most max groups and returns how many there are (like snprintf).
 */
 int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max);

@@ -35,8 +35,8 @@ The REPL prints ranked as the search's table and info as its counts line.
 nd.model(x) -> model | nil, message (unknown name, unreadable file, bad field)
 x: a bundled name (nd.models()), a Hugging Face config.json or YAML path, or a table of
 config fields. Methods: m:params() (total, active, breakdown), m:layers() (runs of one
-kind), m:spec() (the canonical fields), m:warnings() (what was assumed). Fields: m.name,
-m.num_layers, m.mtp_layers.
+kind, with ffn_size on dense runs), m:spec() (the canonical fields), m:warnings() (what
+was assumed). Fields: m.name, m.num_layers, m.mtp_layers.
   m = nd.model("deepseek-v3"); m:params().total]]},
   {"nd.models", "the bundled model names", [[
 nd.models() -> sorted array of names (Tab completes them inside model = "...").]]},

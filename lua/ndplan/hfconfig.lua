@@ -17,6 +17,7 @@ local MAX_LAYERS = 1024  -- include/ndplan/model.h ND_MAX_LAYERS
 
 local families = require "ndplan.hfconfig_families"
 local reader = require "ndplan.hfconfig_reader"
+local nas = require "ndplan.hfconfig_nas"
 local FAMILIES, TEXT_TOWER = families.FAMILIES, families.TEXT_TOWER
 
 local LAYER_TYPES = {full_attention = "full", sliding_attention = "sliding",
@@ -358,9 +359,9 @@ local function convert(r, opts)
   if traits.refuse then
     r:fail("model_type '%s': %s, which ndplan does not price yet", family, traits.refuse)
   end
-  if r:raw("block_configs") ~= nil then  -- Nemotron NAS (Super, Ultra): refused by name
-    r:fail("block_configs: heterogeneous blocks (Nemotron NAS: per-layer attention and FFN"
-           .. " widths, no-op and linear-replacement blocks) are not priced by ndplan yet")
+  if not traits.nas and r:raw("block_configs") ~= nil then  -- only Nemotron NAS has them
+    r:fail("block_configs: heterogeneous blocks are read for model_type 'nemotron-nas' only,"
+           .. " not '%s'", tostring(family))
   end
   local s = {name = opts.name, family = (family or "custom"):sub(1, 63)}
   read_common(r, s, traits)
@@ -412,6 +413,7 @@ local function convert(r, opts)
   local L = s.num_layers
   local attention, mlp
   if traits.pattern then attention, mlp = pattern_kinds(r, L)
+  elseif traits.nas then attention, mlp = nas.kinds(r, s, L)  -- sets the MLP widths
   else
     attention, mlp = attention_kinds(r, s, traits, L), mlp_kinds(r, s, traits, L)
   end
@@ -441,10 +443,10 @@ local function convert(r, opts)
   end
 
   -- dense width: only needed when some layer is dense
-  s.ffn_size = 0
+  s.ffn_size = traits.nas and s.ffn_size or 0
   r:raw({"intermediate_size", "n_inner", "ffn_dim"})  -- known: unused when no layer is dense
   local dense_width = traits.moe == "llama4" and r:int("intermediate_size_mlp", nil, 1)
-  if uses.dense then
+  if uses.dense and not traits.nas then
     if traits.ffn_4h then s.ffn_size = 4 * s.hidden_size
     elseif traits.hybrid_ffn then  -- Granite 4 without experts: the shared MLP is dense
       s.ffn_size = r:int("shared_intermediate_size", "an integer: the width of the MLPs", 1)

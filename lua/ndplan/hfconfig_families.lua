@@ -70,6 +70,9 @@ M.FAMILIES = {
                            "time_step_rank", "mamba_dt_min", "mamba_dt_max",
                            "mamba_dt_limit", "mamba_dt_init_floor", "num_logits_to_keep",
                            "expand", "mamba_expand"}},
+  -- Nemotron NAS (DeciLM: Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B):
+  -- block_configs, one per layer, with per-layer attention and FFN widths (hfconfig_nas)
+  ["nemotron-nas"] = {tie = false, nas = true},
   -- MiniMax-Text-01 / M1: attn_type_list (lightning attention, priced as the linear kind,
   -- in most layers), 32 experts of width intermediate_size; DeepNorm scales cost nothing
   minimax = MINIMAX, minimax_text_01 = MINIMAX, minimax_m1 = MINIMAX,

@@ -180,6 +180,37 @@ static void test_hybrid (void) {
   CHECK(nd_layer_kind_name(ND_ATTN_NONE, ND_MLP_NONE) == NULL, "an empty layer has no name");
 }
 
+/* Nemotron NAS blocks: per-layer MLP widths, a layer without attention between them */
+static void test_nas (void) {
+  nd_model_spec m;
+  nd_layer_buckets b;
+  nd_layer_group g[4];
+  int64_t h = 1024, attn = 2 * h * 8 * 128 + 2 * h * 2 * 128;
+  llama31_8b(&m);
+  m.hidden_size = h; m.num_layers = 3; m.num_heads = 8; m.num_kv_heads = 2; m.ffn_size = 4096;
+  m.vocab_size = 1000;
+  nd_model_default_stack(&m);
+  m.layer[1].ffn_size = 512;                                 /* its own width */
+  m.layer[2].attention = ND_ATTN_NONE; m.layer[2].ffn_size = 512;
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "NAS stack validates");
+  CHECK_EQ(nd_layer_ffn_size(&m, 0), 4096, "layer 0 takes the spec's width");
+  CHECK_EQ(nd_layer_ffn_size(&m, 1), 512, "layer 1 has its own");
+  nd_layer_params(&m, 0, &b);
+  CHECK_EQ(b.dense_mlp, 3 * h * 4096, "the spec's width, gated");
+  nd_layer_params(&m, 1, &b);
+  CHECK_EQ(b.dense_mlp, 3 * h * 512, "the layer's own width");
+  CHECK_EQ(b.attention, attn, "its attention");
+  CHECK(!nd_layer_kind_equal(&m.layer[0], &m.layer[1]), "another width is another kind");
+  CHECK(nd_model_groups(&m, g, 4) == 3, "widths split the groups: %d",
+        nd_model_groups(&m, g, 4));
+  CHECK_EQ(g[0].ffn_size, 4096, "group width");
+  CHECK_EQ(g[1].ffn_size, 512, "group width, own");
+  CHECK_EQ(g[2].ffn_size, 512, "MLP-only group width");
+  m.layer[2].attention = ND_ATTN_FULL;
+  CHECK(nd_model_groups(&m, g, 4) == 2, "equal kinds and widths join");
+  CHECK_EQ(g[1].count, 2, "joined group");
+}
+
 static void expect_invalid (nd_model_spec *m, const char *prefix, const char *what) {
   char err[256];
   err[0] = '\0';
@@ -220,6 +251,22 @@ static void test_validation (void) {
   expect_invalid(&m, "index_topk:", "a sparse-attention indexer without MLA layers");
   llama31_8b(&m); m.position = ND_POS_LEARNED;
   expect_invalid(&m, "position_count:", "learned positions without a count");
+  llama31_8b(&m); m.layer[3].ffn_size = -1;
+  expect_invalid(&m, "ffn_size: layer 3's width must be between 0 and", "negative layer width");
+  llama31_8b(&m); m.layer[3].mlp = ND_MLP_NONE; m.layer[3].ffn_size = 512;
+  expect_invalid(&m, "ffn_size: layer 3 has its own MLP width but its MLP is none",
+                 "a width on a layer without MLP");
+  llama31_8b(&m); m.ffn_size = 0; m.layer[0].ffn_size = 512;
+  expect_invalid(&m, "ffn_size: dense layers need a width of at least 1 (layer 1",
+                 "a dense layer with neither width");
+  {
+    int i;
+    llama31_8b(&m);
+    for (i = 0; i < 32; i++) m.layer[i].ffn_size = 256 * (i + 1);
+    CHECK(nd_model_validate(&m, NULL, 0) == 0, "32 distinct kinds validate");
+    m.num_layers = 33; m.layer[32] = m.layer[31]; m.layer[32].ffn_size = 256 * 33;
+    expect_invalid(&m, "ffn_size: more than 32 distinct layer kinds", "33 kinds");
+  }
 }
 
 static void test_names (void) {
@@ -269,6 +316,7 @@ int main (void) {
   test_deepseek();
   test_gpt3();
   test_hybrid();
+  test_nas();
   test_validation();
   test_names();
   if (failures) {

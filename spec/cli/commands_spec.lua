@@ -6,7 +6,7 @@ local MODELS = {"llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "qwen2.5-72b", "
   "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b",
   "qwen3-next-80b-a3b", "gemma3-12b", "gpt3-175b", "megatron-22b", "mt-nlg-530b", "megatron-1t",
   "llama4-scout", "llama4-maverick", "gemma2-9b", "nemotron-h-56b", "minimax-m1", "deepseek-v3.2",
-  "kimi-k2"}
+  "kimi-k2", "nemotron-super-49b"}
 
 describe("ndplan models", function()
   it("lists every bundled model with its parameter count", function()
@@ -56,6 +56,14 @@ describe("ndplan info", function()
     r = R.run({"info", "--model", "gemma2-9b"})
     assert.matches("0%-41%s+42%s+sliding%-dense x1, dense x1 %(x21%)", r.out)
     assert.matches("window    4096 tokens\n", r.out, 1, true)
+    r = R.run({"info", "--model", "nemotron-super-49b"})  -- each MLP width its own kind
+    assert.equal(0, r.code, r.err)
+    assert.matches("kinds     1 dense (ffn 14336), 48 dense (ffn 28672), 5 mlp (ffn 14336),"
+                   .. " 1 mlp (ffn 17920), 10 mlp (ffn 7168), 1 mlp (ffn 28672), 8 mlp (ffn 5632),"
+                   .. " 6 mlp (ffn 2816)", r.out, 1, true)
+    assert.matches("\n%s+0%s+1%s+dense %(ffn 14336%)\n%s+1%-5%s+5%s+dense %(ffn 28672%)\n"
+                   .. "%s+6%-7%s+2%s+mlp %(ffn 14336%)\n", r.out)
+    assert.matches("\n%s+71%-79%s+9%s+dense %(ffn 28672%)\n", r.out)
     r = R.run({"info", "--model", "llama4-maverick"})
     assert.matches("kinds     24 sliding-dense, 12 sliding-moe, 12 moe", r.out, 1, true)
     assert.matches("window    8192 tokens (chunked", r.out, 1, true)

@@ -74,6 +74,19 @@ describe("ndplan export", function()
     remove_dir(dir)
   end)
 
+  it("refuses every file for a model with per-layer MLP widths (Nemotron NAS)", function()
+    local dir = tmpdir()
+    local r = R.run({"export", "-f", "all", "-o", dir, "-m", "nemotron-super-49b", "-d", "64",
+                     "-b", "256", "--tp", "2", "--pp", "2", "--sp", "--zero", "2",
+                     "--recompute", "full"})
+    assert.equal(4, r.code, r.err)
+    assert.equal("ndplan: 5 of 5 trainer files refused (see above)\n", r.err)
+    assert.matches("megatron: the model's layers have their own MLP widths (Nemotron NAS", r.out,
+                   1, true)
+    assert.same({}, listing(dir))
+    remove_dir(dir)
+  end)
+
   it("refuses an unknown format before writing anything", function()
     local dir = tmpdir()
     local args = {table.unpack(base)}

@@ -403,15 +403,6 @@ describe("the loader's report", function()
     assert.is_truthy(nd.estimate(args))
   end)
 
-  it("refuses Nemotron NAS's heterogeneous block_configs by name", function()
-    local m, err = nd.model({model_type = "nemotron-nas", hidden_size = 8192,
-      num_hidden_layers = 2, num_attention_heads = 64, vocab_size = 128256,
-      block_configs = {{attention = {n_heads_in_group = 8}, ffn = {ffn_mult = 2.625}},
-                       {attention = {no_op = true}, ffn = {ffn_mult = 1.3125}}}})
-    assert.is_nil(m)
-    assert.matches("block_configs: heterogeneous blocks (Nemotron NAS", err, 1, true)
-  end)
-
   it("reads Nemotron-3's E (MoE-only) layers", function()
     local m = assert(nd.model({model_type = "nemotron_h", hidden_size = 1024,
       num_hidden_layers = 4, num_attention_heads = 8, num_key_value_heads = 2,

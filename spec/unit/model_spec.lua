@@ -102,6 +102,9 @@ local REFERENCE = {
   ["llama4-scout"] = (function() local t, a = llama4(16, 1) return {total = t, active = a} end)(),
   ["llama4-maverick"] = (function() local t, a = llama4(128, 2) return {total = t, active = a} end)(),
   ["nemotron-h-56b"] = {total = nemotron_h_56b()},
+  -- Hugging Face model page of nvidia/Llama-3_3-Nemotron-Super-49B-v1: "Model size 49.9B
+  -- params" (ndplan: 49.867B, 0.07% under the rounded figure)
+  ["nemotron-super-49b"] = {total = 49.9 * B},
   ["minimax-m1"] = {total = minimax_m1(),
                     active = minimax_m1() - 80 * 30 * 3 * 6144 * 9216},  -- top-2 of 32
   -- the formula leaves out the final LayerNorm (2h), well inside the tolerance

@@ -430,15 +430,31 @@ end
 -- refused by the estimate, or when it no longer fits the memory budget. Each output:
 -- {name, mod, path, notes, rounded, info, repriced, refused = reason | nil}. An exporter
 -- that fails otherwise fails the whole call before anything is written.
+-- A model whose dense layers have their own widths (Nemotron NAS block_configs): every
+-- exporter states one FFN width, so each refuses it rather than write a wrong model.
+local function per_layer_widths(plan)
+  if plan.model == nil then return nil end
+  local m = require("ndplan").model(plan.model)
+  if m and m:spec().ffn_sizes then
+    return "the model's layers have their own MLP widths (Nemotron NAS block_configs); the"
+           .. " file states one width, so it is not written"
+  end
+end
+
 function M.write(dir, formats, plan, price, dialects)
   local files = require "ndplan.files"
   local units = require "ndplan.c.units"
   local outputs = {}
+  local widths = per_layer_widths(plan)
   for _, name in ipairs(formats) do
     local mod, err = M.get(name)
     if not mod then return nil, err end
-    local text, notes, rounded, info = mod.render(plan, {price = price,
-                                                          dialect = dialects and dialects[name]})
+    local text, notes, rounded, info
+    if widths then notes, rounded = name .. ": " .. widths, "refused"
+    else
+      text, notes, rounded, info = mod.render(plan, {price = price,
+                                                     dialect = dialects and dialects[name]})
+    end
     local o = {name = name, mod = mod, path = dir .. "/" .. mod.filename, dialect = mod.dialect}
     if not text and rounded == "refused" then
       o.refused, o.notes = notes, {}
