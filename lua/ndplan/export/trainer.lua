@@ -56,6 +56,11 @@ function M.check(name, args)
   local mod, err = export.get(name)
   if not mod then return nil, "trainer: " .. err end
   local p = args.precision
+  if type(p) == "table" then  -- a list of recipes: the first that is not BF16 or FP16
+    local q
+    for _, x in ipairs(p) do if x ~= "bf16" and x ~= "fp16" then q = q or x end end
+    p = q
+  end
   if p ~= nil and p ~= "bf16" and p ~= "fp16" then
     local can = {megatron = true, torchtitan = args.dialect == "v0.2.2"}
     if not can[name] then
