@@ -477,9 +477,12 @@ else
     if #info.misses > 0 then say("nearest misses:") end
     for _, r in ipairs(info.misses) do
       local s = r.strategy
-      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s: peak %s, over by %s",
+      -- the walked recipe and shard group, when the search walks them
+      local extra = (type(args.precision) == "table" and " " .. s.precision or "")
+                    .. (args.dp_shard and " dp_shard " .. s.dp_shard or "")
+      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s%s: peak %s, over by %s",
           s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb,
-          s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "",
+          s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "", extra,
           gib(r.peak_memory_bytes), gib(r.over_bytes))
     end
   end

@@ -134,6 +134,22 @@ describe("the search walks HSDP's shard group", function()
     end
   end)
 
+  it("under --trainer, only where the trainer's file states HSDP (torchtitan)", function()
+    local function hsdp_rows(trainer)
+      local _, info = run({trainer = trainer, zero = {1, 3}, tp = 2, dp_shard = "auto"})
+      local n = 0
+      for i = 1, #info.results do
+        local s = info.results[i].strategy
+        if s.dp_shard < s.dp then n = n + 1 end
+      end
+      return n, info
+    end
+    local n, info = hsdp_rows("megatron")
+    assert.equal(0, n)
+    assert.is_true(info.refused["filtered out"] > 0)
+    assert.is_true(hsdp_rows("torchtitan") > 0)
+  end)
+
   it("refuses a shard group that is not a positive integer", function()
     assert.has_error(function() nd.search(args({dp_shard = 0})) end)
     assert.has_error(function() nd.search(args({dp_shard = {2, "x"}})) end)
