@@ -46,7 +46,8 @@ local spec = {
     {name = "mb", arg = "LIST", help = "micro-batches per step (derived; a list post-filters)"},
     {name = "recompute", arg = "MODES", help = "off, selective, full, per_layer (each layer's mode chosen under -M), megatron (the fastest recompute Megatron-LM can state under -M), a list, or auto (the first four)"},
     {name = "schedule", arg = "NAME", help = "1f1b, gpipe or zb (interleaved when vpp > 1)"},
-    {name = "precision", arg = "P", help = "bf16, fp16, fp8 (fp8:delayed), fp8:RECIPE or nvfp4"},
+    {name = "precision", arg = "LIST", help = "bf16, fp16, fp8 (fp8:delayed), fp8:RECIPE or nvfp4; a list (bf16,fp8:mxfp8) walks each"},
+    {name = "dp-shard", arg = "LIST", help = "HSDP: ZeRO/FSDP shard group(s) within DP, a list or auto (each divisor of DP); default all of DP"},
     {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width"},
     {name = "no-flash", help = "attention without flash"},
     {name = "tp-comm-overlap", help = "TP collectives overlapped with their GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)"},
@@ -255,7 +256,15 @@ if opts.dimensions then
 end
 if args.recompute == nil then args.recompute = "off" end
 args.schedule = opts.schedule
-args.precision = require("ndplan.strategy").check_precision("precision", opts.precision)
+if opts.precision and opts.precision:find(",") then  -- a list of recipes, each walked
+  args.precision = {}
+  for w in opts.precision:gmatch("[^,%s]+") do
+    args.precision[#args.precision + 1] = require("ndplan.strategy").check_precision("precision", w)
+  end
+else
+  args.precision = require("ndplan.strategy").check_precision("precision", opts.precision)
+end
+args.dp_shard = dim_value("dp-shard", opts["dp-shard"])
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end
@@ -468,9 +477,12 @@ else
     if #info.misses > 0 then say("nearest misses:") end
     for _, r in ipairs(info.misses) do
       local s = r.strategy
-      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s: peak %s, over by %s",
+      -- the walked recipe and shard group, when the search walks them
+      local extra = (type(args.precision) == "table" and " " .. s.precision or "")
+                    .. (args.dp_shard and " dp_shard " .. s.dp_shard or "")
+      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s%s: peak %s, over by %s",
           s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb,
-          s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "",
+          s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "", extra,
           gib(r.peak_memory_bytes), gib(r.over_bytes))
     end
   end

@@ -397,6 +397,16 @@ static int read_value (lua_State *L, int idx, nd_dim d) {
   }
 }
 
+static int shard_value (lua_State *L, int idx) {
+  lua_Integer v;
+  if (!lua_isinteger(L, idx))
+    luaL_error(L, "dp_shard: expected a positive integer, a list of them or \"auto\", got %s",
+               luaL_typename(L, idx));
+  v = lua_tointeger(L, idx);
+  if (v < 1 || v > 1000000000) luaL_error(L, "dp_shard: %I is out of range", v);
+  return (int)v;
+}
+
 /* A dimension from a space table: nil or "auto" = searched, a value = pinned, a list. */
 static void read_dim (lua_State *L, int t, nd_dim d, nd_dim_set *s) {
   int type = lua_getfield(L, t, nd_dim_name(d));
@@ -429,6 +439,61 @@ static void read_dim (lua_State *L, int t, nd_dim d, nd_dim_set *s) {
   lua_pop(L, 1);
 }
 
+/* precision: one recipe (the base's) or a list of them, each walked (ascending by id). */
+static void read_recipes (lua_State *L, int t, nd_search_params *p) {
+  int type = lua_getfield(L, t, "precision");
+  if (type == LUA_TTABLE) {
+    lua_Integer i, n = luaL_len(L, -1);
+    int k, j;
+    nd_dim_set *s = &p->precision;
+    if (n < 1 || n > ND_RECIPE_COUNT)
+      luaL_error(L, "precision: a list needs 1 to %d recipes", ND_RECIPE_COUNT);
+    s->is_auto = 0;
+    s->n = 0;
+    for (i = 1; i <= n; i++) {
+      nd_recipe_id r;
+      lua_geti(L, -1, i);
+      nd_check_recipe(L, -1, "precision", &r);
+      s->v[s->n++] = (int)r;
+      lua_pop(L, 1);
+    }
+    qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_int);
+    for (k = 0, j = 0; j < s->n; j++)  /* drop repeats */
+      if (k == 0 || s->v[k - 1] != s->v[j]) s->v[k++] = s->v[j];
+    s->n = k;
+    p->base.precision = (nd_recipe_id)s->v[0];
+  }
+  else if (type != LUA_TNIL) nd_check_recipe(L, -1, "precision", &p->base.precision);
+  lua_pop(L, 1);
+}
+
+/* dp_shard (HSDP's shard group): nil = all of dp (not walked), "auto" = the divisors of
+   each dp, a value or a list = those that divide it. */
+static void read_shard (lua_State *L, int t, nd_dim_set *s) {
+  int type = lua_getfield(L, t, "dp_shard");
+  s->is_auto = 0;
+  s->n = 0;
+  if (type == LUA_TSTRING && strcmp(lua_tostring(L, -1), "auto") == 0) s->is_auto = 1;
+  else if (type != LUA_TNIL) {
+    int k, j;
+    if (type == LUA_TTABLE) {
+      lua_Integer i, n = luaL_len(L, -1);
+      if (n < 1 || n > ND_SET_MAX) luaL_error(L, "dp_shard: a list needs 1 to %d values", ND_SET_MAX);
+      for (i = 1; i <= n; i++) {
+        lua_geti(L, -1, i);
+        s->v[s->n++] = shard_value(L, -1);
+        lua_pop(L, 1);
+      }
+    }
+    else s->v[s->n++] = shard_value(L, -1);
+    qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_int);
+    for (k = 0, j = 0; j < s->n; j++)
+      if (k == 0 || s->v[k - 1] != s->v[j]) s->v[k++] = s->v[j];
+    s->n = k;
+  }
+  lua_pop(L, 1);
+}
+
 static void read_space (lua_State *L, int t, nd_search_params *p) {
   int d;
   luaL_checktype(L, t, LUA_TTABLE);
@@ -439,15 +504,15 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
     int known = 0;
     for (k = nd_space_keys; *k && !known; k++) known = strcmp(key, *k) == 0;
     for (d = 0; d < ND_DIM_COUNT && !known; d++) known = strcmp(key, nd_dim_name(d)) == 0;
+    known = known || strcmp(key, "dp_shard") == 0;
     if (!known) luaL_error(L, "space: unknown field '%s'", key);
     lua_pop(L, 1);
   }
   for (d = 0; d < ND_DIM_COUNT; d++) read_dim(L, t, (nd_dim)d, &p->dim[d]);
   if (lua_getfield(L, t, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &p->base.schedule);
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "precision") != LUA_TNIL)
-    nd_check_recipe(L, -1, "precision", &p->base.precision);
-  lua_pop(L, 1);
+  read_recipes(L, t, p);
+  read_shard(L, t, &p->dp_shard);
   if (lua_getfield(L, t, "flash_attention") != LUA_TNIL)
     p->base.flash_attention = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -498,6 +563,10 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_layout_variant_name(c->layout));
   lua_setfield(L, -2, "layout");
+  lua_pushstring(L, nd_recipe_get((nd_recipe_id)c->precision)->name);
+  lua_setfield(L, -2, "precision");
+  nd_setint(L, "dp_shard", c->dp_shard > 0 ? c->dp_shard : c->dp);  /* 0 before resolution:
+                                                                       all of dp */
   if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
     nd_strategy st;
     st.pp = c->pp; st.vpp = c->vpp;
@@ -506,8 +575,6 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   if (base) {
     lua_pushstring(L, nd_schedule_name(nd_schedule_of(base->schedule, c->vpp)));
     lua_setfield(L, -2, "schedule");
-    lua_pushstring(L, nd_strategy_recipe(base)->name);
-    lua_setfield(L, -2, "precision");
     lua_pushboolean(L, base->flash_attention);
     lua_setfield(L, -2, "flash_attention");
   }
@@ -657,7 +724,8 @@ static void write_csv_row (FILE *f, const nd_search_row *r) {
           r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
   for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) fprintf(f, ",%.0f", r->mem[i]);
   for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
-  fprintf(f, ",%s\n", nd_layout_variant_name(c->layout));
+  fprintf(f, ",%s,%d,%s\n", nd_recipe_get((nd_recipe_id)c->precision)->name, c->dp_shard,
+          nd_layout_variant_name(c->layout));  /* the layout last, as before */
 }
 
 static int deliver_hook (void *ud, nd_search_row *rows, int n) {
@@ -948,7 +1016,7 @@ static int s_run (lua_State *L) {
     if (!res->csv) return luaL_error(L, "%s: cannot open for writing", path);
     fputs(csv_header, res->csv);
     for (i = 0; i < ND_T_COUNT; i++) fprintf(res->csv, ",%s_s", nd_time_part_name(i));
-    fputs(",layout", res->csv);
+    fputs(",precision,dp_shard,layout", res->csv);
     fputc('\n', res->csv);
   }
   lua_pop(L, 1);

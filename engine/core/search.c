@@ -142,6 +142,8 @@ void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int 
   st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
   st->sp = c->sp; st->zero = c->zero; st->recompute = (nd_recompute)c->recompute;
   st->per_layer = 0;
+  st->precision = (nd_recipe_id)c->precision;
+  if (c->dp_shard > 0) { st->dp_shard = c->dp_shard; st->dp_replicate = 0; }
   nd_layout_variant(st, body, c->layout);  /* a variant that cannot apply: resolve refuses */
 }
 
@@ -162,6 +164,8 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
   st->reshard = base->reshard;  /* resolution sets the default for the candidate's pp */
   st->dp_shard = base->dp_shard;  /* and the shard group for its dp */
   st->dp_replicate = base->dp_replicate;
+  if (c->dp_shard > 0) { st->dp_shard = c->dp_shard; st->dp_replicate = 0; }  /* walked */
+  st->precision = (nd_recipe_id)c->precision;
   /* the layout fields of the variant (resolution writes stage_layers from them) */
   nd_layout_variant(st, body, c->layout);
 }
@@ -202,7 +206,7 @@ typedef struct walker {
   unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
-  nd_bound *bound;                     /* lower bounds (NULL: every candidate is priced) */
+  nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
   double time_cut, over_cut;           /* the cuts the walk applies now */
   double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
   /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
@@ -293,26 +297,53 @@ typedef struct worker_scratch {
   nd_estimate e;
   nd_recompute_plan plan;
   nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
-  nd_bound *bound;         /* the lower bounds, with their caches (NULL: none) */
+  nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
+                                       (NULL: none; the layer prices depend on the recipe) */
 } worker_scratch;
+
+/* The recipes the walk takes (ascending nd_recipe_id), into out; their count. */
+static int recipes_walked (const nd_search_params *p, int *out) {
+  int i, n = 0;
+  if (p->precision.n == 0) { out[0] = (int)p->base.precision; return 1; }
+  for (i = 0; i < p->precision.n; i++)
+    if (p->precision.v[i] >= 0 && p->precision.v[i] < ND_RECIPE_COUNT) out[n++] = p->precision.v[i];
+  return n;
+}
+
+/* The lower bounds of each recipe walked, into b (zeroed: NULL where none applies). */
+static void new_bounds (const walker *w, nd_bound **b) {
+  const nd_search_params *p = w->p;
+  int rv[ND_RECIPE_COUNT], n = recipes_walked(p, rv), i;
+  memset(b, 0, ND_RECIPE_COUNT * sizeof *b);
+  for (i = 0; i < n; i++) {
+    nd_strategy base = p->base;
+    base.precision = (nd_recipe_id)rv[i];
+    b[rv[i]] = nd_bound_new(w->m, w->dev, w->job, w->costs, &base,
+                            p->budget > 0 ? p->budget : w->dev->hbm_bytes);
+  }
+}
+
+static void free_bounds (nd_bound **b) {
+  int i;
+  for (i = 0; i < ND_RECIPE_COUNT; i++) { nd_bound_free(b[i]); b[i] = NULL; }
+}
 
 static worker_scratch *new_scratch (const walker *w) {
   worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
   const nd_search_params *p = w->p;
   if (!ws) return NULL;
   ws->st = ws->chk = p->base;
-  ws->bound = NULL;
+  memset(ws->bound, 0, sizeof ws->bound);
   if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
-  if (!p->exhaustive)  /* NULL (a model the bounds do not cover): every candidate is priced */
-    ws->bound = nd_bound_new(w->m, w->dev, w->job, w->costs, &p->base,
-                             p->budget > 0 ? p->budget : w->dev->hbm_bytes);
+  if (!p->exhaustive) new_bounds(w, ws->bound);  /* NULL (a model the bounds do not
+                                                    cover): every candidate is priced */
   return ws;
 }
 
 static void free_scratch (worker_scratch *ws) {
   if (!ws) return;
   nd_recompute_ws_free(ws->rws);
-  nd_bound_free(ws->bound);
+  free_bounds(ws->bound);
   free(ws);
 }
 
@@ -338,8 +369,8 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
       if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, s->index[i]))
         why = ND_REFUSE_FILTERED;  /* as below, after pricing it */
       if (why >= 0) { s->late[why]++; continue; }
-      if (ws->bound) {
-        int pr = pruned(w, ws->bound, &ws->chk, c, s->time_cut, s->over_cut);
+      if (ws->bound[c->precision]) {
+        int pr = pruned(w, ws->bound[c->precision], &ws->chk, c, s->time_cut, s->over_cut);
         if (pr == 1) { s->pruned_time++; continue; }
         if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; continue; }
       }
@@ -359,6 +390,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     r->index = s->index[i];
     r->c = s->cand[i];
     r->c.sp = (unsigned char)st->sp;
+    r->c.dp_shard = st->dp_shard;  /* resolved: all of dp unless HSDP */
     r->heaviest = e->heaviest;
     r->stages = e->stages;
     r->step_time = e->step_time;
@@ -630,6 +662,7 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   c.tp = PIN(ND_DIM_TP); c.pp = PIN(ND_DIM_PP); c.cp = PIN(ND_DIM_CP); c.ep = PIN(ND_DIM_EP);
   c.etp = PIN(ND_DIM_ETP); c.mbs = PIN(ND_DIM_MBS); c.vpp = PIN(ND_DIM_VPP);
 #undef PIN
+  c.precision = (unsigned char)p->base.precision;  /* each listed recipe: checked by the caller */
   if (c.vpp > 1 && pinned(&D[ND_DIM_PP]) == 0) c.vpp = 1;  /* the pp it needs is searched */
   if (!D[ND_DIM_ZERO].is_auto && D[ND_DIM_ZERO].n == 1)
     c.zero = (unsigned char)D[ND_DIM_ZERO].v[0];
@@ -706,8 +739,8 @@ static void emit (walker *w, nd_candidate *c, int equivalent) {
     if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
       why = ND_REFUSE_FILTERED;
     if (why >= 0) { w->counts->refused[why]++; return; }
-    if (w->bound) {
-      int pr = pruned(w, w->bound, &w->scratch, c, w->time_cut, w->over_cut);
+    if (w->bound[c->precision]) {
+      int pr = pruned(w, w->bound[c->precision], &w->scratch, c, w->time_cut, w->over_cut);
       if (pr == 1) { w->counts->pruned_time++; return; }
       if (pr == 2) {
         w->counts->pruned_memory++;
@@ -763,6 +796,43 @@ static void begin_pass (walker *w, int rec) {
   }
 }
 
+/*
+** The innermost loops of the walk for one (recompute, degrees, vpp, layout) in c: the
+** precision recipe, ZeRO, the shard group, SP. At ZeRO 0 nothing is sharded: the shard
+** group is all of DP only (HSDP's replicas would reduce nothing). same_as_none, lone: as
+** in walk().
+*/
+static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int same_as_none,
+                       int lone) {
+  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP], *shard = &w->p->dp_shard;
+  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], nh, full = 0;
+  int irc, iz, ih, sp;
+  if (shard->is_auto || shard->n > 0) {
+    nh = loop_values(shard, c->dp, c->dp, hv);
+    full = in_set(shard, c->dp) ? c->dp : 0;  /* ZeRO 0 walks all of dp when it is listed */
+  }
+  else { nh = 1; hv[0] = 0; }  /* base's */
+  for (irc = 0; irc < nrc; irc++)
+    for (iz = 0; iz < nz; iz++) {
+      /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3 still does:
+         its gather buffers) */
+      int same = same_as_none || (lone && iz > 0 && zv[iz] <= 2);
+      for (ih = 0; ih < nh; ih++) {
+        if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
+        for (sp = 0; sp <= 1; sp++) {
+          if (!in_set(spset, sp)) continue;
+          if (c->tp == 1 && sp == 1 && in_set(spset, 0)) continue;  /* same run */
+          c->precision = (unsigned char)rcv[irc];
+          c->zero = (unsigned char)zv[iz];
+          c->dp_shard = hv[ih];
+          c->sp = (unsigned char)sp;
+          emit(w, c, same);
+          if (w->status != ND_SEARCH_OK) return;
+        }
+      }
+    }
+}
+
 static void walk (walker *w) {
   const nd_search_params *p = w->p;
   const nd_dim_set *D = p->dim;
@@ -770,8 +840,7 @@ static void walk (walker *w) {
   long long N = w->job->devices, G = w->job->global_batch;
   int rv[LOOP_MAX], tv[LOOP_MAX], pv[LOOP_MAX], cv[LOOP_MAX], bv[LOOP_MAX];
   int ev[LOOP_MAX], xv[LOOP_MAX], vv[LOOP_MAX], zv[LOOP_MAX];
-  int nr, nt, np, nc, nb, ne, nx, nv, nz, ir, it, ip, ic, ib, ie, ix, iv, iz, sp;
-  const nd_dim_set *spset = &D[ND_DIM_SP];
+  int nr, nt, np, nc, nb, ne, nx, nv, nz, ir, it, ip, ic, ib, ie, ix, iv;
   nd_dim_set rec_auto = {0, ND_RECOMPUTE_COUNT + 1, {0, 1, 2, ND_SEARCH_PER_LAYER}};
   nd_dim_set zero_auto = {0, 4, {0, 1, 2, 3}};
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
@@ -820,24 +889,15 @@ static void walk (walker *w) {
                   int il, lvs[ND_VARIANT_COUNT], nl;
                   if (D[ND_DIM_VPP].is_auto && !auto_vpp(b->layers, pp, vv[iv])) continue;
                   nl = layout_variants(w, pp, vv[iv], lvs);
-                  for (il = 0; il < nl; il++)
-                  for (iz = 0; iz < nz; iz++) {
-                    /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3
-                       still does: its gather buffers) */
-                    int same = same_as_none || (lone && iz > 0 && zv[iz] <= 2);
-                    for (sp = 0; sp <= 1; sp++) {
-                      nd_candidate c;
-                      if (!in_set(spset, sp)) continue;
-                      if (tp == 1 && sp == 1 && in_set(spset, 0)) continue;  /* same run */
-                      memset(&c, 0, sizeof c);
-                      c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
-                      c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
-                      c.zero = (unsigned char)zv[iz]; c.sp = (unsigned char)sp;
-                      c.recompute = (unsigned char)rv[ir];
-                      c.layout = (unsigned char)lvs[il];
-                      emit(w, &c, same);
-                      if (w->status != ND_SEARCH_OK) return;
-                    }
+                  for (il = 0; il < nl; il++) {
+                    nd_candidate c;
+                    memset(&c, 0, sizeof c);
+                    c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
+                    c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
+                    c.recompute = (unsigned char)rv[ir];
+                    c.layout = (unsigned char)lvs[il];
+                    walk_tail(w, &c, zv, nz, same_as_none, lone);
+                    if (w->status != ND_SEARCH_OK) return;
                   }
                 }
               }
@@ -883,8 +943,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   if (w->nslots > CUT_LAG) w->nslots = CUT_LAG;
   w->time_cut = w->over_cut = HUGE_VAL;
   if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */
-    w->bound = nd_bound_new(m, dev, job, costs, &p->base,
-                            p->budget > 0 ? p->budget : dev->hbm_bytes);
+    new_bounds(w, w->bound);
   w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
   status = w->slots ? ND_SEARCH_OK : ND_SEARCH_NO_MEMORY;
   for (i = 0; status == ND_SEARCH_OK && i < w->nslots; i++) {
@@ -921,7 +980,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   }
   free(w->tids);
   free_scratch(w->inline_scratch);
-  nd_bound_free(w->bound);
+  free_bounds(w->bound);
   free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
   status = w->status;

@@ -7,7 +7,9 @@
 ** Loop nest (outermost first): recompute, TP, PP, CP (DP = devices / (TP*PP*CP)), MBS
 ** (over the divisors of GBS / (PP*DP); MB = GBS / DP / MBS), EP, ETP, VPP (a range
 ** 1..layers/PP: every chunk holds a layer), the layout variant (ND_VARIANT_*: the even
-** split only, unless the layers do not divide into PP*VPP equal chunks), ZeRO, SP. Each loop runs over its candidate set in ascending
+** split only, unless the layers do not divide into PP*VPP equal chunks), the precision
+** recipe (nd_search_params.precision), ZeRO, HSDP's shard group (nd_search_params.dp_shard:
+** at ZeRO 0 only all of DP, as nothing is sharded), SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
 ** priced and handed to the caller chunk by chunk. The calling thread only enumerates; the
 ** pricing threads check each candidate (nd_strategy_check), skip what lower bounds on its
@@ -53,6 +55,8 @@ typedef struct nd_candidate {
   int dp, tp, pp, vpp, cp, ep, etp, mbs, mb;
   unsigned char sp, zero, recompute;
   unsigned char layout;       /* ND_VARIANT_* of the pipeline layout */
+  unsigned char precision;    /* nd_recipe_id of the training recipe */
+  int dp_shard;               /* the ZeRO shard group (HSDP); 0: base's (in a row: resolved) */
 } nd_candidate;
 
 #define ND_SEARCH_MEM_PARTS 7  /* memory parts of a row (nd_search_row.mem) */
@@ -119,6 +123,10 @@ typedef struct nd_search_hooks {
 typedef struct nd_search_params {
   nd_dim_set dim[ND_DIM_COUNT];
   nd_strategy base;           /* schedule, precision, flash attention: copied to each */
+  nd_dim_set precision;       /* recipes walked (nd_recipe_id, ascending); n = 0: base's */
+  nd_dim_set dp_shard;        /* shard groups walked: auto = the divisors of each DP, a list
+                                 = the listed values that divide it; not auto and n = 0:
+                                 base's (all of DP unless base says otherwise) */
   double budget;              /* bytes per device a stage may use */
   int jobs;                   /* pricing threads (1: inline, no thread) */
   int chunk;                  /* candidates per chunk (0: a default) */

@@ -24,7 +24,9 @@ nd.search{model=, device=, devices=, global_batch=, seq_len=, <dimension> = valu
           | "auto", recompute=, max_mem=, jobs=, top=, policy=, policy_opts=, timeout=}
   -> ranked, info | nil, message, info
 Dimensions: dp tp pp vpp cp ep etp sp zero mb mbs recompute; a value pins one, a list walks
-those, "auto" (the default) walks the core's bounds. ranked[i]: strategy, step_time_s,
+those, "auto" (the default) walks the core's bounds. precision = {"bf16", "fp8:tensorwise"}
+walks each recipe; dp_shard = "auto" | N | {list} walks HSDP's shard group (nil: all of dp).
+ranked[i]: strategy, step_time_s,
 tokens_per_s, mfu, peak_memory_bytes, memory_parts_bytes, time_parts_s, objective, rank.
 info: tested, priced, fit, refused (label -> count), bounds, warnings, misses (nothing fits).
 A pinned value no candidate can take returns nil, "pinned degrees refused (LABEL): rule".

@@ -13,7 +13,8 @@ local M = {}
 -- The dimensions in table order, and the loop order of the walk (documented in search.h).
 local NAMES = require("ndplan.c.estimate").names()
 M.DIMS = NAMES.dims
-M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "layout", "zero", "sp"}
+M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "layout", "precision",
+                "zero", "dp_shard", "sp"}
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, strict = true, device = true, devices = true,
@@ -22,7 +23,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
                csv_all = true, trainer = true, dialect = true,
-               exhaustive = true}
+               exhaustive = true, dp_shard = true}
 for _, k in ipairs(NAMES.space_keys) do OTHER[k] = true end  -- the space's own fields
 -- The search's recompute values: the core's names ("off" is the command line's word for
 -- none, turned into it there).
@@ -116,10 +117,18 @@ function M.search(args)
   end
   local budget, berr = estimate.budget(device, args.max_mem)
   if not budget then return nil, berr end
-  if args.precision ~= nil or args.fp8_param_gather then  -- what no candidate can run
-    local ok, why = require("ndplan.c.estimate").check_recipe(device, args.precision or "bf16",
-                                                              args.fp8_param_gather)
-    if not ok then return nil, why end
+  -- precision: one recipe or a list, each walked; what no candidate can run is refused
+  local recipes = args.precision
+  if type(recipes) ~= "table" then recipes = {recipes} end
+  if type(args.precision) == "table" and #args.precision == 0 then
+    error("nd.search: precision: expected a recipe or a list of recipes, got an empty list", 2)
+  end
+  if args.precision ~= nil or args.fp8_param_gather then
+    for i = 1, math.max(1, #recipes) do
+      local ok, why = require("ndplan.c.estimate").check_recipe(device, recipes[i] or "bf16",
+                                                                args.fp8_param_gather)
+      if not ok then return nil, why end
+    end
   end
   -- rank only what fits at the upper edge of the memory estimate's band: the allocator's
   -- share of the budget shrinks by the stack's memory_band (or args.memory_band)
@@ -132,6 +141,10 @@ function M.search(args)
   if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
   local space = {}
   for _, k in ipairs(NAMES.space_keys) do space[k] = args[k] end
+  space.dp_shard = args.dp_shard  -- HSDP's shard group: nil (all of dp), a value, a list, auto
+  if space.dp_shard ~= nil and space.dp_shard ~= "auto" then
+    space.dp_shard = normalise("dp_shard", space.dp_shard)
+  end
   local shown_dims = {}
   for _, d in ipairs(M.DIMS) do
     local v = args[d]
@@ -144,6 +157,10 @@ function M.search(args)
     space[d] = normalise(d, v)
     if searched(space[d]) or d == "dp" or d == "mb" then shown_dims[#shown_dims + 1] = d end
   end
+  if type(args.precision) == "table" and #args.precision > 1 then
+    shown_dims[#shown_dims + 1] = "precision"
+  end
+  if searched(space.dp_shard) then shown_dims[#shown_dims + 1] = "dp_shard" end
   -- a pinned value no candidate can take: the core's rule, before any walk
   local okp, label, rule = pcall(core.pinned, model, job, space)
   if not okp then error(label, 0) end  -- a bad space: the message core.run would give

@@ -264,6 +264,8 @@ function M.row_args(st, info)
   local merged = {}
   for _, k in ipairs(M.NAMES.space_keys) do merged[k] = info.space[k] end
   for _, k in ipairs(M.ROW_KEYS) do merged[k] = st[k] end
+  merged.precision = st.precision or merged.precision  -- the recipe the walk priced
+  if info.space.dp_shard ~= nil then merged.dp_shard = st.dp_shard end  -- HSDP, when walked
   return M.estimate_args(merged, {model = info.model_obj, device = info.device_obj,
                                   job = info.job, max_mem = info.budget_bytes,
                                   costs = info.costs, stack = info.stack})

@@ -11,12 +11,20 @@ local DS = {model = "deepseek-v3", device = "h800", global_batch = 4096, seq_len
 local L405 = {model = "llama3.1-405b", device = "h100", global_batch = 2048, seq_len = 8192}
 local function job(base, devices) local t = {devices = devices} for k, v in pairs(base) do t[k] = v end return t end
 
--- {label, job, recompute, jobs, target seconds (issue 18) or nil}
+-- the wider space of issue 13: recipes walked as a list, HSDP's shard group over DP's divisors
+local RECIPES = {precision = {"bf16", "fp8:tensorwise", "fp8:blockwise"}}
+local SHARD = {dp_shard = "auto"}
+local BOTH = {precision = RECIPES.precision, dp_shard = "auto"}
+
+-- {label, job, recompute, jobs, target seconds (issue 18) or nil, extra dimensions or nil}
 local cases = {
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, 0.2},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 2, nil},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), {"none", "selective", "full"}, 1, nil},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), {"none", "selective", "full"}, 2, nil},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, RECIPES},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, SHARD},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, BOTH},
   {"deepseek-v3 h800x16384 b4096 s4096", job(DS, 16384), "auto", 1, 1.0},
   {"llama3.1-405b h100x16384 b2048 s8192", job(L405, 16384), "auto", 1, 0.05},
   {"llama3.1-405b h100x16384 b2048 s8192", job(L405, 16384), {"none", "selective", "full"}, 1, nil},
@@ -27,6 +35,7 @@ local function run(c, exhaustive, n)
   for _ = 1, n do
     local args = {recompute = c[3], jobs = c[4], top = 1, exhaustive = exhaustive}
     for k, v in pairs(c[2]) do args[k] = v end
+    for k, v in pairs(c[6] or {}) do args[k] = v end
     local _, i = assert(nd.search(args))
     if not best or i.elapsed_s < best then best, info = i.elapsed_s, i end
   end
@@ -35,6 +44,7 @@ end
 
 local function line(c, tag, t, i)
   local rec = type(c[3]) == "table" and table.concat(c[3], ",") or c[3]
+  if c[6] then rec = rec .. (c[6].precision and "+recipes" or "") .. (c[6].dp_shard and "+hsdp" or "") end
   print(string.format("search  %-37s %-20s -j %d %-10s %8.3f s  %8d tested %8d pruned (time %d, "
                       .. "memory %d) %7d priced %6d fit  %6.0f ns/tested %6.2f us/priced%s", c[1],
                       rec, c[4], tag, t, i.tested, i.pruned_time + i.pruned_memory, i.pruned_time,

@@ -66,8 +66,8 @@ describe("a policy's fields", function()
 
   it("gives admit the candidate's degrees", function()
     local c = fields(text, "candidate")
-    local want = {sp = "boolean", recompute = "string", layout = "string"}
-    for k in ("dp tp pp vpp cp ep etp zero mbs mb"):gmatch("%a+") do want[k] = "number" end
+    local want = {sp = "boolean", recompute = "string", layout = "string", precision = "string"}
+    for k in ("dp tp pp vpp cp ep etp zero mbs mb dp_shard"):gmatch("[%a_]+") do want[k] = "number" end
     assert.same(want, c)
   end)
 

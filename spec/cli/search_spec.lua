@@ -231,4 +231,37 @@ recompute: [off, full]
     assert.not_matches("tmp", listing)
     os.execute("rm -rf " .. R.quote(dir))
   end)
+
+  it("walks a list of recipes and HSDP's shard groups, shown as columns and in results.csv", function()
+    local dir = tempdir()
+    local r = R.run(with("--precision", "bf16,fp8:tensorwise", "--dp-shard", "auto", "--zero",
+                         "0,1", "-t", "200", "-j", "2", "-o", dir, "--all-rows"))
+    assert.equal(0, r.code, r.err)
+    assert.matches("layout > precision > zero > dp_shard > sp", r.out)
+    assert.matches("\nrank .* precision%s+dp_shard%s+recompute", r.out)
+    local csv = assert(read(dir .. "/results.csv"))
+    assert.matches("^index,[^\n]*,precision,dp_shard,layout\n", csv)
+    local seen = {}
+    for line in csv:gmatch("[^\n]+") do
+      local dp, zero = line:match("^%d+,(%d+),%d+,%d+,%d+,%d+,%d+,%d+,%a+,(%d),")
+      local prec, shard = line:match(",([%w:]+),(%d+),[%a_]+$")
+      if not dp then goto header end
+      dp, shard = tonumber(dp), tonumber(shard)
+      assert.equal(0, dp % shard)
+      if zero == "0" then assert.equal(dp, shard) end  -- ZeRO 0 shards nothing
+      seen[prec] = true
+      if shard < dp then seen.hsdp = true end
+      if zero == "0" then seen.zero0 = true end
+      ::header::
+    end
+    assert.is_true(seen.bf16 and seen["fp8:tensorwise"] and seen.hsdp and seen.zero0)
+    os.execute("rm -rf " .. R.quote(dir))
+    -- a listed recipe the device has no peak for, an unknown one
+    local m = R.run(with("--precision", "bf16,fp8:mxfp8"))
+    assert.equal(1, m.code)
+    assert.matches("fp8:mxfp8 runs its GEMMs at mxfp8 and the device H100 has no mxfp8 peak", m.err)
+    local u = R.run(with("--precision", "bf16,fp9"))
+    assert.equal(2, u.code)
+    assert.matches("^ndplan: %-%-precision: expected bf16, fp16, .* got 'fp9'", u.err)
+  end)
 end)

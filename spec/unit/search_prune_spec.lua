@@ -18,6 +18,16 @@ local RECOMPUTE = {"auto", {"none", "selective", "full"}, "none", "full", "per_l
                    "megatron", {"none", "per_layer"}}
 local SCHEDULES = {false, false, false, "zb", "gpipe", "interleaved"}
 
+-- recipe lists each device has peaks for (ndplan devices: fp8 on Hopper, MI300X and
+-- Blackwell; MX and FP4 on Blackwell)
+local RECIPE_LISTS = {
+  h100 = {{"bf16", "fp8:tensorwise"}, {"bf16", "fp8", "fp8:blockwise"}},
+  h800 = {{"bf16", "fp8:blockwise"}},
+  b200 = {{"bf16", "fp8:mxfp8", "nvfp4"}, {"fp8:tensorwise", "nvfp4"}},
+  mi300x = {{"bf16", "fp8:tensorwise"}},
+  ["a100-80gb"] = {{"bf16", "fp16"}},
+}
+
 local function pick(list) return list[math.random(#list)] end
 
 -- One random problem; a seed names it in a failure.
@@ -40,6 +50,15 @@ local function problem(seed)
     a.precision = "fp8"
   end
   if big and a.recompute == "auto" then a.recompute = {"none", "full"} end  -- spec time
+  -- the walked recipes (each its own bounds) and HSDP's shard groups (drawn after the rest:
+  -- the problems above are as they were)
+  local lists = RECIPE_LISTS[a.device]
+  if lists and math.random() < 0.3 then
+    a.precision = pick(lists)
+    if big then a.precision = {a.precision[1], a.precision[#a.precision]} end
+  end
+  if math.random() < 0.3 then a.dp_shard = pick({"auto", {1, 2}, 2}) end
+  if big and a.dp_shard == "auto" then a.dp_shard = {1, 2} end
   return a
 end
 
@@ -99,12 +118,19 @@ describe("pruned search against the exhaustive walk", function()
 
   it("ranks, keeps and misses the same rows on 240 random problems", function()
     local priced, pruned = 0, 0
+    local walked = {precision = 0, dp_shard = 0}  -- pruned where the new dimensions vary
     for seed = 1, problems do
-      local i1, i2 = compare(seed, problem(seed))
+      local a = problem(seed)
+      local i1, i2 = compare(seed, a)
       priced, pruned = priced + i1.priced, pruned + (i1.priced - i2.priced)
+      if type(a.precision) == "table" then walked.precision = walked.precision + i1.priced - i2.priced end
+      if a.dp_shard then walked.dp_shard = walked.dp_shard + i1.priced - i2.priced end
     end
     -- the bounds do prune (a bound that never fires would pass the equality trivially)
     assert.is_true(pruned > priced / 4, string.format("%d of %d pruned", pruned, priced))
+    assert.is_true(walked.precision > 0 and walked.dp_shard > 0,
+                   string.format("pruned with recipe lists %d, with shard groups %d",
+                                 walked.precision, walked.dp_shard))
   end)
 
   it("prunes the same candidates on one and on two threads", function()

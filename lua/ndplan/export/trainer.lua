@@ -24,7 +24,7 @@ local ADMIT = {
     if c.etp > 1 and dialect ~= "v0.2.2" then return false end  -- main has no ETP
     if c.dp > 1 and (c.zero == 1 or (c.zero == 0 and c.ep > 1)) then return false end
     if c.tp > 1 and not c.sp then return false end
-    local shard = (c.dp > 1 and c.zero == 0) and 1 or c.dp
+    local shard = (c.dp > 1 and c.zero == 0) and 1 or (c.dp_shard or c.dp)
     if c.ep > 1 and ((shard * c.cp * c.tp) % (c.ep * c.etp) ~= 0
                      or (c.etp ~= 1 and c.etp ~= c.tp)) then return false end
     return c.recompute ~= "per_layer"
@@ -56,6 +56,11 @@ function M.check(name, args)
   local mod, err = export.get(name)
   if not mod then return nil, "trainer: " .. err end
   local p = args.precision
+  if type(p) == "table" then  -- a list of recipes: the first that is not BF16 or FP16
+    local q
+    for _, x in ipairs(p) do if x ~= "bf16" and x ~= "fp16" then q = q or x end end
+    p = q
+  end
   if p ~= nil and p ~= "bf16" and p ~= "fp16" then
     local can = {megatron = true, torchtitan = args.dialect == "v0.2.2"}
     if not can[name] then
@@ -89,10 +94,16 @@ function M.space(name, recompute)
 end
 
 -- admit(name, inner, dialect) -> the admit hook: the trainer's rule, then the policy's own
+-- HSDP (a shard group within DP, nd.search's dp_shard) only where the exporter states it:
+-- torchtitan's data_parallel_shard_degree x data_parallel_replicate_degree
+-- (ndplan.export.torchtitan); the other exporters write a ZeRO stage over all of DP.
+local HSDP = {torchtitan = true}
+
 function M.admit(name, inner, dialect)
   local rule = ADMIT[name]
   return function(c)
     if not rule(c, dialect) then return false end
+    if not HSDP[name] and c.dp_shard and c.dp_shard < c.dp then return false end
     if inner then return inner(c) end
     return true
   end

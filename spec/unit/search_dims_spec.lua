@@ -1,0 +1,173 @@
+-- The search's recipe and HSDP dimensions (issue 13): a list of precision recipes walked as
+-- labelled candidates, HSDP's shard group walked over the divisors of DP (or a list), each
+-- row re-priced by nd.estimate to the same step time and peak; the layout variants that
+-- carry Megatron's accounting flags. Mechanics, not fidelity: the stack is none.
+local nd = require "ndplan"
+local search = require "ndplan.search"
+require("ndplan.stack").DEFAULT = "none"
+
+local JOB = {model = "llama3.1-8b", device = "h100", devices = 16, global_batch = 64,
+             seq_len = 2048, recompute = "none", top = 5, keep = 100000, jobs = 1,
+             exhaustive = true}
+
+local function args(extra)
+  local a = {}
+  for k, v in pairs(JOB) do a[k] = v end
+  for k, v in pairs(extra or {}) do a[k] = v end
+  return a
+end
+
+local function run(extra)
+  local ranked, info = nd.search(args(extra))
+  assert(ranked, info)
+  return ranked, info
+end
+
+-- every kept row as "degrees -> step time, peak", for the rows that pass keep(row)
+local function by_degrees(info, keep)
+  local out, n = {}, 0
+  for i = 1, #info.results do
+    local r = info.results[i]
+    local s = r.strategy
+    if keep(r) then
+      local key = string.format("%d %d %d %d %d %s %d %d %s %s", s.dp, s.tp, s.pp, s.vpp, s.cp,
+                                tostring(s.sp), s.zero, s.mbs, s.layout, s.recompute)
+      out[key] = {r.step_time_s, r.peak_memory_bytes}
+      n = n + 1
+    end
+  end
+  return out, n
+end
+
+describe("the search walks a list of precision recipes", function()
+  it("as one candidate per recipe, each priced as the search of that recipe alone", function()
+    local _, bf = run({precision = "bf16"})
+    local _, f8 = run({precision = "fp8:tensorwise"})
+    local ranked, both = run({precision = {"fp8:tensorwise", "bf16"}})
+    assert.equal(bf.tested + f8.tested, both.tested)
+    assert.equal(bf.priced + f8.priced, both.priced)
+    assert.equal(bf.fit + f8.fit, both.fit)
+    for name, alone in pairs({bf16 = bf, ["fp8:tensorwise"] = f8}) do
+      local want = by_degrees(alone, function() return true end)
+      local got, n = by_degrees(both, function(r) return r.strategy.precision == name end)
+      assert.is_true(n > 0, name)
+      assert.same(want, got, name)
+    end
+    -- FP8 GEMMs run at twice the BF16 peak on H100: the best row is an FP8 one
+    assert.equal("fp8:tensorwise", ranked[1].strategy.precision)
+    assert.is_true(ranked[1].step_time_s < (select(1, run({precision = "bf16"})))[1].step_time_s)
+  end)
+
+  it("prices each ranked row again under its own recipe (search.detail)", function()
+    local ranked, info = run({precision = {"bf16", "fp8:tensorwise"}, pp = 2, tp = 2, top = 1000})
+    local seen = {}
+    for _, r in ipairs(ranked) do
+      local d = search.detail(r, info)
+      assert.equal(r.strategy.precision, d.precision.recipe)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * r.step_time_s)
+      assert.near(r.peak_memory_bytes, d.peak_memory_bytes, 1e-6 * r.peak_memory_bytes)
+      seen[r.strategy.precision] = true
+    end
+    assert.is_true(seen.bf16 and seen["fp8:tensorwise"])
+  end)
+
+  it("refuses a listed recipe the device has no peak for, before the walk", function()
+    local ranked, why = nd.search(args({precision = {"bf16", "fp8:mxfp8"}}))
+    assert.is_nil(ranked)
+    assert.matches("fp8:mxfp8 runs its GEMMs at mxfp8 and the device H100 has no mxfp8 peak", why)
+    assert.has_error(function() nd.search(args({precision = {"bf16", "fp9"}})) end)
+    assert.has_error(function() nd.search(args({precision = {}})) end)
+  end)
+
+  it("ranks the same with the bounds as without them", function()
+    local a = args({precision = {"bf16", "fp8", "fp8:blockwise"}, recompute = "auto", keep = 3})
+    local r1 = assert(nd.search(a))
+    a.exhaustive = false
+    local r2, i2 = assert(nd.search(a))
+    assert.is_true(i2.pruned_time + i2.pruned_memory > 0)
+    for i = 1, #r1 do assert.equal(search.encode_json(r1[i]), search.encode_json(r2[i])) end
+  end)
+end)
+
+describe("the search walks HSDP's shard group", function()
+  it("over the divisors of each DP at ZeRO 1-3, all of DP at ZeRO 0", function()
+    local _, full = run({zero = {0, 1, 3}})
+    local _, auto = run({zero = {0, 1, 3}, dp_shard = "auto"})
+    local _, z0 = run({zero = 0, dp_shard = "auto"})
+    local _, z0full = run({zero = 0})
+    assert.equal(z0full.tested, z0.tested)  -- ZeRO 0 shards nothing: one shard group
+    assert.is_true(auto.tested > full.tested)
+    local hsdp = 0
+    for i = 1, #auto.results do
+      local s = auto.results[i].strategy
+      assert.equal(0, s.dp % s.dp_shard)
+      if s.zero == 0 then assert.equal(s.dp, s.dp_shard) end
+      if s.dp_shard < s.dp then hsdp = hsdp + 1 end
+    end
+    assert.is_true(hsdp > 0)
+    -- the rows with all of DP are the search without the dimension
+    local want = by_degrees(full, function() return true end)
+    local got = by_degrees(auto, function(r) return r.strategy.dp_shard == r.strategy.dp end)
+    assert.same(want, got)
+  end)
+
+  it("shards the optimizer over the shard group only, as nd.estimate prices it", function()
+    -- B200's 179 GiB hold an 8B model's unsharded Adam states (dp_shard 1) under full recompute
+    local ranked, info = run({device = "b200", recompute = "full", zero = 1, dp_shard = {1, 2},
+                              tp = 1, pp = 1, cp = 1, mbs = 1, top = 10})
+    local rows = {}
+    for i = 1, #info.results do
+      local s = info.results[i].strategy
+      rows[s.dp_shard] = info.results[i]
+    end
+    assert.equal(16, rows[1].strategy.dp)
+    assert.is_nil(rows[16])  -- a list walks only what it lists
+    -- Adam's states over 2 ranks instead of 1: half of them per device
+    local o1, o2 = rows[1].memory_parts_bytes.optimizer, rows[2].memory_parts_bytes.optimizer
+    assert.near(o1 / 2, o2, 1e-6 * o1)
+    for _, r in ipairs(ranked) do
+      local d = search.detail(r, info)
+      assert.equal(r.strategy.dp_shard, d.strategy.dp_shard)
+      assert.equal("dp_shard", d.strategy.sharded_over.group)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * r.step_time_s)
+      assert.near(r.peak_memory_bytes, d.peak_memory_bytes, 1e-6 * r.peak_memory_bytes)
+    end
+  end)
+
+  it("under --trainer, only where the trainer's file states HSDP (torchtitan)", function()
+    local function hsdp_rows(trainer)
+      local _, info = run({trainer = trainer, zero = {1, 3}, tp = 2, dp_shard = "auto"})
+      local n = 0
+      for i = 1, #info.results do
+        local s = info.results[i].strategy
+        if s.dp_shard < s.dp then n = n + 1 end
+      end
+      return n, info
+    end
+    local n, info = hsdp_rows("megatron")
+    assert.equal(0, n)
+    assert.is_true(info.refused["filtered out"] > 0)
+    assert.is_true(hsdp_rows("torchtitan") > 0)
+  end)
+
+  it("refuses a shard group that is not a positive integer", function()
+    assert.has_error(function() nd.search(args({dp_shard = 0})) end)
+    assert.has_error(function() nd.search(args({dp_shard = {2, "x"}})) end)
+  end)
+end)
+
+describe("the search walks Megatron's accounting flags", function()
+  -- 32 layers over PP 3: uneven; 32 + 1 = 33 = 3 x 11 chunks with one flag on
+  it("as the account layout variant where they state the split", function()
+    local _, info = run({pp = 3, tp = 1, cp = 1, zero = 1, devices = 3, global_batch = 12})
+    local seen = {}
+    for i = 1, #info.results do
+      local s = info.results[i].strategy
+      seen[s.layout] = s
+    end
+    assert.is_truthy(seen.even)
+    assert.is_truthy(seen.account)
+    assert.is_true(seen.account.account_for_embedding_in_pipeline_split
+                   or seen.account.account_for_loss_in_pipeline_split)
+  end)
+end)
