@@ -756,6 +756,11 @@ static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
   x->m = m; x->dev = dev; x->job = job; x->st = st; x->c = costs;
   if (n > ND_MAX_LAYERS) n = ND_MAX_LAYERS;
   for (i = 0; i < n && x->nkinds >= 0; i++) {
+    /* (stacks run in blocks of one kind: the previous layer's is the likely match) */
+    if (i > 0 && nd_layer_kind_equal(&m->layer[i - 1], &m->layer[i])) {
+      x->slot_of[i] = x->slot_of[i - 1];
+      continue;
+    }
     for (k = 0; k < x->nkinds; k++) if (nd_layer_kind_equal(&m->layer[rep[k]], &m->layer[i])) break;
     if (k == x->nkinds) {
       if (k == KIND_SLOTS) { x->nkinds = -1; break; }

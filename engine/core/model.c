@@ -456,11 +456,6 @@ void nd_model_params (const nd_model_spec *m, nd_params *out) {
 
 /* }====================================================================== */
 
-int nd_layer_kind_equal (const nd_layer_kind *a, const nd_layer_kind *b) {
-  return a->attention == b->attention && a->mlp == b->mlp && (a->mtp != 0) == (b->mtp != 0)
-         && a->ffn_size == b->ffn_size;
-}
-
 int64_t nd_layer_ffn_size (const nd_model_spec *m, int layer) {
   const nd_layer_kind *k;
   if (layer < 0 || layer >= m->num_layers + m->mtp_layers || layer >= ND_MAX_LAYERS) return 0;

@@ -167,7 +167,11 @@ int nd_model_default_stack (nd_model_spec *m);
 int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen);
 
 /* Same kind: attention, MLP, MTP and (dense layers) MLP width; what a layer is priced by. */
-int nd_layer_kind_equal (const nd_layer_kind *a, const nd_layer_kind *b);
+static inline int nd_layer_kind_equal (const nd_layer_kind *a, const nd_layer_kind *b) {
+  /* (inline: the estimator numbers a stack's kinds on every call) */
+  return a->attention == b->attention && a->mlp == b->mlp && (a->mtp != 0) == (b->mtp != 0)
+         && a->ffn_size == b->ffn_size;
+}
 
 /* The dense MLP width of layer `layer`: its own ffn_size, else the spec's; 0 when the layer
 ** is not dense or out of range. */
