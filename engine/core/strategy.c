@@ -435,6 +435,9 @@ static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, 
   if (st->dp_shard > st->dp || st->dp % st->dp_shard != 0)
     return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: dp_shard %d must divide dp %d (dp = "
                   "dp_shard x dp_replicate)", st->dp_shard, st->dp);
+  if (st->zero == 0 && st->dp_shard < st->dp)  /* nothing sharded: no group to shard within */
+    return refuse(w, ND_REFUSE_BOUNDS, "degree out of bounds: dp_shard %d below dp %d needs "
+                  "ZeRO 1 or more (ZeRO 0 all-reduces over all of dp)", st->dp_shard, st->dp);
   if (m->num_experts > 0 && ((long long)st->tp * st->cp * st->dp_shard)
                             % ((long long)st->ep * st->etp) != 0)
     return refuse(w, ND_REFUSE_EP_DIV, "EP divisibility: ep*etp %d must divide the shard group's "

@@ -73,6 +73,17 @@ describe("FSDP with pipeline parallelism", function()
 end)
 
 describe("HSDP: ZeRO over a shard group, replicated", function()
+  it("refuses a shard group under ZeRO 0, which shards nothing (it was priced without the "
+     .. "replicas' all-reduce)", function()
+    local args = {model = model, device = "h100", devices = 8, global_batch = 32, seq_len = 1024,
+                  zero = 0, dp_shard = 2}
+    local r, why = nd.estimate(args)
+    assert.is_nil(r)
+    assert.matches("dp_shard 2 below dp 8 needs ZeRO 1", why, 1, true)
+    args.dp_shard = 8  -- all of dp: the plain all-reduce
+    assert.is_truthy(nd.estimate(args))
+  end)
+
   it("shards the optimizer, gradients and parameters over dp_shard x cp only, and says so", function()
     local full = run{pp = 1, devices = 8}           -- dp 8: one group of 8
     local hsdp = run{pp = 1, devices = 8, dp_shard = 2}  -- 2 ranks per group, 4 replicas
