@@ -84,8 +84,9 @@ local function moved(row, info, base_device, base_costs, field, value)
   return args
 end
 
--- report(ranked, info) -> {stack, device_fit, fields = {{name, kind, lo, hi, from,
--- winner_s = {lo, hi}, changes = {lo = rank|nil, hi = rank|nil}}}} | nil when nothing ranked
+-- report(ranked, info) -> {stack, contenders, without_effect (fields that move nothing),
+-- fields = {{name, kind, lo, hi, from, why, winner_s = {lo, hi}, changes = {lo = rank|nil,
+-- hi = rank|nil}}}} | nil when nothing ranked
 function M.report(ranked, info)
   if not ranked or #ranked == 0 then return nil end
   local fields, profile = M.fields(info)
