@@ -68,9 +68,7 @@ end
 
 -- The estimate arguments of a ranked row with one field moved to `value`.
 local function moved(row, info, base_device, base_costs, field, value)
-  local args = require("ndplan.strategy").row_args(row.strategy, info)
-  args.recompute = row.strategy.recompute
-  if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end
+  local args = require("ndplan.search").priced_args(row, info)
   args.stack = "none"  -- the profile is already in base_device and base_costs
   args.costs = {}
   for k, v in pairs(base_costs or {}) do args.costs[k] = v end

@@ -273,11 +273,18 @@ end
 
 -- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row, priced
 -- again from the row (ndplan.strategy.row_args) with the row's recompute.
-function M.detail(row, info)
+-- priced_args(row, info) -> the nd.estimate arguments of a ranked row as the walk priced it:
+-- its strategy and recompute, a per-layer plan with one set of selective switches (ndplan
+-- recompute refines it)
+function M.priced_args(row, info)
   local args = require("ndplan.strategy").row_args(row.strategy, info)
   args.recompute = row.strategy.recompute
-  -- the plan the walk priced: one set of selective switches (ndplan recompute refines it)
   if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end
+  return args
+end
+
+function M.detail(row, info)
+  local args = M.priced_args(row, info)
   local r, why = estimate.estimate(args)
   if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
   r.rank = row.rank

@@ -56,7 +56,7 @@ end
 
 -- The parameters this set of cases can inform.
 local function parameters(cases, start)
-  local devices, has = {}, {fp8 = {}, bf16 = {}, moe = false, cp = false}
+  local devices, has = {}, {fp8 = {}, bf16 = {}, rowwise = {}, moe = false, cp = false}
   for _, c in ipairs(cases) do
     devices[c.device_name] = true
     local fam = require("ndplan.stack").family(c.strategy.precision)
@@ -67,10 +67,7 @@ local function parameters(cases, start)
     if c.strategy.tp_comm_overlap then has.tpo = true end
     if (c.strategy.zero or 0) >= 3 then has.fsdp = true end
     if (c.strategy.vpp or 1) > 1 then has.interleaved = true end
-    if c.strategy.precision == "fp8:rowwise" then
-      has.rowwise = has.rowwise or {}
-      has.rowwise[c.device_name] = true
-    end
+    if c.strategy.precision == "fp8:rowwise" then has.rowwise[c.device_name] = true end
   end
   local names = {}
   for d in pairs(devices) do names[#names + 1] = d end
@@ -81,9 +78,8 @@ local function parameters(cases, start)
       -- gemm_fp8 only where FP8 rows inform it; gemm only where 16-bit rows do (an
       -- FP8-only device's 16-bit GEMMs -- LM head, router -- take its FP8 fraction);
       -- the row-wise kernels' only where row-wise runs do (else they run as gemm_fp8)
-      local rowwise = has.rowwise and has.rowwise[d]
       if (f.fp8 and has.fp8[d]) or (f.name == "gemm" and has.bf16[d])
-         or (f.rowwise and rowwise)
+         or (f.rowwise and has.rowwise[d])
          or (not f.fp8 and not f.rowwise and f.name ~= "gemm") then
         local to_x, to_z = lin_map(f.lo, f.hi)
         local s = start.devices[d] and start.devices[d][f.name] or 0.7
