@@ -9,12 +9,7 @@
 
 #include "ndplan/search.h"
 
-static int failures = 0;
-
-#define CHECK(cond, ...) \
-  do { if (!(cond)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-                      fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } \
-  while (0)
+#include "fixtures.h"
 
 /* A small MoE model: 8 layers, 16 heads, 8 experts. */
 static void small_moe (nd_model_spec *m) {
