@@ -133,6 +133,48 @@ function M.default_etp(stack, tp, moe)
   return 1
 end
 
+-- What a row's own launch script states and its table leaves out, read from the
+-- benchmark repository at the revision the row cites (NVIDIA/dgxc-benchmarking) and the
+-- NeMo commit its setup.sh pins. Each entry fills blank fields only; a stated field wins.
+--   nemotron4-340b, NeMo 25.02.01 (README v25.04): launch.sh:62-68 sets VP=12 for 340b
+--     (the README's table has no VP column); the 24.09, 24.12 and 25.04 rows state 12.
+--   deepseek-v3-671b, NeMo 25.04.01 (README v25.05): setup.sh pins NeMo 7a8f1cc, whose
+--     scripts/performance/llm/pretrain_deepseek_v3.py builds pretrain_recipe() -- MTP on
+--     (recipes/deepseek_v3.py:62, use_mtp=True: mtp_num_layers=1) -- puts 64/pp - 1 layers
+--     in the first stage and 64/pp - 2 in the last (:75-77), and adds the token-drop
+--     callback (capacity factor 1.0, inputs padded to it: every expert computes its
+--     balanced share); launch.sh's RM recomputes mla_up_proj on H100, core_attn on GB200.
+M.LAUNCH_STATED = {
+  {model_key = "nemotron4-340b", version = "^NeMo container 25%.02%.01$",
+   strategy = function() return {vpp = 12} end},
+  {model_key = "deepseek-v3-671b", version = "^NeMo container 25%.04%.01$",
+   model = {num_nextn_predict_layers = 1}, costs = {capacity_factor = 1.0},
+   strategy = function(st, device)
+     local mid = st.pp > 1 and 64 // st.pp or nil
+     return {decoder_first_pipeline_num_layers = mid and mid - 1,
+             decoder_last_pipeline_num_layers = mid and mid - 2,
+             selective_ops = device == "h100" and {"mla_up"} or {"attn_core"}}
+   end},
+}
+
+-- Fills the blanks of case `c` (built from `row`) from M.LAUNCH_STATED.
+local function fill_launch_stated(row, c)
+  for _, e in ipairs(M.LAUNCH_STATED) do
+    if row.model_key == e.model_key and (row.framework_version or ""):find(e.version) then
+      for k, v in pairs(e.strategy(c.strategy, c.device_name)) do
+        if c.strategy[k] == nil or (k == "vpp" and (row.vpp or "") == "") then
+          c.strategy[k] = v
+        end
+      end
+      if e.model and type(c.model) == "table" then
+        for k, v in pairs(e.model) do if c.model[k] == nil then c.model[k] = v end end
+      end
+      for k, v in pairs(e.costs or {}) do c.costs[k] = v end
+    end
+  end
+  return c
+end
+
 local function key_is_moe(key) return key:find("^llama4") ~= nil end
 
 -- One row -> a case, or nil, reason when the row cannot be priced as stated.
@@ -168,7 +210,7 @@ local function build(row, models)
     st.selective_ops = M.TORCHTITAN_OP_SAC  -- its train configs' selective_ac_option = "op"
   end
   if st.pp == 1 then st.vpp = 1 end  -- Llama 4 rows list VP with PP 1 (modern_runs.md #7)
-  return {
+  return fill_launch_stated(row, {
     label = string.format("%s %s %dx%s tp%d pp%d cp%d ep%d", stack, row.model, gpus, device,
                           st.tp, st.pp, st.cp, st.ep),
     group = string.format("%s/%s/%s", stack, device, precision),
@@ -178,7 +220,7 @@ local function build(row, models)
     year = M.release_year(row.framework_version, stack),
     model = cfg, job = {devices = gpus, global_batch = gbs, seq_len = seq},
     strategy = st, costs = {}, measured_s = measured,
-  }
+  })
 end
 
 -- cases(dir) -> cases, skipped | nil, message. skipped lists {line, reason} of rows left out.
