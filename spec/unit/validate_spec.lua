@@ -165,6 +165,28 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
     assert.is_true(seen > 0)
   end)
 
+  it("fills what a row's launch script states and its table leaves blank, never a stated field", function()
+    local nemotron, deepseek = 0, 0
+    for _, c in ipairs(cases) do
+      if c.label:find("Nemotron4 340b") and c.device_name == "h100" then
+        assert.equal(12, c.strategy.vpp, c.label)  -- 25.02.01's table has no VP column
+        nemotron = nemotron + 1
+      elseif c.label:find("Deepseek V3") then
+        local p = c.strategy.pp
+        assert.equal(1, c.model.num_nextn_predict_layers, c.label)
+        assert.equal(64 // p - 1, c.strategy.decoder_first_pipeline_num_layers, c.label)
+        assert.equal(64 // p - 2, c.strategy.decoder_last_pipeline_num_layers, c.label)
+        assert.equal(1.0, c.costs.capacity_factor, c.label)
+        assert.same(c.device_name == "h100" and {"mla_up"} or {"attn_core"},
+                    c.strategy.selective_ops, c.label)
+        deepseek = deepseek + 1
+      elseif c.label:find("Grok1 314b") then
+        assert.is_nil(c.costs.capacity_factor, c.label)  -- no entry: the profile's factor
+      end
+    end
+    assert.is_true(nemotron >= 4 and deepseek >= 5, nemotron .. " " .. deepseek)
+  end)
+
   it("prices torchtitan's selective rows with its per-op policy (norms, act, alt_mm)", function()
     local seen = 0
     for _, c in ipairs(cases) do
