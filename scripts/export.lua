@@ -49,7 +49,7 @@ local plan = {model = model, strategy = r.strategy, job = r.job, result = r,
               layer_recompute = args.layer_recompute or r.strategy.layer_recompute,
               budget_bytes = (args.recompute == "per_layer" or args.max_mem ~= nil)
                              and r.budget_bytes or nil,
-              layout = args.layout}
+              layout = args.layout, stack = args.stack}
 local dir = opts["output-dir"]:gsub("/+$", "")
 if dir == "" then dir = "/" end
 -- the trainer files are written together or not at all (a staging folder inside dir)
@@ -65,6 +65,7 @@ end
 
 local outputs, werr = export.write(stage.dir, formats, plan, function(rounded)
   rounded.device, rounded.max_mem, rounded.costs = args.device, args.max_mem, args.costs
+  rounded.stack = args.stack  -- priced on the plan's own stack profile
   return nd.estimate(rounded)
 end, dialects)
 if not outputs then

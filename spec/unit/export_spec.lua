@@ -247,6 +247,23 @@ describe("ndplan.export", function()
     assert.matches("%-%-recompute%-method block\n%s*%-%-recompute%-num%-layers 10\n", text)
   end)
 
+  it("re-prices a rounded plan on the plan's own stack profile", function()
+    local args = {model = "llama3.1-70b", devices = 64, global_batch = 512, seq_len = 8192,
+                  tp = 8, pp = 4, sp = true, zero = 1, recompute = "selective"}
+    local seen = {}
+    for _, stack in ipairs({"none", "megatron-core"}) do
+      local price = export.pricer({device = "h100", stack = stack})
+      local a = {}
+      for k, v in pairs(args) do a[k] = v end
+      local got = assert(price(a))
+      a = {device = "h100", stack = stack}
+      for k, v in pairs(args) do a[k] = v end
+      assert.are.equal(assert(nd.estimate(a)).step_time_s, got.step_time_s, stack)
+      seen[stack] = got.step_time_s
+    end
+    assert.are_not.equal(seen.none, seen["megatron-core"])
+  end)
+
   it("writes DeepSeek-V3's uneven layout in each trainer's terms", function()
     local text = export.export("megatron", plans.moe)
     assert.matches("%-%-decoder%-first%-pipeline%-num%-layers 3\n", text)

@@ -11,8 +11,8 @@
 --          says per_layer), result = the estimate (optional), budget_bytes = the memory
 --          budget the plan was chosen for (optional: an exporter that must round the plan
 --          may then choose what the trainer can say for that budget instead), layout =
---          "balanced" when the layout was free (optional), device and costs (optional: to
---          price, when no opts.price is given; else the result's device)}.
+--          "balanced" when the layout was free (optional), device, costs and stack (optional:
+--          to price, when no opts.price is given; else the result's device)}.
 -- A note: {kind = "rounded" | "unsaid", field, plan, file, why}. "rounded": the file states
 -- something else than the plan, and `rounded` (estimate arguments) re-prices what the
 -- file says. "unsaid": the file cannot carry it; the trainer takes it from elsewhere.
@@ -234,7 +234,7 @@ end
 
 -- pricer(plan [, opts]) -> price(args) -> result | nil, why; or nil when the plan says
 -- no device: opts.price, else nd.estimate on plan.device (or the result's device) with
--- plan.costs and the plan's budget.
+-- plan.costs, plan.stack and the plan's budget.
 function M.pricer(plan, opts)
   if opts and opts.price then return opts.price end
   local device = plan.device or (plan.result and plan.result.device)
@@ -243,6 +243,7 @@ function M.pricer(plan, opts)
     args.device = device
     if args.costs == nil then args.costs = plan.costs end
     if args.max_mem == nil then args.max_mem = plan.budget_bytes end
+    if args.stack == nil then args.stack = plan.stack end
     return require("ndplan").estimate(args)
   end
 end
