@@ -74,10 +74,11 @@ function M.exports(dir, formats, results, info)
   local function plan_of(res)
     return {model = info.model_obj, strategy = res.strategy, job = res.job or info.job,
             result = res, layer_recompute = res.strategy.layer_recompute,
-            budget_bytes = info.budget_bytes}  -- every searched result fits it
+            budget_bytes = info.budget_bytes, stack = info.stack}  -- every searched result fits it
   end
   local function price(rounded)
     rounded.device, rounded.max_mem, rounded.costs = info.device_obj, info.budget_bytes, info.costs
+    rounded.stack = info.stack  -- the search's own stack profile
     return require("ndplan").estimate(rounded)
   end
   local lines, refused = {}, 0

@@ -144,7 +144,12 @@ end
 --     in the first stage and 64/pp - 2 in the last (:75-77), and adds the token-drop
 --     callback (capacity factor 1.0, inputs padded to it: every expert computes its
 --     balanced share); launch.sh's RM recomputes mla_up_proj on H100, core_attn on GB200.
+--   grok1-314b, every release: grok1_314b.yaml:53-54 (v24.11.1, v25.02; cfg/ at v25.04) and,
+--     from v25.05, NeMo 7a8f1cc's pretrain_grok1_314b.py:212 (MegatronTokenDropCallback) pad
+--     every expert's input to a capacity factor of 1.0.
 M.LAUNCH_STATED = {
+  {model_key = "grok1-314b", costs = {capacity_factor = 1.0},
+   strategy = function() return {} end},
   {model_key = "nemotron4-340b", version = "^NeMo container 25%.02%.01$",
    strategy = function() return {vpp = 12} end},
   {model_key = "deepseek-v3-671b", version = "^NeMo container 25%.04%.01$",
@@ -160,7 +165,8 @@ M.LAUNCH_STATED = {
 -- Fills the blanks of case `c` (built from `row`) from M.LAUNCH_STATED.
 local function fill_launch_stated(row, c)
   for _, e in ipairs(M.LAUNCH_STATED) do
-    if row.model_key == e.model_key and (row.framework_version or ""):find(e.version) then
+    if row.model_key == e.model_key
+       and (e.version == nil or (row.framework_version or ""):find(e.version)) then
       for k, v in pairs(e.strategy(c.strategy, c.device_name)) do
         if c.strategy[k] == nil or (k == "vpp" and (row.vpp or "") == "") then
           c.strategy[k] = v
