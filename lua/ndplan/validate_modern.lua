@@ -141,7 +141,7 @@ end
 --   deepseek-v3-671b, NeMo 25.04.01 (README v25.05): setup.sh pins NeMo 7a8f1cc, whose
 --     scripts/performance/llm/pretrain_deepseek_v3.py builds pretrain_recipe() -- MTP on
 --     (recipes/deepseek_v3.py:62, use_mtp=True: mtp_num_layers=1) -- puts 64/pp - 1 layers
---     in the first stage and 64/pp - 2 in the last (:75-77), and adds the token-drop
+--     in the first stage and 64/pp - 2 in the last (:73-77), and adds the token-drop
 --     callback (capacity factor 1.0, inputs padded to it: every expert computes its
 --     balanced share); launch.sh's RM recomputes mla_up_proj on H100, core_attn on GB200.
 --   grok1-314b, every release: grok1_314b.yaml:53-54 (v24.11.1, v25.02; cfg/ at v25.04) and,
