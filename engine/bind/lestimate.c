@@ -19,21 +19,59 @@
 #include "lestimate.h"
 #include "lmodel.h"
 
+/*
+** Name lookups the readers make on every call, one Lua table each per state, kept in the
+** registry: a cost's name -> its field's index in nd_cost_fields, a strategy key -> true.
+** A key read from the caller's table is then found by its (already hashed) Lua string.
+*/
+static char cost_lookup_id, strategy_lookup_id;
+
+/* Costs read once (pack_costs): a userdata holding one nd_costs, taken where a table is. */
+#define COSTS_MT "ndplan.costs"
+
+static int push_lookup (lua_State *L, const char *id) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, id) != LUA_TNIL) return lua_gettop(L);
+  lua_pop(L, 1);
+  lua_newtable(L);
+  if (id == &cost_lookup_id) {
+    int i, n;
+    const nd_field *f = nd_cost_fields(&n);
+    for (i = 0; i < n; i++) { lua_pushinteger(L, i); lua_setfield(L, -2, f[i].name); }
+  }
+  else {
+    const char *const *k;
+    for (k = nd_strategy_keys; *k; k++) { lua_pushboolean(L, 1); lua_setfield(L, -2, *k); }
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, id);
+  return lua_gettop(L);
+}
+
 void nd_read_costs (lua_State *L, int t, nd_costs *c) {
+  int n, names;
+  const nd_field *table = nd_cost_fields(&n);
+  const nd_costs *packed;
   nd_costs_init(c);
   if (lua_isnoneornil(L, t)) return;
+  if ((packed = (const nd_costs *)luaL_testudata(L, t, COSTS_MT)) != NULL) {
+    *c = *packed;
+    return;
+  }
   luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  names = push_lookup(L, &cost_lookup_id);
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    int n;
-    const nd_field *table = nd_cost_fields(&n);
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    const nd_field *f = nd_field_find(table, n, key);
-    if (!f) luaL_error(L, "costs: unknown field '%s'", key);
-    if (!lua_isnumber(L, -1)) luaL_error(L, "costs.%s: expected a number", key);
-    *nd_field_slot(c, f) = lua_tonumber(L, -1);
-    lua_pop(L, 1);
+    int found;
+    lua_pushvalue(L, -2);
+    found = lua_type(L, -1) == LUA_TSTRING && lua_rawget(L, names) == LUA_TNUMBER;
+    if (!found) luaL_error(L, "costs: unknown field '%s'", key);
+    if (!lua_isnumber(L, -2)) luaL_error(L, "costs.%s: expected a number", key);
+    *nd_field_slot(c, &table[lua_tointeger(L, -1)]) = lua_tonumber(L, -2);
+    lua_pop(L, 2);
   }
+  lua_pop(L, 1);
 }
 
 static int get_int (lua_State *L, int t, const char *key, int dflt) {
@@ -111,17 +149,21 @@ static void read_layout (lua_State *L, int t, nd_strategy *st);
 
 /* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. */
 static void read_strategy (lua_State *L, int t, nd_strategy *st) {
+  int keys;
   nd_strategy_init(st);
   luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  keys = push_lookup(L, &strategy_lookup_id);
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const char *const *k;
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    for (k = nd_strategy_keys; *k; k++)
-      if (strcmp(*k, key) == 0) break;
-    if (!*k) luaL_error(L, "strategy: unknown field '%s'", key);
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, keys) == LUA_TNIL)
+      luaL_error(L, "strategy: unknown field '%s'", key);
     lua_pop(L, 1);
   }
+  lua_pop(L, 1);
   st->dp = get_int(L, t, "dp", 0);
   st->tp = get_int(L, t, "tp", 1);
   st->pp = get_int(L, t, "pp", 1);
@@ -502,32 +544,43 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
   nd_setnum(L, "peak", se->peak);
 }
 
-static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
-                         const nd_model_spec *m, const nd_device *dev, const nd_costs *c) {
+/*
+** Results are built lazily: push_result sets the scalar fields at once and keeps what the
+** bulky ones need (the resolved strategy, the costs, the per-stage parts) in a lazy_result
+** userdata; each bulky field is built on its first read (or by pairs, which builds them all)
+** and then stored in the table as a plain field. The table's own metatable holds the state
+** (at [1]) and answers getmetatable with "ndplan.estimate". The state's uservalues are the
+** model and the device the estimate was priced on (both immutable), so its pointers stay live.
+*/
+typedef struct lazy_result {
+  nd_strategy st;           /* as resolved by the estimator */
+  nd_costs costs;
+  double time_parts[ND_T_COUNT];
+  nd_topology_entry topology[ND_GROUP_COUNT];
+  int heaviest, stages;
+  unsigned built;           /* bit i: lazy_names[i] was built or assigned */
+  nd_stage_estimate stage[];  /* `stages` entries */
+} lazy_result;
+
+static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
+                                         "time_parts_s", "stages", "topology", "params", NULL};
+#define LAZY_COUNT 7
+
+static int lazy_index_of (lua_State *L, int k) {
+  const char *key;
   int i;
-  nd_params p;
-  lua_createtable(L, 0, 16);
-  lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
-  push_strategy(L, st, m); lua_setfield(L, -2, "strategy");
-  nd_push_recipe(L, st, dev, c, (int)m->num_layers); lua_setfield(L, -2, "precision");
-  nd_setnum(L, "step_time_s", e->step_time);
-  nd_setnum(L, "tokens_per_s", e->tokens_per_s);
-  nd_setnum(L, "mfu", e->mfu);
-  nd_setnum(L, "hfu", e->hfu);
-  nd_setnum(L, "model_flops", e->model_flops);
-  nd_setnum(L, "hardware_flops", e->hardware_flops);
-  nd_setnum(L, "peak_memory_bytes", e->peak);
-  nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
-  nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
-  nd_setint(L, "heaviest_stage", e->heaviest);
-  push_memory_parts(L, &e->stage[e->heaviest]);
-  lua_setfield(L, -2, "memory_parts_bytes");
-  lua_createtable(L, 0, ND_T_COUNT);
-  for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), e->time_parts[i]);
-  lua_setfield(L, -2, "time_parts_s");
-  lua_createtable(L, e->stages, 0);
-  for (i = 0; i < e->stages; i++) {
-    const nd_stage_estimate *se = &e->stage[i];
+  if (lua_type(L, k) != LUA_TSTRING) return -1;
+  key = lua_tostring(L, k);
+  for (i = 0; lazy_names[i]; i++)  /* the first letter rules most keys out */
+    if (lazy_names[i][0] == key[0] && strcmp(lazy_names[i], key) == 0) return i;
+  return -1;
+}
+
+static void push_stages (lua_State *L, const lazy_result *r, const nd_model_spec *m) {
+  int i;
+  lua_createtable(L, r->stages, 0);
+  for (i = 0; i < r->stages; i++) {
+    const nd_stage_estimate *se = &r->stage[i];
     push_memory_parts(L, se);
     nd_setint(L, "stage", i);
     nd_setint(L, "layers", se->layers);
@@ -538,13 +591,16 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
     nd_setnum(L, "backward_s", se->bwd_s);
     nd_setnum(L, "recompute_s", se->recompute_s);
     nd_setnum(L, "comm_s", se->comm_s);
-    push_chunks(L, st, m, i);
+    push_chunks(L, &r->st, m, i);
     lua_rawseti(L, -2, i + 1);
   }
-  lua_setfield(L, -2, "stages");
+}
+
+static void push_topology (lua_State *L, const lazy_result *r) {
+  int i;
   lua_createtable(L, 0, ND_GROUP_COUNT);
   for (i = 0; i < ND_GROUP_COUNT; i++) {
-    const nd_topology_entry *g = &e->topology[i];
+    const nd_topology_entry *g = &r->topology[i];
     lua_createtable(L, 0, 4);
     nd_setint(L, "size", g->size); nd_setint(L, "stride", g->stride); nd_setint(L, "local", g->local);
     lua_pushstring(L, g->size <= 1 ? "none" : g->local >= g->size ? "scale-up"
@@ -552,11 +608,139 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
     lua_setfield(L, -2, "link");
     lua_setfield(L, -2, nd_group_name(i));
   }
-  lua_setfield(L, -2, "topology");
-  nd_model_params(m, &p);
-  lua_createtable(L, 0, 2);
-  nd_setnum(L, "total", (double)p.total); nd_setnum(L, "active", (double)p.active);
-  lua_setfield(L, -2, "params");
+}
+
+/* Pushes lazy field i of the result whose state is at index s. */
+static void push_lazy (lua_State *L, int s, int i) {
+  const lazy_result *r = (const lazy_result *)lua_touserdata(L, s);
+  const nd_model_spec *m;
+  const nd_device *dev;
+  int k;
+  lua_getiuservalue(L, s, 1);
+  m = (const nd_model_spec *)lua_touserdata(L, -1);
+  lua_getiuservalue(L, s, 2);
+  dev = (const nd_device *)lua_touserdata(L, -1);
+  lua_pop(L, 2);  /* both stay referenced by the state */
+  switch (i) {
+    case 0: push_strategy(L, &r->st, m); break;
+    case 1: nd_push_recipe(L, &r->st, dev, &r->costs, (int)m->num_layers); break;
+    case 2: push_memory_parts(L, &r->stage[r->heaviest]); break;
+    case 3:
+      lua_createtable(L, 0, ND_T_COUNT);
+      for (k = 0; k < ND_T_COUNT; k++) nd_setnum(L, nd_time_part_name(k), r->time_parts[k]);
+      break;
+    case 4: push_stages(L, r, m); break;
+    case 5: push_topology(L, r); break;
+    default: {
+      nd_params p;
+      nd_model_params(m, &p);
+      lua_createtable(L, 0, 2);
+      nd_setnum(L, "total", (double)p.total); nd_setnum(L, "active", (double)p.active);
+    }
+  }
+}
+
+/* The state of the lazy result at index 1, pushed; NULL when it has none. */
+static lazy_result *lazy_state (lua_State *L) {
+  lazy_result *r = NULL;
+  if (lua_getmetatable(L, 1)) {
+    lua_rawgeti(L, -1, 1);
+    lua_remove(L, -2);
+    r = (lazy_result *)lua_touserdata(L, -1);
+  }
+  return r;
+}
+
+/* Builds lazy field i (not built yet) of the result at index 1 from the state at s, stores it. */
+static void build_lazy (lua_State *L, lazy_result *r, int s, int i) {
+  r->built |= 1u << i;
+  lua_pushstring(L, lazy_names[i]);
+  push_lazy(L, s, i);
+  lua_rawset(L, 1);
+}
+
+/* __index(result, key): a lazy field not built yet is built and stored; nothing else is there */
+static int lazy_index (lua_State *L) {
+  int i = lazy_index_of(L, 2);
+  lazy_result *r;
+  if (i < 0 || !(r = lazy_state(L)) || (r->built & (1u << i))) return 0;
+  build_lazy(L, r, lua_gettop(L), i);
+  lua_pushvalue(L, 2);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+/* __newindex(result, key, value): an assigned lazy field is the caller's from then on */
+static int lazy_newindex (lua_State *L) {
+  int i = lazy_index_of(L, 2);
+  lua_settop(L, 3);
+  if (i >= 0) {
+    lazy_result *r = lazy_state(L);
+    if (r) r->built |= 1u << i;
+    lua_settop(L, 3);
+  }
+  lua_rawset(L, 1);
+  return 0;
+}
+
+static int lazy_next (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_next(L, 1)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+/* __pairs(result): every lazy field built, then the plain table's own order */
+static int lazy_pairs (lua_State *L) {
+  lazy_result *r;
+  lua_settop(L, 1);
+  if ((r = lazy_state(L)) != NULL) {
+    int i, s = lua_gettop(L);
+    for (i = 0; i < LAZY_COUNT; i++)
+      if (!(r->built & (1u << i))) build_lazy(L, r, s, i);
+  }
+  lua_pushcfunction(L, lazy_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* Pushes the result of estimate e; the model and the device are the userdata at 1 and 2. */
+static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
+                         const nd_costs *c) {
+  lazy_result *r;
+  int n = e->stages;
+  lua_createtable(L, 0, 20);
+  lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
+  nd_setnum(L, "step_time_s", e->step_time);
+  nd_setnum(L, "tokens_per_s", e->tokens_per_s);
+  nd_setnum(L, "mfu", e->mfu);
+  nd_setnum(L, "hfu", e->hfu);
+  nd_setnum(L, "model_flops", e->model_flops);
+  nd_setnum(L, "hardware_flops", e->hardware_flops);
+  nd_setnum(L, "peak_memory_bytes", e->peak);
+  nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
+  nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
+  nd_setint(L, "heaviest_stage", e->heaviest);
+  lua_createtable(L, 1, 4);  /* the result's own metatable */
+  r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0], 2);
+  r->st = *st;
+  r->costs = *c;
+  memcpy(r->time_parts, e->time_parts, sizeof r->time_parts);
+  memcpy(r->topology, e->topology, sizeof r->topology);
+  r->heaviest = e->heaviest;
+  r->stages = n;
+  r->built = 0;
+  memcpy(r->stage, e->stage, (size_t)n * sizeof r->stage[0]);
+  lua_pushvalue(L, 1); lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, 2); lua_setiuservalue(L, -2, 2);
+  lua_rawseti(L, -2, 1);
+  lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
+  lua_pushliteral(L, "ndplan.estimate"); lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
 }
 
 /* The arguments every entry point shares: model, device, job and strategy at 1-4. */
@@ -579,6 +763,22 @@ static void read_call (lua_State *L, int costs_index, call_args *a) {
   read_strategy(L, 4, a->st);
 }
 
+/* One estimate's scratch per state (70 KB: allocating it per call cost more than pricing),
+   kept in the registry; nothing that runs while it is in use calls back into Lua. */
+static nd_estimate *scratch_estimate (lua_State *L) {
+  static char id;
+  nd_estimate *e;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &id) == LUA_TUSERDATA) {
+    e = (nd_estimate *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return e;
+  }
+  lua_pop(L, 1);
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &id);
+  return e;
+}
+
 static int push_refusal (lua_State *L, const char *why) {
   luaL_pushfail(L);
   lua_pushstring(L, why);
@@ -594,10 +794,10 @@ static int e_run (lua_State *L) {
   nd_estimate *e;
   char err[256];
   read_call(L, 5, &a);
-  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  e = scratch_estimate(L);  /* the result copies what it keeps */
   if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, e, err, sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   return 1;
 }
 
@@ -757,7 +957,7 @@ static int e_plan (lua_State *L) {
   if (nd_recompute_plan_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, plan, e, err,
                             sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   setnums(L, "stage_savings_s", plan->stage_savings, e->stages);
   setnums(L, "stage_need_bytes", plan->stage_need, e->stages);
   {
@@ -790,7 +990,7 @@ static int e_balance (lua_State *L) {
   if (nd_layout_balance(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, e, &moves, err,
                         sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   nd_setint(L, "layout_moves", moves);
   return 1;
 }
@@ -830,7 +1030,7 @@ static int e_megatron (lua_State *L) {
     nd_setnum(L, "peak_bytes", c.least_peak);
     return 3;
   }
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   push_form(L, c.method, c.num_layers);
   nd_setint(L, "priced", c.priced);
   if (balance) nd_setint(L, "layout_moves", c.moves);
@@ -979,8 +1179,21 @@ static int e_warmup (lua_State *L) {
   return 1;
 }
 
+/*
+** pack_costs(costs) -> the costs read once, for callers that pass the same costs to many
+** estimates (nd.estimate with a stack profile's costs): accepted wherever a costs table is.
+*/
+static int e_pack_costs (lua_State *L) {
+  nd_costs *c = (nd_costs *)lua_newuserdatauv(L, sizeof *c, 0);
+  nd_read_costs(L, 1, c);
+  lua_settop(L, 2);
+  luaL_setmetatable(L, COSTS_MT);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"pack_costs", e_pack_costs},
   {"warmup", e_warmup},
   {"names", e_names},
   {"layout", e_layout},
@@ -996,6 +1209,11 @@ static const luaL_Reg funcs[] = {
 };
 
 int luaopen_ndplan_estimate (lua_State *L) {
+  if (luaL_newmetatable(L, COSTS_MT)) {
+    lua_pushliteral(L, COSTS_MT);  /* getmetatable(costs) cannot reach the real one */
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_pop(L, 1);
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -29,6 +29,8 @@ local OTHER_KEYS = {model = true, strict = true, device = true, devices = true,
                     global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true, stack = true}
+local IS_STRATEGY_KEY = {}
+for _, k in ipairs(STRATEGY_KEYS) do IS_STRATEGY_KEY[k] = true end
 
 -- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
 -- loaded (nd.model / nd.device), an object is kept | nil, message. opts.strict (models):
@@ -48,8 +50,9 @@ end
 -- names: a missing model or device, an argument of the wrong Lua type among the job's and
 -- the budget's. What depends on the data (an unknown name, devices = 0) is left to return
 -- nil, message.
+local OBJECT_KEYS, JOB_KEYS = {"model", "device"}, {"devices", "global_batch", "seq_len"}
 function M.check_misuse(fname, args)
-  for _, k in ipairs({"model", "device"}) do
+  for _, k in ipairs(OBJECT_KEYS) do
     local v = args[k]
     if v == nil then error(string.format("%s: %s: missing", fname, k), 3) end
     if type(v) ~= "string" and type(v) ~= "table" and type(v) ~= "userdata" then
@@ -57,7 +60,7 @@ function M.check_misuse(fname, args)
                           fname, k, type(v)), 3)
     end
   end
-  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
+  for _, k in ipairs(JOB_KEYS) do
     if type(args[k]) ~= "number" then
       error(string.format("%s: %s: expected an integer, got %s", fname, k, type(args[k])), 3)
     end
@@ -72,7 +75,7 @@ end
 -- The memory budget: an explicit max_mem (bytes or a size string), else the device's
 -- capacity; the device's runtime reserve is part of every stage's peak.
 function M.budget(device, max_mem)
-  if max_mem == nil then return device:totable().hbm_bytes end
+  if max_mem == nil then return device.hbm_bytes end
   return M.check_bytes("max_mem", max_mem)
 end
 
@@ -101,14 +104,42 @@ end
 -- device's efficiencies and under the caller's costs.
 function M.with_stack(args, device)
   local stack = require "ndplan.stack"
-  local s, err = stack.load(args.stack)
+  local s, err = stack.shared(args.stack)  -- the cached profile: only read here
   if err then return nil, "stack: " .. err end
   return stack.apply(s, device, args.costs)
 end
 
--- The step-time band of a result from its stack's residuals (nil without a profile).
-local function add_band(result, model, strategy, info)
+-- with_stack for nd.estimate's calls: without costs of the caller's, a (profile, device)
+-- pair is applied once and its costs read once (core.pack_costs); the profile comes from
+-- stack.shared's cache and none of it is handed out (result.stack is a copy of the names).
+local applied = setmetatable({}, {__mode = "k"})  -- profile -> device -> {device, costs, info}
+local function stacked(args, device)
+  if args.costs ~= nil then return M.with_stack(args, device) end
   local stack = require "ndplan.stack"
+  local s, err = stack.shared(args.stack)
+  if err then return nil, "stack: " .. err end
+  if s == nil then return device, nil, nil end
+  local per = applied[s]
+  if not per then
+    per = setmetatable({}, {__mode = "k"})
+    applied[s] = per
+  end
+  local hit = per[device]
+  if not hit then
+    local dev, costs, info = stack.apply(s, device, nil)
+    if not dev then return nil, costs end
+    hit = {dev, core.pack_costs(costs), info}
+    per[device] = hit
+  end
+  return hit[1], hit[2], hit[3]
+end
+
+-- The step-time band of a result from its stack's residuals (nil without a profile).
+local stack_module
+local function add_band(result, model, strategy, info)
+  if not info then result.step_time_band = nil; return end
+  local stack = stack_module or require "ndplan.stack"
+  stack_module = stack
   local moe = model.num_experts > 0
   local b = stack.band(info, strategy.precision or "bf16", moe)
   if b then
@@ -149,28 +180,30 @@ local function agreed_layout(strategy, model)
   strategy.stage_layers = nil
 end
 
+-- the core counts devices and tokens in 32-bit ints: a billion is the documented ceiling
+local LIMIT = {devices = 1e9, global_batch = 1e15, seq_len = 1e9}
+local STRICT = {strict = true}
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
-  for k in pairs(args) do
-    local known = OTHER_KEYS[k] or DERIVED_KEYS[k]
-    for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
-    if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
+  local strategy = {}
+  for k, v in pairs(args) do
+    if IS_STRATEGY_KEY[k] then strategy[k] = v
+    elseif not (OTHER_KEYS[k] or DERIVED_KEYS[k]) then
+      error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2)
+    end
   end
   M.check_misuse("nd.estimate", args)
-  local model, merr = M.resolve("model", args.model, {strict = args.strict})
+  local model, merr = M.resolve("model", args.model, args.strict and STRICT or nil)
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)
   if not device then return nil, derr end
   local costs, sinfo
-  device, costs, sinfo = M.with_stack(args, device)
+  device, costs, sinfo = stacked(args, device)
   if not device then return nil, costs end
-  local strategy = {}
-  for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = args[k] end
   local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
-  -- the core counts devices and tokens in 32-bit ints: a billion is the documented ceiling
-  local LIMIT = {devices = 1e9, global_batch = 1e15, seq_len = 1e9}
-  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
+  for _, k in ipairs(JOB_KEYS) do
     if math.type(job[k]) ~= "integer" or job[k] < 1 then
       return nil, string.format("%s: expected a positive integer, got %s", k, tostring(job[k]))
     end
@@ -245,7 +278,10 @@ function M.estimate(args)
   result.stack = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
   add_band(result, model, strategy, sinfo)
   local nkv = model.num_kv_heads
-  local wasted = M.tp_warning(result.strategy.tp, nkv > 0 and nkv or nil)
+  -- the strategy's tp as the binding read it (1 when absent): result.strategy is built
+  -- only when read
+  local wasted = M.tp_warning(strategy.tp == nil and 1 or math.tointeger(strategy.tp),
+                              nkv > 0 and nkv or nil)
   if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
   return result
 end
