@@ -145,41 +145,80 @@ static void push_ops (lua_State *L, unsigned mask) {
     }
 }
 
-static void read_layout (lua_State *L, int t, nd_strategy *st);
+static void read_layout (lua_State *L, int t, unsigned long long f, nd_strategy *st);
 
-/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. */
-static void read_strategy (lua_State *L, int t, nd_strategy *st) {
+/*
+** The keys a strategy table holds, as bits of a 64-bit filter (from a key's length and its
+** first and last letters): the reader asks the table only for keys whose bit is set, where
+** most of the 33 keys are absent from a typical strategy.
+*/
+typedef unsigned long long key_filter;
+
+static inline key_filter key_bit (const char *k, size_t n) {
+  return 1ull << ((n * 7u + (unsigned char)k[0] * 3u + (unsigned char)k[n - 1]) & 63u);
+}
+
+static inline int opt_int (lua_State *L, int t, key_filter f, const char *key, int dflt) {
+  return (f & key_bit(key, strlen(key))) ? get_int(L, t, key, dflt) : dflt;
+}
+
+static inline int opt_bool (lua_State *L, int t, key_filter f, const char *key, int dflt) {
+  return (f & key_bit(key, strlen(key))) ? get_bool(L, t, key, dflt) : dflt;
+}
+
+/* lua_getfield for a key the filter may rule out (then nil is pushed). */
+static inline int opt_field (lua_State *L, int t, key_filter f, const char *key) {
+  if (f & key_bit(key, strlen(key))) return lua_getfield(L, t, key);
+  lua_pushnil(L);
+  return LUA_TNIL;
+}
+
+/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
+   no strategy key but is true in the table at index `ignore` (0: none) is skipped. */
+static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
   int keys;
+  key_filter f = 0;
   nd_strategy_init(st);
   luaL_checktype(L, t, LUA_TTABLE);
   t = lua_absindex(L, t);
   keys = push_lookup(L, &strategy_lookup_id);
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    size_t n;
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : "?";
     lua_pop(L, 1);
     lua_pushvalue(L, -1);
-    if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, keys) == LUA_TNIL)
-      luaL_error(L, "strategy: unknown field '%s'", key);
+    if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, keys) == LUA_TNIL) {
+      int skip = 0;
+      if (ignore) {
+        lua_pushvalue(L, -2);
+        skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
+        lua_pop(L, 1);
+      }
+      if (!skip) luaL_error(L, "strategy: unknown field '%s'", key);
+      lua_pop(L, 1);
+      continue;
+    }
     lua_pop(L, 1);
+    f |= key_bit(key, n);
   }
   lua_pop(L, 1);
-  st->dp = get_int(L, t, "dp", 0);
-  st->tp = get_int(L, t, "tp", 1);
-  st->pp = get_int(L, t, "pp", 1);
-  st->vpp = get_int(L, t, "vpp", 1);
-  st->cp = get_int(L, t, "cp", 1);
-  st->ep = get_int(L, t, "ep", 1);
-  st->etp = get_int(L, t, "etp", 1);
-  st->sp = get_bool(L, t, "sp", 0);
-  st->zero = get_int(L, t, "zero", 0);
-  st->dp_shard = get_int(L, t, "dp_shard", 0);  /* 0: all of dp */
-  st->dp_replicate = get_int(L, t, "dp_replicate", 0);  /* 0: from dp_shard */
-  st->mbs = get_int(L, t, "mbs", 1);
-  if (lua_getfield(L, t, "selective_ops") != LUA_TNIL)  /* array of op names */
+  st->dp = opt_int(L, t, f, "dp", 0);
+  st->tp = opt_int(L, t, f, "tp", 1);
+  st->pp = opt_int(L, t, f, "pp", 1);
+  st->vpp = opt_int(L, t, f, "vpp", 1);
+  st->cp = opt_int(L, t, f, "cp", 1);
+  st->ep = opt_int(L, t, f, "ep", 1);
+  st->etp = opt_int(L, t, f, "etp", 1);
+  st->sp = opt_bool(L, t, f, "sp", 0);
+  st->zero = opt_int(L, t, f, "zero", 0);
+  st->dp_shard = opt_int(L, t, f, "dp_shard", 0);  /* 0: all of dp */
+  st->dp_replicate = opt_int(L, t, f, "dp_replicate", 0);  /* 0: from dp_shard */
+  st->mbs = opt_int(L, t, f, "mbs", 1);
+  if (opt_field(L, t, f, "selective_ops") != LUA_TNIL)  /* array of op names */
     st->selective_ops = read_ops(L, "selective_ops", 0);
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
+  if (opt_field(L, t, f, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -191,32 +230,32 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "offload") != LUA_TNIL) {
+  if (opt_field(L, t, f, "offload") != LUA_TNIL) {
     if (!lua_isnumber(L, -1))
       luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, -1));
     st->offload = lua_tonumber(L, -1);
   }
   lua_pop(L, 1);
-  st->mb = get_int(L, t, "mb", 0);
-  st->flash_attention = get_bool(L, t, "flash_attention", 1);
-  st->tp_comm_overlap = get_bool(L, t, "tp_comm_overlap", 0);
-  if (lua_getfield(L, t, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
+  st->mb = opt_int(L, t, f, "mb", 0);
+  st->flash_attention = opt_bool(L, t, f, "flash_attention", 1);
+  st->tp_comm_overlap = opt_bool(L, t, f, "tp_comm_overlap", 0);
+  if (opt_field(L, t, f, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "precision") != LUA_TNIL)
+  if (opt_field(L, t, f, "precision") != LUA_TNIL)
     nd_check_recipe(L, -1, "precision", &st->precision);
   lua_pop(L, 1);
-  st->param_gather = get_bool(L, t, "fp8_param_gather", 0);
-  st->reshard = get_bool(L, t, "reshard_after_forward", -1);  /* -1: the trainer's default */
-  st->bf16_first = get_int(L, t, "bf16_first_layers", -1);
-  st->bf16_last = get_int(L, t, "bf16_last_layers", -1);
-  if (lua_getfield(L, t, "recompute") != LUA_TNIL
+  st->param_gather = opt_bool(L, t, f, "fp8_param_gather", 0);
+  st->reshard = opt_bool(L, t, f, "reshard_after_forward", -1);  /* -1: the trainer's default */
+  st->bf16_first = opt_int(L, t, f, "bf16_first_layers", -1);
+  st->bf16_last = opt_int(L, t, f, "bf16_last_layers", -1);
+  if (opt_field(L, t, f, "recompute") != LUA_TNIL
       && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0) {
     const char *got = lua_tostring(L, -1);  /* stays below the words */
     luaL_error(L, "recompute: expected %s, got '%s'",
                enum_words(L, recompute_name, ND_RECOMPUTE_COUNT), got);
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
+  if (opt_field(L, t, f, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -232,7 +271,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "layer_offload") != LUA_TNIL) {  /* array of booleans */
+  if (opt_field(L, t, f, "layer_offload") != LUA_TNIL) {  /* array of booleans */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -246,21 +285,21 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
-  read_layout(L, t, st);
+  read_layout(L, t, f, st);
 }
 
 /* The pipeline layout fields (Megatron's names); pp and vpp are read. */
-static void read_layout (lua_State *L, int t, nd_strategy *st) {
-  int f = get_int(L, t, "decoder_first_pipeline_num_layers", 0);
-  int l = get_int(L, t, "decoder_last_pipeline_num_layers", 0);
+static void read_layout (lua_State *L, int t, key_filter kf, nd_strategy *st) {
+  int f = opt_int(L, t, kf, "decoder_first_pipeline_num_layers", 0);
+  int l = opt_int(L, t, kf, "decoder_last_pipeline_num_layers", 0);
   if (f < 0 || f > ND_MAX_LAYERS || l < 0 || l > ND_MAX_LAYERS)
     luaL_error(L, "decoder_first/last_pipeline_num_layers: expected 1..%d layers", ND_MAX_LAYERS);
   st->first_layers = (short)f;
   st->last_layers = (short)l;
   st->account = (unsigned char)(
-      (get_bool(L, t, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
-      | (get_bool(L, t, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
-  if (lua_getfield(L, t, "stage_layers") != LUA_TNIL) {
+      (opt_bool(L, t, kf, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
+      | (opt_bool(L, t, kf, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
+  if (opt_field(L, t, kf, "stage_layers") != LUA_TNIL) {
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -291,7 +330,7 @@ static void read_layout (lua_State *L, int t, nd_strategy *st) {
     st->explicit_layout = ND_LAYOUT_CHUNKS;
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "pipeline_model_parallel_layout") != LUA_TNIL) {
+  if (opt_field(L, t, kf, "pipeline_model_parallel_layout") != LUA_TNIL) {
     char err[256];
     if (st->explicit_layout)
       luaL_error(L, "pipeline_model_parallel_layout: cannot be set with stage_layers");
@@ -753,30 +792,44 @@ typedef struct call_args {
 } call_args;
 
 /* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there. */
-static void read_call (lua_State *L, int costs_index, call_args *a) {
+/* read_call with the strategy read into st (NULL: a new GC-owned block), skipping the keys
+   of the table at costs_index + 1 when `ignore` (what else a caller's table holds). */
+static void read_call_into (lua_State *L, int costs_index, call_args *a, nd_strategy *st,
+                            int ignore) {
   a->m = nd_checkmodel(L, 1);
   a->dev = nd_checkdevice(L, 2);
   read_job(L, 3, &a->job);
   nd_read_costs(L, costs_index, &a->costs);
-  lua_settop(L, costs_index);
-  a->st = (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
-  read_strategy(L, 4, a->st);
+  if (ignore) luaL_checktype(L, costs_index + 1, LUA_TTABLE);
+  lua_settop(L, costs_index + (ignore ? 1 : 0));
+  a->st = st ? st : (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
+  read_strategy(L, 4, ignore ? costs_index + 1 : 0, a->st);
 }
 
-/* One estimate's scratch per state (70 KB: allocating it per call cost more than pricing),
-   kept in the registry; nothing that runs while it is in use calls back into Lua. */
-static nd_estimate *scratch_estimate (lua_State *L) {
+static void read_call (lua_State *L, int costs_index, call_args *a) {
+  read_call_into(L, costs_index, a, NULL, 0);
+}
+
+/* One estimate's and one strategy's scratch per state (75 KB: allocating them per call cost
+   more than pricing), kept in the registry; nothing that runs while they are in use calls
+   back into Lua, and a result copies what it keeps. */
+typedef struct run_scratch {
+  nd_estimate e;
+  nd_strategy st;
+} run_scratch;
+
+static run_scratch *get_scratch (lua_State *L) {
   static char id;
-  nd_estimate *e;
+  run_scratch *s;
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &id) == LUA_TUSERDATA) {
-    e = (nd_estimate *)lua_touserdata(L, -1);
+    s = (run_scratch *)lua_touserdata(L, -1);
     lua_pop(L, 1);
-    return e;
+    return s;
   }
   lua_pop(L, 1);
-  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  s = (run_scratch *)lua_newuserdatauv(L, sizeof *s, 0);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &id);
-  return e;
+  return s;
 }
 
 static int push_refusal (lua_State *L, const char *why) {
@@ -786,18 +839,18 @@ static int push_refusal (lua_State *L, const char *why) {
 }
 
 /*
-** run(model, device, job, strategy [, costs]) -> result | nil, reason.
-** A refused strategy is an expected failure; malformed arguments raise.
+** run(model, device, job, strategy [, costs [, ignore]]) -> result | nil, reason.
+** A refused strategy is an expected failure; malformed arguments raise. ignore: a set of
+** keys the strategy table may hold besides a strategy's (nd.estimate passes its arguments).
 */
 static int e_run (lua_State *L) {
   call_args a;
-  nd_estimate *e;
+  run_scratch *s = get_scratch(L);
   char err[256];
-  read_call(L, 5, &a);
-  e = scratch_estimate(L);  /* the result copies what it keeps */
-  if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, e, err, sizeof err) != 0)
+  read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6));
+  if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, &s->e, err, sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, &a.costs);
+  push_result(L, &s->e, a.st, &a.costs);
   return 1;
 }
 
@@ -1050,7 +1103,7 @@ static int e_layout (lua_State *L) {
   nd_model_spec m;
   char err[256];
   int s, c;
-  read_strategy(L, 1, st);
+  read_strategy(L, 1, 0, st);
   if (body < 1 || mtp < 0 || body + mtp > ND_MAX_LAYERS)
     return luaL_argerror(L, 2, "expected 1 to 1024 body+MTP layers");
   if (nd_layout_resolve(st, (int)body, (int)mtp, err, sizeof err) != 0) {

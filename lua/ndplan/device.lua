@@ -346,14 +346,16 @@ end
 local cache = loaded.new()
 
 function M.load(x)
+  if type(x) == "string" then  -- the common call: a name or a path, cached
+    local dev = cache:get(x)
+    if dev then return dev end
+  end
   if cdev.is(x) then return x end
   if type(x) ~= "string" and type(x) ~= "table" then
     error("device.load: expected a device name, a path or a table, got " .. type(x), 2)
   end
   if type(x) == "table" then return load_source(x, {}, 0, nil) end
-  local dev = cache:get(x)
-  if dev then return dev end
-  local deps = {}
+  local deps, dev = {}, nil
   deps_sink = deps
   local err
   dev, err = load_source(x, {}, 0, nil)

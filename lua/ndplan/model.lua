@@ -141,6 +141,10 @@ end
 local cache = loaded.new()
 
 function M.load(x, opts)
+  if opts == nil and type(x) == "string" then  -- the common call: a name or a path, cached
+    local m = cache:get(x)
+    if m then return m end
+  end
   if opts ~= nil and type(opts) ~= "table" then
     error("ndplan.model.load: expected a table of options, got " .. type(opts), 2)
   end

@@ -183,7 +183,8 @@ function M.family(precision)
   return (tostring(precision or "bf16"):match("^[^:]+"))
 end
 
--- band(info, precision, moe) -> {pct, runs, regime, widened} : the step-time uncertainty of an
+-- band(info, precision, moe) -> {pct, bias, runs, regime, widened} (nd.estimate copies these
+-- five into each result) : the step-time uncertainty of an
 -- estimate from the profile's residuals in its regime (device, precision, dense or MoE). A
 -- regime without runs takes twice the widest band the device has, and says so.
 function M.band(info, precision, moe)
