@@ -3,6 +3,7 @@
 ** and returns the result as a plain table (the fields of `ndplan estimate --json`).
 */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -592,7 +593,7 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
 ** model and the device the estimate was priced on (both immutable), so its pointers stay live.
 */
 typedef struct lazy_result {
-  nd_strategy st;           /* as resolved by the estimator */
+  size_t strategy_bytes;    /* the packed strategy after the stages (pack_strategy) */
   nd_costs costs;
   double time_parts[ND_T_COUNT];
   nd_topology_entry topology[ND_GROUP_COUNT];
@@ -600,6 +601,46 @@ typedef struct lazy_result {
   unsigned built;           /* bit i: lazy_names[i] was built or assigned */
   nd_stage_estimate stage[];  /* `stages` entries */
 } lazy_result;
+
+/*
+** A result keeps the strategy as the estimator resolved it, packed: without the per-layer
+** arrays when it has no per-layer modes (nothing a result builds reads them then) and
+** without the unused tail of stage_layers (pp x vpp entries are). unpack_strategy restores
+** it, the arrays and the tail zero.
+*/
+#define ST_ARRAYS_AT offsetof(nd_strategy, layer_recompute)
+#define ST_ARRAYS_END (offsetof(nd_strategy, layer_ops) + sizeof ((nd_strategy *)0)->layer_ops)
+#define ST_CHUNKS_AT offsetof(nd_strategy, stage_layers)
+_Static_assert(offsetof(nd_strategy, layer_offload) > ST_ARRAYS_AT
+               && offsetof(nd_strategy, layer_offload) < ST_ARRAYS_END
+               && ST_ARRAYS_END <= ST_CHUNKS_AT,
+               "the per-layer arrays are layer_recompute .. layer_ops, before stage_layers");
+_Static_assert(ST_CHUNKS_AT + sizeof ((nd_strategy *)0)->stage_layers + sizeof (double)
+               > sizeof (nd_strategy), "stage_layers is the strategy's last member");
+_Static_assert(offsetof(nd_strategy, per_layer) + sizeof (int) <= ST_ARRAYS_AT
+               && offsetof(nd_strategy, vpp) < ST_ARRAYS_AT,
+               "per_layer, pp and vpp come before the per-layer arrays");
+
+static size_t packed_size (const nd_strategy *st) {
+  size_t chunks = (size_t)st->pp * (size_t)st->vpp * sizeof st->stage_layers[0];
+  if (st->per_layer) return ST_CHUNKS_AT + chunks;
+  return ST_ARRAYS_AT + (ST_CHUNKS_AT - ST_ARRAYS_END) + chunks;
+}
+
+static void pack_strategy (const nd_strategy *st, unsigned char *out, size_t n) {
+  const unsigned char *p = (const unsigned char *)st;
+  if (st->per_layer) { memcpy(out, p, n); return; }
+  memcpy(out, p, ST_ARRAYS_AT);
+  memcpy(out + ST_ARRAYS_AT, p + ST_ARRAYS_END, n - ST_ARRAYS_AT);
+}
+
+static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st) {
+  unsigned char *p = (unsigned char *)st;
+  memset(st, 0, sizeof *st);
+  memcpy(p, in, n < ST_ARRAYS_AT ? n : ST_ARRAYS_AT);
+  if (((const nd_strategy *)(const void *)p)->per_layer) memcpy(p, in, n);
+  else memcpy(p + ST_ARRAYS_END, in + ST_ARRAYS_AT, n - ST_ARRAYS_AT);
+}
 
 static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
                                          "time_parts_s", "stages", "topology", "params", NULL};
@@ -615,7 +656,8 @@ static int lazy_index_of (lua_State *L, int k) {
   return -1;
 }
 
-static void push_stages (lua_State *L, const lazy_result *r, const nd_model_spec *m) {
+static void push_stages (lua_State *L, const lazy_result *r, const nd_strategy *st,
+                         const nd_model_spec *m) {
   int i;
   lua_createtable(L, r->stages, 0);
   for (i = 0; i < r->stages; i++) {
@@ -630,7 +672,7 @@ static void push_stages (lua_State *L, const lazy_result *r, const nd_model_spec
     nd_setnum(L, "backward_s", se->bwd_s);
     nd_setnum(L, "recompute_s", se->recompute_s);
     nd_setnum(L, "comm_s", se->comm_s);
-    push_chunks(L, &r->st, m, i);
+    push_chunks(L, st, m, i);
     lua_rawseti(L, -2, i + 1);
   }
 }
@@ -654,21 +696,23 @@ static void push_lazy (lua_State *L, int s, int i) {
   const lazy_result *r = (const lazy_result *)lua_touserdata(L, s);
   const nd_model_spec *m;
   const nd_device *dev;
+  nd_strategy st;  /* unpacked here: a finalizer run by an allocation below may estimate */
   int k;
+  unpack_strategy((const unsigned char *)&r->stage[r->stages], r->strategy_bytes, &st);
   lua_getiuservalue(L, s, 1);
   m = (const nd_model_spec *)lua_touserdata(L, -1);
   lua_getiuservalue(L, s, 2);
   dev = (const nd_device *)lua_touserdata(L, -1);
   lua_pop(L, 2);  /* both stay referenced by the state */
   switch (i) {
-    case 0: push_strategy(L, &r->st, m); break;
-    case 1: nd_push_recipe(L, &r->st, dev, &r->costs, (int)m->num_layers); break;
+    case 0: push_strategy(L, &st, m); break;
+    case 1: nd_push_recipe(L, &st, dev, &r->costs, (int)m->num_layers); break;
     case 2: push_memory_parts(L, &r->stage[r->heaviest]); break;
     case 3:
       lua_createtable(L, 0, ND_T_COUNT);
       for (k = 0; k < ND_T_COUNT; k++) nd_setnum(L, nd_time_part_name(k), r->time_parts[k]);
       break;
-    case 4: push_stages(L, r, m); break;
+    case 4: push_stages(L, r, &st, m); break;
     case 5: push_topology(L, r); break;
     default: {
       nd_params p;
@@ -763,8 +807,10 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
   nd_setint(L, "heaviest_stage", e->heaviest);
   lua_createtable(L, 1, 4);  /* the result's own metatable */
-  r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0], 2);
-  r->st = *st;
+  r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0]
+                                          + packed_size(st), 2);
+  r->strategy_bytes = packed_size(st);
+  pack_strategy(st, (unsigned char *)&r->stage[n], r->strategy_bytes);
   r->costs = *c;
   memcpy(r->time_parts, e->time_parts, sizeof r->time_parts);
   memcpy(r->topology, e->topology, sizeof r->topology);

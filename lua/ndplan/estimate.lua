@@ -14,6 +14,7 @@
 -- layout = "balanced" moves layers between stages to balance the slowest one within
 -- max_mem (ndplan.c.estimate.balance); the default "even" keeps the even split.
 local core = require "ndplan.c.estimate"
+local type, pairs, rawset, math_type = type, pairs, rawset, math.type  -- per-call lookups
 
 local M = {}
 
@@ -60,21 +61,25 @@ end
 -- names: a missing model or device, an argument of the wrong Lua type among the job's and
 -- the budget's. What depends on the data (an unknown name, devices = 0) is left to return
 -- nil, message.
-local OBJECT_KEYS, JOB_KEYS = {"model", "device"}, {"devices", "global_batch", "seq_len"}
+local function check_object(fname, k, v)
+  if v == nil then error(string.format("%s: %s: missing", fname, k), 4) end
+  local t = type(v)
+  if t ~= "string" and t ~= "table" and t ~= "userdata" then
+    error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
+                        fname, k, t), 4)
+  end
+end
+local function check_count(fname, k, v)
+  if type(v) ~= "number" then
+    error(string.format("%s: %s: expected an integer, got %s", fname, k, type(v)), 4)
+  end
+end
 function M.check_misuse(fname, args)
-  for _, k in ipairs(OBJECT_KEYS) do
-    local v = args[k]
-    if v == nil then error(string.format("%s: %s: missing", fname, k), 3) end
-    if type(v) ~= "string" and type(v) ~= "table" and type(v) ~= "userdata" then
-      error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
-                          fname, k, type(v)), 3)
-    end
-  end
-  for _, k in ipairs(JOB_KEYS) do
-    if type(args[k]) ~= "number" then
-      error(string.format("%s: %s: expected an integer, got %s", fname, k, type(args[k])), 3)
-    end
-  end
+  check_object(fname, "model", args.model)
+  check_object(fname, "device", args.device)
+  check_count(fname, "devices", args.devices)
+  check_count(fname, "global_batch", args.global_batch)
+  check_count(fname, "seq_len", args.seq_len)
   local mm = args.max_mem
   if mm ~= nil and type(mm) ~= "number" and type(mm) ~= "string" then
     error(string.format("%s: max_mem: expected bytes or a size like \"80GiB\", got %s", fname,
@@ -185,7 +190,15 @@ local function model_facts(model)
   end
   return f
 end
-local device_name = setmetatable({}, {__mode = "k"})
+local facts_of_device = setmetatable({}, {__mode = "k"})
+local function device_facts(device)
+  local f = facts_of_device[device]
+  if not f then
+    f = {name = device.name, hbm_bytes = device.hbm_bytes}
+    facts_of_device[device] = f
+  end
+  return f
+end
 
 -- tp_warning(tp, kv_heads) -> a warning when a pinned TP is legal but wasteful: above the
 -- KV heads, each one is replicated (its projections and cache on tp/kv ranks), else nil
@@ -222,7 +235,7 @@ local STRICT = {strict = true}
 
 -- A job field that is no integer from 1 to its ceiling -> the message, else nil.
 local function job_error(k, v)
-  if math.type(v) ~= "integer" or v < 1 then
+  if math_type(v) ~= "integer" or v < 1 then
     return string.format("%s: expected a positive integer, got %s", k, tostring(v))
   end
   if v > LIMIT[k] then
@@ -239,8 +252,9 @@ function M.estimate(args)
   -- the strategy: the arguments themselves where nothing below changes it (the binding skips
   -- the other arguments, NOT_STRATEGY), else a copy of the strategy keys
   local rc = args.recompute
-  local in_place = type(args.stage_layers) ~= "table" and rc ~= "per_layer" and rc ~= "megatron"
-                   and (args.layout == nil or args.layout == "even")
+  local sl = args.stage_layers
+  local in_place = (sl == nil or type(sl) ~= "table") and rc ~= "per_layer"
+                   and rc ~= "megatron" and (args.layout == nil or args.layout == "even")
   local strategy = args
   if not in_place then
     strategy = {}
@@ -260,8 +274,9 @@ function M.estimate(args)
   local jerr = job_error("devices", job.devices) or job_error("global_batch", job.global_batch)
                or job_error("seq_len", job.seq_len)
   if jerr then return nil, jerr end
-  if type(strategy.stage_layers) == "table" then agreed_layout(strategy, model) end
-  if type(strategy.pipeline_model_parallel_layout) == "string" then
+  if not in_place and type(strategy.stage_layers) == "table" then agreed_layout(strategy, model) end
+  local pl = strategy.pipeline_model_parallel_layout
+  if pl ~= nil and type(pl) == "string" then
     -- a layout string that does not parse is a refusal (nil, message), as its counts are
     local ok, lay, why = pcall(core.layout, {pp = strategy.pp, vpp = strategy.vpp,
                                 pipeline_model_parallel_layout = strategy.pipeline_model_parallel_layout},
@@ -269,7 +284,9 @@ function M.estimate(args)
     if not ok then return nil, (tostring(lay):gsub("^pipeline_model_parallel_layout: ", "")) end
     if not lay and not why:match("^layout: the layout places") then return nil, why end
   end
-  local budget, berr = M.budget(device, args.max_mem)
+  local budget, berr
+  if args.max_mem == nil then budget = device_facts(device).hbm_bytes  -- as M.budget
+  else budget, berr = M.budget(device, args.max_mem) end
   if not budget then return nil, berr end
   local result, why
   -- "per_layer" with the layers' modes given (a result's strategy) prices them as given
@@ -320,8 +337,7 @@ function M.estimate(args)
   if not result then return nil, why, least end
   local facts = model_facts(model)
   local peak = result.peak_memory_bytes
-  local dname = device_name[device]
-  if not dname then dname = device.name; device_name[device] = dname end
+  local dname = device_facts(device).name
   -- set raw: none is one of the fields a result builds on first read
   rawset(result, "budget_bytes", budget)
   rawset(result, "fits", peak <= budget)

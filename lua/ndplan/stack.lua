@@ -104,6 +104,11 @@ local applied = setmetatable({}, {__mode = "k"})
 
 -- shared(x) -> the cached profile (not to be changed) | nil [, message]: as load.
 function M.shared(x)
+  if x == nil then x = M.DEFAULT end
+  if type(x) == "string" and x ~= "none" then  -- the common call: a name or a path, cached
+    local s = cache:get(x)
+    if s then return s end
+  end
   if getmetatable(x) == Stack then return x end
   if x == nil then x = M.DEFAULT end
   if x == "none" then return nil end
