@@ -3,6 +3,7 @@
 ** and returns the result as a plain table (the fields of `ndplan estimate --json`).
 */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,21 +20,59 @@
 #include "lestimate.h"
 #include "lmodel.h"
 
+/*
+** Name lookups the readers make on every call, one Lua table each per state, kept in the
+** registry: a cost's name -> its field's index in nd_cost_fields, a strategy key -> true.
+** A key read from the caller's table is then found by its (already hashed) Lua string.
+*/
+static char cost_lookup_id, strategy_lookup_id;
+
+/* Costs read once (pack_costs): a userdata holding one nd_costs, taken where a table is. */
+#define COSTS_MT "ndplan.costs"
+
+static int push_lookup (lua_State *L, const char *id) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, id) != LUA_TNIL) return lua_gettop(L);
+  lua_pop(L, 1);
+  lua_newtable(L);
+  if (id == &cost_lookup_id) {
+    int i, n;
+    const nd_field *f = nd_cost_fields(&n);
+    for (i = 0; i < n; i++) { lua_pushinteger(L, i); lua_setfield(L, -2, f[i].name); }
+  }
+  else {
+    const char *const *k;
+    for (k = nd_strategy_keys; *k; k++) { lua_pushboolean(L, 1); lua_setfield(L, -2, *k); }
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, id);
+  return lua_gettop(L);
+}
+
 void nd_read_costs (lua_State *L, int t, nd_costs *c) {
+  int n, names;
+  const nd_field *table = nd_cost_fields(&n);
+  const nd_costs *packed;
   nd_costs_init(c);
   if (lua_isnoneornil(L, t)) return;
+  if ((packed = (const nd_costs *)luaL_testudata(L, t, COSTS_MT)) != NULL) {
+    *c = *packed;
+    return;
+  }
   luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  names = push_lookup(L, &cost_lookup_id);
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    int n;
-    const nd_field *table = nd_cost_fields(&n);
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    const nd_field *f = nd_field_find(table, n, key);
-    if (!f) luaL_error(L, "costs: unknown field '%s'", key);
-    if (!lua_isnumber(L, -1)) luaL_error(L, "costs.%s: expected a number", key);
-    *nd_field_slot(c, f) = lua_tonumber(L, -1);
-    lua_pop(L, 1);
+    int found;
+    lua_pushvalue(L, -2);
+    found = lua_type(L, -1) == LUA_TSTRING && lua_rawget(L, names) == LUA_TNUMBER;
+    if (!found) luaL_error(L, "costs: unknown field '%s'", key);
+    if (!lua_isnumber(L, -2)) luaL_error(L, "costs.%s: expected a number", key);
+    *nd_field_slot(c, &table[lua_tointeger(L, -1)]) = lua_tonumber(L, -2);
+    lua_pop(L, 2);
   }
+  lua_pop(L, 1);
 }
 
 static int get_int (lua_State *L, int t, const char *key, int dflt) {
@@ -107,37 +146,80 @@ static void push_ops (lua_State *L, unsigned mask) {
     }
 }
 
-static void read_layout (lua_State *L, int t, nd_strategy *st);
+static void read_layout (lua_State *L, int t, unsigned long long f, nd_strategy *st);
 
-/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. */
-static void read_strategy (lua_State *L, int t, nd_strategy *st) {
+/*
+** The keys a strategy table holds, as bits of a 64-bit filter (from a key's length and its
+** first and last letters): the reader asks the table only for keys whose bit is set, where
+** most of the 33 keys are absent from a typical strategy.
+*/
+typedef unsigned long long key_filter;
+
+static inline key_filter key_bit (const char *k, size_t n) {
+  return 1ull << ((n * 7u + (unsigned char)k[0] * 3u + (unsigned char)k[n - 1]) & 63u);
+}
+
+static inline int opt_int (lua_State *L, int t, key_filter f, const char *key, int dflt) {
+  return (f & key_bit(key, strlen(key))) ? get_int(L, t, key, dflt) : dflt;
+}
+
+static inline int opt_bool (lua_State *L, int t, key_filter f, const char *key, int dflt) {
+  return (f & key_bit(key, strlen(key))) ? get_bool(L, t, key, dflt) : dflt;
+}
+
+/* lua_getfield for a key the filter may rule out (then nil is pushed). */
+static inline int opt_field (lua_State *L, int t, key_filter f, const char *key) {
+  if (f & key_bit(key, strlen(key))) return lua_getfield(L, t, key);
+  lua_pushnil(L);
+  return LUA_TNIL;
+}
+
+/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
+   no strategy key but is true in the table at index `ignore` (0: none) is skipped. */
+static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
+  int keys;
+  key_filter f = 0;
   nd_strategy_init(st);
   luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  keys = push_lookup(L, &strategy_lookup_id);
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const char *const *k;
-    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    for (k = nd_strategy_keys; *k; k++)
-      if (strcmp(*k, key) == 0) break;
-    if (!*k) luaL_error(L, "strategy: unknown field '%s'", key);
+    size_t n;
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : "?";
     lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, keys) == LUA_TNIL) {
+      int skip = 0;
+      if (ignore) {
+        lua_pushvalue(L, -2);
+        skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
+        lua_pop(L, 1);
+      }
+      if (!skip) luaL_error(L, "strategy: unknown field '%s'", key);
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    f |= key_bit(key, n);
   }
-  st->dp = get_int(L, t, "dp", 0);
-  st->tp = get_int(L, t, "tp", 1);
-  st->pp = get_int(L, t, "pp", 1);
-  st->vpp = get_int(L, t, "vpp", 1);
-  st->cp = get_int(L, t, "cp", 1);
-  st->ep = get_int(L, t, "ep", 1);
-  st->etp = get_int(L, t, "etp", 1);
-  st->sp = get_bool(L, t, "sp", 0);
-  st->zero = get_int(L, t, "zero", 0);
-  st->dp_shard = get_int(L, t, "dp_shard", 0);  /* 0: all of dp */
-  st->dp_replicate = get_int(L, t, "dp_replicate", 0);  /* 0: from dp_shard */
-  st->mbs = get_int(L, t, "mbs", 1);
-  if (lua_getfield(L, t, "selective_ops") != LUA_TNIL)  /* array of op names */
+  lua_pop(L, 1);
+  st->dp = opt_int(L, t, f, "dp", 0);
+  st->tp = opt_int(L, t, f, "tp", 1);
+  st->pp = opt_int(L, t, f, "pp", 1);
+  st->vpp = opt_int(L, t, f, "vpp", 1);
+  st->cp = opt_int(L, t, f, "cp", 1);
+  st->ep = opt_int(L, t, f, "ep", 1);
+  st->etp = opt_int(L, t, f, "etp", 1);
+  st->sp = opt_bool(L, t, f, "sp", 0);
+  st->zero = opt_int(L, t, f, "zero", 0);
+  st->dp_shard = opt_int(L, t, f, "dp_shard", 0);  /* 0: all of dp */
+  st->dp_replicate = opt_int(L, t, f, "dp_replicate", 0);  /* 0: from dp_shard */
+  st->mbs = opt_int(L, t, f, "mbs", 1);
+  if (opt_field(L, t, f, "selective_ops") != LUA_TNIL)  /* array of op names */
     st->selective_ops = read_ops(L, "selective_ops", 0);
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
+  if (opt_field(L, t, f, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -149,32 +231,32 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "offload") != LUA_TNIL) {
+  if (opt_field(L, t, f, "offload") != LUA_TNIL) {
     if (!lua_isnumber(L, -1))
       luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, -1));
     st->offload = lua_tonumber(L, -1);
   }
   lua_pop(L, 1);
-  st->mb = get_int(L, t, "mb", 0);
-  st->flash_attention = get_bool(L, t, "flash_attention", 1);
-  st->tp_comm_overlap = get_bool(L, t, "tp_comm_overlap", 0);
-  if (lua_getfield(L, t, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
+  st->mb = opt_int(L, t, f, "mb", 0);
+  st->flash_attention = opt_bool(L, t, f, "flash_attention", 1);
+  st->tp_comm_overlap = opt_bool(L, t, f, "tp_comm_overlap", 0);
+  if (opt_field(L, t, f, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "precision") != LUA_TNIL)
+  if (opt_field(L, t, f, "precision") != LUA_TNIL)
     nd_check_recipe(L, -1, "precision", &st->precision);
   lua_pop(L, 1);
-  st->param_gather = get_bool(L, t, "fp8_param_gather", 0);
-  st->reshard = get_bool(L, t, "reshard_after_forward", -1);  /* -1: the trainer's default */
-  st->bf16_first = get_int(L, t, "bf16_first_layers", -1);
-  st->bf16_last = get_int(L, t, "bf16_last_layers", -1);
-  if (lua_getfield(L, t, "recompute") != LUA_TNIL
+  st->param_gather = opt_bool(L, t, f, "fp8_param_gather", 0);
+  st->reshard = opt_bool(L, t, f, "reshard_after_forward", -1);  /* -1: the trainer's default */
+  st->bf16_first = opt_int(L, t, f, "bf16_first_layers", -1);
+  st->bf16_last = opt_int(L, t, f, "bf16_last_layers", -1);
+  if (opt_field(L, t, f, "recompute") != LUA_TNIL
       && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0) {
     const char *got = lua_tostring(L, -1);  /* stays below the words */
     luaL_error(L, "recompute: expected %s, got '%s'",
                enum_words(L, recompute_name, ND_RECOMPUTE_COUNT), got);
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
+  if (opt_field(L, t, f, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -190,7 +272,7 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "layer_offload") != LUA_TNIL) {  /* array of booleans */
+  if (opt_field(L, t, f, "layer_offload") != LUA_TNIL) {  /* array of booleans */
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -204,21 +286,21 @@ static void read_strategy (lua_State *L, int t, nd_strategy *st) {
     }
   }
   lua_pop(L, 1);
-  read_layout(L, t, st);
+  read_layout(L, t, f, st);
 }
 
 /* The pipeline layout fields (Megatron's names); pp and vpp are read. */
-static void read_layout (lua_State *L, int t, nd_strategy *st) {
-  int f = get_int(L, t, "decoder_first_pipeline_num_layers", 0);
-  int l = get_int(L, t, "decoder_last_pipeline_num_layers", 0);
+static void read_layout (lua_State *L, int t, key_filter kf, nd_strategy *st) {
+  int f = opt_int(L, t, kf, "decoder_first_pipeline_num_layers", 0);
+  int l = opt_int(L, t, kf, "decoder_last_pipeline_num_layers", 0);
   if (f < 0 || f > ND_MAX_LAYERS || l < 0 || l > ND_MAX_LAYERS)
     luaL_error(L, "decoder_first/last_pipeline_num_layers: expected 1..%d layers", ND_MAX_LAYERS);
   st->first_layers = (short)f;
   st->last_layers = (short)l;
   st->account = (unsigned char)(
-      (get_bool(L, t, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
-      | (get_bool(L, t, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
-  if (lua_getfield(L, t, "stage_layers") != LUA_TNIL) {
+      (opt_bool(L, t, kf, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
+      | (opt_bool(L, t, kf, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
+  if (opt_field(L, t, kf, "stage_layers") != LUA_TNIL) {
     lua_Integer i, n;
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
@@ -249,7 +331,7 @@ static void read_layout (lua_State *L, int t, nd_strategy *st) {
     st->explicit_layout = ND_LAYOUT_CHUNKS;
   }
   lua_pop(L, 1);
-  if (lua_getfield(L, t, "pipeline_model_parallel_layout") != LUA_TNIL) {
+  if (opt_field(L, t, kf, "pipeline_model_parallel_layout") != LUA_TNIL) {
     char err[256];
     if (st->explicit_layout)
       luaL_error(L, "pipeline_model_parallel_layout: cannot be set with stage_layers");
@@ -502,32 +584,84 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
   nd_setnum(L, "peak", se->peak);
 }
 
-static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
-                         const nd_model_spec *m, const nd_device *dev, const nd_costs *c) {
+/*
+** Results are built lazily: push_result sets the scalar fields at once and keeps what the
+** bulky ones need (the resolved strategy, the costs, the per-stage parts) in a lazy_result
+** userdata; each bulky field is built on its first read (or by pairs, which builds them all)
+** and then stored in the table as a plain field. The table's own metatable holds the state
+** (at [1]) and answers getmetatable with "ndplan.estimate". The state's uservalues are the
+** model and the device the estimate was priced on (both immutable), so its pointers stay live.
+*/
+typedef struct lazy_result {
+  size_t strategy_bytes;    /* the packed strategy after the stages (pack_strategy) */
+  nd_costs costs;
+  double time_parts[ND_T_COUNT];
+  nd_topology_entry topology[ND_GROUP_COUNT];
+  int heaviest, stages;
+  unsigned built;           /* bit i: lazy_names[i] was built or assigned */
+  nd_stage_estimate stage[];  /* `stages` entries */
+} lazy_result;
+
+/*
+** A result keeps the strategy as the estimator resolved it, packed: without the per-layer
+** arrays when it has no per-layer modes (nothing a result builds reads them then) and
+** without the unused tail of stage_layers (pp x vpp entries are). unpack_strategy restores
+** it, the arrays and the tail zero.
+*/
+#define ST_ARRAYS_AT offsetof(nd_strategy, layer_recompute)
+#define ST_ARRAYS_END (offsetof(nd_strategy, layer_ops) + sizeof ((nd_strategy *)0)->layer_ops)
+#define ST_CHUNKS_AT offsetof(nd_strategy, stage_layers)
+_Static_assert(offsetof(nd_strategy, layer_offload) > ST_ARRAYS_AT
+               && offsetof(nd_strategy, layer_offload) < ST_ARRAYS_END
+               && ST_ARRAYS_END <= ST_CHUNKS_AT,
+               "the per-layer arrays are layer_recompute .. layer_ops, before stage_layers");
+_Static_assert(ST_CHUNKS_AT + sizeof ((nd_strategy *)0)->stage_layers + sizeof (double)
+               > sizeof (nd_strategy), "stage_layers is the strategy's last member");
+_Static_assert(offsetof(nd_strategy, per_layer) + sizeof (int) <= ST_ARRAYS_AT
+               && offsetof(nd_strategy, vpp) < ST_ARRAYS_AT,
+               "per_layer, pp and vpp come before the per-layer arrays");
+
+static size_t packed_size (const nd_strategy *st) {
+  size_t chunks = (size_t)st->pp * (size_t)st->vpp * sizeof st->stage_layers[0];
+  if (st->per_layer) return ST_CHUNKS_AT + chunks;
+  return ST_ARRAYS_AT + (ST_CHUNKS_AT - ST_ARRAYS_END) + chunks;
+}
+
+static void pack_strategy (const nd_strategy *st, unsigned char *out, size_t n) {
+  const unsigned char *p = (const unsigned char *)st;
+  if (st->per_layer) { memcpy(out, p, n); return; }
+  memcpy(out, p, ST_ARRAYS_AT);
+  memcpy(out + ST_ARRAYS_AT, p + ST_ARRAYS_END, n - ST_ARRAYS_AT);
+}
+
+static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st) {
+  unsigned char *p = (unsigned char *)st;
+  memset(st, 0, sizeof *st);
+  memcpy(p, in, n < ST_ARRAYS_AT ? n : ST_ARRAYS_AT);
+  if (((const nd_strategy *)(const void *)p)->per_layer) memcpy(p, in, n);
+  else memcpy(p + ST_ARRAYS_END, in + ST_ARRAYS_AT, n - ST_ARRAYS_AT);
+}
+
+static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
+                                         "time_parts_s", "stages", "topology", "params", NULL};
+#define LAZY_COUNT 7
+
+static int lazy_index_of (lua_State *L, int k) {
+  const char *key;
   int i;
-  nd_params p;
-  lua_createtable(L, 0, 16);
-  lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
-  push_strategy(L, st, m); lua_setfield(L, -2, "strategy");
-  nd_push_recipe(L, st, dev, c, (int)m->num_layers); lua_setfield(L, -2, "precision");
-  nd_setnum(L, "step_time_s", e->step_time);
-  nd_setnum(L, "tokens_per_s", e->tokens_per_s);
-  nd_setnum(L, "mfu", e->mfu);
-  nd_setnum(L, "hfu", e->hfu);
-  nd_setnum(L, "model_flops", e->model_flops);
-  nd_setnum(L, "hardware_flops", e->hardware_flops);
-  nd_setnum(L, "peak_memory_bytes", e->peak);
-  nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
-  nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
-  nd_setint(L, "heaviest_stage", e->heaviest);
-  push_memory_parts(L, &e->stage[e->heaviest]);
-  lua_setfield(L, -2, "memory_parts_bytes");
-  lua_createtable(L, 0, ND_T_COUNT);
-  for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), e->time_parts[i]);
-  lua_setfield(L, -2, "time_parts_s");
-  lua_createtable(L, e->stages, 0);
-  for (i = 0; i < e->stages; i++) {
-    const nd_stage_estimate *se = &e->stage[i];
+  if (lua_type(L, k) != LUA_TSTRING) return -1;
+  key = lua_tostring(L, k);
+  for (i = 0; lazy_names[i]; i++)  /* the first letter rules most keys out */
+    if (lazy_names[i][0] == key[0] && strcmp(lazy_names[i], key) == 0) return i;
+  return -1;
+}
+
+static void push_stages (lua_State *L, const lazy_result *r, const nd_strategy *st,
+                         const nd_model_spec *m) {
+  int i;
+  lua_createtable(L, r->stages, 0);
+  for (i = 0; i < r->stages; i++) {
+    const nd_stage_estimate *se = &r->stage[i];
     push_memory_parts(L, se);
     nd_setint(L, "stage", i);
     nd_setint(L, "layers", se->layers);
@@ -541,10 +675,13 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
     push_chunks(L, st, m, i);
     lua_rawseti(L, -2, i + 1);
   }
-  lua_setfield(L, -2, "stages");
+}
+
+static void push_topology (lua_State *L, const lazy_result *r) {
+  int i;
   lua_createtable(L, 0, ND_GROUP_COUNT);
   for (i = 0; i < ND_GROUP_COUNT; i++) {
-    const nd_topology_entry *g = &e->topology[i];
+    const nd_topology_entry *g = &r->topology[i];
     lua_createtable(L, 0, 4);
     nd_setint(L, "size", g->size); nd_setint(L, "stride", g->stride); nd_setint(L, "local", g->local);
     lua_pushstring(L, g->size <= 1 ? "none" : g->local >= g->size ? "scale-up"
@@ -552,11 +689,143 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
     lua_setfield(L, -2, "link");
     lua_setfield(L, -2, nd_group_name(i));
   }
-  lua_setfield(L, -2, "topology");
-  nd_model_params(m, &p);
-  lua_createtable(L, 0, 2);
-  nd_setnum(L, "total", (double)p.total); nd_setnum(L, "active", (double)p.active);
-  lua_setfield(L, -2, "params");
+}
+
+/* Pushes lazy field i of the result whose state is at index s. */
+static void push_lazy (lua_State *L, int s, int i) {
+  const lazy_result *r = (const lazy_result *)lua_touserdata(L, s);
+  const nd_model_spec *m;
+  const nd_device *dev;
+  nd_strategy st;  /* unpacked here: a finalizer run by an allocation below may estimate */
+  int k;
+  unpack_strategy((const unsigned char *)&r->stage[r->stages], r->strategy_bytes, &st);
+  lua_getiuservalue(L, s, 1);
+  m = (const nd_model_spec *)lua_touserdata(L, -1);
+  lua_getiuservalue(L, s, 2);
+  dev = (const nd_device *)lua_touserdata(L, -1);
+  lua_pop(L, 2);  /* both stay referenced by the state */
+  switch (i) {
+    case 0: push_strategy(L, &st, m); break;
+    case 1: nd_push_recipe(L, &st, dev, &r->costs, (int)m->num_layers); break;
+    case 2: push_memory_parts(L, &r->stage[r->heaviest]); break;
+    case 3:
+      lua_createtable(L, 0, ND_T_COUNT);
+      for (k = 0; k < ND_T_COUNT; k++) nd_setnum(L, nd_time_part_name(k), r->time_parts[k]);
+      break;
+    case 4: push_stages(L, r, &st, m); break;
+    case 5: push_topology(L, r); break;
+    default: {
+      nd_params p;
+      nd_model_params(m, &p);
+      lua_createtable(L, 0, 2);
+      nd_setnum(L, "total", (double)p.total); nd_setnum(L, "active", (double)p.active);
+    }
+  }
+}
+
+/* The state of the lazy result at index 1, pushed; NULL when it has none. */
+static lazy_result *lazy_state (lua_State *L) {
+  lazy_result *r = NULL;
+  if (lua_getmetatable(L, 1)) {
+    lua_rawgeti(L, -1, 1);
+    lua_remove(L, -2);
+    r = (lazy_result *)lua_touserdata(L, -1);
+  }
+  return r;
+}
+
+/* Builds lazy field i (not built yet) of the result at index 1 from the state at s, stores it. */
+static void build_lazy (lua_State *L, lazy_result *r, int s, int i) {
+  r->built |= 1u << i;
+  lua_pushstring(L, lazy_names[i]);
+  push_lazy(L, s, i);
+  lua_rawset(L, 1);
+}
+
+/* __index(result, key): a lazy field not built yet is built and stored; nothing else is there */
+static int lazy_index (lua_State *L) {
+  int i = lazy_index_of(L, 2);
+  lazy_result *r;
+  if (i < 0 || !(r = lazy_state(L)) || (r->built & (1u << i))) return 0;
+  build_lazy(L, r, lua_gettop(L), i);
+  lua_pushvalue(L, 2);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+/* __newindex(result, key, value): an assigned lazy field is the caller's from then on */
+static int lazy_newindex (lua_State *L) {
+  int i = lazy_index_of(L, 2);
+  lua_settop(L, 3);
+  if (i >= 0) {
+    lazy_result *r = lazy_state(L);
+    if (r) r->built |= 1u << i;
+    lua_settop(L, 3);
+  }
+  lua_rawset(L, 1);
+  return 0;
+}
+
+static int lazy_next (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_next(L, 1)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+/* __pairs(result): every lazy field built, then the plain table's own order */
+static int lazy_pairs (lua_State *L) {
+  lazy_result *r;
+  lua_settop(L, 1);
+  if ((r = lazy_state(L)) != NULL) {
+    int i, s = lua_gettop(L);
+    for (i = 0; i < LAZY_COUNT; i++)
+      if (!(r->built & (1u << i))) build_lazy(L, r, s, i);
+  }
+  lua_pushcfunction(L, lazy_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* Pushes the result of estimate e; the model and the device are the userdata at 1 and 2. */
+static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
+                         const nd_costs *c) {
+  lazy_result *r;
+  int n = e->stages;
+  lua_createtable(L, 0, 20);
+  lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
+  nd_setnum(L, "step_time_s", e->step_time);
+  nd_setnum(L, "tokens_per_s", e->tokens_per_s);
+  nd_setnum(L, "mfu", e->mfu);
+  nd_setnum(L, "hfu", e->hfu);
+  nd_setnum(L, "model_flops", e->model_flops);
+  nd_setnum(L, "hardware_flops", e->hardware_flops);
+  nd_setnum(L, "peak_memory_bytes", e->peak);
+  nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
+  nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
+  nd_setint(L, "heaviest_stage", e->heaviest);
+  lua_createtable(L, 1, 4);  /* the result's own metatable */
+  r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0]
+                                          + packed_size(st), 2);
+  r->strategy_bytes = packed_size(st);
+  pack_strategy(st, (unsigned char *)&r->stage[n], r->strategy_bytes);
+  r->costs = *c;
+  memcpy(r->time_parts, e->time_parts, sizeof r->time_parts);
+  memcpy(r->topology, e->topology, sizeof r->topology);
+  r->heaviest = e->heaviest;
+  r->stages = n;
+  r->built = 0;
+  memcpy(r->stage, e->stage, (size_t)n * sizeof r->stage[0]);
+  lua_pushvalue(L, 1); lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, 2); lua_setiuservalue(L, -2, 2);
+  lua_rawseti(L, -2, 1);
+  lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
+  lua_pushliteral(L, "ndplan.estimate"); lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
 }
 
 /* The arguments every entry point shares: model, device, job and strategy at 1-4. */
@@ -569,14 +838,44 @@ typedef struct call_args {
 } call_args;
 
 /* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there. */
-static void read_call (lua_State *L, int costs_index, call_args *a) {
+/* read_call with the strategy read into st (NULL: a new GC-owned block), skipping the keys
+   of the table at costs_index + 1 when `ignore` (what else a caller's table holds). */
+static void read_call_into (lua_State *L, int costs_index, call_args *a, nd_strategy *st,
+                            int ignore) {
   a->m = nd_checkmodel(L, 1);
   a->dev = nd_checkdevice(L, 2);
   read_job(L, 3, &a->job);
   nd_read_costs(L, costs_index, &a->costs);
-  lua_settop(L, costs_index);
-  a->st = (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
-  read_strategy(L, 4, a->st);
+  if (ignore) luaL_checktype(L, costs_index + 1, LUA_TTABLE);
+  lua_settop(L, costs_index + (ignore ? 1 : 0));
+  a->st = st ? st : (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
+  read_strategy(L, 4, ignore ? costs_index + 1 : 0, a->st);
+}
+
+static void read_call (lua_State *L, int costs_index, call_args *a) {
+  read_call_into(L, costs_index, a, NULL, 0);
+}
+
+/* One estimate's and one strategy's scratch per state (75 KB: allocating them per call cost
+   more than pricing), kept in the registry; nothing that runs while they are in use calls
+   back into Lua, and a result copies what it keeps. */
+typedef struct run_scratch {
+  nd_estimate e;
+  nd_strategy st;
+} run_scratch;
+
+static run_scratch *get_scratch (lua_State *L) {
+  static char id;
+  run_scratch *s;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &id) == LUA_TUSERDATA) {
+    s = (run_scratch *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return s;
+  }
+  lua_pop(L, 1);
+  s = (run_scratch *)lua_newuserdatauv(L, sizeof *s, 0);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &id);
+  return s;
 }
 
 static int push_refusal (lua_State *L, const char *why) {
@@ -586,18 +885,18 @@ static int push_refusal (lua_State *L, const char *why) {
 }
 
 /*
-** run(model, device, job, strategy [, costs]) -> result | nil, reason.
-** A refused strategy is an expected failure; malformed arguments raise.
+** run(model, device, job, strategy [, costs [, ignore]]) -> result | nil, reason.
+** A refused strategy is an expected failure; malformed arguments raise. ignore: a set of
+** keys the strategy table may hold besides a strategy's (nd.estimate passes its arguments).
 */
 static int e_run (lua_State *L) {
   call_args a;
-  nd_estimate *e;
+  run_scratch *s = get_scratch(L);
   char err[256];
-  read_call(L, 5, &a);
-  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, e, err, sizeof err) != 0)
+  read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6));
+  if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, &s->e, err, sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, &s->e, a.st, &a.costs);
   return 1;
 }
 
@@ -757,7 +1056,7 @@ static int e_plan (lua_State *L) {
   if (nd_recompute_plan_run(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, plan, e, err,
                             sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   setnums(L, "stage_savings_s", plan->stage_savings, e->stages);
   setnums(L, "stage_need_bytes", plan->stage_need, e->stages);
   {
@@ -790,7 +1089,7 @@ static int e_balance (lua_State *L) {
   if (nd_layout_balance(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, e, &moves, err,
                         sizeof err) != 0)
     return push_refusal(L, err);
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   nd_setint(L, "layout_moves", moves);
   return 1;
 }
@@ -830,7 +1129,7 @@ static int e_megatron (lua_State *L) {
     nd_setnum(L, "peak_bytes", c.least_peak);
     return 3;
   }
-  push_result(L, e, a.st, a.m, a.dev, &a.costs);
+  push_result(L, e, a.st, &a.costs);
   push_form(L, c.method, c.num_layers);
   nd_setint(L, "priced", c.priced);
   if (balance) nd_setint(L, "layout_moves", c.moves);
@@ -850,7 +1149,7 @@ static int e_layout (lua_State *L) {
   nd_model_spec m;
   char err[256];
   int s, c;
-  read_strategy(L, 1, st);
+  read_strategy(L, 1, 0, st);
   if (body < 1 || mtp < 0 || body + mtp > ND_MAX_LAYERS)
     return luaL_argerror(L, 2, "expected 1 to 1024 body+MTP layers");
   if (nd_layout_resolve(st, (int)body, (int)mtp, err, sizeof err) != 0) {
@@ -979,8 +1278,21 @@ static int e_warmup (lua_State *L) {
   return 1;
 }
 
+/*
+** pack_costs(costs) -> the costs read once, for callers that pass the same costs to many
+** estimates (nd.estimate with a stack profile's costs): accepted wherever a costs table is.
+*/
+static int e_pack_costs (lua_State *L) {
+  nd_costs *c = (nd_costs *)lua_newuserdatauv(L, sizeof *c, 0);
+  nd_read_costs(L, 1, c);
+  lua_settop(L, 2);
+  luaL_setmetatable(L, COSTS_MT);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"pack_costs", e_pack_costs},
   {"warmup", e_warmup},
   {"names", e_names},
   {"layout", e_layout},
@@ -996,6 +1308,11 @@ static const luaL_Reg funcs[] = {
 };
 
 int luaopen_ndplan_estimate (lua_State *L) {
+  if (luaL_newmetatable(L, COSTS_MT)) {
+    lua_pushliteral(L, COSTS_MT);  /* getmetatable(costs) cannot reach the real one */
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_pop(L, 1);
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -48,6 +48,21 @@ static int f_kind (lua_State *L) {
 }
 
 /*
+** stat(path) -> mtime_ns, ctime_ns, size, inode | nil when it does not exist: what tells a
+** changed file from the one read before (a cache of loaded files compares all four).
+*/
+static int f_stat (lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat sb;
+  if (stat(path, &sb) != 0) { luaL_pushfail(L); return 1; }
+  lua_pushinteger(L, (lua_Integer)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+  lua_pushinteger(L, (lua_Integer)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec);
+  lua_pushinteger(L, (lua_Integer)sb.st_size);
+  lua_pushinteger(L, (lua_Integer)sb.st_ino);
+  return 4;
+}
+
+/*
 ** read(path, cap) -> text | nil, "path: reason". Only a regular file of at most cap bytes:
 ** the open does not wait for a FIFO's writer (O_NONBLOCK), and the kind and size are those
 ** of the file opened (fstat), so nothing swapped in between is read.
@@ -263,6 +278,7 @@ static const luaL_Reg funcs[] = {
   {"lock", f_lock},
   {"mkdir", f_mkdir},
   {"kind", f_kind},
+  {"stat", f_stat},
   {NULL, NULL}
 };
 

@@ -31,6 +31,7 @@ local cdev = require "ndplan.c.device"
 local bundle = require "ndplan.c.bundle"
 local grammar = require "ndplan.grammar"
 local yaml = require "ndplan.yaml"
+local loaded = require "ndplan.loaded"
 
 local M = {}
 
@@ -172,6 +173,7 @@ local function dirname(path)
 end
 
 local bundled_path  -- forward: name -> catalog path or nil
+local deps_sink     -- while M.load reads a name or a path: the files read (ndplan.loaded)
 local load_source   -- forward: (x, seen, depth, relative_to) -> device | nil, msg
 
 ---------------------------------------------------------------------------------------------
@@ -299,11 +301,13 @@ function load_source(x, seen, depth, dir)
   local path = bundled_path(x)
   if path then
     key = "bundled:" .. path
+    if deps_sink then loaded.bundled(deps_sink, path) end  -- its stat before the read
     text, name = bundle.read(path)
     if not text then return nil, name end
   elseif looks_like_path(x) then
     name = (dir and x:sub(1, 1) ~= "/") and (dir .. "/" .. x) or x
     key = "file:" .. name
+    if deps_sink then loaded.watch(deps_sink, name) end
   else
     return nil, string.format("unknown device '%s' (bundled: %s; or give a path to a .yaml "
                               .. "file)", x, table.concat(M.names(), ", "))
@@ -337,12 +341,27 @@ end
 
 -- load(x) -> device | nil, message. x: a bundled name (case-insensitive), a path to a YAML
 -- device file, a description table (the file schema above), or a device (returned as is).
+-- Devices loaded from a name or a path, with every file of their base chain: a device is
+-- immutable, so callers share it; a file that changes is read again.
+local cache = loaded.new()
+
 function M.load(x)
+  if type(x) == "string" then  -- the common call: a name or a path, cached
+    local dev = cache:get(x)
+    if dev then return dev end
+  end
   if cdev.is(x) then return x end
   if type(x) ~= "string" and type(x) ~= "table" then
     error("device.load: expected a device name, a path or a table, got " .. type(x), 2)
   end
-  return load_source(x, {}, 0, nil)
+  if type(x) == "table" then return load_source(x, {}, 0, nil) end
+  local deps, dev = {}, nil
+  deps_sink = deps
+  local err
+  dev, err = load_source(x, {}, 0, nil)
+  deps_sink = nil
+  if dev then cache:put(x, dev, deps) end
+  return dev, err
 end
 
 -- names() -> sorted names of the bundled devices

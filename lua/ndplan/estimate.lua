@@ -14,6 +14,7 @@
 -- layout = "balanced" moves layers between stages to balance the slowest one within
 -- max_mem (ndplan.c.estimate.balance); the default "even" keeps the even split.
 local core = require "ndplan.c.estimate"
+local type, pairs, rawset, math_type = type, pairs, rawset, math.type  -- per-call lookups
 
 local M = {}
 
@@ -29,6 +30,18 @@ local OTHER_KEYS = {model = true, strict = true, device = true, devices = true,
                     global_batch = true,
                     seq_len = true, max_mem = true, costs = true, recompute_modes = true,
                     layout = true, stack = true}
+local IS_STRATEGY_KEY, KNOWN, NOT_STRATEGY = {}, {}, {}
+for _, k in ipairs(STRATEGY_KEYS) do IS_STRATEGY_KEY[k], KNOWN[k] = true, true end
+for _, set in ipairs({OTHER_KEYS, DERIVED_KEYS}) do
+  for k in pairs(set) do KNOWN[k], NOT_STRATEGY[k] = true, true end
+end
+
+-- nd.model and nd.device's loaders (their caches), found once
+local LOADERS = {}
+local function loader(kind)
+  LOADERS[kind] = require("ndplan." .. kind).load
+  return LOADERS[kind]
+end
 
 -- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
 -- loaded (nd.model / nd.device), an object is kept | nil, message. opts.strict (models):
@@ -38,7 +51,7 @@ function M.resolve(kind, x, opts)
     return require("ndplan.model").load(x, {strict = true})
   end
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
-    return require("ndplan")[kind](x)
+    return (LOADERS[kind] or loader(kind))(x)
   end
   if x == nil then return nil, kind .. ": missing" end
   return x
@@ -48,20 +61,25 @@ end
 -- names: a missing model or device, an argument of the wrong Lua type among the job's and
 -- the budget's. What depends on the data (an unknown name, devices = 0) is left to return
 -- nil, message.
+local function check_object(fname, k, v)
+  if v == nil then error(string.format("%s: %s: missing", fname, k), 4) end
+  local t = type(v)
+  if t ~= "string" and t ~= "table" and t ~= "userdata" then
+    error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
+                        fname, k, t), 4)
+  end
+end
+local function check_count(fname, k, v)
+  if type(v) ~= "number" then
+    error(string.format("%s: %s: expected an integer, got %s", fname, k, type(v)), 4)
+  end
+end
 function M.check_misuse(fname, args)
-  for _, k in ipairs({"model", "device"}) do
-    local v = args[k]
-    if v == nil then error(string.format("%s: %s: missing", fname, k), 3) end
-    if type(v) ~= "string" and type(v) ~= "table" and type(v) ~= "userdata" then
-      error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
-                          fname, k, type(v)), 3)
-    end
-  end
-  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
-    if type(args[k]) ~= "number" then
-      error(string.format("%s: %s: expected an integer, got %s", fname, k, type(args[k])), 3)
-    end
-  end
+  check_object(fname, "model", args.model)
+  check_object(fname, "device", args.device)
+  check_count(fname, "devices", args.devices)
+  check_count(fname, "global_batch", args.global_batch)
+  check_count(fname, "seq_len", args.seq_len)
   local mm = args.max_mem
   if mm ~= nil and type(mm) ~= "number" and type(mm) ~= "string" then
     error(string.format("%s: max_mem: expected bytes or a size like \"80GiB\", got %s", fname,
@@ -72,7 +90,7 @@ end
 -- The memory budget: an explicit max_mem (bytes or a size string), else the device's
 -- capacity; the device's runtime reserve is part of every stage's peak.
 function M.budget(device, max_mem)
-  if max_mem == nil then return device:totable().hbm_bytes end
+  if max_mem == nil then return device.hbm_bytes end
   return M.check_bytes("max_mem", max_mem)
 end
 
@@ -101,23 +119,85 @@ end
 -- device's efficiencies and under the caller's costs.
 function M.with_stack(args, device)
   local stack = require "ndplan.stack"
-  local s, err = stack.load(args.stack)
+  local s, err = stack.shared(args.stack)  -- the cached profile: only read here
   if err then return nil, "stack: " .. err end
   return stack.apply(s, device, args.costs)
 end
 
--- The step-time band of a result from its stack's residuals (nil without a profile).
-local function add_band(result, model, strategy, info)
-  local stack = require "ndplan.stack"
-  local moe = model.num_experts > 0
-  local b = stack.band(info, strategy.precision or "bf16", moe)
-  if b then
-    b.low_s = result.step_time_s / (1 + b.pct / 100)
-    b.high_s = result.step_time_s * (1 + b.pct / 100)
-    b.stack = info.name
-    b.device = info.device_fit
+-- with_stack for nd.estimate's calls: without costs of the caller's, a (profile, device)
+-- pair is applied once and its costs read once (core.pack_costs); the profile comes from
+-- stack.shared's cache and none of it is handed out (result.stack is a copy of the names).
+local applied = setmetatable({}, {__mode = "k"})  -- profile -> device -> {device, costs, info}
+local stack_lib
+local function stacked(args, device)
+  if args.costs ~= nil then return M.with_stack(args, device) end
+  local stack = stack_lib or require "ndplan.stack"
+  stack_lib = stack
+  local s, err = stack.shared(args.stack)
+  if err then return nil, "stack: " .. err end
+  if s == nil then return device, nil, nil end
+  local per = applied[s]
+  if not per then
+    per = setmetatable({}, {__mode = "k"})
+    applied[s] = per
   end
-  result.step_time_band = b
+  local hit = per[device]
+  if not hit then
+    local dev, costs, info = stack.apply(s, device, nil)
+    if not dev then return nil, costs end
+    hit = {dev, core.pack_costs(costs), info}
+    per[device] = hit
+  end
+  return hit[1], hit[2], hit[3]
+end
+
+-- The step-time band of a result from its stack's residuals (nil without a profile). The
+-- band's figures depend on (the stack's entry for the device, precision, MoE) alone: found
+-- once per triple, copied into each result's own table.
+local stack_module
+local band_of = setmetatable({}, {__mode = "k"})  -- info -> "precision/moe" -> band | false
+local function add_band(result, moe, strategy, info)
+  if not info then return end
+  local stack = stack_module or require "ndplan.stack"
+  stack_module = stack
+  local precision = strategy.precision or "bf16"
+  local per = band_of[info]
+  if not per then per = {}; band_of[info] = per end
+  local key = type(precision) == "string" and (moe and "moe:" or "dense:") .. precision
+  local found = key and per[key]
+  if found == nil then
+    found = stack.band(info, precision, moe) or false
+    if key then per[key] = found end
+  end
+  if not found then return end
+  local t, pct = result.step_time_s, found.pct
+  -- the fields stack.band gives, and the band around this step time
+  rawset(result, "step_time_band", {pct = pct, bias = found.bias, runs = found.runs,
+                           regime = found.regime, widened = found.widened,
+                           low_s = t / (1 + pct / 100), high_s = t * (1 + pct / 100),
+                           stack = info.name, device = info.device_fit})
+end
+
+-- What nd.estimate reads of a model on every call (each read of a model's field is a call
+-- into the binding): by model, which is immutable.
+local facts_of = setmetatable({}, {__mode = "k"})
+local function model_facts(model)
+  local f = facts_of[model]
+  if not f then
+    local nkv = model.num_kv_heads
+    f = {name = model.name, moe = model.num_experts > 0, kv_heads = nkv > 0 and nkv or nil}
+    facts_of[model] = f
+  end
+  return f
+end
+local facts_of_device = setmetatable({}, {__mode = "k"})
+local function device_facts(device)
+  local f = facts_of_device[device]
+  if not f then
+    f = {name = device.name, hbm_bytes = device.hbm_bytes}
+    facts_of_device[device] = f
+  end
+  return f
 end
 
 -- tp_warning(tp, kv_heads) -> a warning when a pinned TP is legal but wasteful: above the
@@ -149,37 +229,54 @@ local function agreed_layout(strategy, model)
   strategy.stage_layers = nil
 end
 
+-- the core counts devices and tokens in 32-bit ints: a billion is the documented ceiling
+local LIMIT = {devices = 1e9, global_batch = 1e15, seq_len = 1e9}
+local STRICT = {strict = true}
+
+-- A job field that is no integer from 1 to its ceiling -> the message, else nil.
+local function job_error(k, v)
+  if math_type(v) ~= "integer" or v < 1 then
+    return string.format("%s: expected a positive integer, got %s", k, tostring(v))
+  end
+  if v > LIMIT[k] then
+    return string.format("%s: %d is out of range (at most %.0f)", k, v, LIMIT[k])
+  end
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
   for k in pairs(args) do
-    local known = OTHER_KEYS[k] or DERIVED_KEYS[k]
-    for _, s in ipairs(STRATEGY_KEYS) do known = known or s == k end
-    if not known then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
+    if not KNOWN[k] then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
+  end
+  -- the strategy: the arguments themselves where nothing below changes it (the binding skips
+  -- the other arguments, NOT_STRATEGY), else a copy of the strategy keys
+  local rc = args.recompute
+  local sl = args.stage_layers
+  local in_place = (sl == nil or type(sl) ~= "table") and rc ~= "per_layer"
+                   and rc ~= "megatron" and (args.layout == nil or args.layout == "even")
+  local strategy = args
+  if not in_place then
+    strategy = {}
+    for k, v in pairs(args) do
+      if IS_STRATEGY_KEY[k] then strategy[k] = v end
+    end
   end
   M.check_misuse("nd.estimate", args)
-  local model, merr = M.resolve("model", args.model, {strict = args.strict})
+  local model, merr = M.resolve("model", args.model, args.strict and STRICT or nil)
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)
   if not device then return nil, derr end
   local costs, sinfo
-  device, costs, sinfo = M.with_stack(args, device)
+  device, costs, sinfo = stacked(args, device)
   if not device then return nil, costs end
-  local strategy = {}
-  for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = args[k] end
   local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
-  -- the core counts devices and tokens in 32-bit ints: a billion is the documented ceiling
-  local LIMIT = {devices = 1e9, global_batch = 1e15, seq_len = 1e9}
-  for _, k in ipairs({"devices", "global_batch", "seq_len"}) do
-    if math.type(job[k]) ~= "integer" or job[k] < 1 then
-      return nil, string.format("%s: expected a positive integer, got %s", k, tostring(job[k]))
-    end
-    if job[k] > LIMIT[k] then
-      return nil, string.format("%s: %d is out of range (at most %.0f)", k, job[k], LIMIT[k])
-    end
-  end
-  if type(strategy.stage_layers) == "table" then agreed_layout(strategy, model) end
-  if type(strategy.pipeline_model_parallel_layout) == "string" then
+  local jerr = job_error("devices", job.devices) or job_error("global_batch", job.global_batch)
+               or job_error("seq_len", job.seq_len)
+  if jerr then return nil, jerr end
+  if not in_place and type(strategy.stage_layers) == "table" then agreed_layout(strategy, model) end
+  local pl = strategy.pipeline_model_parallel_layout
+  if pl ~= nil and type(pl) == "string" then
     -- a layout string that does not parse is a refusal (nil, message), as its counts are
     local ok, lay, why = pcall(core.layout, {pp = strategy.pp, vpp = strategy.vpp,
                                 pipeline_model_parallel_layout = strategy.pipeline_model_parallel_layout},
@@ -187,7 +284,9 @@ function M.estimate(args)
     if not ok then return nil, (tostring(lay):gsub("^pipeline_model_parallel_layout: ", "")) end
     if not lay and not why:match("^layout: the layout places") then return nil, why end
   end
-  local budget, berr = M.budget(device, args.max_mem)
+  local budget, berr
+  if args.max_mem == nil then budget = device_facts(device).hbm_bytes  -- as M.budget
+  else budget, berr = M.budget(device, args.max_mem) end
   if not budget then return nil, berr end
   local result, why
   -- "per_layer" with the layers' modes given (a result's strategy) prices them as given
@@ -233,20 +332,30 @@ function M.estimate(args)
     if args.recompute_modes ~= nil then
       error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
     end
-    result, why = core.run(model, device, job, strategy, costs)
+    result, why = core.run(model, device, job, strategy, costs, in_place and NOT_STRATEGY or nil)
   end
   if not result then return nil, why, least end
-  result.budget_bytes = budget
-  result.fits = result.peak_memory_bytes <= budget
-  result.over_bytes = math.max(0, result.peak_memory_bytes - budget)
-  result.model = model.name
-  result.device = device.name
-  result.job = job
-  result.stack = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
-  add_band(result, model, strategy, sinfo)
-  local nkv = model.num_kv_heads
-  local wasted = M.tp_warning(result.strategy.tp, nkv > 0 and nkv or nil)
-  if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
+  local facts = model_facts(model)
+  local peak = result.peak_memory_bytes
+  local dname = device_facts(device).name
+  -- set raw: none is one of the fields a result builds on first read
+  rawset(result, "budget_bytes", budget)
+  rawset(result, "fits", peak <= budget)
+  rawset(result, "over_bytes", math.max(0, peak - budget))
+  rawset(result, "model", facts.name)
+  rawset(result, "device", dname)
+  rawset(result, "job", job)
+  if sinfo then
+    rawset(result, "stack", {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note})
+    add_band(result, facts.moe, strategy, sinfo)
+  end
+  -- the strategy's tp as the binding read it (1 when absent): result.strategy is built
+  -- only when read
+  local tp = strategy.tp
+  if tp ~= nil and facts.kv_heads and tp ~= 1 then
+    local wasted = M.tp_warning(math.tointeger(tp), facts.kv_heads)
+    if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
+  end
   return result
 end
 

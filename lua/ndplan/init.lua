@@ -19,7 +19,11 @@ function nd.devices() return require("ndplan.device").names() end
 
 -- nd.estimate{model=, device=, devices=, global_batch=, seq_len=, tp=, ...}
 --   -> result | nil, message: memory per stage and step time of one strategy
-function nd.estimate(args) return require("ndplan.estimate").estimate(args) end
+local estimate_module  -- loaded on first use, then kept: nd.estimate is called in loops
+function nd.estimate(args)
+  estimate_module = estimate_module or require("ndplan.estimate")
+  return estimate_module.estimate(args)
+end
 -- nd.search{...}: every valid strategy priced and ranked (ndplan.search) -> ranked, info
 function nd.search(args) return require("ndplan.search").search(args) end
 

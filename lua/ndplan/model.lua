@@ -15,6 +15,7 @@ local bundle = require "ndplan.c.bundle"
 local cmodel = require "ndplan.c.model"
 local json = require "ndplan.json"
 local hfconfig = require "ndplan.hfconfig"
+local loaded = require "ndplan.loaded"
 
 local M = {}
 
@@ -100,7 +101,8 @@ local function with_position(path, msg)
   return string.format("%s:%d:%d%s", path, line, col, msg:sub(#path + 1))
 end
 
-local function from_file(path, strict)
+local function from_file(path, strict, deps)
+  if deps then loaded.watch(deps, path) end
   local cfg, err = decode_file(path)
   if cfg == nil then return nil, err end
   local m, merr = from_config(cfg, name_from_path(path), path, strict)
@@ -108,7 +110,41 @@ local function from_file(path, strict)
   return m, merr
 end
 
+-- A name or a path -> model | nil, message; deps gets the files read (ndplan.loaded).
+local function from_string(x, strict, deps)
+  local lower = x:lower()
+  if lower:match("%.json$") or lower:match("%.ya?ml$") then return from_file(x, strict, deps) end
+  local name = bundled_name(x)
+  if name then
+    loaded.bundled(deps, DIR .. "/" .. name .. ".json")
+    local text, shown = bundle.read(DIR .. "/" .. name .. ".json")
+    if not text then return nil, shown end
+    local cfg, err = json.decode(text, shown)
+    if cfg == nil then return nil, err end
+    return from_config(cfg, name, shown, strict)
+  end
+  local dir_config = x:gsub("/+$", "") .. "/config.json"
+  if is_file(dir_config) then return from_file(dir_config, strict, deps) end
+  if is_file(x) then return from_file(x, strict, deps) end
+  if x:match("^[%w][%w._-]*/[%w][%w._-]*$") then  -- org/name: a Hugging Face Hub id
+    return nil, ("'%s' looks like a Hugging Face Hub id, and ndplan does not download: fetch"
+                 .. " its config.json (huggingface-cli download %s config.json --local-dir DIR,"
+                 .. " or https://huggingface.co/%s/resolve/main/config.json) and give -m DIR"
+                 .. " or -m DIR/config.json"):format(x, x, x)
+  end
+  return nil, ("unknown model '%s': not a bundled model (%s) nor a readable file")
+                :format(x, table.concat(M.names(), ", "))
+end
+
+-- Models loaded from a name or a path, by (strict, the string): a model is immutable, so
+-- callers share it; a file that changes is read again (ndplan.loaded).
+local cache = loaded.new()
+
 function M.load(x, opts)
+  if opts == nil and type(x) == "string" then  -- the common call: a name or a path, cached
+    local m = cache:get(x)
+    if m then return m end
+  end
   if opts ~= nil and type(opts) ~= "table" then
     error("ndplan.model.load: expected a table of options, got " .. type(opts), 2)
   end
@@ -128,27 +164,14 @@ function M.load(x, opts)
   if type(x) ~= "string" then
     error("ndplan.model.load: expected a model name, a path or a table, got " .. type(x), 2)
   end
-  local lower = x:lower()
-  if lower:match("%.json$") or lower:match("%.ya?ml$") then return from_file(x, strict) end
-  local name = bundled_name(x)
-  if name then
-    local text, shown = bundle.read(DIR .. "/" .. name .. ".json")
-    if not text then return nil, shown end
-    local cfg, err = json.decode(text, shown)
-    if cfg == nil then return nil, err end
-    return from_config(cfg, name, shown, strict)
-  end
-  local dir_config = x:gsub("/+$", "") .. "/config.json"
-  if is_file(dir_config) then return from_file(dir_config, strict) end
-  if is_file(x) then return from_file(x, strict) end
-  if x:match("^[%w][%w._-]*/[%w][%w._-]*$") then  -- org/name: a Hugging Face Hub id
-    return nil, ("'%s' looks like a Hugging Face Hub id, and ndplan does not download: fetch"
-                 .. " its config.json (huggingface-cli download %s config.json --local-dir DIR,"
-                 .. " or https://huggingface.co/%s/resolve/main/config.json) and give -m DIR"
-                 .. " or -m DIR/config.json"):format(x, x, x)
-  end
-  return nil, ("unknown model '%s': not a bundled model (%s) nor a readable file")
-                :format(x, table.concat(M.names(), ", "))
+  local key = (strict and "strict:" or "") .. x
+  local m = cache:get(key)
+  if m then return m end
+  local deps = {}
+  local err
+  m, err = from_string(x, strict, deps)
+  if m then cache:put(key, m, deps) end
+  return m, err
 end
 
 -- config(x) -> the raw config table a bundled name, a file or a table gives (what the

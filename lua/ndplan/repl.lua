@@ -34,8 +34,11 @@ end
 ---------------------------------------------------------------------------------------------
 -- Printing
 ---------------------------------------------------------------------------------------------
+-- (an estimate's table has its own metatable, building its bulky fields on first read)
 local function is_estimate(v)
-  return type(v) == "table" and getmetatable(v) == nil and type(v.step_time_s) == "number"
+  local mt = type(v) == "table" and getmetatable(v)
+  return type(v) == "table" and (mt == nil or mt == "ndplan.estimate")
+    and type(v.step_time_s) == "number"
     and type(v.stages) == "table" and type(v.strategy) == "table" and type(v.job) == "table"
     and type(v.time_parts_s) == "table"
 end

@@ -20,6 +20,7 @@
 -- the device file's efficiencies and the estimators' default costs.
 local bundle = require "ndplan.c.bundle"
 local yaml = require "ndplan.yaml"
+local loaded = require "ndplan.loaded"
 
 local M = {}
 
@@ -71,38 +72,75 @@ local function check(doc, src)
                        memory_band = doc.memory_band or 0}, Stack)
 end
 
--- load(x) -> stack | nil, message. x: a bundled name, a path to a YAML profile, a table of
--- the same shape, or a loaded stack (returned as is). "none" gives nil and no message.
--- Bundled profiles are parsed once per process; applying a profile to a device builds the
--- device with its efficiencies once per (profile, device): nd.estimate does both every call.
-local parsed = {}
-local applied = setmetatable({}, {__mode = "k"})
-
-function M.load(x)
-  if getmetatable(x) == Stack then return x end
-  if x == nil then x = M.DEFAULT end
-  if x == "none" then return nil end
-  if type(x) == "table" then return check(x, "(stack table)") end
-  if type(x) ~= "string" then
-    error("stack.load: expected a profile name, a path or a table, got " .. type(x), 2)
-  end
-  local text, name
+-- Reads a name or a path (deps: the files read, ndplan.loaded) -> stack | nil, message.
+local function read_profile(x, deps)
   local bundled = M.CATALOG .. "/" .. x:lower() .. ".yaml"
-  for _, p in ipairs(bundle.list(M.CATALOG)) do
-    if p == bundled then text, name = bundle.read(p) end
-  end
-  if text and parsed[bundled] then return parsed[bundled] end
-  local doc, err
-  if text then doc, err = yaml.decode(text, name)
-  elseif looks_like_path(x) then doc, err = yaml.load_file(x); name = x
+  local found = false
+  for _, p in ipairs(bundle.list(M.CATALOG)) do found = found or p == bundled end
+  local doc, err, name
+  if found then
+    loaded.bundled(deps, bundled)  -- its stat before the read
+    local text
+    text, name = bundle.read(bundled)
+    if not text then return nil, name end
+    doc, err = yaml.decode(text, name)
+  elseif looks_like_path(x) then
+    loaded.watch(deps, x)
+    doc, err = yaml.load_file(x)
+    name = x
   else
     return nil, string.format("unknown stack '%s' (bundled: %s, none; or a path to a .yaml "
                               .. "profile)", x, table.concat(M.names(), ", "))
   end
   if doc == nil then return nil, err end
-  local s, cerr = check(doc, name)
-  if text then parsed[bundled] = s end
-  return s, cerr
+  return check(doc, name)
+end
+
+-- Profiles read from a name or a path, parsed once while their file is unchanged; shared by
+-- nd.estimate's calls (applying one to a device builds that device once per pair), never
+-- handed to a caller, who gets a copy from load.
+local cache = loaded.new()
+local applied = setmetatable({}, {__mode = "k"})
+
+-- shared(x) -> the cached profile (not to be changed) | nil [, message]: as load.
+function M.shared(x)
+  if x == nil then x = M.DEFAULT end
+  if type(x) == "string" and x ~= "none" then  -- the common call: a name or a path, cached
+    local s = cache:get(x)
+    if s then return s end
+  end
+  if getmetatable(x) == Stack then return x end
+  if x == nil then x = M.DEFAULT end
+  if x == "none" then return nil end
+  if type(x) == "table" then return check(x, "(stack table)") end
+  if type(x) ~= "string" then
+    error("stack.load: expected a profile name, a path or a table, got " .. type(x), 3)
+  end
+  local s = cache:get(x)
+  if s then return s end
+  local deps, err = {}, nil
+  s, err = read_profile(x, deps)
+  if s then cache:put(x, s, deps) end
+  return s, err
+end
+
+-- A copy of the plain tables under t (values with a metatable, such as yaml.null, are kept).
+local function copy(t)
+  if type(t) ~= "table" or getmetatable(t) ~= nil then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = copy(v) end
+  return out
+end
+
+-- load(x) -> stack | nil, message. x: a bundled name, a path to a YAML profile, a table of
+-- the same shape, or a loaded stack (returned as is). "none" gives nil and no message. A
+-- name or a path gives the caller's own copy of the cached profile.
+function M.load(x)
+  local s, err = M.shared(x)
+  if not s or s == x or type(x) == "table" then return s, err end
+  local fields = {}
+  for k, v in pairs(s) do fields[k] = copy(v) end
+  return setmetatable(fields, Stack)
 end
 
 -- The profile's entry for a device: its own fit, or the fallback's (and which).
@@ -150,7 +188,8 @@ function M.family(precision)
   return (tostring(precision or "bf16"):match("^[^:]+"))
 end
 
--- band(info, precision, moe) -> {pct, runs, regime, widened} : the step-time uncertainty of an
+-- band(info, precision, moe) -> {pct, bias, runs, regime, widened} (nd.estimate copies these
+-- five into each result) : the step-time uncertainty of an
 -- estimate from the profile's residuals in its regime (device, precision, dense or MoE). A
 -- regime without runs takes twice the widest band the device has, and says so.
 function M.band(info, precision, moe)

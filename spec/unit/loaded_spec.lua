@@ -1,0 +1,176 @@
+-- nd.estimate by name at C speed (issue 18): loaded models, devices and stack profiles are
+-- kept by name and path and read again when their file changes; results build their bulky
+-- fields on first read; nothing a caller changes reaches the next call.
+require "ndplan"
+local nd = require "ndplan"
+local json = require "ndplan.json"
+local files = require "ndplan.c.files"
+require("ndplan.stack").DEFAULT = "none"
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- A Llama-shaped config.json with `layers` decoder layers.
+local function llama(layers)
+  return json.encode({model_type = "llama", num_hidden_layers = layers, hidden_size = 1024,
+                      intermediate_size = 4096, num_attention_heads = 16,
+                      num_key_value_heads = 8, vocab_size = 32000,
+                      max_position_embeddings = 4096})
+end
+
+local function device_yaml(base, tflops)
+  return string.format("base: %s\npeak_tflops: {bf16: %d}\n", base, tflops)
+end
+
+local JOB = {devices = 8, global_batch = 64, seq_len = 2048}
+local function args(model, device, extra)
+  local a = {model = model, device = device, tp = 2}
+  for k, v in pairs(JOB) do a[k] = v end
+  for k, v in pairs(extra or {}) do a[k] = v end
+  return a
+end
+
+local dir
+before_each(function() dir = os.tmpname(); os.remove(dir); assert(files.mkdir(dir)) end)
+after_each(function()
+  for _, n in ipairs({"config.json", "base.yaml", "dev.yaml", "stack.yaml"}) do
+    os.remove(dir .. "/" .. n)
+  end
+  os.remove(dir)
+end)
+
+describe("the cache of loaded models and devices", function()
+  it("gives the same model and device for the same name, and for the same unchanged file", function()
+    assert.are.equal(nd.model("llama3.1-70b"), nd.model("llama3.1-70b"))
+    assert.are.equal(nd.model("llama3.1-70b"), nd.model("LLaMA3.1-70B") and nd.model("llama3.1-70b"))
+    assert.are.equal(nd.device("h100"), nd.device("h100"))
+    local path = dir .. "/config.json"
+    write(path, llama(8))
+    assert.are.equal(nd.model(path), nd.model(path))
+  end)
+
+  it("reads a model file again when it changes: the new layer count is priced", function()
+    local path = dir .. "/config.json"
+    write(path, llama(8))
+    local a = assert(nd.estimate(args(path, "h100")))
+    assert.are.equal(8, nd.model(path).num_layers)
+    write(path, llama(16))
+    local b = assert(nd.estimate(args(path, "h100")))
+    assert.are.equal(16, nd.model(path).num_layers)
+    assert.is_true(b.params.total > a.params.total)
+    assert.is_true(b.step_time_s > a.step_time_s)
+    -- the same answer as a model loaded afresh from a table of the same config
+    local fresh = assert(nd.estimate(args(json.decode(llama(16)), "h100")))
+    assert.are.equal(fresh.step_time_s, b.step_time_s)
+    assert.are.equal(fresh.params.total, b.params.total)
+    -- and the directory form of the same file follows it too
+    write(path, llama(12))
+    assert.are.equal(12, nd.model(dir).num_layers)
+    write(path, llama(10))
+    assert.are.equal(10, nd.model(dir).num_layers)
+  end)
+
+  it("reads a device file again when it changes, and when a file of its base chain does", function()
+    local base, dev = dir .. "/base.yaml", dir .. "/dev.yaml"
+    write(base, device_yaml("h100", 900))
+    write(dev, "base: base.yaml\nhbm: {capacity: 80GB}\n")
+    local a = assert(nd.estimate(args("llama3.1-8b", dev)))
+    assert.are.equal(900e12, nd.device(dev):totable().peak_flops.bf16)
+    write(base, device_yaml("h100", 450))  -- only the base changes
+    local b = assert(nd.estimate(args("llama3.1-8b", dev)))
+    assert.are.equal(450e12, nd.device(dev):totable().peak_flops.bf16)
+    assert.is_true(b.step_time_s > a.step_time_s)
+    write(dev, "base: base.yaml\nhbm: {capacity: 40GB}\n")
+    local c = assert(nd.estimate(args("llama3.1-8b", dev)))
+    assert.are.equal(40e9, c.budget_bytes)
+    assert.are.equal(b.step_time_s, c.step_time_s)
+  end)
+
+  it("reads a stack profile given by path again when it changes", function()
+    local path = dir .. "/stack.yaml"
+    write(path, "name: tmp\ncosts: {step_overhead: 0.01}\n")
+    local a = assert(nd.estimate(args("llama3.1-8b", "h100", {stack = path})))
+    write(path, "name: tmp\ncosts: {step_overhead: 0.5}\n")
+    local b = assert(nd.estimate(args("llama3.1-8b", "h100", {stack = path})))
+    assert.is_true(b.step_time_s > a.step_time_s)
+  end)
+
+  it("does not keep a file that failed to load", function()
+    local path = dir .. "/config.json"
+    write(path, "{not json")
+    assert.is_nil(nd.model(path))
+    write(path, llama(8))
+    assert.are.equal(8, assert(nd.model(path)).num_layers)
+  end)
+end)
+
+describe("what a caller changes does not reach the next call", function()
+  local A = args("llama3.1-70b", "h100", {devices = 64, global_batch = 512, seq_len = 8192,
+                                           tp = 8, pp = 4, sp = true, zero = 1})
+
+  it("a returned model, device and their tables", function()
+    local m, d = nd.model("llama3.1-70b"), nd.device("h100")
+    local before = json.encode(nd.estimate(A))
+    assert.has_error(function() m.num_layers = 1 end)
+    assert.has_error(function() d.hbm_bytes = 1 end)
+    local spec, canon, w = m:spec(), d:totable(), m:warnings()
+    spec.num_layers, canon.hbm_bytes, w[1] = 1, 1, "changed"
+    assert.are.equal(80, nd.model("llama3.1-70b").num_layers)
+    assert.are.equal(before, json.encode(nd.estimate(A)))
+  end)
+
+  it("a returned result, in any of its fields, built or not", function()
+    local r = assert(nd.estimate(A))
+    local before = json.encode(r)
+    r.stages[1].peak, r.stages[2].chunks[1].layers = 0, 0
+    r.strategy.tp, r.strategy.stage_layers[1] = 99, 0
+    r.memory_parts_bytes.weights, r.time_parts_s.forward = -1, -1
+    r.topology.tp.size, r.params.total, r.precision.recipe = 0, 0, "x"
+    r.job.devices, r.step_time_s = 1, 0
+    assert.are.equal(before, json.encode(nd.estimate(A)))
+    local s = assert(nd.estimate(A))
+    s.strategy = nil  -- never built: stays gone
+    assert.is_nil(s.strategy)
+    assert.is_nil(json.decode(json.encode(s)).strategy)
+  end)
+end)
+
+describe("lazy result tables", function()
+  local A = args("llama3.1-70b", "h100", {devices = 64, global_batch = 512, seq_len = 8192,
+                                           tp = 8, pp = 8, vpp = 5, sp = true,
+                                           recompute = "selective"})
+
+  it("list every field in pairs and read the same values in any order", function()
+    local r1, r2 = assert(nd.estimate(A)), assert(nd.estimate(A))
+    local keys = {}
+    for k in pairs(r1) do keys[#keys + 1] = k end
+    table.sort(keys)
+    assert.are.same({"allocated_bytes", "budget_bytes", "device", "fits", "hardware_flops",
+                     "heaviest_stage", "hfu", "job", "memory_parts_bytes", "mfu", "model",
+                     "model_flops", "over_bytes", "params", "peak_memory_bytes", "precision",
+                     "reserved_bytes", "schema", "stages", "step_time_s", "strategy",
+                     "time_parts_s", "tokens_per_s", "topology"}, keys)
+    -- r2 read field by field, the stages first, then encoded: the same bytes
+    local _ = r2.stages[8].chunks[5].first_layer, r2.topology, r2.strategy.tp
+    assert.are.equal(json.encode(r1), json.encode(r2))
+    assert.are.equal(8, #r2.stages)
+    assert.are.equal(5, #r2.stages[8].chunks)
+    assert.are.equal(r1.stages[3].peak, r2.stages[3].peak)
+  end)
+
+  it("give a strategy that passes straight back into nd.estimate", function()
+    local r = assert(nd.estimate(A))
+    local again = {}
+    for k, v in pairs(r.strategy) do again[k] = v end
+    for k, v in pairs(args("llama3.1-70b", "h100", JOB)) do
+      if again[k] == nil then again[k] = v end
+    end
+    again.devices, again.global_batch, again.seq_len = 64, 512, 8192
+    local r2 = assert(nd.estimate(again))
+    assert.are.equal(r.step_time_s, r2.step_time_s)
+    assert.are.equal(json.encode(r.stages), json.encode(r2.stages))
+  end)
+end)
