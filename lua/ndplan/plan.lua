@@ -125,9 +125,9 @@ local function savings_against_full(result, full)
   return out
 end
 
--- next_plans(args, model, plan) -> every plan with exactly one more layer fully recomputed
--- than `plan` that still fits the budget, priced by the estimator.
-function M.next_plans(args, model, plan, full)
+-- The estimates of every plan with exactly one more layer fully recomputed than `plan`
+-- that still fits the budget: {{result =, layer =}, ...} in layer order.
+local function one_more_full(args, plan)
   local out = {}
   for i, mode in ipairs(plan.layer_recompute) do
     if mode ~= "full" then
@@ -141,13 +141,49 @@ function M.next_plans(args, model, plan, full)
         ops[i] = {}
       end
       local r = price(args, per_layer, plan.stage_layers, ops)
-      if r and r.fits then
-        r.strategy.recompute = "per_layer"
-        out[#out + 1] = M.from_estimate(r, model, savings_against_full(r, full))
-      end
+      if r and r.fits then out[#out + 1] = {result = r, layer = i} end
     end
   end
   return out
+end
+
+local function as_plan(r, model, full)
+  r.strategy.recompute = "per_layer"
+  return M.from_estimate(r, model, savings_against_full(r, full))
+end
+
+-- next_plans(args, model, plan) -> every plan with exactly one more layer fully recomputed
+-- than `plan` that still fits the budget, priced by the estimator.
+function M.next_plans(args, model, plan, full)
+  local out = {}
+  for i, v in ipairs(one_more_full(args, plan)) do out[i] = as_plan(v.result, model, full) end
+  return out
+end
+
+-- The step of potentials: recompute.keep_potential over next_plans, each plan built only
+-- when the ones before it in keep_potential's order (score, memory, then layer order) did
+-- not qualify (building a plan costs more than pricing it).
+local function next_potential(args, model, current, kept, full)
+  local recompute = require "ndplan.recompute"
+  local priced = one_more_full(args, current)
+  local order = {}
+  for i, v in ipairs(priced) do
+    local score, peak = v.result.step_time_s, v.result.peak_memory_bytes / MiB
+    if type(score) ~= "number" or score ~= score or score == math.huge or score == -math.huge then
+      error(recompute.SORT_ERROR, 0)  -- as keep_potential's sort would
+    end
+    order[i] = {v = v, index = i, score = score, memory = peak == peak and peak or math.huge}
+  end
+  table.sort(order, function(a, b)
+    if a.score ~= b.score then return a.score < b.score end
+    if a.memory ~= b.memory then return a.memory < b.memory end
+    return a.index < b.index
+  end)
+  for _, o in ipairs(order) do
+    local nxt = recompute.keep_potential(current, kept, {as_plan(o.v.result, model, full)})
+    if nxt then return nxt end
+  end
+  return recompute.keep_potential(current, kept, {})  -- nothing qualifies (checks current)
 end
 
 -- potentials(args, model, first [, limit]) -> the retained sequence: first, then the
@@ -164,8 +200,7 @@ function M.potentials(args, model, first, limit)
   local kept = {first}
   local current = first
   while not limit or #kept <= limit do
-    local candidates = M.next_plans(args, model, current, full)
-    local nxt = recompute.keep_potential(current, kept, candidates)
+    local nxt = next_potential(args, model, current, kept, full)
     if not nxt then break end
     current = nxt
   end
