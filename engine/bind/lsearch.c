@@ -1040,6 +1040,19 @@ static int s_time_parts (lua_State *L) {
   return 1;
 }
 
+/* plan_modes() -> the modes a per-layer plan of the walk chooses from
+   (ND_SEARCH_PLAN_MODES), as nd.estimate's recompute_modes */
+static int s_plan_modes (lua_State *L) {
+  int r, n = 0;
+  lua_newtable(L);
+  for (r = 0; r < ND_RECOMPUTE_COUNT; r++)
+    if (ND_SEARCH_PLAN_MODES & (1u << r)) {
+      lua_pushstring(L, nd_recompute_name((nd_recompute)r));
+      lua_rawseti(L, -2, ++n);
+    }
+  return 1;
+}
+
 /* cores() -> the processors online (the default of -j) */
 static int s_cores (lua_State *L) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1061,6 +1074,7 @@ static const luaL_Reg funcs[] = {
   {"pinned", s_pinned},
   {"stderr_is_terminal", s_stderr_is_terminal},
   {"cores", s_cores},
+  {"plan_modes", s_plan_modes},
   {"time_parts", s_time_parts},
   {"guard", s_guard},
   {"tripped", s_tripped},

@@ -147,6 +147,37 @@ local function one_more_full(args, plan)
   return out
 end
 
+-- The same variants priced in one call (ndplan.c.estimate.one_more_full): {{layer =,
+-- step_time_s =, peak_memory_bytes =}, ...} for those that fit, in layer order; each one's
+-- full result is priced (price) only when it is needed. The model, device, costs and
+-- budget are the ones nd.estimate resolves for the plan's arguments (checked against its
+-- price of the plan itself).
+local function one_more_full_batch(args, plan)
+  local est = require "ndplan.estimate"
+  local core = require "ndplan.c.estimate"
+  local a = {}
+  for k, v in pairs(args) do a[k] = v end
+  a.recompute, a.recompute_modes, a.layout = nil, nil, nil
+  a.layer_recompute, a.layer_selective_ops = plan.layer_recompute, plan.layer_selective_ops
+  est.pin_layout(a, plan.stage_layers)
+  local model = est.resolve("model", a.model, {strict = a.strict})
+  local device = model and est.resolve("device", a.device)
+  local costs
+  if device then device, costs = est.with_stack(a, device) end
+  local budget = device and est.budget(device, a.max_mem)
+  if not budget then return nil end
+  local strategy = {}
+  for _, k in ipairs(core.names().strategy_keys) do strategy[k] = a[k] end
+  local job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}
+  local ok, rows = pcall(core.one_more_full, model, device, job, strategy, costs)
+  if not ok then return nil end
+  local out = {}
+  for _, r in ipairs(rows) do
+    if r.peak_memory_bytes <= budget then out[#out + 1] = r end
+  end
+  return out
+end
+
 local function as_plan(r, model, full)
   r.strategy.recompute = "per_layer"
   return M.from_estimate(r, model, savings_against_full(r, full))
@@ -165,10 +196,27 @@ end
 -- not qualify (building a plan costs more than pricing it).
 local function next_potential(args, model, current, kept, full)
   local recompute = require "ndplan.recompute"
-  local priced = one_more_full(args, current)
+  local priced = one_more_full_batch(args, current)
+  local function result_of(v)  -- the variant's full result, priced as next_plans prices it
+    if v.result then return v.result end
+    local per_layer, ops = {}, nil
+    for j, m in ipairs(current.layer_recompute) do per_layer[j] = m end
+    per_layer[v.layer] = "full"
+    if current.layer_selective_ops then
+      ops = {}
+      for j, o in ipairs(current.layer_selective_ops) do ops[j] = o end
+      ops[v.layer] = {}
+    end
+    local r = assert(price(args, per_layer, current.stage_layers, ops))
+    assert(r.step_time_s == v.step_time_s and r.peak_memory_bytes == v.peak_memory_bytes,
+           "plan: the batch and nd.estimate priced a variant differently")
+    return r
+  end
+  if not priced then priced = one_more_full(args, current) end
   local order = {}
   for i, v in ipairs(priced) do
-    local score, peak = v.result.step_time_s, v.result.peak_memory_bytes / MiB
+    local score = v.result and v.result.step_time_s or v.step_time_s
+    local peak = (v.result and v.result.peak_memory_bytes or v.peak_memory_bytes) / MiB
     if type(score) ~= "number" or score ~= score or score == math.huge or score == -math.huge then
       error(recompute.SORT_ERROR, 0)  -- as keep_potential's sort would
     end
@@ -180,7 +228,7 @@ local function next_potential(args, model, current, kept, full)
     return a.index < b.index
   end)
   for _, o in ipairs(order) do
-    local nxt = recompute.keep_potential(current, kept, {as_plan(o.v.result, model, full)})
+    local nxt = recompute.keep_potential(current, kept, {as_plan(result_of(o.v), model, full)})
     if nxt then return nxt end
   end
   return recompute.keep_potential(current, kept, {})  -- nothing qualifies (checks current)
