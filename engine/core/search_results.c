@@ -212,15 +212,31 @@ int nd_search_csv_header (FILE *f) {
   return ferror(f) ? -1 : 0;
 }
 
+/* ",%.0f" of x, the same bytes: a whole number below 2^53 (every byte count) is written
+   as an integer after rint (round half to even, as printf rounds); else by printf. */
+static void put_whole (FILE *f, double x) {
+  if (x >= 0.0 && !signbit(x) && x < 9007199254740992.0) {  /* -0.0 prints "-0" */
+    char buf[24], *p = buf + sizeof buf;
+    unsigned long long v = (unsigned long long)rint(x);
+    *--p = '\0';
+    do { *--p = (char)('0' + v % 10); v /= 10; } while (v);
+    *--p = ',';
+    fputs(p, f);
+  }
+  else fprintf(f, ",%.0f", x);
+}
+
 int nd_search_csv_row (FILE *f, const nd_search_row *r) {
   const nd_candidate *c = &r->c;
   int i;
-  fprintf(f, "%llu,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%s,%.9g,%.6g,%.6g,%.0f,%d,%s,%.0f",
+  fprintf(f, "%llu,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%s,%.9g,%.6g,%.6g",
           r->index + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep, c->etp,
           c->sp ? "true" : "false", c->zero, c->mbs, c->mb,
-          nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s,
-          r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
-  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) fprintf(f, ",%.0f", r->mem[i]);
+          nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s, r->mfu);
+  put_whole(f, r->peak);
+  fprintf(f, ",%d,%s", r->heaviest, r->fits ? "true" : "false");
+  put_whole(f, r->over);
+  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) put_whole(f, r->mem[i]);
   for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
   fprintf(f, ",%s,%d,%s\n", nd_recipe_get((nd_recipe_id)c->precision)->name, c->dp_shard,
           nd_layout_variant_name(c->layout));  /* the layout last, as before */

@@ -234,6 +234,44 @@ static void check_csv_and_points (const nd_model_spec *m, const nd_device *d,
   nd_search_results_free(&r);
 }
 
+/* The csv row's whole numbers are printf's %.0f bytes: halves round to even, -0 stays. */
+static void check_csv_numbers (void) {
+  static const double v[] = {0.0, -0.0, 0.5, 1.5, 2.5, 123456789.4999999, 79.6e9, 1e17, 1e300,
+                             -3.5, 9007199254740991.0};
+  size_t i;
+  for (i = 0; i < sizeof v / sizeof v[0]; i++) {
+    nd_search_row row;
+    char got[4096], want[128], *tail;
+    FILE *f = tmpfile();
+    size_t n;
+    int k;
+    if (!f) { CHECK(0, "tmpfile"); return; }
+    memset(&row, 0, sizeof row);
+    row.c.dp = row.c.tp = row.c.pp = row.c.vpp = row.c.cp = row.c.ep = row.c.etp = 1;
+    row.c.mbs = row.c.mb = 1;
+    row.peak = v[i];
+    row.over = v[i];
+    for (k = 0; k < ND_SEARCH_MEM_PARTS; k++) row.mem[k] = v[i];
+    CHECK(nd_search_csv_row(f, &row) == 0, "write");
+    rewind(f);
+    n = fread(got, 1, sizeof got - 1, f);
+    got[n] = '\0';
+    fclose(f);
+    /* fields 17 (peak), 20 (over) and 21-27 (memory parts) */
+    snprintf(want, sizeof want, ",%.0f,", v[i]);
+    tail = got;
+    for (k = 0; k < 16; k++) tail = strchr(tail, ',') + 1;
+    CHECK(strncmp(tail - 1, want, strlen(want)) == 0, "peak %.17g: wrote %.30s, printf %s", v[i],
+          tail - 1, want);
+    for (k = 0; k < 3; k++) tail = strchr(tail, ',') + 1;
+    for (k = 0; k < 1 + ND_SEARCH_MEM_PARTS; k++) {
+      CHECK(strncmp(tail - 1, want, strlen(want)) == 0, "field %d of %.17g: %.30s, printf %s",
+            20 + k, v[i], tail - 1, want);
+      tail = strchr(tail, ',') + 1;
+    }
+  }
+}
+
 /* Over the whole walk: every admitted candidate (the walk's check passed) resolves, and a
    resolved strategy resolves to itself; the admitted count is what the counts leave. */
 typedef struct walk_check { const nd_model_spec *m; const nd_job *job; nd_strategy base;
@@ -302,6 +340,7 @@ int main (void) {
   check_misses(m, &dev, &job, 8e9);
   check_postfilter(m, &dev, &job, 40e9);
   check_csv_and_points(m, &dev, &job);
+  check_csv_numbers();
   check_walk_resolves(m, &dev, &job);
   free(m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
