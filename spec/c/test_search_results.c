@@ -81,8 +81,8 @@ static void oracle (const nd_model_spec *m, const nd_device *d, const nd_job *jo
     collect_all(to, &every.rows[i], 1);
   }
   free(every.rows);
-  qsort(fit->rows, (size_t)fit->n, sizeof *fit->rows, by_rank);
-  qsort(over->rows, (size_t)over->n, sizeof *over->rows, by_over);
+  if (fit->n > 0) qsort(fit->rows, (size_t)fit->n, sizeof *fit->rows, by_rank);
+  if (over->n > 0) qsort(over->rows, (size_t)over->n, sizeof *over->rows, by_over);
 }
 
 /* exhaustive 0: the cuts prune (the ranking is still exact; misses are exact only when
