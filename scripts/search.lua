@@ -413,9 +413,9 @@ if out_dir then
     if not okc then fail_out(tostring(cerr)) end
     write_out("recompute_plot_groups.json", json.encode(plot_data) .. "\n")
   end
-  -- the chart's candidates come from this run's own results.csv, in the stage
+  -- the chart's candidates: the search's sample of the rows it wrote to results.csv
   local okr2, rep_err = require("ndplan.report").search_report(stage.dir, doc.results,
-    outs.points(stage.dir .. "/results.csv", doc.results, info.priced), info.budget_bytes,
+    outs.points(info.results, doc.results, info.priced), info.budget_bytes,
     plot_data, {priced = info.priced, fit = info.fit})
   if not okr2 then fail_out(tostring(rep_err)) end
   if export_formats and doc.results[1] then

@@ -901,6 +901,43 @@ static int e_run (lua_State *L) {
 }
 
 /*
+** one_more_full(model, device, job, strategy [, costs]) -> {{layer =, step_time_s =,
+** peak_memory_bytes =}, ...}: a per-layer strategy (layer_recompute given) priced again
+** with each layer that is not fully recomputed turned full (its own selective switches
+** cleared), one entry per variant the estimator prices, in layer order (1-based). The
+** recompute potentials' step (ndplan.plan) in one call instead of one nd.estimate each.
+*/
+static int e_one_more_full (lua_State *L) {
+  call_args a;
+  nd_estimate *e;
+  nd_strategy *v;
+  char err[256];
+  int i, n = 0, layers;
+  read_call(L, 5, &a);
+  if (!a.st->per_layer) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  v = (nd_strategy *)lua_newuserdatauv(L, sizeof *v, 0);
+  lua_getfield(L, 4, "layer_recompute");  /* the layers the strategy states */
+  layers = (int)luaL_len(L, -1);
+  lua_pop(L, 1);
+  if (layers > ND_MAX_LAYERS) layers = ND_MAX_LAYERS;
+  lua_newtable(L);
+  for (i = 0; i < layers; i++) {
+    if (a.st->layer_recompute[i] == ND_RECOMPUTE_FULL) continue;
+    *v = *a.st;
+    v->layer_recompute[i] = ND_RECOMPUTE_FULL;
+    v->layer_ops[i] = 0;
+    if (nd_estimate_run(a.m, a.dev, &a.job, v, &a.costs, e, err, sizeof err) != 0) continue;
+    lua_createtable(L, 0, 3);
+    nd_setint(L, "layer", i + 1);
+    nd_setnum(L, "step_time_s", e->step_time);
+    nd_setnum(L, "peak_memory_bytes", e->peak);
+    lua_rawseti(L, -2, ++n);
+  }
+  return 1;
+}
+
+/*
 ** layer(model, device, job, strategy, i [, costs]) -> {activations = {none=, selective=,
 ** full=}, recompute_s = {none=, selective=, full=} (time each mode adds per micro-batch),
 ** forward_s=, backward_s=, tp_comm_s=, cp_comm_s=, ep_comm_s=, params=, flops_token=}
@@ -1293,6 +1330,7 @@ static int e_pack_costs (lua_State *L) {
 static const luaL_Reg funcs[] = {
   {"run", e_run},
   {"pack_costs", e_pack_costs},
+  {"one_more_full", e_one_more_full},
   {"warmup", e_warmup},
   {"names", e_names},
   {"layout", e_layout},

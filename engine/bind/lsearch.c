@@ -25,6 +25,7 @@
 
 #include "ndplan/fields.h"
 #include "ndplan/search.h"
+#include "ndplan/search_results.h"
 #include "ndplan/ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
@@ -32,27 +33,21 @@
 
 #define RESULTS_MT "ndplan.search.results"
 
+/* Chart points sampled from the rows written to results.csv (nd_search_results.points):
+   every row up to this many (24 MiB), so a chart thins them exactly as it would the file;
+   past it, every s-th (s a power of two). search_outputs.MAX_POINTS is what a chart takes. */
+#define MAX_POINTS (1 << 20)
 
-/* What the search keeps; a userdata so a raise at any point frees it (__gc). */
+
+/* What the search keeps (the core's nd_search_results) and what the binding adds; a
+   userdata so a raise at any point frees it (__gc). */
 typedef struct results {
-  nd_search_row *best;        /* sorted after the run; up to keep (2*keep while running) */
-  int nbest, keep, cap;
-  nd_search_row *miss;        /* least over the budget, sorted by over */
-  int nmiss, keep_miss;
-  nd_search_row fallback;     /* best row the post-filter removed */
-  int has_fallback;
-  unsigned long long postfiltered, dropped;
-  FILE *csv;
-  int csv_all;                   /* 1: every priced candidate into csv; 0: the fitting ones */
+  nd_search_results r;
   nd_search_counts counts;
   nd_search_bounds bounds;
   nd_job job;
   double budget;
   double elapsed;             /* wall seconds of the walk and pricing */
-  double kth;                 /* the keep-th least objective of the rows kept so far
-                                 (HUGE_VAL before keep rows): the walk's time cut */
-  int kth_at;                 /* nbest when kth was taken */
-  double *keys;               /* cap objectives: scratch of update_kth */
 } results;
 
 /* State of one run, reachable from the core's hooks. */
@@ -61,9 +56,9 @@ typedef struct run_state {
   results *res;
   int admit_idx, objective_idx, msgh_idx, err_idx;  /* stack slots; 0 = absent */
   const char *failed_hook;    /* the hook whose error stopped the walk */
-  nd_dim_set post_dp, post_mb;
+  int csv_failed;             /* writing results.csv failed (the walk stopped): errno, or -1 */
   int progress;
-  double t0, last_print, best_key;
+  double t0, last_print;
 } run_state;
 
 /* ---- the policy guard ------------------------------------------------------------- */
@@ -607,41 +602,6 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
   lua_setfield(L, -2, "time_parts_s");
 }
 
-/* ---- keeping the best ------------------------------------------------------------ */
-
-/* Ranking order: objective, then peak memory, then walk order (a total order). */
-static int cmp_best (const void *a, const void *b) {
-  const nd_search_row *x = (const nd_search_row *)a, *y = (const nd_search_row *)b;
-  if (x->key != y->key) return x->key < y->key ? -1 : 1;
-  if (x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
-  return (x->index > y->index) - (x->index < y->index);
-}
-
-static int cmp_miss (const void *a, const void *b) {
-  const nd_search_row *x = (const nd_search_row *)a, *y = (const nd_search_row *)b;
-  if (x->over != y->over) return x->over < y->over ? -1 : 1;
-  return (x->index > y->index) - (x->index < y->index);
-}
-
-static void keep_best (results *res, const nd_search_row *r) {
-  if (res->nbest == res->cap) {  /* full: keep the best half, which is `keep` rows */
-    qsort(res->best, (size_t)res->nbest, sizeof *res->best, cmp_best);
-    res->nbest = res->keep;
-    res->kth = res->best[res->keep - 1].key;  /* no later row ranks that is slower */
-  }
-  res->best[res->nbest++] = *r;
-}
-
-static void keep_miss (results *res, const nd_search_row *r) {
-  int i;
-  if (res->keep_miss == 0) return;
-  if (res->nmiss == res->keep_miss && cmp_miss(r, &res->miss[res->nmiss - 1]) >= 0) return;
-  if (res->nmiss < res->keep_miss) res->nmiss++;
-  for (i = res->nmiss - 1; i > 0 && cmp_miss(r, &res->miss[i - 1]) < 0; i--)
-    res->miss[i] = res->miss[i - 1];
-  res->miss[i] = *r;
-}
-
 /* ---- the hooks the core calls ---------------------------------------------------- */
 
 /* Calls admit(candidate) or objective(row) inside lua_pcall, so that building the argument
@@ -714,105 +674,38 @@ static int objective_of (run_state *rs, nd_search_row *r, int *drop) {
   return 0;
 }
 
-static void write_csv_row (FILE *f, const nd_search_row *r) {
-  const nd_candidate *c = &r->c;
-  int i;
-  fprintf(f, "%llu,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%s,%.9g,%.6g,%.6g,%.0f,%d,%s,%.0f",
-          r->index + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep, c->etp,
-          c->sp ? "true" : "false", c->zero, c->mbs, c->mb,
-          nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s,
-          r->mfu, r->peak, r->heaviest, r->fits ? "true" : "false", r->over);
-  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) fprintf(f, ",%.0f", r->mem[i]);
-  for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
-  fprintf(f, ",%s,%d,%s\n", nd_recipe_get((nd_recipe_id)c->precision)->name, c->dp_shard,
-          nd_layout_variant_name(c->layout));  /* the layout last, as before */
-}
-
 static int deliver_hook (void *ud, nd_search_row *rows, int n) {
   run_state *rs = (run_state *)ud;
-  results *res = rs->res;
+  nd_search_results *res = &rs->res->r;
   int i;
   for (i = 0; i < n; i++) {
     nd_search_row *r = &rows[i];
-    int drop;
-    if (res->csv && (res->csv_all || r->fits)) write_csv_row(res->csv, r);
-    if (!r->fits) { keep_miss(res, r); continue; }
+    int drop, fits = nd_search_results_row(res, r);
+    if (fits < 0) { rs->csv_failed = errno ? errno : -1; return -1; }  /* the reason */
+    if (!fits) continue;
     if (objective_of(rs, r, &drop) != 0) return -1;
-    if (drop) { res->dropped++; continue; }
-    /* post-filter: DP and MB are derived by the loops; their lists apply to the results */
-    if (!(rs->post_dp.is_auto || bsearch(&r->c.dp, rs->post_dp.v, (size_t)rs->post_dp.n,
-                                         sizeof(int), cmp_int))
-        || !(rs->post_mb.is_auto || bsearch(&r->c.mb, rs->post_mb.v, (size_t)rs->post_mb.n,
-                                            sizeof(int), cmp_int))) {
-      res->postfiltered++;
-      if (!res->has_fallback || cmp_best(r, &res->fallback) < 0) {
-        res->fallback = *r;
-        res->has_fallback = 1;
-      }
-      continue;
-    }
-    keep_best(res, r);
-    if (r->key < rs->best_key) rs->best_key = r->key;
+    if (drop) nd_search_results_drop(res);
+    else nd_search_results_keep(res, r);
   }
   return 0;
 }
 
-/*
-** The walk's cuts (nd_search_hooks.cuts): what cannot change the results is not priced.
-** The time cut is the keep-th best step time so far, when the objective is the step time
-** and no CSV wants every fitting row; pruning by it may leave out misses, which are shown
-** only when nothing fits (then nothing was pruned by time: fewer than keep rows fit). The
-** over cut keeps the nearest misses exact: the least over of the `misses` kept so far.
-*/
-static int cmp_double (const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The keep-th least objective of the rows kept (nbest >= keep), into res->kth. */
-static void update_kth (results *res) {
-  int i, lo = 0, hi = res->nbest - 1, k = res->keep - 1;
-  double *v = res->keys;
-  for (i = 0; i < res->nbest; i++) v[i] = res->best[i].key;
-  while (hi - lo > 16) {  /* quickselect on a median of three */
-    double a = v[lo], b = v[(lo + hi) / 2], c = v[hi], piv, t;
-    int l = lo, r = hi;
-    piv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
-    while (l <= r) {
-      while (v[l] < piv) l++;
-      while (v[r] > piv) r--;
-      if (l <= r) { t = v[l]; v[l] = v[r]; v[r] = t; l++; r--; }
-    }
-    if (k <= r) hi = r;
-    else if (k >= l) lo = l;
-    else { lo = hi = k; break; }
-  }
-  qsort(v + lo, (size_t)(hi - lo + 1), sizeof *v, cmp_double);
-  if (v[k] < res->kth) res->kth = v[k];
-  res->kth_at = res->nbest;
-}
-
+/* The walk's cuts (nd_search_hooks.cuts): nd_search_results_cuts. */
 static void cuts_hook (void *ud, double *time_cut, double *over_cut) {
-  run_state *rs = (run_state *)ud;
-  results *res = rs->res;
-  if (res->nbest >= res->keep && res->nbest != res->kth_at && res->keys) update_kth(res);
-  *time_cut = rs->objective_idx || res->csv ? HUGE_VAL : res->kth;
-  if (res->csv && res->csv_all) *over_cut = HUGE_VAL;
-  else if (res->keep_miss == 0) *over_cut = -HUGE_VAL;
-  else *over_cut = res->nmiss == res->keep_miss ? res->miss[res->nmiss - 1].over : HUGE_VAL;
+  nd_search_results_cuts(&((run_state *)ud)->res->r, time_cut, over_cut);
 }
 
 /* A progress line on stderr, at most ten times a second (only when asked: a terminal);
    past the deadline the core stops within a chunk. */
 static int progress_hook (void *ud, const nd_search_counts *c) {
   run_state *rs = (run_state *)ud;
-  double t = now();
+  double t = now(), best = rs->res->r.best_key;
   if (guard.deadline > 0.0 && t > guard.deadline) interrupted = 2;
   if (!rs->progress || t - rs->last_print < 0.1) return 0;
   rs->last_print = t;
-  if (rs->best_key < HUGE_VAL)  /* the default objective is the step time */
+  if (best < HUGE_VAL)  /* the default objective is the step time */
     fprintf(stderr, "\r\033[K%llu candidates, %llu priced, %llu fit, best %.4g%s, %.1f s",
-            c->tested, c->priced, c->fit, rs->best_key, rs->objective_idx ? "" : " s/step",
+            c->tested, c->priced, c->fit, best, rs->objective_idx ? "" : " s/step",
             t - rs->t0);
   else
     fprintf(stderr, "\r\033[K%llu candidates, %llu priced, %llu fit, %.1f s",
@@ -831,16 +724,13 @@ static results *check_results (lua_State *L, int i) {
    object; the metatable is protected anyway). */
 static int res_gc (lua_State *L) {
   results *res = check_results(L, 1);
-  free(res->best); res->best = NULL;
-  free(res->miss); res->miss = NULL;
-  free(res->keys); res->keys = NULL;
-  res->nbest = res->nmiss = res->cap = res->has_fallback = 0;
-  if (res->csv) { fclose(res->csv); res->csv = NULL; }
+  if (res->r.csv) { fclose(res->r.csv); res->r.csv = NULL; }
+  nd_search_results_free(&res->r);
   return 0;
 }
 
 static int res_len (lua_State *L) {
-  lua_pushinteger(L, check_results(L, 1)->nbest);
+  lua_pushinteger(L, check_results(L, 1)->r.nbest);
   return 1;
 }
 
@@ -849,8 +739,8 @@ static int res_index (lua_State *L) {
   results *res = check_results(L, 1);
   if (lua_isinteger(L, 2)) {
     lua_Integer i = lua_tointeger(L, 2);
-    if (i < 1 || i > res->nbest) return 0;
-    push_row(L, &res->best[i - 1], res, NULL);
+    if (i < 1 || i > res->r.nbest) return 0;
+    push_row(L, &res->r.best[i - 1], res, NULL);
     nd_setint(L, "rank", i);
     return 1;
   }
@@ -864,9 +754,9 @@ static int res_index (lua_State *L) {
 static int res_misses (lua_State *L) {
   results *res = check_results(L, 1);
   int i;
-  lua_createtable(L, res->nmiss, 0);
-  for (i = 0; i < res->nmiss; i++) {
-    push_row(L, &res->miss[i], res, NULL);
+  lua_createtable(L, res->r.nmiss, 0);
+  for (i = 0; i < res->r.nmiss; i++) {
+    push_row(L, &res->r.miss[i], res, NULL);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -885,9 +775,10 @@ static int res_info (lua_State *L) {
   nd_setint(L, "equivalent", (lua_Integer)c->equivalent);
   nd_setint(L, "pruned_time", (lua_Integer)c->pruned_time);
   nd_setint(L, "pruned_memory", (lua_Integer)c->pruned_memory);
-  nd_setint(L, "dropped", (lua_Integer)res->dropped);
-  nd_setint(L, "postfiltered", (lua_Integer)res->postfiltered);
-  nd_setint(L, "kept", res->nbest);
+  nd_setint(L, "dropped", (lua_Integer)res->r.dropped);
+  nd_setint(L, "postfiltered", (lua_Integer)res->r.postfiltered);
+  nd_setint(L, "kept", res->r.nbest);
+  nd_setint(L, "csv_rows", (lua_Integer)res->r.csv_rows);
   lua_createtable(L, 0, ND_REFUSE_COUNT);
   for (r = 0; r < ND_REFUSE_COUNT; r++) {
     nd_setint(L, nd_refusal_label((nd_refusal)r), (lua_Integer)c->refused[r]);
@@ -912,18 +803,42 @@ static int res_info (lua_State *L) {
   return 1;
 }
 
-/* results:fallback() -> the best row the post-filter removed, or nil */
-static int res_fallback (lua_State *L) {
+/*
+** results:points(stride) -> {{step_time_s =, peak_bytes =, fits =}, ...}: the rows written
+** to results.csv whose line (1-based, after the header) is a multiple of stride, in csv
+** order. The sample holds every row up to MAX_POINTS of them, then every s-th (s a power
+** of two): the stride used is then the least multiple of s at or above the one asked.
+*/
+static int res_points (lua_State *L) {
   results *res = check_results(L, 1);
-  if (!res->has_fallback) return 0;
-  push_row(L, &res->fallback, res, NULL);
+  lua_Integer want = luaL_optinteger(L, 2, 1);
+  unsigned long long s = res->r.stride, stride = want > 1 ? (unsigned long long)want : 1;
+  int i, n = 0;
+  char num[64];
+  stride = (stride + s - 1) / s * s;
+  lua_createtable(L, res->r.npoints, 0);
+  for (i = 0; i < res->r.npoints; i++) {
+    const nd_search_point *pt = &res->r.points[i];
+    if (pt->n % stride != 0) continue;
+    lua_createtable(L, 0, 3);  /* the figures as results.csv states them */
+    snprintf(num, sizeof num, "%.9g", pt->step_time);
+    nd_setnum(L, "step_time_s", strtod(num, NULL));
+    snprintf(num, sizeof num, "%.0f", pt->peak);
+    nd_setnum(L, "peak_bytes", strtod(num, NULL));
+    lua_pushboolean(L, pt->fits);
+    lua_setfield(L, -2, "fits");
+    lua_rawseti(L, -2, ++n);
+  }
   return 1;
 }
 
-static const char *const csv_header =
-  "index,dp,tp,pp,vpp,cp,ep,etp,sp,zero,mbs,mb,recompute,step_time_s,tokens_per_s,mfu,"
-  "peak_memory_bytes,heaviest_stage,fits,over_bytes,weights,grads,optimizer,activations,"
-  "buffers,fragmentation,reserve";
+/* results:fallback() -> the best row the post-filter removed, or nil */
+static int res_fallback (lua_State *L) {
+  results *res = check_results(L, 1);
+  if (!res->r.has_fallback) return 0;
+  push_row(L, &res->r.fallback, res, NULL);
+  return 1;
+}
 
 /* The integer on top (nil: dflt) within [lo, hi], before any cast (2^32 + 5 is not 5). */
 static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {
@@ -952,7 +867,7 @@ static int s_run (lua_State *L) {
   results *res;
   nd_costs costs;
   char err[256];
-  int status, i;
+  int status, keep, keep_miss;
   double deadline, heap;
   const char *csv_path = NULL;
   guard_save sv;
@@ -981,9 +896,9 @@ static int s_run (lua_State *L) {
   lua_getfield(L, 5, "chunk");
   p->chunk = opt_int(L, "chunk", 0, 0, 1 << 24);
   lua_getfield(L, 5, "keep");
-  res->keep = opt_int(L, "keep", 1000, 1, 10000000);
+  keep = opt_int(L, "keep", 1000, 1, 10000000);
   lua_getfield(L, 5, "misses");
-  res->keep_miss = opt_int(L, "misses", 5, 0, 1000);
+  keep_miss = opt_int(L, "misses", 5, 0, 1000);
   lua_getfield(L, 5, "progress");
   rs.progress = lua_toboolean(L, -1);
   lua_getfield(L, 5, "exhaustive");
@@ -991,16 +906,9 @@ static int s_run (lua_State *L) {
   lua_pop(L, 7);
   deadline = opt_limit(L, 5, "deadline");
   heap = opt_limit(L, 5, "heap");
-  res->cap = 2 * res->keep;
-  res->kth = HUGE_VAL;
-  res->keys = (double *)malloc((size_t)res->cap * sizeof *res->keys);  /* NULL: no cut */
-  res->best = (nd_search_row *)malloc((size_t)res->cap * sizeof *res->best);
-  res->miss = (nd_search_row *)malloc((size_t)(res->keep_miss + 1) * sizeof *res->miss);
-  if (!res->best || !res->miss) return luaL_error(L, "search: out of memory");
+  if (nd_search_results_init(&res->r, p, keep, keep_miss, MAX_POINTS) != 0)
+    return luaL_error(L, "search: out of memory");
   nd_search_bounds_of(p, m, &res->job, &res->bounds);
-  /* post-filter lists (DP and MB are derived by the loops) */
-  rs.post_dp = p->dim[ND_DIM_DP];
-  rs.post_mb = p->dim[ND_DIM_MB];
   /* hooks and the slots the protected calls use: 8 msgh, 9 error, 10 admit, 11 objective */
   lua_pushcfunction(L, guard_msgh);
   rs.msgh_idx = lua_gettop(L);
@@ -1012,21 +920,18 @@ static int s_run (lua_State *L) {
   else if (!lua_isnil(L, -1)) return luaL_error(L, "objective: expected a function");
   if (lua_getfield(L, 5, "csv") == LUA_TSTRING) {
     const char *path = csv_path = lua_tostring(L, -1);  /* kept alive by opts at 5 */
-    res->csv = fopen(path, "wb");
-    if (!res->csv) return luaL_error(L, "%s: cannot open for writing", path);
-    fputs(csv_header, res->csv);
-    for (i = 0; i < ND_T_COUNT; i++) fprintf(res->csv, ",%s_s", nd_time_part_name(i));
-    fputs(",precision,dp_shard,layout", res->csv);
-    fputc('\n', res->csv);
+    res->r.csv = fopen(path, "wb");
+    if (!res->r.csv) return luaL_error(L, "%s: cannot open for writing", path);
+    nd_search_csv_header(res->r.csv);  /* a failed write shows in ferror at the end */
   }
   lua_pop(L, 1);
   lua_getfield(L, 5, "csv_all");
-  res->csv_all = lua_toboolean(L, -1);
+  res->r.csv_all = lua_toboolean(L, -1);
+  res->r.rank_by_time = rs.objective_idx == 0;
   lua_pop(L, 1);
   rs.L = L;
   rs.res = res;
   rs.t0 = now();
-  rs.best_key = HUGE_VAL;
   memset(&hooks, 0, sizeof hooks);
   hooks.admit = rs.admit_idx ? admit_hook : NULL;
   hooks.deliver = deliver_hook;
@@ -1043,12 +948,17 @@ static int s_run (lua_State *L) {
   guard_leave(&sv);
   res->elapsed = now() - rs.t0;
   if (rs.progress) { fputs("\r\033[K", stderr); fflush(stderr); }
-  if (res->csv) {
-    int bad = ferror(res->csv), e;
+  if (res->r.csv) {
+    int bad = ferror(res->r.csv), e;
     errno = 0;
-    if (fclose(res->csv) != 0) bad = 1;
+    if (fclose(res->r.csv) != 0) bad = 1;
     e = errno;
-    res->csv = NULL;
+    res->r.csv = NULL;
+    if (rs.csv_failed) {  /* the walk stopped on the write error */
+      status = ND_SEARCH_OK;
+      bad = 1;
+      if (rs.csv_failed > 0) e = rs.csv_failed;
+    }
     if (bad && status == ND_SEARCH_OK)  /* the path and the reason (a full disk: ENOSPC) */
       return luaL_error(L, "%s: write failed%s%s", csv_path, e ? ": " : "", e ? strerror(e) : "");
   }
@@ -1071,8 +981,7 @@ static int s_run (lua_State *L) {
     case ND_SEARCH_BAD_INPUT: return luaL_error(L, "search: %s", err);
     default: return luaL_error(L, "search: out of memory");
   }
-  qsort(res->best, (size_t)res->nbest, sizeof *res->best, cmp_best);
-  if (res->nbest > res->keep) res->nbest = res->keep;
+  nd_search_results_finish(&res->r);
   lua_pushvalue(L, 7);
   return 1;
 }
@@ -1131,6 +1040,19 @@ static int s_time_parts (lua_State *L) {
   return 1;
 }
 
+/* plan_modes() -> the modes a per-layer plan of the walk chooses from
+   (ND_SEARCH_PLAN_MODES), as nd.estimate's recompute_modes */
+static int s_plan_modes (lua_State *L) {
+  int r, n = 0;
+  lua_newtable(L);
+  for (r = 0; r < ND_RECOMPUTE_COUNT; r++)
+    if (ND_SEARCH_PLAN_MODES & (1u << r)) {
+      lua_pushstring(L, nd_recompute_name((nd_recompute)r));
+      lua_rawseti(L, -2, ++n);
+    }
+  return 1;
+}
+
 /* cores() -> the processors online (the default of -j) */
 static int s_cores (lua_State *L) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1142,6 +1064,7 @@ static const luaL_Reg res_methods[] = {
   {"info", res_info},
   {"misses", res_misses},
   {"fallback", res_fallback},
+  {"points", res_points},
   {NULL, NULL}
 };
 
@@ -1151,6 +1074,7 @@ static const luaL_Reg funcs[] = {
   {"pinned", s_pinned},
   {"stderr_is_terminal", s_stderr_is_terminal},
   {"cores", s_cores},
+  {"plan_modes", s_plan_modes},
   {"time_parts", s_time_parts},
   {"guard", s_guard},
   {"tripped", s_tripped},

@@ -276,7 +276,7 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
   char err[8];  /* the message is not shown: the code says why */
   if (recompute == ND_SEARCH_PER_LAYER) {
     if (nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
-                                 ND_RECOMPUTE_ALL, plan, e, rws, err, sizeof err) == 0)
+                                 ND_SEARCH_PLAN_MODES, plan, e, rws, err, sizeof err) == 0)
       return -1;
     return plan->failed_stage >= 0 ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }

@@ -37,6 +37,10 @@ typedef enum nd_dim {
    state under the budget (nd_recompute_megatron_run); "auto" searches the first four. */
 #define ND_SEARCH_PER_LAYER ND_RECOMPUTE_COUNT
 #define ND_SEARCH_MEGATRON (ND_RECOMPUTE_COUNT + 1)
+/* The modes a per-layer plan of the walk chooses from (ND_RECOMPUTE_MASK bits: none,
+   selective, full); re-pricing a row (results:detail) passes the same set. */
+#define ND_SEARCH_PLAN_MODES ((1u << ND_RECOMPUTE_NONE) | (1u << ND_RECOMPUTE_SELECTIVE) \
+                              | (1u << ND_RECOMPUTE_FULL))
 const char *nd_search_recompute_name (int v);   /* "none" ... "full", "per_layer", "megatron" */
 int nd_search_recompute_parse (const char *name, int *v);
 

@@ -125,9 +125,9 @@ local function savings_against_full(result, full)
   return out
 end
 
--- next_plans(args, model, plan) -> every plan with exactly one more layer fully recomputed
--- than `plan` that still fits the budget, priced by the estimator.
-function M.next_plans(args, model, plan, full)
+-- The estimates of every plan with exactly one more layer fully recomputed than `plan`
+-- that still fits the budget: {{result =, layer =}, ...} in layer order.
+local function one_more_full(args, plan)
   local out = {}
   for i, mode in ipairs(plan.layer_recompute) do
     if mode ~= "full" then
@@ -141,13 +141,97 @@ function M.next_plans(args, model, plan, full)
         ops[i] = {}
       end
       local r = price(args, per_layer, plan.stage_layers, ops)
-      if r and r.fits then
-        r.strategy.recompute = "per_layer"
-        out[#out + 1] = M.from_estimate(r, model, savings_against_full(r, full))
-      end
+      if r and r.fits then out[#out + 1] = {result = r, layer = i} end
     end
   end
   return out
+end
+
+-- The same variants priced in one call (ndplan.c.estimate.one_more_full): {{layer =,
+-- step_time_s =, peak_memory_bytes =}, ...} for those that fit, in layer order; each one's
+-- full result is priced (price) only when it is needed. The model, device, costs and
+-- budget are the ones nd.estimate resolves for the plan's arguments (checked against its
+-- price of the plan itself).
+local function one_more_full_batch(args, plan)
+  local est = require "ndplan.estimate"
+  local core = require "ndplan.c.estimate"
+  local a = {}
+  for k, v in pairs(args) do a[k] = v end
+  a.recompute, a.recompute_modes, a.layout = nil, nil, nil
+  a.layer_recompute, a.layer_selective_ops = plan.layer_recompute, plan.layer_selective_ops
+  est.pin_layout(a, plan.stage_layers)
+  local model = est.resolve("model", a.model, {strict = a.strict})
+  local device = model and est.resolve("device", a.device)
+  local costs
+  if device then device, costs = est.with_stack(a, device) end
+  local budget = device and est.budget(device, a.max_mem)
+  if not budget then return nil end
+  local strategy = {}
+  for _, k in ipairs(core.names().strategy_keys) do strategy[k] = a[k] end
+  local job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}
+  local ok, rows = pcall(core.one_more_full, model, device, job, strategy, costs)
+  if not ok then return nil end
+  local out = {}
+  for _, r in ipairs(rows) do
+    if r.peak_memory_bytes <= budget then out[#out + 1] = r end
+  end
+  return out
+end
+
+local function as_plan(r, model, full)
+  r.strategy.recompute = "per_layer"
+  return M.from_estimate(r, model, savings_against_full(r, full))
+end
+
+-- next_plans(args, model, plan) -> every plan with exactly one more layer fully recomputed
+-- than `plan` that still fits the budget, priced by the estimator.
+function M.next_plans(args, model, plan, full)
+  local out = {}
+  for i, v in ipairs(one_more_full(args, plan)) do out[i] = as_plan(v.result, model, full) end
+  return out
+end
+
+-- The step of potentials: recompute.keep_potential over next_plans, each plan built only
+-- when the ones before it in keep_potential's order (score, memory, then layer order) did
+-- not qualify (building a plan costs more than pricing it).
+local function next_potential(args, model, current, kept, full)
+  local recompute = require "ndplan.recompute"
+  local priced = one_more_full_batch(args, current)
+  local function result_of(v)  -- the variant's full result, priced as next_plans prices it
+    if v.result then return v.result end
+    local per_layer, ops = {}, nil
+    for j, m in ipairs(current.layer_recompute) do per_layer[j] = m end
+    per_layer[v.layer] = "full"
+    if current.layer_selective_ops then
+      ops = {}
+      for j, o in ipairs(current.layer_selective_ops) do ops[j] = o end
+      ops[v.layer] = {}
+    end
+    local r = assert(price(args, per_layer, current.stage_layers, ops))
+    assert(r.step_time_s == v.step_time_s and r.peak_memory_bytes == v.peak_memory_bytes,
+           "plan: the batch and nd.estimate priced a variant differently")
+    return r
+  end
+  if not priced then priced = one_more_full(args, current) end
+  local order = {}
+  for i, v in ipairs(priced) do
+    local score = v.result and v.result.step_time_s or v.step_time_s
+    local peak = (v.result and v.result.peak_memory_bytes or v.peak_memory_bytes) / MiB
+    if type(score) ~= "number" or score ~= score or score == math.huge or score == -math.huge then
+      error(recompute.SORT_ERROR, 0)  -- as keep_potential's sort would
+    end
+    order[i] = {v = v, index = i, score = score, memory = peak == peak and peak or math.huge}
+  end
+  table.sort(order, function(a, b)
+    if a.score ~= b.score then return a.score < b.score end
+    if a.memory ~= b.memory then return a.memory < b.memory end
+    return a.index < b.index
+  end)
+  for _, o in ipairs(order) do
+    local nxt = recompute.keep_potential(current, kept, {as_plan(result_of(o.v), model, full)})
+    if nxt then return nxt end
+  end
+  return recompute.keep_potential(current, kept, {})  -- nothing qualifies (checks current)
 end
 
 -- potentials(args, model, first [, limit]) -> the retained sequence: first, then the
@@ -164,8 +248,7 @@ function M.potentials(args, model, first, limit)
   local kept = {first}
   local current = first
   while not limit or #kept <= limit do
-    local candidates = M.next_plans(args, model, current, full)
-    local nxt = recompute.keep_potential(current, kept, candidates)
+    local nxt = next_potential(args, model, current, kept, full)
     if not nxt then break end
     current = nxt
   end

@@ -274,12 +274,12 @@ end
 -- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row, priced
 -- again from the row (ndplan.strategy.row_args) with the row's recompute.
 -- priced_args(row, info) -> the nd.estimate arguments of a ranked row as the walk priced it:
--- its strategy and recompute, a per-layer plan with one set of selective switches (ndplan
--- recompute refines it)
+-- its strategy and recompute, a per-layer plan from the walk's own modes (the core's
+-- ND_SEARCH_PLAN_MODES: one set of selective switches; ndplan recompute refines it)
 function M.priced_args(row, info)
   local args = require("ndplan.strategy").row_args(row.strategy, info)
   args.recompute = row.strategy.recompute
-  if args.recompute == "per_layer" then args.recompute_modes = {"none", "selective", "full"} end
+  if args.recompute == "per_layer" then args.recompute_modes = core.plan_modes() end
   return args
 end
 

@@ -8,30 +8,12 @@ M.MAX_POINTS = 20000    -- candidates read back for the chart (the chart thins f
 M.POTENTIAL_CONFIGS = 5 -- top per-layer configurations whose potentials are written
 M.POTENTIAL_STEPS = 24  -- steps of each retained sequence
 
--- points(csv_path, ranked, priced) -> chart points: every stride-th priced candidate of
--- results.csv (about MAX_POINTS of them) and every ranked result.
-function M.points(csv_path, ranked, priced)
-  local pts = {}
+-- points(results, ranked, priced) -> chart points: every stride-th row of results.csv
+-- (about MAX_POINTS of them; the search's sample of what it wrote there, results:points)
+-- and every ranked result.
+function M.points(results, ranked, priced)
   local stride = math.max(1, math.ceil((priced or 0) / M.MAX_POINTS))
-  local f = csv_path and io.open(csv_path, "r")
-  if f then
-    local header = f:read("l") or ""
-    local col = {}
-    local i = 0
-    for name in (header .. ","):gmatch("([^,]*),") do i = i + 1; col[name] = i end
-    local n = 0
-    for line in f:lines() do
-      n = n + 1
-      if n % stride == 0 then
-        local cells, k = {}, 0
-        for cell in (line .. ","):gmatch("([^,]*),") do k = k + 1; cells[k] = cell end
-        pts[#pts + 1] = {step_time_s = tonumber(cells[col.step_time_s]),
-                         peak_bytes = tonumber(cells[col.peak_memory_bytes]),
-                         fits = cells[col.fits] == "1" or cells[col.fits] == "true"}
-      end
-    end
-    f:close()
-  end
+  local pts = results and results:points(stride) or {}
   for _, r in ipairs(ranked) do
     pts[#pts + 1] = {step_time_s = r.step_time_s, peak_bytes = r.peak_memory_bytes, fits = true,
                      label = "#" .. tostring(r.rank), ranked = true}

@@ -1,0 +1,276 @@
+/*
+** search_results.c -- what a search keeps of its priced rows (ndplan/search_results.h):
+** the ranking, the nearest misses, the post-filter, the cuts, results.csv and the chart's
+** point sample. Moved here from the Lua binding so that a C caller gets the same results.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndplan/fields.h"
+#include "ndplan/search_results.h"
+#include "ndplan/strategy.h"
+
+int nd_search_row_cmp (const nd_search_row *x, const nd_search_row *y) {
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+int nd_search_miss_cmp (const nd_search_row *x, const nd_search_row *y) {
+  if (x->over != y->over) return x->over < y->over ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+static int cmp_best (const void *a, const void *b) {
+  return nd_search_row_cmp((const nd_search_row *)a, (const nd_search_row *)b);
+}
+
+static int cmp_int (const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmp_double (const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int nd_search_results_init (nd_search_results *r, const nd_search_params *p, int keep,
+                            int keep_miss, int max_points) {
+  memset(r, 0, sizeof *r);
+  r->keep = keep > 0 ? keep : 1;
+  r->keep_miss = keep_miss > 0 ? keep_miss : 0;
+  r->rank_by_time = 1;
+  r->post_dp = p->dim[ND_DIM_DP];
+  r->post_mb = p->dim[ND_DIM_MB];
+  r->cap = 2 * r->keep;
+  r->kth = HUGE_VAL;
+  r->best_key = HUGE_VAL;
+  r->stride = 1;
+  r->max_points = max_points > 0 ? max_points : 0;
+  r->keys = (double *)malloc((size_t)r->cap * sizeof *r->keys);  /* NULL: no time cut */
+  r->best = (nd_search_row *)malloc((size_t)r->cap * sizeof *r->best);
+  r->miss = (nd_search_row *)malloc((size_t)(r->keep_miss + 1) * sizeof *r->miss);
+  if (!r->best || !r->miss) return -1;
+  return 0;
+}
+
+void nd_search_results_free (nd_search_results *r) {
+  free(r->best); r->best = NULL;
+  free(r->miss); r->miss = NULL;
+  free(r->keys); r->keys = NULL;
+  free(r->points); r->points = NULL;
+  r->nbest = r->nmiss = r->cap = r->has_fallback = r->npoints = r->point_cap = 0;
+  r->max_points = 0;
+}
+
+static void keep_best (nd_search_results *r, const nd_search_row *row) {
+  if (r->nbest == r->cap) {  /* full: keep the best half, which is `keep` rows */
+    qsort(r->best, (size_t)r->nbest, sizeof *r->best, cmp_best);
+    r->nbest = r->keep;
+    r->kth = r->best[r->keep - 1].key;  /* no later row ranks that is slower */
+  }
+  r->best[r->nbest++] = *row;
+}
+
+static void keep_miss (nd_search_results *r, const nd_search_row *row) {
+  int i;
+  if (r->keep_miss == 0) return;
+  if (r->nmiss == r->keep_miss && nd_search_miss_cmp(row, &r->miss[r->nmiss - 1]) >= 0) return;
+  if (r->nmiss < r->keep_miss) r->nmiss++;
+  for (i = r->nmiss - 1; i > 0 && nd_search_miss_cmp(row, &r->miss[i - 1]) < 0; i--)
+    r->miss[i] = r->miss[i - 1];
+  r->miss[i] = *row;
+}
+
+/* The sample holds every stride-th csv row, growing as needed; at max_points it keeps
+   every other one and the stride doubles: memory stays bounded whatever the csv holds. */
+static void sample_point (nd_search_results *r, const nd_search_row *row) {
+  nd_search_point *pt;
+  if (!r->max_points || r->csv_rows % r->stride != 0) return;
+  if (r->npoints == r->max_points) {
+    int i, k = 0;
+    r->stride *= 2;
+    for (i = 0; i < r->npoints; i++)
+      if (r->points[i].n % r->stride == 0) r->points[k++] = r->points[i];
+    r->npoints = k;
+    if (r->csv_rows % r->stride != 0) return;
+  }
+  if (r->npoints == r->point_cap) {
+    int cap = r->point_cap ? 2 * r->point_cap : 4096;
+    nd_search_point *grown;
+    if (cap > r->max_points) cap = r->max_points;
+    grown = (nd_search_point *)realloc(r->points, (size_t)cap * sizeof *grown);
+    if (!grown) {  /* out of memory: the sample stops growing, and thins from here */
+      r->max_points = r->npoints;
+      return;
+    }
+    r->points = grown;
+    r->point_cap = cap;
+  }
+  pt = &r->points[r->npoints++];
+  pt->step_time = row->step_time;
+  pt->peak = row->peak;
+  pt->fits = row->fits;
+  pt->n = r->csv_rows;
+}
+
+int nd_search_results_row (nd_search_results *r, const nd_search_row *row) {
+  if (r->csv && (r->csv_all || row->fits)) {
+    if (nd_search_csv_row(r->csv, row) != 0) return -1;
+    r->csv_rows++;
+    sample_point(r, row);
+  }
+  if (!row->fits) {
+    keep_miss(r, row);
+    return 0;
+  }
+  return 1;
+}
+
+static int listed (const nd_dim_set *s, int v) {
+  return s->is_auto || bsearch(&v, s->v, (size_t)s->n, sizeof(int), cmp_int) != NULL;
+}
+
+void nd_search_results_keep (nd_search_results *r, const nd_search_row *row) {
+  /* post-filter: DP and MB are derived by the loops; their lists apply to the results */
+  if (!listed(&r->post_dp, row->c.dp) || !listed(&r->post_mb, row->c.mb)) {
+    r->postfiltered++;
+    if (!r->has_fallback || nd_search_row_cmp(row, &r->fallback) < 0) {
+      r->fallback = *row;
+      r->has_fallback = 1;
+    }
+    return;
+  }
+  keep_best(r, row);
+  if (row->key < r->best_key) r->best_key = row->key;
+}
+
+void nd_search_results_drop (nd_search_results *r) { r->dropped++; }
+
+/* The keep-th least objective of the rows kept (nbest >= keep), into r->kth. */
+static void update_kth (nd_search_results *r) {
+  int i, lo = 0, hi = r->nbest - 1, k = r->keep - 1;
+  double *v = r->keys;
+  for (i = 0; i < r->nbest; i++) v[i] = r->best[i].key;
+  while (hi - lo > 16) {  /* quickselect on a median of three */
+    double a = v[lo], b = v[(lo + hi) / 2], c = v[hi], piv, t;
+    int l = lo, h = hi;
+    piv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+    while (l <= h) {
+      while (v[l] < piv) l++;
+      while (v[h] > piv) h--;
+      if (l <= h) { t = v[l]; v[l] = v[h]; v[h] = t; l++; h--; }
+    }
+    if (k <= h) hi = h;
+    else if (k >= l) lo = l;
+    else { lo = hi = k; break; }
+  }
+  qsort(v + lo, (size_t)(hi - lo + 1), sizeof *v, cmp_double);
+  if (v[k] < r->kth) r->kth = v[k];
+  r->kth_at = r->nbest;
+}
+
+/*
+** Pruning by the time cut may leave out misses, which are shown only when nothing fits
+** (then nothing was pruned by time: fewer than keep rows fit). The over cut keeps the
+** nearest misses exact: the least over of the `misses` kept so far.
+*/
+void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut) {
+  if (r->nbest >= r->keep && r->nbest != r->kth_at && r->keys) update_kth(r);
+  *time_cut = !r->rank_by_time || r->csv ? HUGE_VAL : r->kth;
+  if (r->csv && r->csv_all) *over_cut = HUGE_VAL;
+  else if (r->keep_miss == 0) *over_cut = -HUGE_VAL;
+  else *over_cut = r->nmiss == r->keep_miss ? r->miss[r->nmiss - 1].over : HUGE_VAL;
+}
+
+void nd_search_results_finish (nd_search_results *r) {
+  qsort(r->best, (size_t)r->nbest, sizeof *r->best, cmp_best);
+  if (r->nbest > r->keep) r->nbest = r->keep;
+}
+
+int nd_search_results_points (const nd_search_results *r, unsigned long long stride,
+                              nd_search_point *out, int max) {
+  int i, n = 0;
+  if (stride < 1) stride = 1;
+  for (i = 0; i < r->npoints && n < max; i++)
+    if (r->points[i].n % stride == 0) out[n++] = r->points[i];
+  return n;
+}
+
+static const char *const csv_header =
+  "index,dp,tp,pp,vpp,cp,ep,etp,sp,zero,mbs,mb,recompute,step_time_s,tokens_per_s,mfu,"
+  "peak_memory_bytes,heaviest_stage,fits,over_bytes,weights,grads,optimizer,activations,"
+  "buffers,fragmentation,reserve";
+
+int nd_search_csv_header (FILE *f) {
+  int i;
+  fputs(csv_header, f);
+  for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%s_s", nd_time_part_name(i));
+  fputs(",precision,dp_shard,layout\n", f);
+  return ferror(f) ? -1 : 0;
+}
+
+/* ",%.0f" of x, the same bytes: a whole number below 2^53 (every byte count) is written
+   as an integer after rint (round half to even, as printf rounds); else by printf. */
+static void put_whole (FILE *f, double x) {
+  if (x >= 0.0 && !signbit(x) && x < 9007199254740992.0) {  /* -0.0 prints "-0" */
+    char buf[24], *p = buf + sizeof buf;
+    unsigned long long v = (unsigned long long)rint(x);
+    *--p = '\0';
+    do { *--p = (char)('0' + v % 10); v /= 10; } while (v);
+    *--p = ',';
+    fputs(p, f);
+  }
+  else fprintf(f, ",%.0f", x);
+}
+
+int nd_search_csv_row (FILE *f, const nd_search_row *r) {
+  const nd_candidate *c = &r->c;
+  int i;
+  fprintf(f, "%llu,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%s,%.9g,%.6g,%.6g",
+          r->index + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep, c->etp,
+          c->sp ? "true" : "false", c->zero, c->mbs, c->mb,
+          nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s, r->mfu);
+  put_whole(f, r->peak);
+  fprintf(f, ",%d,%s", r->heaviest, r->fits ? "true" : "false");
+  put_whole(f, r->over);
+  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) put_whole(f, r->mem[i]);
+  for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
+  fprintf(f, ",%s,%d,%s\n", nd_recipe_get((nd_recipe_id)c->precision)->name, c->dp_shard,
+          nd_layout_variant_name(c->layout));  /* the layout last, as before */
+  return ferror(f) ? -1 : 0;
+}
+
+/* ---- the whole search for a C caller ------------------------------------------------ */
+
+static int collect_rows (void *ud, nd_search_row *rows, int n) {
+  nd_search_results *r = (nd_search_results *)ud;
+  int i, fits;
+  for (i = 0; i < n; i++) {
+    if ((fits = nd_search_results_row(r, &rows[i])) < 0) return -1;
+    if (fits) nd_search_results_keep(r, &rows[i]);  /* the key is the step time */
+  }
+  return 0;
+}
+
+static void collect_cuts (void *ud, double *time_cut, double *over_cut) {
+  nd_search_results_cuts((nd_search_results *)ud, time_cut, over_cut);
+}
+
+int nd_search_collect (nd_search_results *r, const nd_search_params *p,
+                       const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                       const nd_costs *costs, nd_search_counts *counts, char *err,
+                       size_t errlen) {
+  nd_search_hooks hooks;
+  int status;
+  memset(&hooks, 0, sizeof hooks);
+  hooks.deliver = collect_rows;
+  hooks.cuts = collect_cuts;
+  hooks.ud = r;
+  r->rank_by_time = 1;
+  status = nd_search_run(p, m, dev, job, costs, &hooks, counts, err, errlen);
+  if (status == ND_SEARCH_OK) nd_search_results_finish(r);
+  return status;
+}
