@@ -157,17 +157,63 @@ describe("the search walks HSDP's shard group", function()
 end)
 
 describe("the search walks Megatron's accounting flags", function()
-  -- 32 layers over PP 3: uneven; 32 + 1 = 33 = 3 x 11 chunks with one flag on
-  it("as the account layout variant where they state the split", function()
-    local _, info = run({pp = 3, tp = 1, cp = 1, zero = 1, devices = 3, global_batch = 12})
+  -- 32 layers over PP 3: uneven; 32 + 1 = 33 = 3 x 11 with either flag alone (Megatron
+  -- takes each on its own: transformer_config.py:2370-2415 at d98e8a6), 32 + 2 = 34 with
+  -- both does not divide. The embedding's split is the even one (the short chunk first), so
+  -- the walk labels it by the flag; the loss's (the short chunk last) is its own candidate.
+  local function walked()
+    local _, info = run({pp = 3, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 3,
+                         global_batch = 12})
     local seen = {}
     for i = 1, #info.results do
       local s = info.results[i].strategy
-      seen[s.layout] = s
+      seen[s.layout] = seen[s.layout] or s
     end
-    assert.is_truthy(seen.even)
-    assert.is_truthy(seen.account)
-    assert.is_true(seen.account.account_for_embedding_in_pipeline_split
-                   or seen.account.account_for_loss_in_pipeline_split)
+    return seen
+  end
+
+  it("walks each flag set Megatron accepts as its own labelled variant", function()
+    local seen = walked()
+    assert.is_nil(seen.account)  -- 34 does not divide over 3
+    local e, l = assert(seen.account_embedding), assert(seen.account_loss)
+    assert.is_true(e.account_for_embedding_in_pipeline_split)
+    assert.is_nil(e.account_for_loss_in_pipeline_split)
+    assert.is_true(l.account_for_loss_in_pipeline_split)
+    assert.is_nil(l.account_for_embedding_in_pipeline_split)
+  end)
+
+  it("places the layers as Megatron builds them: the short chunk at the flag's end", function()
+    local seen = walked()
+    local function stage_layers(s)
+      local a = args({pp = 3, vpp = 1, tp = 1, cp = 1, zero = 1, dp = 1, devices = 3,
+                      global_batch = 12, mbs = s.mbs, recompute = "none"})
+      for _, k in ipairs({"top", "keep", "jobs", "exhaustive"}) do a[k] = nil end
+      a.account_for_embedding_in_pipeline_split = s.account_for_embedding_in_pipeline_split
+      a.account_for_loss_in_pipeline_split = s.account_for_loss_in_pipeline_split
+      local r = assert(nd.estimate(a))
+      return r.strategy.stage_layers
+    end
+    assert.are.same({10, 11, 11}, stage_layers(seen.account_embedding))
+    assert.are.same({11, 11, 10}, stage_layers(seen.account_loss))
+  end)
+
+  it("walks both flags under \"account\" where layers + 2 divide", function()
+    -- 32 + 2 = 34 = 2 x 17 on PP 2: both flags; 33 does not divide over 2
+    local _, info = run({pp = 2, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 2,
+                         global_batch = 8})
+    local seen = {}
+    for i = 1, #info.results do seen[info.results[i].strategy.layout] = true end
+    assert.is_true(seen.even)  -- 32 over 2 divides: the even split alone
+    assert.is_nil(seen.account)
+    -- Llama 3.1 405B: 126 + 2 = 128 over PP 4 x VPP 2 = 8 chunks of 16 (127 does not divide)
+    _, info = run({model = "llama3.1-405b", pp = 4, vpp = 2, tp = 1, cp = 1, zero = 1,
+                   devices = 4, global_batch = 16, max_mem = "8TiB"})
+    seen = {}
+    for i = 1, #info.results do seen[info.results[i].strategy.layout] = info.results[i].strategy end
+    assert.is_nil(seen.account_embedding)
+    assert.is_nil(seen.account_loss)
+    local s = assert(seen.account)
+    assert.is_true(s.account_for_embedding_in_pipeline_split)
+    assert.is_true(s.account_for_loss_in_pipeline_split)
   end)
 end)
