@@ -265,29 +265,39 @@ static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
   return 1;
 }
 
+/*
+** Whether a pricing call failed for want of memory: the core's allocation failures all say
+** "out of memory" ("recompute: out of memory", "layout: out of memory"), nothing else does.
+*/
+static int out_of_memory (const char *err) { return strstr(err, "out of memory") != NULL; }
+
 /* Prices one candidate by its recompute value: a whole-model mode, a per-layer plan or
    the Megatron form, the last two chosen under the budget. */
-/* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; the walk
-   checked everything else, so any other failure is counted as out of bounds. */
+/* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; an
+   allocation that failed is out of memory (the walk stops on it); the walk checked
+   everything else, so any other failure is counted as out of bounds. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
                             nd_recompute_plan *plan, nd_recompute_ws *rws) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   int method, num_layers;
-  char err[8];  /* the message is not shown: the code says why */
+  char err[128];  /* not shown: the code says why (read for out of memory only) */
+  err[0] = '\0';
   if (recompute == ND_SEARCH_PER_LAYER) {
     if (nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
                                  ND_RECOMPUTE_ALL, plan, e, rws, err, sizeof err) == 0)
       return -1;
+    if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
     return plan->failed_stage >= 0 ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
   if (recompute == ND_SEARCH_MEGATRON) {
     if (nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
                                   &num_layers, err, sizeof err) == 0)
       return -1;
+    if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
     return method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
-  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0
-         ? -1 : ND_REFUSE_BOUNDS;
+  if (nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0) return -1;
+  return out_of_memory(err) ? ND_REFUSE_NO_MEMORY : ND_REFUSE_BOUNDS;
 }
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
@@ -441,6 +451,10 @@ static void deliver (walker *w, slot *s) {
   int i, r;
   nd_search_counts *c = w->counts;
   for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
+  /* a candidate the process had no memory to price: the run fails (its counts would
+     depend on the allocator), nothing more is delivered */
+  if (s->late[ND_REFUSE_NO_MEMORY] > 0 && w->status == ND_SEARCH_OK)
+    w->status = ND_SEARCH_NO_MEMORY;
   c->equivalent += s->equivalent;
   c->pruned_time += s->pruned_time;
   c->pruned_memory += s->pruned_memory;

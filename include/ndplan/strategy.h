@@ -146,6 +146,8 @@ typedef enum nd_refusal {
   ND_REFUSE_BATCH,         /* "global batch" */
   ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
   ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
+  ND_REFUSE_NO_MEMORY,     /* "out of memory" (this process ran out pricing it: the search
+                              stops, ND_SEARCH_NO_MEMORY; never a property of the strategy) */
   ND_REFUSE_COUNT
 } nd_refusal;
 const char *nd_refusal_label (nd_refusal r);
