@@ -811,6 +811,31 @@ static void begin_pass (walker *w, int rec) {
 }
 
 /*
+** HSDP's shard groups walked for one dp, ascending, into hv (their count); *full: dp when
+** all of dp is among them (the one group ZeRO 0 walks), else 0. Neither set given: one
+** value, 0 (base's). dp_replicate given: dp / R for each listed (or, auto, each) R that
+** divides dp, kept where dp_shard (when given) allows it.
+*/
+static int shard_groups (const nd_search_params *p, int dp, int *hv, int *full) {
+  const nd_dim_set *shard = &p->dp_shard, *rep = &p->dp_replicate;
+  int shard_set = shard->is_auto || shard->n > 0, n = 0, i, rv[LOOP_MAX], nr;
+  *full = 0;
+  if (!(rep->is_auto || rep->n > 0)) {
+    if (!shard_set) { hv[0] = 0; return 1; }  /* base's */
+    *full = in_set(shard, dp) ? dp : 0;  /* ZeRO 0 walks all of dp when it is listed */
+    return loop_values(shard, dp, dp, hv);
+  }
+  nr = loop_values(rep, dp, dp, rv);  /* ascending replicas: descending shard groups */
+  for (i = nr - 1; i >= 0; i--) {
+    int g = dp / rv[i];
+    if (shard_set && !in_set(shard, g)) continue;
+    hv[n++] = g;
+    if (g == dp) *full = dp;
+  }
+  return n;
+}
+
+/*
 ** The innermost loops of the walk for one (recompute, degrees, vpp, layout) in c: the
 ** precision recipe, ZeRO, the shard group, SP. At ZeRO 0 nothing is sharded: the shard
 ** group is all of DP only (HSDP's replicas would reduce nothing). same_as_none, lone: as
@@ -818,14 +843,9 @@ static void begin_pass (walker *w, int rec) {
 */
 static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int same_as_none,
                        int lone) {
-  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP], *shard = &w->p->dp_shard;
-  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], nh, full = 0;
-  int irc, iz, ih, sp;
-  if (shard->is_auto || shard->n > 0) {
-    nh = loop_values(shard, c->dp, c->dp, hv);
-    full = in_set(shard, c->dp) ? c->dp : 0;  /* ZeRO 0 walks all of dp when it is listed */
-  }
-  else { nh = 1; hv[0] = 0; }  /* base's */
+  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP];
+  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], full;
+  int nh = shard_groups(w->p, c->dp, hv, &full), irc, iz, ih, sp;
   for (irc = 0; irc < nrc; irc++)
     for (iz = 0; iz < nz; iz++) {
       /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3 still does:

@@ -150,9 +150,56 @@ describe("the search walks HSDP's shard group", function()
     assert.is_true(hsdp_rows("torchtitan") > 0)
   end)
 
+  it("walks the replicas (dp_replicate) as the shard groups DP / R", function()
+    -- 16 devices, tp 1 pp 1 cp 1: dp 16; replicas {2, 4} are the shard groups {8, 4}
+    local fixed = {zero = 1, tp = 1, pp = 1, cp = 1}
+    local function rows(extra)
+      local a = {}
+      for k, v in pairs(fixed) do a[k] = v end
+      for k, v in pairs(extra) do a[k] = v end
+      local _, info = run(a)
+      return by_degrees(info, function() return true end), info
+    end
+    local by_rep, info = rows({dp_replicate = {2, 4}})
+    local by_shard = rows({dp_shard = {4, 8}})
+    assert.same(by_shard, by_rep)
+    local groups = {}
+    for i = 1, #info.results do
+      local s = info.results[i].strategy
+      assert.equal(s.dp, s.dp_shard * s.dp_replicate)
+      groups[s.dp_replicate] = s.dp_shard
+    end
+    assert.same({[2] = 8, [4] = 4}, groups)
+    assert.is_truthy(table.concat(info.dims, " "):find("dp_replicate", 1, true))
+    -- auto: every divisor, the same walk as dp_shard = "auto"
+    assert.same(rows({dp_shard = "auto"}), rows({dp_replicate = "auto"}))
+    -- both: the pairs both lists allow (shard 8 x replicate 2 only)
+    local both = rows({dp_shard = {2, 8}, dp_replicate = {2, 4}})
+    local n = 0
+    for k in pairs(both) do n = n + 1; assert.truthy(by_rep[k]) end
+    local _, binfo = rows({dp_shard = {2, 8}, dp_replicate = {2, 4}})
+    for i = 1, #binfo.results do
+      local s = binfo.results[i].strategy
+      assert.equal(8, s.dp_shard)
+      assert.equal(2, s.dp_replicate)
+    end
+    assert.is_true(n > 0)
+  end)
+
+  it("re-prices a walked replica count with nd.estimate", function()
+    local ranked, info = run({zero = 1, tp = 1, pp = 1, cp = 1, dp_replicate = 4, top = 3})
+    for _, r in ipairs(ranked) do
+      assert.equal(4, r.strategy.dp_replicate)
+      local d = search.detail(r, info)
+      assert.equal(r.strategy.dp_shard, d.strategy.dp_shard)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * r.step_time_s)
+    end
+  end)
+
   it("refuses a shard group that is not a positive integer", function()
     assert.has_error(function() nd.search(args({dp_shard = 0})) end)
     assert.has_error(function() nd.search(args({dp_shard = {2, "x"}})) end)
+    assert.has_error(function() nd.search(args({dp_replicate = 0})) end)
   end)
 end)
 
