@@ -71,12 +71,16 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
                           const nd_job *job, nd_search_bounds *b) {
   int vpp_cfg = pinned(&p->dim[ND_DIM_VPP]) > 0 ? pinned(&p->dim[ND_DIM_VPP]) : 1;
   long long kv = m->num_kv_heads > 0 ? m->num_kv_heads : pow2_part(m->num_heads);
-  long long pp = m->num_layers / vpp_cfg;
+  /* a chunk holds a layer at least, the embedding and the loss counted as one each (as
+     Megatron's accounting flags count them: a first or last chunk may build no decoder
+     layer, transformer_block.py:188-201 at Megatron-LM d98e8a6) */
+  long long pp = (m->num_layers + 2) / vpp_cfg;
   memset(b, 0, sizeof *b);
   b->layers = (int)m->num_layers;
   /* TP: the KV heads (each TP rank keeps at least one), as the reference does */
   b->tp = (int)(kv < job->devices ? kv : job->devices);
-  /* PP: layers over the configured VPP, the batch (one micro-batch per stage at least) */
+  /* PP: layers (+ embedding and loss) over the configured VPP, the batch (one micro-batch
+     per stage at least) */
   if (pp > job->global_batch) pp = job->global_batch;
   if (pp > ND_MAX_STAGES) pp = ND_MAX_STAGES;
   b->pp = (int)(pp < job->devices ? pp : job->devices);
@@ -89,7 +93,7 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   if (pinned(&p->dim[ND_DIM_TP]) > b->tp && pinned(&p->dim[ND_DIM_TP]) <= job->devices)
     b->tp = pinned(&p->dim[ND_DIM_TP]);
   b->etp = m->num_experts > 0 ? b->tp : 1;
-  b->vpp = b->layers / 2 > 1 ? b->layers / 2 : 1;  /* layers / PP at PP 2 */
+  b->vpp = (b->layers + 2) / 2 > 1 ? (b->layers + 2) / 2 : 1;  /* chunks per stage at PP 2 */
   if (b->vpp > ND_MAX_CHUNKS / 2) b->vpp = ND_MAX_CHUNKS / 2;
   b->mbs = (int)(job->global_batch < 1000000000 ? job->global_batch : 1000000000);
 }
@@ -567,7 +571,8 @@ static void submit (walker *w) {
 
 /* ---- the walk ------------------------------------------------------------------- */
 
-/* VPP: a range up to layers / PP chunks per stage, each holding a layer (1 at PP 1). */
+/* VPP: a range up to (layers + 2) / PP chunks per stage, each holding a layer, the embedding
+   and the loss counted (1 at PP 1). */
 /*
 ** The VPP values an automatic VPP walks: up to 4 always; past 4 only where the layers, with
 ** the embedding and the loss counted or not (Megatron's accounting flags), fill pp*vpp
@@ -580,8 +585,9 @@ static int auto_vpp (int layers, int pp, int vpp) {
   return layers % chunks == 0 || (layers + 1) % chunks == 0 || (layers + 2) % chunks == 0;
 }
 
+/* VPP at pp: a layer per chunk, the embedding and the loss counted (nd_search_bounds_of) */
 static int vpp_bound (const nd_search_bounds *b, int pp) {
-  int v = pp > 1 ? b->layers / pp : 1;
+  int v = pp > 1 ? (b->layers + 2) / pp : 1;
   if (v > ND_MAX_CHUNKS / (pp > 0 ? pp : 1)) v = ND_MAX_CHUNKS / (pp > 0 ? pp : 1);
   return v > 0 ? v : 1;
 }
@@ -598,11 +604,12 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
 #define OVER(name, val, lim, because) \
   { what = name; v = val; bound = lim; why = because; }
   if (c->tp > b->tp) OVER("tp", c->tp, b->tp, "the KV heads, the devices")
-  else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers over vpp, the batch, the devices")
+  else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers, embedding and loss over vpp, "
+                               "the batch, the devices")
   else if (c->cp > b->cp) OVER("cp", c->cp, b->cp, "half the sequence, the devices")
   else if (c->mbs > b->mbs) OVER("mbs", c->mbs, b->mbs, "the global batch")
   else if (c->etp > c->tp) OVER("etp", c->etp, c->tp, "tp")
-  else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "the layers over pp")
+  else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "the layers, embedding and loss over pp")
   else if (c->zero > 3) OVER("zero", c->zero, 3, "ZeRO stages")
   else if (c->pp > 1 && c->mb < c->pp) OVER("pp", c->pp, c->mb, "the micro-batches")
 #undef OVER
@@ -693,7 +700,7 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   why[0] = '\0';
   if (pinned(&D[ND_DIM_VPP]) > w->b.vpp) {  /* over the ceiling whatever pp is */
     snprintf(why, sizeof why, "degree out of bounds: vpp %d over the search's bound of %d (the "
-             "layers over pp)", pinned(&D[ND_DIM_VPP]), w->b.vpp);
+             "layers, embedding and loss over pp)", pinned(&D[ND_DIM_VPP]), w->b.vpp);
     r = ND_REFUSE_BOUNDS;
   }
   else if ((c.mb = (int)(probe.global_batch / c.mbs)),  /* the most micro-batches (dp 1) */

@@ -6,7 +6,7 @@
 **
 ** Loop nest (outermost first): recompute, TP, PP, CP (DP = devices / (TP*PP*CP)), MBS
 ** (over the divisors of GBS / (PP*DP); MB = GBS / DP / MBS), EP, ETP, VPP (a range
-** 1..layers/PP: every chunk holds a layer), the layout variant (ND_VARIANT_*: the even
+** 1..(layers+2)/PP: every chunk holds a layer, embedding and loss counted), the layout variant (ND_VARIANT_*: the even
 ** split only, unless the layers do not divide into PP*VPP equal chunks), the precision
 ** recipe (nd_search_params.precision), ZeRO, HSDP's shard group (nd_search_params.dp_shard,
 ** .dp_replicate:

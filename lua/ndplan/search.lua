@@ -341,8 +341,8 @@ function M.bounds_line(info)
   local ep_why = b.ep == 1 and info.experts == 0 and "the model has no experts"
     or b.ep == n and (info.experts or 0) > n and "the devices" or "the model's experts"
   return string.format("The search bounds TP up to %d (%s), PP up to %d (%s), CP up to %d "
-    .. "(%s), EP up to %d (%s), VPP up to %d (layers / PP: a layer per chunk; past 4 where the "
-    .. "layers fill the chunks), MBS up to %d; uneven splits walk the even, accounting and "
+    .. "(%s), EP up to %d (%s), VPP up to %d ((layers + 2) / PP: a layer per chunk, the "
+    .. "embedding and the loss counted; past 4 where the layers fill the chunks), MBS up to %d; uneven splits walk the even, accounting and "
     .. "first/last layouts; loops: %s", b.tp, tp_why, b.pp,
     pp_why, b.cp, cp_why, b.ep, ep_why, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end
