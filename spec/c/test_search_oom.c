@@ -48,6 +48,12 @@ static int run (const nd_model_spec *m, const nd_device *d, nd_search_counts *co
   p.dim[ND_DIM_TP].is_auto = 0;
   p.dim[ND_DIM_TP].n = 1;
   p.dim[ND_DIM_TP].v[0] = 2;
+  p.dim[ND_DIM_PP].is_auto = 0;
+  p.dim[ND_DIM_PP].n = 1;
+  p.dim[ND_DIM_PP].v[0] = 2;
+  p.dim[ND_DIM_ZERO].is_auto = 0;
+  p.dim[ND_DIM_ZERO].n = 1;
+  p.dim[ND_DIM_ZERO].v[0] = 1;
   p.budget = 40e9;
   p.jobs = 1;
   p.exhaustive = 1;
@@ -71,7 +77,7 @@ int main (void) {
         "baseline: %llu priced, %llu out of memory", base.priced,
         base.refused[ND_REFUSE_NO_MEMORY]);
   CHECK(total > 2, "the run allocates %lu times", total);
-  step = total > 160 ? total / 160 : 1;  /* some 160 of the calls, spread over the run */
+  step = total > 100 ? total / 100 : 1;  /* some 100 of the calls, spread over the run */
   for (k = 1; k <= total; k += step) {
     calls = 0;
     fail_at = k;
