@@ -48,6 +48,7 @@ local spec = {
     {name = "schedule", arg = "NAME", help = "1f1b, gpipe or zb (interleaved when vpp > 1)"},
     {name = "precision", arg = "LIST", help = "bf16, fp16, fp8 (fp8:delayed), fp8:RECIPE or nvfp4; a list (bf16,fp8:mxfp8) walks each"},
     {name = "dp-shard", arg = "LIST", help = "HSDP: ZeRO/FSDP shard group(s) within DP, a list or auto (each divisor of DP); default all of DP"},
+    {name = "dp-replicate", arg = "LIST", help = "HSDP: replicas of the shard group (DP = shard x replicate), a list or auto; with --dp-shard, the pairs both allow"},
     {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width"},
     {name = "no-flash", help = "attention without flash"},
     {name = "tp-comm-overlap", help = "TP collectives overlapped with their GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)"},
@@ -122,10 +123,10 @@ if opts["search-config"] then
   local doc = cli.check(nd.yaml.load_file(path))
   if type(doc) ~= "table" then cli.fail(path .. ": expected a mapping") end
   local KNOWN = {model = true, seq_len = true, cluster = true, parallelism = true,
-                 constraint = true, recompute = true, train_yaml = true}
+                 constraint = true, recompute = true, precision = true, train_yaml = true}
   for k in pairs(doc) do
     if not KNOWN[k] then cli.fail(string.format("%s: unknown key '%s' (expected model, seq_len, "
-      .. "cluster, parallelism, constraint, recompute)", path, tostring(k))) end
+      .. "cluster, parallelism, constraint, recompute, precision)", path, tostring(k))) end
   end
   if doc.train_yaml then cli.fail(path .. ": train_yaml: not supported; give model: NAME|PATH") end
   local function field(t, key, kind, where)
@@ -184,14 +185,15 @@ if opts["search-config"] then
   local par = doc.parallelism or {}
   if type(par) ~= "table" then cli.fail(path .. ": parallelism: expected a mapping") end
   local KEYS = {dp = "dp", tp = "tp", pp = "pp", cp = "cp", ep = "ep", etp = "etp", vpp = "vpp",
-                micro_batch_num = "mb", micro_batch_size = "mbs", sp = "sp", zero = "zero"}
+                micro_batch_num = "mb", micro_batch_size = "mbs", sp = "sp", zero = "zero",
+                dp_shard = "dp_shard", dp_replicate = "dp_replicate"}
   for k, v in pairs(par) do
     local d = KEYS[k]
     if k == "fsdp" then
-      cli.fail(path .. ": parallelism.fsdp: ndplan shards over the whole DP group; give zero: 0-3")
+      cli.fail(path .. ": parallelism.fsdp: give zero: 0-3 (and dp_shard or dp_replicate for HSDP)")
     end
     if not d then cli.fail(string.format("%s: parallelism.%s: unknown dimension (expected %s)", path,
-                                         tostring(k), "dp, tp, pp, cp, ep, etp, vpp, micro_batch_num, micro_batch_size, sp, zero")) end
+                                         tostring(k), "dp, tp, pp, cp, ep, etp, vpp, micro_batch_num, micro_batch_size, sp, zero, dp_shard, dp_replicate")) end
     if v == "auto" then args[d] = "auto"
     elseif type(v) == "table" then
       for _, x in ipairs(v) do
@@ -215,6 +217,9 @@ if opts["search-config"] then
     end
     args.recompute = r
     declared.recompute = "declared"
+  end
+  if doc.precision ~= nil then  -- a recipe, a list of them (each walked) or "bf16,fp8:mxfp8"
+    args.precision = require("ndplan.strategy").config_recipes(path, doc.precision)
   end
   config_line = true
 end
@@ -261,10 +266,11 @@ if opts.precision and opts.precision:find(",") then  -- a list of recipes, each 
   for w in opts.precision:gmatch("[^,%s]+") do
     args.precision[#args.precision + 1] = require("ndplan.strategy").check_precision("precision", w)
   end
-else
+elseif opts.precision then
   args.precision = require("ndplan.strategy").check_precision("precision", opts.precision)
-end
-args.dp_shard = dim_value("dp-shard", opts["dp-shard"])
+end  -- else the configuration's, if any
+args.dp_shard = dim_value("dp-shard", opts["dp-shard"]) or args.dp_shard
+args.dp_replicate = dim_value("dp-replicate", opts["dp-replicate"]) or args.dp_replicate
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end
@@ -479,7 +485,8 @@ else
       local s = r.strategy
       -- the walked recipe and shard group, when the search walks them
       local extra = (type(args.precision) == "table" and " " .. s.precision or "")
-                    .. (args.dp_shard and " dp_shard " .. s.dp_shard or "")
+                    .. ((args.dp_shard or args.dp_replicate)
+                        and " dp_shard " .. s.dp_shard .. " dp_replicate " .. s.dp_replicate or "")
       say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s%s: peak %s, over by %s",
           s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb,
           s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "", extra,

@@ -392,13 +392,13 @@ static int read_value (lua_State *L, int idx, nd_dim d) {
   }
 }
 
-static int shard_value (lua_State *L, int idx) {
+static int shard_value (lua_State *L, int idx, const char *name) {
   lua_Integer v;
   if (!lua_isinteger(L, idx))
-    luaL_error(L, "dp_shard: expected a positive integer, a list of them or \"auto\", got %s",
+    luaL_error(L, "%s: expected a positive integer, a list of them or \"auto\", got %s", name,
                luaL_typename(L, idx));
   v = lua_tointeger(L, idx);
-  if (v < 1 || v > 1000000000) luaL_error(L, "dp_shard: %I is out of range", v);
+  if (v < 1 || v > 1000000000) luaL_error(L, "%s: %I is out of range", name, v);
   return (int)v;
 }
 
@@ -462,10 +462,10 @@ static void read_recipes (lua_State *L, int t, nd_search_params *p) {
   lua_pop(L, 1);
 }
 
-/* dp_shard (HSDP's shard group): nil = all of dp (not walked), "auto" = the divisors of
-   each dp, a value or a list = those that divide it. */
-static void read_shard (lua_State *L, int t, nd_dim_set *s) {
-  int type = lua_getfield(L, t, "dp_shard");
+/* dp_shard (HSDP's shard group) or dp_replicate (its replicas), name: nil = not walked
+   (all of dp), "auto" = the divisors of each dp, a value or a list = those that divide it. */
+static void read_shard (lua_State *L, int t, const char *name, nd_dim_set *s) {
+  int type = lua_getfield(L, t, name);
   s->is_auto = 0;
   s->n = 0;
   if (type == LUA_TSTRING && strcmp(lua_tostring(L, -1), "auto") == 0) s->is_auto = 1;
@@ -473,14 +473,14 @@ static void read_shard (lua_State *L, int t, nd_dim_set *s) {
     int k, j;
     if (type == LUA_TTABLE) {
       lua_Integer i, n = luaL_len(L, -1);
-      if (n < 1 || n > ND_SET_MAX) luaL_error(L, "dp_shard: a list needs 1 to %d values", ND_SET_MAX);
+      if (n < 1 || n > ND_SET_MAX) luaL_error(L, "%s: a list needs 1 to %d values", name, ND_SET_MAX);
       for (i = 1; i <= n; i++) {
         lua_geti(L, -1, i);
-        s->v[s->n++] = shard_value(L, -1);
+        s->v[s->n++] = shard_value(L, -1, name);
         lua_pop(L, 1);
       }
     }
-    else s->v[s->n++] = shard_value(L, -1);
+    else s->v[s->n++] = shard_value(L, -1, name);
     qsort(s->v, (size_t)s->n, sizeof s->v[0], cmp_int);
     for (k = 0, j = 0; j < s->n; j++)
       if (k == 0 || s->v[k - 1] != s->v[j]) s->v[k++] = s->v[j];
@@ -499,7 +499,7 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
     int known = 0;
     for (k = nd_space_keys; *k && !known; k++) known = strcmp(key, *k) == 0;
     for (d = 0; d < ND_DIM_COUNT && !known; d++) known = strcmp(key, nd_dim_name(d)) == 0;
-    known = known || strcmp(key, "dp_shard") == 0;
+    known = known || strcmp(key, "dp_shard") == 0 || strcmp(key, "dp_replicate") == 0;
     if (!known) luaL_error(L, "space: unknown field '%s'", key);
     lua_pop(L, 1);
   }
@@ -507,7 +507,8 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   if (lua_getfield(L, t, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &p->base.schedule);
   lua_pop(L, 1);
   read_recipes(L, t, p);
-  read_shard(L, t, &p->dp_shard);
+  read_shard(L, t, "dp_shard", &p->dp_shard);
+  read_shard(L, t, "dp_replicate", &p->dp_replicate);
   if (lua_getfield(L, t, "flash_attention") != LUA_TNIL)
     p->base.flash_attention = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -562,6 +563,7 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   lua_setfield(L, -2, "precision");
   nd_setint(L, "dp_shard", c->dp_shard > 0 ? c->dp_shard : c->dp);  /* 0 before resolution:
                                                                        all of dp */
+  nd_setint(L, "dp_replicate", c->dp_shard > 0 ? c->dp / c->dp_shard : 1);  /* dp = both */
   if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
     nd_strategy st;
     st.pp = c->pp; st.vpp = c->vpp;

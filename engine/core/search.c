@@ -71,12 +71,16 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
                           const nd_job *job, nd_search_bounds *b) {
   int vpp_cfg = pinned(&p->dim[ND_DIM_VPP]) > 0 ? pinned(&p->dim[ND_DIM_VPP]) : 1;
   long long kv = m->num_kv_heads > 0 ? m->num_kv_heads : pow2_part(m->num_heads);
-  long long pp = m->num_layers / vpp_cfg;
+  /* a chunk holds a layer at least, the embedding and the loss counted as one each (as
+     Megatron's accounting flags count them: a first or last chunk may build no decoder
+     layer, transformer_block.py:188-201 at Megatron-LM d98e8a6) */
+  long long pp = (m->num_layers + 2) / vpp_cfg;
   memset(b, 0, sizeof *b);
   b->layers = (int)m->num_layers;
   /* TP: the KV heads (each TP rank keeps at least one), as the reference does */
   b->tp = (int)(kv < job->devices ? kv : job->devices);
-  /* PP: layers over the configured VPP, the batch (one micro-batch per stage at least) */
+  /* PP: layers (+ embedding and loss) over the configured VPP, the batch (one micro-batch
+     per stage at least) */
   if (pp > job->global_batch) pp = job->global_batch;
   if (pp > ND_MAX_STAGES) pp = ND_MAX_STAGES;
   b->pp = (int)(pp < job->devices ? pp : job->devices);
@@ -89,7 +93,7 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   if (pinned(&p->dim[ND_DIM_TP]) > b->tp && pinned(&p->dim[ND_DIM_TP]) <= job->devices)
     b->tp = pinned(&p->dim[ND_DIM_TP]);
   b->etp = m->num_experts > 0 ? b->tp : 1;
-  b->vpp = b->layers / 2 > 1 ? b->layers / 2 : 1;  /* layers / PP at PP 2 */
+  b->vpp = (b->layers + 2) / 2 > 1 ? (b->layers + 2) / 2 : 1;  /* chunks per stage at PP 2 */
   if (b->vpp > ND_MAX_CHUNKS / 2) b->vpp = ND_MAX_CHUNKS / 2;
   b->mbs = (int)(job->global_batch < 1000000000 ? job->global_batch : 1000000000);
 }
@@ -265,29 +269,39 @@ static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
   return 1;
 }
 
+/*
+** Whether a pricing call failed for want of memory: the core's allocation failures all say
+** "out of memory" ("recompute: out of memory", "layout: out of memory"), nothing else does.
+*/
+static int out_of_memory (const char *err) { return strstr(err, "out of memory") != NULL; }
+
 /* Prices one candidate by its recompute value: a whole-model mode, a per-layer plan or
    the Megatron form, the last two chosen under the budget. */
-/* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; the walk
-   checked everything else, so any other failure is counted as out of bounds. */
+/* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; an
+   allocation that failed is out of memory (the walk stops on it); the walk checked
+   everything else, so any other failure is counted as out of bounds. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
                             nd_recompute_plan *plan, nd_recompute_ws *rws) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   int method, num_layers;
-  char err[8];  /* the message is not shown: the code says why */
+  char err[128];  /* not shown: the code says why (read for out of memory only) */
+  err[0] = '\0';
   if (recompute == ND_SEARCH_PER_LAYER) {
     if (nd_recompute_plan_run_ws(w->m, w->dev, w->job, st, w->costs, budget,
                                  ND_SEARCH_PLAN_MODES, plan, e, rws, err, sizeof err) == 0)
       return -1;
+    if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
     return plan->failed_stage >= 0 ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
   if (recompute == ND_SEARCH_MEGATRON) {
     if (nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
                                   &num_layers, err, sizeof err) == 0)
       return -1;
+    if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
     return method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
-  return nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0
-         ? -1 : ND_REFUSE_BOUNDS;
+  if (nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0) return -1;
+  return out_of_memory(err) ? ND_REFUSE_NO_MEMORY : ND_REFUSE_BOUNDS;
 }
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
@@ -441,6 +455,10 @@ static void deliver (walker *w, slot *s) {
   int i, r;
   nd_search_counts *c = w->counts;
   for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
+  /* a candidate the process had no memory to price: the run fails (its counts would
+     depend on the allocator), nothing more is delivered */
+  if (s->late[ND_REFUSE_NO_MEMORY] > 0 && w->status == ND_SEARCH_OK)
+    w->status = ND_SEARCH_NO_MEMORY;
   c->equivalent += s->equivalent;
   c->pruned_time += s->pruned_time;
   c->pruned_memory += s->pruned_memory;
@@ -553,7 +571,8 @@ static void submit (walker *w) {
 
 /* ---- the walk ------------------------------------------------------------------- */
 
-/* VPP: a range up to layers / PP chunks per stage, each holding a layer (1 at PP 1). */
+/* VPP: a range up to (layers + 2) / PP chunks per stage, each holding a layer, the embedding
+   and the loss counted (1 at PP 1). */
 /*
 ** The VPP values an automatic VPP walks: up to 4 always; past 4 only where the layers, with
 ** the embedding and the loss counted or not (Megatron's accounting flags), fill pp*vpp
@@ -566,8 +585,9 @@ static int auto_vpp (int layers, int pp, int vpp) {
   return layers % chunks == 0 || (layers + 1) % chunks == 0 || (layers + 2) % chunks == 0;
 }
 
+/* VPP at pp: a layer per chunk, the embedding and the loss counted (nd_search_bounds_of) */
 static int vpp_bound (const nd_search_bounds *b, int pp) {
-  int v = pp > 1 ? b->layers / pp : 1;
+  int v = pp > 1 ? (b->layers + 2) / pp : 1;
   if (v > ND_MAX_CHUNKS / (pp > 0 ? pp : 1)) v = ND_MAX_CHUNKS / (pp > 0 ? pp : 1);
   return v > 0 ? v : 1;
 }
@@ -584,11 +604,12 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
 #define OVER(name, val, lim, because) \
   { what = name; v = val; bound = lim; why = because; }
   if (c->tp > b->tp) OVER("tp", c->tp, b->tp, "the KV heads, the devices")
-  else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers over vpp, the batch, the devices")
+  else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers, embedding and loss over vpp, "
+                               "the batch, the devices")
   else if (c->cp > b->cp) OVER("cp", c->cp, b->cp, "half the sequence, the devices")
   else if (c->mbs > b->mbs) OVER("mbs", c->mbs, b->mbs, "the global batch")
   else if (c->etp > c->tp) OVER("etp", c->etp, c->tp, "tp")
-  else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "the layers over pp")
+  else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "the layers, embedding and loss over pp")
   else if (c->zero > 3) OVER("zero", c->zero, 3, "ZeRO stages")
   else if (c->pp > 1 && c->mb < c->pp) OVER("pp", c->pp, c->mb, "the micro-batches")
 #undef OVER
@@ -679,7 +700,7 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
   why[0] = '\0';
   if (pinned(&D[ND_DIM_VPP]) > w->b.vpp) {  /* over the ceiling whatever pp is */
     snprintf(why, sizeof why, "degree out of bounds: vpp %d over the search's bound of %d (the "
-             "layers over pp)", pinned(&D[ND_DIM_VPP]), w->b.vpp);
+             "layers, embedding and loss over pp)", pinned(&D[ND_DIM_VPP]), w->b.vpp);
     r = ND_REFUSE_BOUNDS;
   }
   else if ((c.mb = (int)(probe.global_batch / c.mbs)),  /* the most micro-batches (dp 1) */
@@ -797,6 +818,31 @@ static void begin_pass (walker *w, int rec) {
 }
 
 /*
+** HSDP's shard groups walked for one dp, ascending, into hv (their count); *full: dp when
+** all of dp is among them (the one group ZeRO 0 walks), else 0. Neither set given: one
+** value, 0 (base's). dp_replicate given: dp / R for each listed (or, auto, each) R that
+** divides dp, kept where dp_shard (when given) allows it.
+*/
+static int shard_groups (const nd_search_params *p, int dp, int *hv, int *full) {
+  const nd_dim_set *shard = &p->dp_shard, *rep = &p->dp_replicate;
+  int shard_set = shard->is_auto || shard->n > 0, n = 0, i, rv[LOOP_MAX], nr;
+  *full = 0;
+  if (!(rep->is_auto || rep->n > 0)) {
+    if (!shard_set) { hv[0] = 0; return 1; }  /* base's */
+    *full = in_set(shard, dp) ? dp : 0;  /* ZeRO 0 walks all of dp when it is listed */
+    return loop_values(shard, dp, dp, hv);
+  }
+  nr = loop_values(rep, dp, dp, rv);  /* ascending replicas: descending shard groups */
+  for (i = nr - 1; i >= 0; i--) {
+    int g = dp / rv[i];
+    if (shard_set && !in_set(shard, g)) continue;
+    hv[n++] = g;
+    if (g == dp) *full = dp;
+  }
+  return n;
+}
+
+/*
 ** The innermost loops of the walk for one (recompute, degrees, vpp, layout) in c: the
 ** precision recipe, ZeRO, the shard group, SP. At ZeRO 0 nothing is sharded: the shard
 ** group is all of DP only (HSDP's replicas would reduce nothing). same_as_none, lone: as
@@ -804,14 +850,9 @@ static void begin_pass (walker *w, int rec) {
 */
 static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int same_as_none,
                        int lone) {
-  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP], *shard = &w->p->dp_shard;
-  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], nh, full = 0;
-  int irc, iz, ih, sp;
-  if (shard->is_auto || shard->n > 0) {
-    nh = loop_values(shard, c->dp, c->dp, hv);
-    full = in_set(shard, c->dp) ? c->dp : 0;  /* ZeRO 0 walks all of dp when it is listed */
-  }
-  else { nh = 1; hv[0] = 0; }  /* base's */
+  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP];
+  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], full;
+  int nh = shard_groups(w->p, c->dp, hv, &full), irc, iz, ih, sp;
   for (irc = 0; irc < nrc; irc++)
     for (iz = 0; iz < nz; iz++) {
       /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3 still does:

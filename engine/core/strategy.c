@@ -465,32 +465,45 @@ int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *jo
 
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-  "filtered out", "CP constraints", "global batch", "layout", "over memory"
+  "filtered out", "CP constraints", "global batch", "layout", "over memory", "out of memory"
 };
 
 const char *nd_refusal_label (nd_refusal r) {
   return (unsigned)r < ND_REFUSE_COUNT ? refusal_labels[r] : NULL;
 }
 
-static const char *const variant_names[ND_VARIANT_COUNT] = {"even", "account", "first_last"};
+static const char *const variant_names[ND_VARIANT_COUNT] = {
+  "even", "account", "account_embedding", "account_loss", "first_last"
+};
 
 const char *nd_layout_variant_name (int variant) {
   return variant >= 0 && variant < ND_VARIANT_COUNT ? variant_names[variant] : NULL;
 }
 
+/*
+** Megatron takes each accounting flag on its own or both: each adds one to the layers it
+** splits, the sum must divide over pp and each stage's share over vpp (Megatron-LM
+** d98e8a6, megatron/core/transformer/transformer_config.py:2370-2415 and
+** megatron/training/arguments.py:962-973, 991-998), and the first chunk of the first
+** stage (embedding) or the last chunk of the last stage (loss) builds one decoder layer
+** fewer (megatron/core/transformer/transformer_block.py:188-201). So each flag set is a
+** layout of its own: with body + 1 dividing, the embedding's and the loss's differ in
+** which end is short.
+*/
 int nd_layout_variant (nd_strategy *st, int body, int variant) {
-  static const int order[3] = {ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS, ND_ACCOUNT_EMBEDDING,
-                               ND_ACCOUNT_LOSS};
-  int pp = st->pp, v = st->vpp, i;
+  int pp = st->pp, v = st->vpp, bits = -1;
   st->account = 0;
   st->first_layers = st->last_layers = 0;
   st->explicit_layout = ND_LAYOUT_RESOLVED;
   if (variant == ND_VARIANT_EVEN) return 0;
   if (pp < 2 || v < 1) return -1;
-  if (variant == ND_VARIANT_ACCOUNT) {
-    for (i = 0; i < 3; i++)
-      if (account_fits(body, pp, v, order[i])) { st->account = (unsigned char)order[i]; return 0; }
-    return -1;
+  if (variant == ND_VARIANT_ACCOUNT) bits = ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS;
+  else if (variant == ND_VARIANT_ACCOUNT_EMBEDDING) bits = ND_ACCOUNT_EMBEDDING;
+  else if (variant == ND_VARIANT_ACCOUNT_LOSS) bits = ND_ACCOUNT_LOSS;
+  if (bits > 0) {
+    if (!account_fits(body, pp, v, bits)) return -1;
+    st->account = (unsigned char)bits;
+    return 0;
   }
   if (variant == ND_VARIANT_FIRST_LAST) {
     long long mid = ((long long)body + (long long)pp * v - 1) / ((long long)pp * v) * v;

@@ -6,9 +6,10 @@
 **
 ** Loop nest (outermost first): recompute, TP, PP, CP (DP = devices / (TP*PP*CP)), MBS
 ** (over the divisors of GBS / (PP*DP); MB = GBS / DP / MBS), EP, ETP, VPP (a range
-** 1..layers/PP: every chunk holds a layer), the layout variant (ND_VARIANT_*: the even
+** 1..(layers+2)/PP: every chunk holds a layer, embedding and loss counted), the layout variant (ND_VARIANT_*: the even
 ** split only, unless the layers do not divide into PP*VPP equal chunks), the precision
-** recipe (nd_search_params.precision), ZeRO, HSDP's shard group (nd_search_params.dp_shard:
+** recipe (nd_search_params.precision), ZeRO, HSDP's shard group (nd_search_params.dp_shard,
+** .dp_replicate:
 ** at ZeRO 0 only all of DP, as nothing is sharded), SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
 ** priced and handed to the caller chunk by chunk. The calling thread only enumerates; the
@@ -131,6 +132,10 @@ typedef struct nd_search_params {
   nd_dim_set dp_shard;        /* shard groups walked: auto = the divisors of each DP, a list
                                  = the listed values that divide it; not auto and n = 0:
                                  base's (all of DP unless base says otherwise) */
+  nd_dim_set dp_replicate;    /* HSDP's replica counts walked (torchtitan's dp_replicate):
+                                 each value R dividing DP walks the shard group DP / R;
+                                 with dp_shard also set, the pairs both sets allow; auto:
+                                 as dp_shard's auto; not auto and n = 0: not walked */
   double budget;              /* bytes per device a stage may use */
   int jobs;                   /* pricing threads (1: inline, no thread) */
   int chunk;                  /* candidates per chunk (0: a default) */

@@ -146,6 +146,8 @@ typedef enum nd_refusal {
   ND_REFUSE_BATCH,         /* "global batch" */
   ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
   ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
+  ND_REFUSE_NO_MEMORY,     /* "out of memory" (this process ran out pricing it: the search
+                              stops, ND_SEARCH_NO_MEMORY; never a property of the strategy) */
   ND_REFUSE_COUNT
 } nd_refusal;
 const char *nd_refusal_label (nd_refusal r);
@@ -191,14 +193,17 @@ int nd_layout_format (const nd_strategy *st, int body, int mtp, char *buf, size_
 /*
 ** The layout variants the search walks for a (pp, vpp) whose body layers do not divide
 ** into pp*vpp equal chunks: the even split (the remainder spread, stated to Megatron as a
-** layout string), Megatron's embedding/loss accounting (both flags, else the embedding's,
-** else the loss's: the first Megatron accepts) and first/last stage layers (the middle
-** stages hold ceil(layers / (pp*vpp)) per chunk, the first and last share the rest, the
-** first the smaller half). nd_layout_variant sets st's layout fields (pp, vpp set) for
-** one; -1 when that variant cannot state this (pp, vpp).
+** layout string); Megatron's embedding/loss accounting, each flag set Megatron accepts its
+** own variant (both flags: "account"; --account-for-embedding-in-pipeline-split alone:
+** "account_embedding"; --account-for-loss-in-pipeline-split alone: "account_loss"); and
+** first/last stage layers (the middle stages hold ceil(layers / (pp*vpp)) per chunk, the
+** first and last share the rest, the first the smaller half). nd_layout_variant sets st's
+** layout fields (pp, vpp set) for one; -1 when that variant cannot state this (pp, vpp).
 */
-enum { ND_VARIANT_EVEN = 0, ND_VARIANT_ACCOUNT, ND_VARIANT_FIRST_LAST, ND_VARIANT_COUNT };
-const char *nd_layout_variant_name (int variant);  /* "even", "account", "first_last" */
+enum { ND_VARIANT_EVEN = 0, ND_VARIANT_ACCOUNT, ND_VARIANT_ACCOUNT_EMBEDDING,
+       ND_VARIANT_ACCOUNT_LOSS, ND_VARIANT_FIRST_LAST, ND_VARIANT_COUNT };
+/* "even", "account", "account_embedding", "account_loss", "first_last" */
+const char *nd_layout_variant_name (int variant);
 int nd_layout_variant (nd_strategy *st, int body, int variant);
 
 /* Layers (body+MTP) of chunk c of stage s of a resolved strategy, and the first one. */

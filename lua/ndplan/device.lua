@@ -266,6 +266,12 @@ local function from_description(t, src, seen, depth)
   end
   ok, err = convert(src, t, SCHEMA, "", canon)
   if not ok then return nil, err end
+  -- the name goes into messages and reports: printable, no control characters (as a model's)
+  if type(t.name) == "string" and t.name:find("%c") then
+    local shown = t.name:gsub("%c", function(c) return ("\\%03d"):format(c:byte()) end)
+    return nil, where(src, t, "name") .. "field 'name': expected printable characters, got '"
+      .. shown .. "'"
+  end
   if t.base == nil and canon.peak_flops.fp16 == nil then
     canon.peak_flops.fp16 = canon.peak_flops.bf16  -- the same tensor-core rate on every part
   end

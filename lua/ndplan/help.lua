@@ -25,7 +25,8 @@ nd.search{model=, device=, devices=, global_batch=, seq_len=, <dimension> = valu
   -> ranked, info | nil, message, info
 Dimensions: dp tp pp vpp cp ep etp sp zero mb mbs recompute; a value pins one, a list walks
 those, "auto" (the default) walks the core's bounds. precision = {"bf16", "fp8:tensorwise"}
-walks each recipe; dp_shard = "auto" | N | {list} walks HSDP's shard group (nil: all of dp).
+walks each recipe; dp_shard = "auto" | N | {list} walks HSDP's shard group (nil: all of dp);
+dp_replicate = "auto" | M | {list} walks its replicas (the shard group dp / M).
 ranked[i]: strategy, step_time_s,
 tokens_per_s, mfu, peak_memory_bytes, memory_parts_bytes, time_parts_s, objective, rank.
 info: tested, priced, fit, refused (label -> count), bounds, warnings, misses (nothing fits).

@@ -14,7 +14,7 @@ local M = {}
 local NAMES = require("ndplan.c.estimate").names()
 M.DIMS = NAMES.dims
 M.LOOP_ORDER = {"recompute", "tp", "pp", "cp", "mbs", "ep", "etp", "vpp", "layout", "precision",
-                "zero", "dp_shard", "sp"}
+                "zero", "dp_shard", "sp"}  -- dp_shard: the shard group, from dp_replicate too
 local DIM_SET = {}
 for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, strict = true, device = true, devices = true,
@@ -23,7 +23,7 @@ local OTHER = {model = true, strict = true, device = true, devices = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
                csv_all = true, trainer = true, dialect = true,
-               exhaustive = true, dp_shard = true}
+               exhaustive = true, dp_shard = true, dp_replicate = true}
 for _, k in ipairs(NAMES.space_keys) do OTHER[k] = true end  -- the space's own fields
 -- The search's recompute values: the core's names ("off" is the command line's word for
 -- none, turned into it there).
@@ -141,9 +141,11 @@ function M.search(args)
   if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
   local space = {}
   for _, k in ipairs(NAMES.space_keys) do space[k] = args[k] end
-  space.dp_shard = args.dp_shard  -- HSDP's shard group: nil (all of dp), a value, a list, auto
-  if space.dp_shard ~= nil and space.dp_shard ~= "auto" then
-    space.dp_shard = normalise("dp_shard", space.dp_shard)
+  -- HSDP: the shard group and its replicas (dp = dp_shard x dp_replicate, torchtitan's
+  -- names), each nil (not walked: all of dp), a value, a list or auto
+  for _, k in ipairs({"dp_shard", "dp_replicate"}) do
+    space[k] = args[k]
+    if space[k] ~= nil and space[k] ~= "auto" then space[k] = normalise(k, space[k]) end
   end
   local shown_dims = {}
   for _, d in ipairs(M.DIMS) do
@@ -160,7 +162,10 @@ function M.search(args)
   if type(args.precision) == "table" and #args.precision > 1 then
     shown_dims[#shown_dims + 1] = "precision"
   end
-  if searched(space.dp_shard) then shown_dims[#shown_dims + 1] = "dp_shard" end
+  if searched(space.dp_shard) or searched(space.dp_replicate) then
+    shown_dims[#shown_dims + 1] = "dp_shard"
+  end
+  if searched(space.dp_replicate) then shown_dims[#shown_dims + 1] = "dp_replicate" end
   -- a pinned value no candidate can take: the core's rule, before any walk
   local okp, label, rule = pcall(core.pinned, model, job, space)
   if not okp then error(label, 0) end  -- a bad space: the message core.run would give
@@ -336,8 +341,8 @@ function M.bounds_line(info)
   local ep_why = b.ep == 1 and info.experts == 0 and "the model has no experts"
     or b.ep == n and (info.experts or 0) > n and "the devices" or "the model's experts"
   return string.format("The search bounds TP up to %d (%s), PP up to %d (%s), CP up to %d "
-    .. "(%s), EP up to %d (%s), VPP up to %d (layers / PP: a layer per chunk; past 4 where the "
-    .. "layers fill the chunks), MBS up to %d; uneven splits walk the even, accounting and "
+    .. "(%s), EP up to %d (%s), VPP up to %d ((layers + 2) / PP: a layer per chunk, the "
+    .. "embedding and the loss counted; past 4 where the layers fill the chunks), MBS up to %d; uneven splits walk the even, accounting and "
     .. "first/last layouts; loops: %s", b.tp, tp_why, b.pp,
     pp_why, b.cp, cp_why, b.ep, ep_why, b.vpp, b.mbs, table.concat(M.LOOP_ORDER, " > "))
 end

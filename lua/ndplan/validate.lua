@@ -412,7 +412,7 @@ function M.run(cases, device, extra_costs, stack)
     local r, why = nd.estimate(args)
     if r then
       c.predicted_s = r.step_time_s
-      c.error_pct = 100 * (r.step_time_s - c.measured_s) / c.measured_s
+      c.error_pct = c.measured_s and 100 * (r.step_time_s - c.measured_s) / c.measured_s
       c.result = r
       c.refused = nil
     else

@@ -183,8 +183,9 @@ end
 
 local function key_is_moe(key) return key:find("^llama4") ~= nil end
 
--- One row -> a case, or nil, reason when the row cannot be priced as stated.
-local function build(row, models)
+-- One row -> a case, or nil, reason when the row cannot be priced as stated. unmeasured:
+-- keep a complete row that states no step time (measured_s nil: its layout, not its time).
+local function build(row, models, unmeasured)
   if row.config_complete ~= "yes" then return nil, "config not complete" end
   local stack = M.stack_of(row.framework or "")
   local device = M.device_of(row.gpu or "")
@@ -198,7 +199,8 @@ local function build(row, models)
   local measured = num(row.step_time_s)
   local tps = num(row.tokens_per_s_per_gpu)
   if not measured and tps and tps > 0 then measured = gbs * seq / (tps * gpus) end
-  if not (gpus and gbs and seq and measured) then return nil, "no measured step time" end
+  if not (gpus and gbs and seq) then return nil, "no devices, batch or sequence length" end
+  if not (measured or unmeasured) then return nil, "no measured step time" end
   local tp = int(row.tp) or 1
   local moe = type(cfg) == "string" and key_is_moe(row.model_key)
               or type(cfg) == "table" and (cfg.n_routed_experts or cfg.num_local_experts) ~= nil
@@ -229,8 +231,9 @@ local function build(row, models)
   })
 end
 
--- cases(dir) -> cases, skipped | nil, message. skipped lists {line, reason} of rows left out.
-function M.cases(dir)
+-- cases(dir [, opts]) -> cases, skipped | nil, message. skipped lists {line, reason} of rows
+-- left out. opts.unmeasured: rows without a measured step time too (measured_s nil).
+function M.cases(dir, opts)
   local rows, err = M.read_csv(dir .. "/" .. M.FILE)
   if not rows then return nil, err end
   local text, jerr = files.read(dir .. "/" .. M.MODELS)
@@ -238,7 +241,7 @@ function M.cases(dir)
   local models = require("ndplan").json.decode(text, M.MODELS)
   local out, skipped = {}, {}
   for _, row in ipairs(rows) do
-    local c, why = build(row, models)
+    local c, why = build(row, models, opts and opts.unmeasured)
     if c then out[#out + 1] = c else skipped[#skipped + 1] = {line = row._line, reason = why} end
   end
   return out, skipped

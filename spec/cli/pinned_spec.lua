@@ -15,7 +15,7 @@ describe("pinned degrees", function()
     local cases = {
       {{"--tp", "3"}, "degree out of bounds", "devices: 8 is not a multiple of tp*cp*pp = 3"},
       {{"--tp", "16"}, "degree out of bounds", "tp 16 over the search's bound of 8 (the KV heads, the devices)"},
-      {{"--pp", "2", "--vpp", "17"}, "degree out of bounds", "vpp 17 over the search's bound of 16 (the layers over pp)"},
+      {{"--pp", "2", "--vpp", "18"}, "degree out of bounds", "vpp 18 over the search's bound of 17 (the layers, embedding and loss over pp)"},
       {{"--mbs", "128"}, "degree out of bounds", "mbs 128 over the search's bound of 64 (the global batch)"},
       {{"--ep", "2"}, "EP over the experts or DP x TP", "the model has no experts"},
     }

@@ -67,7 +67,19 @@ describe("a policy's fields", function()
   it("gives admit the candidate's degrees", function()
     local c = fields(text, "candidate")
     local want = {sp = "boolean", recompute = "string", layout = "string", precision = "string"}
-    for k in ("dp tp pp vpp cp ep etp zero mbs mb dp_shard"):gmatch("[%a_]+") do want[k] = "number" end
+    for k in ("dp tp pp vpp cp ep etp zero mbs mb dp_shard dp_replicate"):gmatch("[%a_]+") do
+      want[k] = "number"
+    end
+    -- a variant's Megatron flags where the walk reaches one (32 + 2 layers over pp 2 x vpp 17:
+    -- both accounting flags); the first/last stage counts are numbers where they apply
+    for _, k in ipairs({"account_for_embedding_in_pipeline_split",
+                        "account_for_loss_in_pipeline_split"}) do
+      assert.equal("boolean", c[k], k)
+      want[k] = "boolean"
+    end
+    for _, k in ipairs({"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) do
+      if c[k] ~= nil then want[k] = "number" end
+    end
     assert.same(want, c)
   end)
 

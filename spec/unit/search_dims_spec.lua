@@ -150,24 +150,117 @@ describe("the search walks HSDP's shard group", function()
     assert.is_true(hsdp_rows("torchtitan") > 0)
   end)
 
+  it("walks the replicas (dp_replicate) as the shard groups DP / R", function()
+    -- 16 devices, tp 1 pp 1 cp 1: dp 16; replicas {2, 4} are the shard groups {8, 4}
+    local fixed = {zero = 1, tp = 1, pp = 1, cp = 1}
+    local function rows(extra)
+      local a = {}
+      for k, v in pairs(fixed) do a[k] = v end
+      for k, v in pairs(extra) do a[k] = v end
+      local _, info = run(a)
+      return by_degrees(info, function() return true end), info
+    end
+    local by_rep, info = rows({dp_replicate = {2, 4}})
+    local by_shard = rows({dp_shard = {4, 8}})
+    assert.same(by_shard, by_rep)
+    local groups = {}
+    for i = 1, #info.results do
+      local s = info.results[i].strategy
+      assert.equal(s.dp, s.dp_shard * s.dp_replicate)
+      groups[s.dp_replicate] = s.dp_shard
+    end
+    assert.same({[2] = 8, [4] = 4}, groups)
+    assert.is_truthy(table.concat(info.dims, " "):find("dp_replicate", 1, true))
+    -- auto: every divisor, the same walk as dp_shard = "auto"
+    assert.same(rows({dp_shard = "auto"}), rows({dp_replicate = "auto"}))
+    -- both: the pairs both lists allow (shard 8 x replicate 2 only)
+    local both = rows({dp_shard = {2, 8}, dp_replicate = {2, 4}})
+    local n = 0
+    for k in pairs(both) do n = n + 1; assert.truthy(by_rep[k]) end
+    local _, binfo = rows({dp_shard = {2, 8}, dp_replicate = {2, 4}})
+    for i = 1, #binfo.results do
+      local s = binfo.results[i].strategy
+      assert.equal(8, s.dp_shard)
+      assert.equal(2, s.dp_replicate)
+    end
+    assert.is_true(n > 0)
+  end)
+
+  it("re-prices a walked replica count with nd.estimate", function()
+    local ranked, info = run({zero = 1, tp = 1, pp = 1, cp = 1, dp_replicate = 4, top = 3})
+    for _, r in ipairs(ranked) do
+      assert.equal(4, r.strategy.dp_replicate)
+      local d = search.detail(r, info)
+      assert.equal(r.strategy.dp_shard, d.strategy.dp_shard)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * r.step_time_s)
+    end
+  end)
+
   it("refuses a shard group that is not a positive integer", function()
     assert.has_error(function() nd.search(args({dp_shard = 0})) end)
     assert.has_error(function() nd.search(args({dp_shard = {2, "x"}})) end)
+    assert.has_error(function() nd.search(args({dp_replicate = 0})) end)
   end)
 end)
 
 describe("the search walks Megatron's accounting flags", function()
-  -- 32 layers over PP 3: uneven; 32 + 1 = 33 = 3 x 11 chunks with one flag on
-  it("as the account layout variant where they state the split", function()
-    local _, info = run({pp = 3, tp = 1, cp = 1, zero = 1, devices = 3, global_batch = 12})
+  -- 32 layers over PP 3: uneven; 32 + 1 = 33 = 3 x 11 with either flag alone (Megatron
+  -- takes each on its own: transformer_config.py:2370-2415 at d98e8a6), 32 + 2 = 34 with
+  -- both does not divide. The embedding's split is the even one (the short chunk first), so
+  -- the walk labels it by the flag; the loss's (the short chunk last) is its own candidate.
+  local function walked()
+    local _, info = run({pp = 3, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 3,
+                         global_batch = 12})
     local seen = {}
     for i = 1, #info.results do
       local s = info.results[i].strategy
-      seen[s.layout] = s
+      seen[s.layout] = seen[s.layout] or s
     end
-    assert.is_truthy(seen.even)
-    assert.is_truthy(seen.account)
-    assert.is_true(seen.account.account_for_embedding_in_pipeline_split
-                   or seen.account.account_for_loss_in_pipeline_split)
+    return seen
+  end
+
+  it("walks each flag set Megatron accepts as its own labelled variant", function()
+    local seen = walked()
+    assert.is_nil(seen.account)  -- 34 does not divide over 3
+    local e, l = assert(seen.account_embedding), assert(seen.account_loss)
+    assert.is_true(e.account_for_embedding_in_pipeline_split)
+    assert.is_nil(e.account_for_loss_in_pipeline_split)
+    assert.is_true(l.account_for_loss_in_pipeline_split)
+    assert.is_nil(l.account_for_embedding_in_pipeline_split)
+  end)
+
+  it("places the layers as Megatron builds them: the short chunk at the flag's end", function()
+    local seen = walked()
+    local function stage_layers(s)
+      local a = args({pp = 3, vpp = 1, tp = 1, cp = 1, zero = 1, dp = 1, devices = 3,
+                      global_batch = 12, mbs = s.mbs, recompute = "none"})
+      for _, k in ipairs({"top", "keep", "jobs", "exhaustive"}) do a[k] = nil end
+      a.account_for_embedding_in_pipeline_split = s.account_for_embedding_in_pipeline_split
+      a.account_for_loss_in_pipeline_split = s.account_for_loss_in_pipeline_split
+      local r = assert(nd.estimate(a))
+      return r.strategy.stage_layers
+    end
+    assert.are.same({10, 11, 11}, stage_layers(seen.account_embedding))
+    assert.are.same({11, 11, 10}, stage_layers(seen.account_loss))
+  end)
+
+  it("walks both flags under \"account\" where layers + 2 divide", function()
+    -- 32 + 2 = 34 = 2 x 17 on PP 2: both flags; 33 does not divide over 2
+    local _, info = run({pp = 2, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 2,
+                         global_batch = 8})
+    local seen = {}
+    for i = 1, #info.results do seen[info.results[i].strategy.layout] = true end
+    assert.is_true(seen.even)  -- 32 over 2 divides: the even split alone
+    assert.is_nil(seen.account)
+    -- Llama 3.1 405B: 126 + 2 = 128 over PP 4 x VPP 2 = 8 chunks of 16 (127 does not divide)
+    _, info = run({model = "llama3.1-405b", pp = 4, vpp = 2, tp = 1, cp = 1, zero = 1,
+                   devices = 4, global_batch = 16, max_mem = "8TiB"})
+    seen = {}
+    for i = 1, #info.results do seen[info.results[i].strategy.layout] = info.results[i].strategy end
+    assert.is_nil(seen.account_embedding)
+    assert.is_nil(seen.account_loss)
+    local s = assert(seen.account)
+    assert.is_true(s.account_for_embedding_in_pipeline_split)
+    assert.is_true(s.account_for_loss_in_pipeline_split)
   end)
 end)

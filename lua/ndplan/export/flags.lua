@@ -327,7 +327,16 @@ function M.parse(text, source)
   return {vars = run.vars, options = options, last = last, source = source}
 end
 
--- quote(s): a shell word for s (bare when it is safe, else single-quoted)
+-- comment(s): s as the text of one comment line, in any of the formats the exporters write
+-- (a shell, YAML or TOML comment ends at the line's end): every control character, a newline
+-- first, shown as \NNN, so nothing after it becomes a live line. Model names are refused
+-- with control characters on load (ndplan.model); this holds for any other text too.
+function M.comment(s)
+  return (tostring(s):gsub("%c", function(c) return ("\\%03d"):format(c:byte()) end))
+end
+
+-- quote(s): a shell word for s (bare when it is safe, else single-quoted; inside single
+-- quotes the shell expands nothing, $( ), backquotes and newlines included)
 function M.quote(s)
   s = tostring(s)
   if s:match("^[%w_%-%.,/:=+@%%]+$") then return s end

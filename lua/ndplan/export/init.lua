@@ -396,7 +396,12 @@ local function yaml_scalar(v)
         yes = 1, no = 1, on = 1, off = 1, y = 1, n = 1})[v:lower()] then
       return v
     end
-    return '"' .. v:gsub('[\\"]', "\\%0") .. '"'
+    -- YAML's double-quoted style: \\ and \" escaped, control characters as \xNN (a raw
+    -- newline would be folded into a space, YAML 1.2 section 7.3.1)
+    return '"' .. v:gsub('[\\"%c]', function(c)
+      if c == "\\" or c == '"' then return "\\" .. c end
+      return ("\\x%02x"):format(c:byte())
+    end) .. '"'
   end
   if type(v) == "table" then  -- a list, written in flow style
     local parts = {}
@@ -412,7 +417,7 @@ function M.yaml(entries, indent)
   indent = indent or ""
   local out = {}
   for _, e in ipairs(entries) do
-    if e.comment then out[#out + 1] = indent .. "# " .. e.comment
+    if e.comment then out[#out + 1] = indent .. "# " .. require("ndplan.export.flags").comment(e.comment)
     elseif e.map then
       out[#out + 1] = indent .. yaml_scalar(e[1]) .. ":"
       out[#out + 1] = M.yaml(e[2], indent .. "  ")

@@ -456,7 +456,8 @@ function M.render(plan, opts)
   local text = table.concat({
     "# Megatron-LM launch arguments written by ndplan export (" .. M.dialect .. ").",
     string.format("# %s on %d devices: dp %d = %d / (tp %d x pp %d x cp %d); %d micro-batches per step.",
-                  ctx.model and ctx.model.name or "model", devices, said.dp, devices, said.tp,
+                  flags.comment(ctx.model and ctx.model.name or "model"), devices, said.dp,
+                  devices, said.tp,
                   said.pp, said.cp, said.mb),
     array("MODEL_ARGS", model_flags(ctx)),
     array("MODEL_PARALLEL_ARGS", parallel),

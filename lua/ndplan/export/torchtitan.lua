@@ -263,17 +263,17 @@ function M.render(plan, opts)
   local per_node = require("ndplan.export.megatron").node_size(ctx, devices)
   local lines = {"# torchtitan overrides written by ndplan export (" .. LABEL[dialect] .. ").",
                  string.format("# %s: dp_replicate %d x dp_shard %d x cp %d x tp %d x pp %d = %d "
-                   .. "GPUs (parallel_dims.py:53).", name, replicate, shard, said.cp, said.tp,
-                   said.pp, ngpu)}
+                   .. "GPUs (parallel_dims.py:53).", flags.comment(name), replicate, shard,
+                   said.cp, said.tp, said.pp, ngpu)}
   if dialect == "v0.2.2" then
-    lines[#lines + 1] = "CONFIG_FILE=./torchtitan/models/" .. def[1] .. "/train_configs/"
-      .. (def[3] or "debug_model.toml")
+    lines[#lines + 1] = "CONFIG_FILE=" .. flags.quote("./torchtitan/models/" .. def[1]
+      .. "/train_configs/" .. (def[3] or "debug_model.toml"))
     if not def[3] then
       lines[#lines + 1] = "# (no TOML for this flavour: the debug TOML, with --model.flavor overriding it)"
     end
   else
-    lines[#lines + 1] = "MODULE=" .. def[1]
-    lines[#lines + 1] = "CONFIG=" .. def[4]
+    lines[#lines + 1] = "MODULE=" .. flags.quote(def[1])
+    lines[#lines + 1] = "CONFIG=" .. flags.quote(def[4])
   end
   lines[#lines + 1] = "NGPU=" .. per_node
   lines[#lines + 1] = "TORCHTITAN_ARGS=("
