@@ -120,6 +120,9 @@ local REFERENCE = {
   -- Hugging Face model page of nvidia/Llama-3_3-Nemotron-Super-49B-v1: "Model size 49.9B
   -- params" (ndplan: 49.867B, 0.07% under the rounded figure)
   ["nemotron-super-49b"] = {total = 49.9 * B},
+  -- nvidia/Llama-3_1-Nemotron-Ultra-253B-v1's card: 253B (ndplan: 253.401B, 0.16% over);
+  -- checked exactly, block by block, in model_nas_spec
+  ["nemotron-ultra-253b"] = {total = 253.401268224 * B},
   ["minimax-m1"] = {total = minimax_m1(),
                     active = minimax_m1() - 80 * 30 * 3 * 6144 * 9216},  -- top-2 of 32
   -- the formula leaves out the final LayerNorm (2h), well inside the tolerance
