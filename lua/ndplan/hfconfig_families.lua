@@ -63,12 +63,13 @@ M.FAMILIES = {
                       output_gate = true},
   -- Nemotron-H: hybrid_override_pattern, one layer per character: M Mamba-2, * attention,
   -- - MLP (squared ReLU, two matrices), E MoE (Nemotron-3)
-  nemotron_h = {tie = false, pattern = true, gated = false, moe = "nemotron_h",
+  nemotron_h = {tie = false, pattern = true, gated = false, moe = "nemotron_h", heads_width = true,
                 no_cost = {"mamba_hidden_act", "mlp_hidden_act", "residual_in_fp32",
                            "rescale_prenorm_residual", "use_mamba_kernels", "time_step_min",
                            "time_step_max", "time_step_floor", "time_step_limit",
                            "time_step_rank", "mamba_dt_min", "mamba_dt_max",
                            "mamba_dt_limit", "mamba_dt_init_floor", "num_logits_to_keep",
+                           "mamba_ssm_cache_dtype",  -- the inference cache's dtype
                            "expand", "mamba_expand"}},
   -- Nemotron NAS (DeciLM: Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B):
   -- block_configs, one per layer, with per-layer attention and FFN widths (hfconfig_nas)
@@ -76,6 +77,13 @@ M.FAMILIES = {
   -- MiniMax-Text-01 / M1: attn_type_list (lightning attention, priced as the linear kind,
   -- in most layers), 32 experts of width intermediate_size; DeepNorm scales cost nothing
   minimax = MINIMAX, minimax_text_01 = MINIMAX, minimax_m1 = MINIMAX,
+  -- MiniMax-M2: attn_type_list of softmax layers only, 256 experts of width
+  -- intermediate_size, a sigmoid router with its routing bias (use_routing_bias), q and k
+  -- RMSNorms (use_qk_norm; qk_norm_type per_layer normalises the whole q and k projections,
+  -- priced as per-head norms: 6,912 parameters a layer under), rotary_dim RoPE (no cost)
+  minimax_m2 = {tie = false, attn = "minimax", moe = "per_expert", qk_norm_field = "use_qk_norm",
+                router_bias_field = "use_routing_bias", mtp_modules = true,
+                no_cost = {"rotary_dim", "qk_norm_type"}},
   -- Phi-3/4: fused qkv and gate_up projections (the same counts as Llama's); a non-null
   -- sliding_window applies to every layer
   phi3 = {tie = false, attn = "mistral", no_cost = {"original_max_position_embeddings"}},
