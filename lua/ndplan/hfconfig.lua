@@ -380,7 +380,7 @@ local function convert(r, opts)
 
   if not known then guess_unknown(r, s, family)
   else
-    s.norm = traits.gpt and "layernorm" or "rmsnorm"
+    s.norm = traits.norm or (traits.gpt and "layernorm" or "rmsnorm")
     s.gated_mlp = not traits.gpt and traits.gated ~= false
   end
   s.tie_embeddings = r:bool("tie_word_embeddings")

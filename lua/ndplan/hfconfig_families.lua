@@ -8,7 +8,10 @@
 -- (default: yes unless gpt); pattern = the layer stack is spelled by one character per layer
 -- (Nemotron-H); o_bias = false: attention_bias biases q, k and v only; no_cost = fields of
 -- this family known not to change the cost; defaults = what the family's config class fills
--- in when a published config leaves a field out.
+-- in when a published config leaves a field out; norm = "layernorm" without the rest of gpt;
+-- qk_norm_field, router_bias_field = the boolean field that switches q/k norms or the
+-- router's bias on; heads_width = the Mamba-2 width is heads x head_dim (expand unread);
+-- mtp_modules = MiniMax's use_mtp / num_mtp_modules are reported, not priced.
 local M = {}
 
 local DEEPSEEK = {tie = false, moe = "deepseek"}
@@ -87,6 +90,12 @@ M.FAMILIES = {
   -- Phi-3/4: fused qkv and gate_up projections (the same counts as Llama's); a non-null
   -- sliding_window applies to every layer
   phi3 = {tie = false, attn = "mistral", no_cost = {"original_max_position_embeddings"}},
+  -- Phi-3.5-MoE: 16 experts of intermediate_size, LayerNorms (weight and bias, whatever
+  -- rms_norm_eps is called), attention_bias on q, k, v and o; lm_head_bias is the head's
+  -- vocab-wide bias (32,064 parameters, 0.0001% of the model: not priced)
+  phimoe = {tie = false, attn = "mistral", moe = "per_expert", norm = "layernorm",
+            no_cost = {"original_max_position_embeddings", "input_jitter_noise",
+                       "lm_head_bias"}},
   -- OLMo 2: q and k RMSNorms over the whole projection width, read as two more norms of
   -- hidden width per layer (exact for MHA, a few thousand parameters over for GQA)
   olmo2 = {tie = false, norms_per_layer = 4},

@@ -190,3 +190,49 @@ describe("published configs", function()
     assert.matches("strict: 1 assumption", strict, 1, true)
   end)
 end)
+
+describe("published configs, continued", function()
+  it("MiniMax-Text-01: M1's architecture under its own model_type, 456B (card)", function()
+    -- MiniMaxAI/MiniMax-Text-01 config.json: M1's sizing fields (M1 was trained from it)
+    -- with model_type minimax_text_01 and the fields M1's copy leaves out
+    local cfg = nd.json.load_file("examples/models/minimax-m1.json")
+    cfg.model_type, cfg.architectures = "minimax_text_01", {"MiniMaxText01ForCausalLM"}
+    cfg.block_size, cfg.output_router_logits, cfg.router_jitter_noise = 256, false, 0.0
+    cfg.bos_token_id, cfg.eos_token_id, cfg.use_cache = nil, nil, true
+    local m = assert(nd.model(cfg))
+    assert.are.same({}, m:warnings())
+    near(m:params().total, 456 * B, 0.005, "total")
+    assert.are.same({["linear-moe"] = 70, moe = 10}, kinds(m))
+  end)
+end)
+
+describe("published configs, Phi-3.5-MoE", function()
+  it("41.9B total (model page; card: 42B), 6.6B active (card, to a tenth); LayerNorms,"
+     .. " biased attention, 16 experts", function()
+    -- microsoft/Phi-3.5-MoE-instruct config.json (rope_scaling's long/short factor lists left
+    -- out: RoPE costs nothing)
+    local m = assert(nd.model({architectures = {"PhiMoEForCausalLM"}, attention_bias = true,
+      attention_dropout = 0.0, bos_token_id = 1, eos_token_id = 32000, hidden_act = "silu",
+      hidden_dropout = 0.0, hidden_size = 4096, initializer_range = 0.02,
+      input_jitter_noise = 0.01, intermediate_size = 6400, lm_head_bias = true,
+      max_position_embeddings = 131072, model_type = "phimoe", num_attention_heads = 32,
+      num_experts_per_tok = 2, num_hidden_layers = 32, num_key_value_heads = 8,
+      num_local_experts = 16, original_max_position_embeddings = 4096,
+      output_router_logits = false, rms_norm_eps = 1e-05, rope_theta = 10000.0,
+      router_aux_loss_coef = 0.0, router_jitter_noise = 0.01, sliding_window = 131072,
+      tie_word_embeddings = false, torch_dtype = "bfloat16", vocab_size = 32064}))
+    assert.are.same({}, m:warnings())
+    local p = m:params()
+    near(p.total, 41.9 * B, 0.005, "total")
+    assert.is_true(math.abs(p.active - 6.6 * B) < 0.05 * B, ("active %.3fB"):format(p.active / B))
+    assert.are.equal("layernorm", m.norm)
+    assert.is_true(m.qkv_bias and m.o_bias)
+    assert.are.same({["sliding-moe"] = 32}, kinds(m))
+    -- by hand: q/k/v/o with biases, 16 SwiGLU experts of 6400 and a router, two LayerNorms
+    -- (weight and bias) a layer; untied head, final LayerNorm
+    local h = 4096
+    local layer = 2 * h * h + 2 * h * 1024 + (h + 2 * 1024 + h) + 16 * 3 * h * 6400 + 16 * h
+                  + 2 * 2 * h
+    assert.are.equal(32 * layer + 2 * 32064 * h + 2 * h, p.total)
+  end)
+end)
