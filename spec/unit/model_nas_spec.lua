@@ -166,6 +166,25 @@ describe("Nemotron NAS block_configs", function()
     assert.are.same(rows(true), pruned)
   end)
 
+  it("prunes exactly with identity blocks: their zero prices bound nothing away", function()
+    local search = require "ndplan.search"
+    local cfg = config({{2, 2.0}, {false, false}, {false, 1.0}, {2, 4.0}, {false, false},
+                        {false, false}, {2, 1.0}, {false, 2.0}})
+    local a = {model = assert(nd.model(cfg)), device = "h100", devices = 8, global_batch = 16,
+               seq_len = 1024, recompute = {"none", "full"}, keep = 20, top = 20, jobs = 1,
+               stack = "none"}
+    local function rows(exhaustive)
+      a.exhaustive = exhaustive
+      local ranked = assert(nd.search(a))
+      local out = {}
+      for i = 1, #ranked do out[i] = search.encode_json(ranked[i]) end
+      return out
+    end
+    local pruned = rows(false)
+    assert.are.equal(20, #pruned)
+    assert.are.same(rows(true), pruned)
+  end)
+
   it("refuses what it does not price, by name", function()
     local function refused(cfg, want)
       local m, err = nd.model(cfg)
