@@ -55,6 +55,8 @@ typedef struct layer_cost {
                                       routed experts */
   double q_dense, q_expert;        /* of which in linear layers (no norms, router) */
   double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
+  double launch;                   /* launch floors a pass pays: 1, or 0 for an identity
+                                      layer, which issues no kernels */
 } layer_cost;
 
 #define KIND_SLOTS ND_MAX_LAYER_KINDS  /* distinct layer kinds, numbered by first use */
@@ -430,6 +432,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   act_parts a = {0, 0, 0, 0, 0};
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double act_all, tp_bytes;
+  int identity = k->attention == ND_ATTN_NONE && k->mlp == ND_MLP_NONE;
   nd_layer_buckets pb;
   if (lc->ready) return lc;
   memset(lc, 0, sizeof *lc);
@@ -437,7 +440,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
   if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
   if (k->mlp != ND_MLP_NONE) price_mlp(x, layer, k->mlp, lc, &a);
-  if (m->norms_per_layer > 2) {  /* Gemma's extra norms: their outputs are droppable too */
+  if (m->norms_per_layer > 2 && !identity) {  /* Gemma's extra norms: droppable too */
     a.rep += (m->norms_per_layer - 2) * ab * T * h;
     lc->op_bytes[ND_OP_NORMS] += (m->norms_per_layer - 2) * ab * T * h * x->r;
   }
@@ -452,7 +455,9 @@ static layer_cost *price_kind (ctx *x, int layer) {
   if (x->quant && x->c->fp8_saved_bytes < ab)  /* TE saves FP8 GEMMs' inputs as FP8 */
     act_all -= (ab - x->c->fp8_saved_bytes) * (a.in_rep * x->r + a.in_dev);
   lc->act[ND_RECOMPUTE_NONE] = act_all;
-  lc->act[ND_RECOMPUTE_FULL] = ab * T * h * x->r;  /* the layer input only */
+  /* the layer input only; an identity layer (no sublayers: no FLOPs, no parameters, nothing
+     kept) hands its input on as its output, the tensor the next layer keeps */
+  lc->act[ND_RECOMPUTE_FULL] = identity ? 0.0 : ab * T * h * x->r;
   lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s;
   lc->bwd_s = 2.0 * lc->gemm_s + lc->core_bwd_s + 2.0 * lc->mem_s + lc->cast_bwd_s;
   /* selective switches: the attention core only matters without flash attention (flash
@@ -505,6 +510,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->q_expert = lc->p_expert;
   lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert)
                    + (x->w.gather - x->c->weight_bytes) * (lc->q_dense + lc->q_expert);
+  lc->launch = identity ? 0.0 : 1.0;
   lc->ready = 1;
   return lc;
 }
@@ -580,8 +586,8 @@ typedef struct stage_sum {
 /*
 ** A layer's pass on the device: its work, but no less than the time the host takes to
 ** issue its kernels (kernel_overhead per pass, twice for the backward's two GEMMs per
-** weight). Small layers are launch-bound: vTrain's single-node runs take about the same
-** time per layer at 1 and 2 sequences per micro-batch.
+** weight; none for an identity layer: passes 0). Small layers are launch-bound: vTrain's
+** single-node runs take about the same time per layer at 1 and 2 sequences per micro-batch.
 */
 static double layer_pass (const ctx *x, double work, double passes) {
   double floor = passes * x->dev->efficiency.kernel_overhead;
@@ -601,7 +607,7 @@ static double comm_shown (const ctx *x, double work, double comm, double passes)
 
 /* Compute a layer's recompute mode adds per micro-batch (its communication apart). */
 static double recompute_time (const ctx *x, const layer_cost *lc, int mode) {
-  if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, fwd_work(lc), 1.0);
+  if (mode == ND_RECOMPUTE_FULL) return layer_pass(x, fwd_work(lc), lc->launch);
   if (mode == ND_RECOMPUTE_SELECTIVE) return sel_time(lc, x->st->selective_ops);
   return 0.0;
 }
@@ -645,14 +651,14 @@ static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
   double work = fwd_work(lc);
-  double fwd = layer_pass(x, work, 1.0);
+  double fwd = layer_pass(x, work, lc->launch);
   double ep = lc->ep_s * exposed_share(x->c, x->c->ep_overlap);
   double tp_f = comm_shown(x, work, lc->tp_s, 1.0), tp_b = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0);
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
   ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? sel_act(lc, mask) : lc->act[mode]);
   ss->fwd += n * fwd;
-  ss->bwd += n * layer_pass(x, lc->bwd_s, 2.0);
+  ss->bwd += n * layer_pass(x, lc->bwd_s, 2.0 * lc->launch);
   ss->tp += n * (tp_f + tp_b);  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
@@ -1085,8 +1091,8 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
                                                                   : kept;
     }
   }
-  out->forward_s = layer_pass(&x, fwd_work(lc), 1.0);
-  out->backward_s = layer_pass(&x, lc->bwd_s, 2.0);
+  out->forward_s = layer_pass(&x, fwd_work(lc), lc->launch);
+  out->backward_s = layer_pass(&x, lc->bwd_s, 2.0 * lc->launch);
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;

@@ -10,11 +10,13 @@
 
 /*
 ** Bounds on every width, chosen so that no product below can overflow int64_t: the largest
-** bucket (all routed experts of one layer) stays under 2^49, so 1024 layers stay under 2^59.
-** They are far above any real model.
+** bucket (all routed experts of one layer: 3 x 2^12 experts x 2^17 hidden x 2^20 wide) stays
+** under 2^51, so 1024 layers stay under 2^61. Widths reach 2^20 because real ones pass 2^18:
+** Llama-3.1-Nemotron-Ultra-253B's widest FFN-only block is 425,984 (ffn_mult 39 at hidden
+** 16384); the others are far above any real model.
 */
 #define MAX_HIDDEN   (INT64_C(1) << 17)
-#define MAX_WIDTH    (INT64_C(1) << 18)   /* ffn, expert and latent widths */
+#define MAX_WIDTH    (INT64_C(1) << 20)   /* ffn, expert and latent widths */
 #define MAX_HEADS    (INT64_C(1) << 14)
 #define MAX_HEAD_DIM (INT64_C(1) << 14)
 #define MAX_EXPERTS  (INT64_C(1) << 12)
@@ -30,7 +32,7 @@ static const char *const norm_names[ND_NORM_KINDS] = {"rmsnorm", "layernorm"};
 static const char *const kind_names[ND_ATTN_KINDS][ND_MLP_KINDS] = {
   {"dense", "moe", "attention"}, {"sliding-dense", "sliding-moe", "sliding"},
   {"linear-dense", "linear-moe", "linear"}, {"mla-dense", "mla-moe", "mla"},
-  {"mamba-dense", "mamba-moe", "mamba"}, {"mlp", "moe-mlp", NULL}
+  {"mamba-dense", "mamba-moe", "mamba"}, {"mlp", "moe-mlp", "identity"}
 };
 
 static const char *name_of (const char *const *names, int n, int kind) {
@@ -152,9 +154,9 @@ static int validate_stack (const nd_model_spec *m, usage *u, char *err, size_t e
                   k->attention);
     if (k->mlp >= ND_MLP_KINDS)
       return fail(err, errlen, "mlp: layer %lld has unknown kind %d", (long long)i, k->mlp);
-    if (k->attention == ND_ATTN_NONE && k->mlp == ND_MLP_NONE)
-      return fail(err, errlen, "mlp: layer %lld has neither attention nor an MLP",
-                  (long long)i);
+    if (k->attention == ND_ATTN_NONE && k->mlp == ND_MLP_NONE && k->mtp)
+      return fail(err, errlen, "mlp: MTP layer %lld has neither attention nor an MLP (only"
+                  " a body layer may be an identity)", (long long)i);
     if (k->mtp != (i >= m->num_layers))
       return fail(err, errlen, "mtp: layer %lld must be marked as %s", (long long)i,
                   i >= m->num_layers ? "an MTP layer (it follows the body)" : "a body layer");

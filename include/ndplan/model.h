@@ -212,7 +212,8 @@ int nd_norm_kind (const char *name);
 
 /* "dense", "moe", "sliding-dense", "linear-moe", "mla-moe", ...: full attention is implied;
 ** a layer without MLP is named by its mixer ("attention", "mamba", ...), one without
-** attention by its MLP ("mlp", "moe-mlp"). NULL out of range and for a layer with neither. */
+** attention by its MLP ("mlp", "moe-mlp"), one with neither "identity" (Nemotron NAS blocks
+** whose attention and FFN are both no-ops: the residual passes through). NULL out of range. */
 const char *nd_layer_kind_name (int attention, int mlp);
 
 #endif

@@ -206,7 +206,9 @@ end
 local function read_mamba(r, s)
   local what = "an integer (the Mamba-2 layers need it)"
   s.mamba_heads = r:int({"mamba_num_heads", "mamba_n_heads"}, what, 1)
-  local expand = r:int({"expand", "mamba_expand"})
+  -- Nemotron-H's mixer is mamba_num_heads x mamba_head_dim wide and never reads expand
+  -- (Nemotron-3-Nano: 64 x 64 = 4096, not 2 x 2688); Granite 4's is expand x hidden_size
+  local expand = not r.traits.heads_width and r:int({"expand", "mamba_expand"})
   if r:raw("mamba_d_head") == "auto" and expand then  -- Granite 4: the inner width's share
     r.seen.mamba_d_head = true
     s.mamba_head_dim = expand * s.hidden_size // s.mamba_heads
@@ -270,6 +272,7 @@ local function read_experts(r, s, traits)
     s.shared_expert_gate = traits.shared_gate ~= false
   end
   s.router_bias = traits.router_bias or r:str("topk_method") == "noaux_tc"
+                  or (traits.router_bias_field and r:bool(traits.router_bias_field)) or false
   s.expert_bias = traits.expert_bias or false
   return per_expert
 end
@@ -324,6 +327,13 @@ local function read_common(r, s, traits)
   s.sliding_window = r:int({"sliding_window", "sliding_window_size"}) or 0
   s.mtp_layers = r:int({"num_nextn_predict_layers", "mtp_num_hidden_layers"}, nil, 0,
                        MAX_LAYERS) or 0
+  if traits.mtp_modules then  -- MiniMax-M2: MTP modules the config gives no layer kind for
+    local modules, layers = r:int("num_mtp_modules") or 0, r:int("mtp_transformer_layers") or 1
+    if r:bool("use_mtp") and modules * layers > 0 then
+      r:warn("use_mtp: %d MTP module(s) of %d layer(s) each are not priced (the config does"
+             .. " not say what their layers are)", modules, layers)
+    end
+  end
   if r:bool("mtp_use_dedicated_embeddings") and s.mtp_layers > 0 then
     r:warn("mtp_use_dedicated_embeddings: the MTP module's own embedding is not counted")
   end
@@ -370,7 +380,7 @@ local function convert(r, opts)
 
   if not known then guess_unknown(r, s, family)
   else
-    s.norm = traits.gpt and "layernorm" or "rmsnorm"
+    s.norm = traits.norm or (traits.gpt and "layernorm" or "rmsnorm")
     s.gated_mlp = not traits.gpt and traits.gated ~= false
   end
   s.tie_embeddings = r:bool("tie_word_embeddings")

@@ -8,7 +8,10 @@
 -- (default: yes unless gpt); pattern = the layer stack is spelled by one character per layer
 -- (Nemotron-H); o_bias = false: attention_bias biases q, k and v only; no_cost = fields of
 -- this family known not to change the cost; defaults = what the family's config class fills
--- in when a published config leaves a field out.
+-- in when a published config leaves a field out; norm = "layernorm" without the rest of gpt;
+-- qk_norm_field, router_bias_field = the boolean field that switches q/k norms or the
+-- router's bias on; heads_width = the Mamba-2 width is heads x head_dim (expand unread);
+-- mtp_modules = MiniMax's use_mtp / num_mtp_modules are reported, not priced.
 local M = {}
 
 local DEEPSEEK = {tie = false, moe = "deepseek"}
@@ -63,12 +66,13 @@ M.FAMILIES = {
                       output_gate = true},
   -- Nemotron-H: hybrid_override_pattern, one layer per character: M Mamba-2, * attention,
   -- - MLP (squared ReLU, two matrices), E MoE (Nemotron-3)
-  nemotron_h = {tie = false, pattern = true, gated = false, moe = "nemotron_h",
+  nemotron_h = {tie = false, pattern = true, gated = false, moe = "nemotron_h", heads_width = true,
                 no_cost = {"mamba_hidden_act", "mlp_hidden_act", "residual_in_fp32",
                            "rescale_prenorm_residual", "use_mamba_kernels", "time_step_min",
                            "time_step_max", "time_step_floor", "time_step_limit",
                            "time_step_rank", "mamba_dt_min", "mamba_dt_max",
                            "mamba_dt_limit", "mamba_dt_init_floor", "num_logits_to_keep",
+                           "mamba_ssm_cache_dtype",  -- the inference cache's dtype
                            "expand", "mamba_expand"}},
   -- Nemotron NAS (DeciLM: Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B):
   -- block_configs, one per layer, with per-layer attention and FFN widths (hfconfig_nas)
@@ -76,9 +80,22 @@ M.FAMILIES = {
   -- MiniMax-Text-01 / M1: attn_type_list (lightning attention, priced as the linear kind,
   -- in most layers), 32 experts of width intermediate_size; DeepNorm scales cost nothing
   minimax = MINIMAX, minimax_text_01 = MINIMAX, minimax_m1 = MINIMAX,
+  -- MiniMax-M2: attn_type_list of softmax layers only, 256 experts of width
+  -- intermediate_size, a sigmoid router with its routing bias (use_routing_bias), q and k
+  -- RMSNorms (use_qk_norm; qk_norm_type per_layer normalises the whole q and k projections,
+  -- priced as per-head norms: 6,912 parameters a layer under), rotary_dim RoPE (no cost)
+  minimax_m2 = {tie = false, attn = "minimax", moe = "per_expert", qk_norm_field = "use_qk_norm",
+                router_bias_field = "use_routing_bias", mtp_modules = true,
+                no_cost = {"rotary_dim", "qk_norm_type"}},
   -- Phi-3/4: fused qkv and gate_up projections (the same counts as Llama's); a non-null
   -- sliding_window applies to every layer
   phi3 = {tie = false, attn = "mistral", no_cost = {"original_max_position_embeddings"}},
+  -- Phi-3.5-MoE: 16 experts of intermediate_size, LayerNorms (weight and bias, whatever
+  -- rms_norm_eps is called), attention_bias on q, k, v and o; lm_head_bias is the head's
+  -- vocab-wide bias (32,064 parameters, 0.0001% of the model: not priced)
+  phimoe = {tie = false, attn = "mistral", moe = "per_expert", norm = "layernorm",
+            no_cost = {"original_max_position_embeddings", "input_jitter_noise",
+                       "lm_head_bias"}},
   -- OLMo 2: q and k RMSNorms over the whole projection width, read as two more norms of
   -- hidden width per layer (exact for MHA, a few thousand parameters over for GQA)
   olmo2 = {tie = false, norms_per_layer = 4},

@@ -3,13 +3,15 @@
 -- widths. One block per layer; each has an `attention` and an `ffn` part:
 --   attention.no_op         the layer has no attention (kind "none")
 --   attention.n_heads_in_group  GQA: num_attention_heads / n_heads_in_group KV heads
---   ffn.no_op               the layer has no MLP (kind "none")
+--   ffn.no_op               the layer has no MLP (kind "none"); with attention.no_op too, the
+--                           block is an identity (Ultra has 81): the residual passes through
 --   ffn.ffn_mult            a SwiGLU MLP of width 2/3 * ffn_mult * hidden_size, truncated to
 --                           an integer and rounded up to a multiple of 256 (the rule of
 --                           DeciLM's _ffn_mult_to_intermediate_size, modeling_decilm.py in
 --                           nvidia/Llama-3_3-Nemotron-Super-49B-v1; restated here)
 --   replace_with_linear     the sublayer is one hidden x hidden linear layer: no kind of the
---                           core prices it, so it is refused by name
+--                           core prices it, so it is refused by name (neither Super's nor
+--                           Ultra's published blocks use it)
 -- Sink, window and sparsity options change the attention's cost and are refused when set.
 local M = {}
 
@@ -87,10 +89,6 @@ function M.kinds(r, s, L)
     end
     local a, a_none = part(r, i, b, "attention")
     local f, f_none = part(r, i, b, "ffn")
-    if a_none and f_none then
-      r:fail("block_configs[%d]: both attention and ffn are no_op (an identity block); ndplan's"
-             .. " layers each need attention or an MLP", i - 1)
-    end
     attention[i], mlp[i] = a_none and "none" or "full", f_none and "none" or "dense"
     if not a_none then
       local g = whole(r, i, "attention.n_heads_in_group", a.n_heads_in_group, 1)

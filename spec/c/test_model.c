@@ -177,7 +177,8 @@ static void test_hybrid (void) {
   CHECK(strcmp(nd_layer_kind_name(g[1].attention, g[1].mlp), "attention") == 0,
         "attention-only name");
   CHECK(strcmp(nd_layer_kind_name(g[2].attention, g[2].mlp), "mlp") == 0, "mlp-only name");
-  CHECK(nd_layer_kind_name(ND_ATTN_NONE, ND_MLP_NONE) == NULL, "an empty layer has no name");
+  CHECK(strcmp(nd_layer_kind_name(ND_ATTN_NONE, ND_MLP_NONE), "identity") == 0,
+        "a layer with neither sublayer is an identity");
 }
 
 /* Nemotron NAS blocks: per-layer MLP widths, a layer without attention between them */
@@ -209,6 +210,18 @@ static void test_nas (void) {
   m.layer[2].attention = ND_ATTN_FULL;
   CHECK(nd_model_groups(&m, g, 4) == 2, "equal kinds and widths join");
   CHECK_EQ(g[1].count, 2, "joined group");
+  /* an identity block (attention and FFN both no-ops): no parameters, its own group */
+  m.layer[2].attention = ND_ATTN_NONE; m.layer[2].mlp = ND_MLP_NONE; m.layer[2].ffn_size = 0;
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "an identity block validates");
+  nd_layer_params(&m, 2, &b);
+  CHECK_EQ(b.total, 0, "an identity block has no parameters, not even norms");
+  CHECK(nd_model_groups(&m, g, 4) == 3, "the identity block is a group of its own");
+  CHECK(strcmp(nd_layer_kind_name(g[2].attention, g[2].mlp), "identity") == 0, "its name");
+  /* Llama-3.1-Nemotron-Ultra-253B's widest FFN-only block: 2/3 x 39 x 16384 */
+  m.layer[2].mlp = ND_MLP_DENSE; m.layer[2].ffn_size = 425984;
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "a 425,984-wide block validates");
+  nd_layer_params(&m, 2, &b);
+  CHECK_EQ(b.dense_mlp, 3 * h * 425984, "its MLP");
 }
 
 static void expect_invalid (nd_model_spec *m, const char *prefix, const char *what) {
@@ -243,8 +256,10 @@ static void test_validation (void) {
   expect_invalid(&m, "top_k:", "top_k above experts");
   deepseek_v3(&m); m.num_shared_experts = 0;
   expect_invalid(&m, "shared_ffn_size:", "shared width without count");
-  llama31_8b(&m); m.layer[3].attention = ND_ATTN_NONE; m.layer[3].mlp = ND_MLP_NONE;
-  expect_invalid(&m, "mlp: layer 3 has neither attention nor an MLP", "empty layer");
+  deepseek_v3(&m); m.layer[61].attention = ND_ATTN_NONE; m.layer[61].mlp = ND_MLP_NONE;
+  expect_invalid(&m, "mlp: MTP layer 61 has neither attention nor an MLP", "identity MTP layer");
+  llama31_8b(&m); m.layer[3].ffn_size = (1 << 20) + 1;
+  expect_invalid(&m, "ffn_size: layer 3's width must be between 0 and 1048576", "too wide");
   llama31_8b(&m); m.layer[3].attention = ND_ATTN_MAMBA;
   expect_invalid(&m, "mamba_heads:", "mamba layer without its shape");
   llama31_8b(&m); m.index_topk = 2048;

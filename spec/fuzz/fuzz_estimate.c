@@ -109,7 +109,7 @@ static void make_model (rd *r, nd_model_spec *m) {
   m->num_kv_heads = logrange(r, 1, 256);
   m->num_heads = m->num_kv_heads * logrange(r, 1, 64);
   m->head_dim = logrange(r, 1, 1024);
-  m->ffn_size = logrange(r, 1, (int64_t)1 << 18);
+  m->ffn_size = logrange(r, 1, (int64_t)1 << 20);
   m->vocab_size = logrange(r, 1, (int64_t)1 << 24);
   m->max_position = flag(r) ? logrange(r, 1, (int64_t)1 << 20) : 0;
   m->position = (int)range(r, 0, ND_POS_KINDS - 1);
@@ -193,6 +193,10 @@ static void make_model (rd *r, nd_model_spec *m) {
         default: k->mlp = (unsigned char)(i < 64 ? u8(r) % ND_MLP_KINDS : ND_MLP_MOE); break;
       }
       if ((shape >> 4) % 7 == 5 && !mtp && k->attention != ND_ATTN_NONE) k->mlp = ND_MLP_NONE;
+      if ((shape >> 4) % 7 == 5 && !mtp && i % 5 == 4) {  /* Nemotron NAS: identity blocks */
+        k->attention = ND_ATTN_NONE;
+        k->mlp = ND_MLP_NONE;
+      }
       k->mtp = (unsigned char)mtp;
     }
   }

@@ -83,6 +83,27 @@ describe("model cards, continued", function()
     local p = assert(nd.model("deepseek-v3.2")):params()
     near(p.total_with_mtp, 685 * B, 0.005, "with MTP")
   end)
+
+  -- zai-org/GLM-4.5 README.md: GLM-4.5 "355 billion total parameters with 32 billion active",
+  -- GLM-4.5-Air "106 billion total parameters and 12 billion active". Both cards leave out
+  -- the embedding and head; GLM-4.5's counts its MTP layer (a full MoE layer), Air's does not
+  -- (with it Air would be 108.0B, 1.9% over).
+  it("GLM-4.5: 355B total with the MTP layer, 32B active, both without the embedding and head",
+     function()
+    local p = assert(nd.model("glm4.5")):params()
+    local outer = p.breakdown.embedding + p.breakdown.head
+    near(p.total_with_mtp - outer, 355 * B, 0.005, "total")
+    near(p.active - outer, 32 * B, 0.005, "active")
+    assert.is_true(rel(p.total, 355 * B) > 0.005)  -- the main model alone: 352.8B, 0.62% under
+  end)
+
+  it("GLM-4.5-Air: 106B total, 12B active (to the billion), without the embedding and head",
+     function()
+    local p = assert(nd.model("glm4.5-air")):params()
+    local outer = p.breakdown.embedding + p.breakdown.head
+    near(p.total - outer, 106 * B, 0.005, "total")
+    assert.is_true(math.abs(p.active - outer - 12 * B) < 0.5 * B, "12B active, rounded")
+  end)
 end)
 
 describe("layer stacks", function()

@@ -92,6 +92,63 @@ describe("Nemotron NAS block_configs", function()
     assert.is_true(step(config({{2, 4.0}, {2, 4.0}, {false, 1.0}})) > a)
   end)
 
+  it("prices an identity block (attention and FFN both no_op) at nothing", function()
+    local m = assert(nd.model(config({{2, 2.0}, {false, false}, {false, 1.0}})))
+    assert.are.same({"dense", "identity", "mlp"}, (function()
+      local out = {}
+      for i, g in ipairs(m:layers()) do out[i] = g.kind end
+      return out
+    end)())
+    local job = {devices = 1, global_batch = 1, seq_len = 1024}
+    local l = assert(core.layer(m, h100, job, {}, 1))
+    assert.are.same({0, 0, 0, 0, 0}, {l.flops_token, l.params, l.forward_s, l.backward_s,
+                                      l.tp_comm_s})
+    -- nothing kept under any mode: its input is the tensor the next block keeps
+    assert.are.same({none = 0, selective = 0, full = 0}, l.activations)
+    -- the stack with the identity block costs what the stack without it costs
+    local function run(blocks, recompute)
+      return assert(nd.estimate({model = assert(nd.model(config(blocks))), device = "h100",
+                                 devices = 1, global_batch = 1, seq_len = 1024,
+                                 recompute = recompute, stack = "none"}))
+    end
+    for _, rc in ipairs({"none", "full"}) do
+      local with = run({{2, 2.0}, {false, false}, {false, 1.0}}, rc)
+      local without = run({{2, 2.0}, {false, 1.0}}, rc)
+      assert.are.equal(without.memory_bytes, with.memory_bytes)
+      assert.is_true(math.abs(with.step_time_s - without.step_time_s)
+                     <= 1e-12 * without.step_time_s, rc)
+    end
+  end)
+
+  it("Ultra-253B: 253B (model card), within 0.5%; 81 identity blocks", function()
+    local m = assert(nd.model("nemotron-ultra-253b"))
+    local p = m:params()
+    assert.is_true(math.abs(p.total - 253 * B) / (253 * B) < 0.005,
+                   ("got %.3fB"):format(p.total / B))
+    assert.are.same({}, m:warnings())
+    local by = {}
+    for _, g in ipairs(m:layers()) do by[g.kind] = (by[g.kind] or 0) + g.count end
+    assert.are.same({dense = 64, mlp = 17, identity = 81}, by)
+    -- by hand: 64 attention sublayers (q and o 16384 x 16384, k and v 16384 x 1024, one
+    -- norm), the SwiGLU MLPs of each block's width (one norm each), embedding, head, final
+    -- norm; the widths are DeciLM's rule applied to the transcribed ffn_mult values
+    local cfg = nd.json.load_file("examples/models/nemotron-ultra-253b.json")
+    local h, total = 16384, 2 * 128256 * 16384 + 16384
+    for _, b in ipairs(cfg.block_configs) do
+      if not b.attention.no_op then total = total + 2 * h * h + 2 * h * 1024 + h end
+      if not b.ffn.no_op then total = total + 3 * h * nas.ffn_width(b.ffn.ffn_mult, h) + h end
+    end
+    assert.are.equal(total, p.total)
+  end)
+
+  it("Ultra-253B: its four fused FFNs are wider than 2^18, priced by hand", function()
+    local m = assert(nd.model("nemotron-ultra-253b"))
+    local job = {devices = 1, global_batch = 1, seq_len = 4096}
+    -- block 134: ffn_mult 39 -> 2/3 x 39 x 16384 = 425,984, no attention
+    assert.are.equal(425984, nas.ffn_width(39.0, 16384))
+    assert.are.equal(2 * 3 * 16384 * 425984, assert(core.layer(m, h100, job, {}, 134)).flops_token)
+  end)
+
   it("prunes the search exactly: the ranking of the exhaustive search (issue 18)", function()
     local search = require "ndplan.search"
     local a = {model = "nemotron-super-49b", device = "h100", devices = 16, global_batch = 64,
@@ -109,6 +166,25 @@ describe("Nemotron NAS block_configs", function()
     assert.are.same(rows(true), pruned)
   end)
 
+  it("prunes exactly with identity blocks: their zero prices bound nothing away", function()
+    local search = require "ndplan.search"
+    local cfg = config({{2, 2.0}, {false, false}, {false, 1.0}, {2, 4.0}, {false, false},
+                        {false, false}, {2, 1.0}, {false, 2.0}})
+    local a = {model = assert(nd.model(cfg)), device = "h100", devices = 8, global_batch = 16,
+               seq_len = 1024, recompute = {"none", "full"}, keep = 20, top = 20, jobs = 1,
+               stack = "none"}
+    local function rows(exhaustive)
+      a.exhaustive = exhaustive
+      local ranked = assert(nd.search(a))
+      local out = {}
+      for i = 1, #ranked do out[i] = search.encode_json(ranked[i]) end
+      return out
+    end
+    local pruned = rows(false)
+    assert.are.equal(20, #pruned)
+    assert.are.same(rows(true), pruned)
+  end)
+
   it("refuses what it does not price, by name", function()
     local function refused(cfg, want)
       local m, err = nd.model(cfg)
@@ -118,8 +194,6 @@ describe("Nemotron NAS block_configs", function()
     refused(config({{2, 2.0}, {4, 2.0}}),
             "block_configs[1].attention.n_heads_in_group: 2 KV heads here, 4 in block 0;"
             .. " per-layer KV head counts are not priced by ndplan yet")
-    refused(config({{2, 2.0}, {false, false}}),
-            "block_configs[1]: both attention and ffn are no_op (an identity block)")
     local c = config({{2, 2.0}, {2, 2.0}})
     c.block_configs[2].attention.replace_with_linear = true
     refused(c, "block_configs[1].attention.replace_with_linear: a single hidden x hidden"

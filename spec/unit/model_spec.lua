@@ -74,6 +74,19 @@ local function kimi_k2()
   return {total = total, active = total - 60 * 376 * expert}
 end
 
+-- GLM-4.5 and -Air by hand (Glm4Moe: q/k/v with bias, o without; q and k RMSNorms of
+-- head_dim when use_qk_norm; dense MLPs first, then routed experts, one shared expert of the
+-- routed width and a sigmoid router with its score-correction bias; untied head). Returns
+-- the main model's total and active counts.
+local function glm45(h, L, dense, ffn, experts, width, qk_norm)
+  local q, kv, V = 96 * 128, 8 * 128, 151552
+  local attn = 2 * h * q + 2 * h * kv + q + 2 * kv + (qk_norm and 2 * 128 or 0) + 2 * h
+  local expert, moe = 3 * h * width, L - dense
+  local body = L * attn + dense * 3 * h * ffn + moe * (expert + h * experts + experts)
+  local outer = 2 * V * h + h
+  return {total = body + moe * experts * expert + outer, active = body + moe * 8 * expert + outer}
+end
+
 -- Published or derived totals (models-and-trainers.md 1.3, formulas-and-hardware.md B.2);
 -- active = total for dense models.
 local REFERENCE = {
@@ -93,6 +106,8 @@ local REFERENCE = {
   -- the doc leaves out GPT-OSS's expert biases (40M); OpenAI's model card says 116.83B
   ["gpt-oss-120b"] = {total = 116.79 * B, active = 5.71 * B},
   ["kimi-k2"] = (function() return kimi_k2() end)(),
+  ["glm4.5"] = glm45(5120, 92, 3, 12288, 160, 1536, true),
+  ["glm4.5-air"] = glm45(4096, 46, 1, 10944, 128, 1408, false),
   -- the published figures match the main model exactly, so they leave out the MTP layer
   -- (mtp_num_hidden_layers: 1, another 1.65B): checked exactly below
   ["qwen3-next-80b-a3b"] = {total = 79674391296, active = 3874929408},
@@ -105,6 +120,9 @@ local REFERENCE = {
   -- Hugging Face model page of nvidia/Llama-3_3-Nemotron-Super-49B-v1: "Model size 49.9B
   -- params" (ndplan: 49.867B, 0.07% under the rounded figure)
   ["nemotron-super-49b"] = {total = 49.9 * B},
+  -- nvidia/Llama-3_1-Nemotron-Ultra-253B-v1's card: 253B (ndplan: 253.401B, 0.16% over);
+  -- checked exactly, block by block, in model_nas_spec
+  ["nemotron-ultra-253b"] = {total = 253.401268224 * B},
   ["minimax-m1"] = {total = minimax_m1(),
                     active = minimax_m1() - 80 * 30 * 3 * 6144 * 9216},  -- top-2 of 32
   -- the formula leaves out the final LayerNorm (2h), well inside the tolerance
