@@ -77,9 +77,11 @@ typedef struct ctx {
   double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
   double r;            /* 1/tp with sequence parallelism, else 1 */
   double vocab;        /* padded vocabulary */
-  int nkinds;          /* distinct layer kinds (nd_layer_kind_equal); -1: too many */
-  unsigned char slot_of[ND_MAX_LAYERS];  /* each layer's kind, 0 .. nkinds - 1 */
+  int q_first, q_end;  /* body layers [q_first, q_end) and every MTP layer run at the
+                          recipe's precision (nd_strategy_layer_quantized) */
+  const nd_kind_index *kinds;  /* the layers' kinds: the model's, else own */
   layer_cost kind[KIND_SLOTS];
+  nd_kind_index own;   /* numbered per call for a model without m->kinds */
 } ctx;
 
 /*
@@ -417,9 +419,9 @@ static void price_mlp (ctx *x, int layer, int mlp, layer_cost *lc, act_parts *a)
   }
 }
 
-/* Cache slot of a layer's kind (attention, MLP, MTP, MLP width), numbered by init_ctx. */
+/* Cache slot of a layer's kind (attention, MLP, MTP, MLP width), numbered once per model. */
 static int kind_slot (const ctx *x, int layer) {
-  return x->slot_of[layer];
+  return x->kinds->of[layer];
 }
 
 /* Prices a layer kind (nd_layer_kind_equal) once; layer is one representative index. */
@@ -566,15 +568,18 @@ typedef struct stage_sum {
   double gather_grad;  /* the unsharded gradient of that layer, while it is reduce-scattered */
   double q_dense, q_expert;                   /* parameters of quantized linear layers */
   double core_s_total, layers, flops_model;
-  int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
-  int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
   double act_off;                             /* activation bytes of offloaded layers */
   double working;                             /* the largest bytes one recomputed layer
                                                  rebuilds for its backward */
+  int nused, nsel;
+  /* (what follows is not cleared per stage: count and count_off are zero again after
+     stage_total; example, used and sel are written before they are read) */
+  int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
+  int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
   int example[KIND_SLOTS];                    /* one layer of each kind */
-  int used[KIND_SLOTS], nused;                /* the kinds counted, in first-seen order */
-  int nsel;                                   /* selective layers with their own switches: */
-  struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* not cleared per stage */
+  int used[KIND_SLOTS];                       /* the kinds counted, in first-seen order */
+  struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* selective layers with their
+                                                              own switches (nsel) */
 } stage_sum;
 
 /*
@@ -676,17 +681,16 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned 
 }
 
 /*
-** Called through nd_stage_foreach for each layer of a stage: only counts layers per
-** (kind, mode); stage_total prices each count once, since every sum is linear.
+** Counts one layer of a stage per (kind, mode); stage_total prices each count once, since
+** every sum is linear.
 */
-static void count_layer (int layer, int chunk, void *ud) {
-  stage_sum *ss = (stage_sum *)ud;
+static void count_layer (stage_sum *ss, int layer) {
   int slot = kind_slot(ss->x, layer);
   int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
                                   : (int)ss->x->st->recompute;
   unsigned mask = ss->x->st->per_layer ? ss->x->st->layer_ops[layer] : 0u;
-  (void)chunk;
-  if (ss->x->quant && nd_strategy_layer_quantized(ss->x->st, (int)ss->x->m->num_layers, layer)) {
+  if (ss->x->quant && (layer >= ss->x->m->num_layers
+                       || (layer >= ss->x->q_first && layer < ss->x->q_end))) {
     const layer_cost *lc = price_kind(ss->x, layer);  /* priced once per kind */
     ss->q_dense += lc->q_dense;
     ss->q_expert += lc->q_expert;
@@ -711,6 +715,41 @@ static void count_layer (int layer, int chunk, void *ud) {
   if (ss->x->st->per_layer && ss->x->st->layer_offload[layer]) ss->count_off[slot][mode]++;
 }
 
+/*
+** Called through nd_stage_foreach_chunk for each chunk of a stage: count_layer's counts,
+** taken a run of one kind at a time when every layer runs the strategy's mode.
+*/
+static void count_chunk (int first, int n, int chunk, void *ud) {
+  stage_sum *ss = (stage_sum *)ud;
+  const ctx *x = ss->x;
+  int i = first, end = first + n, mode = (int)x->st->recompute, body = (int)x->m->num_layers;
+  (void)chunk;
+  if (x->st->per_layer) {
+    for (; i < end; i++) count_layer(ss, i);
+    return;
+  }
+  while (i < end) {
+    int e = x->kinds->run_end[i] < end ? x->kinds->run_end[i] : end, slot = kind_slot(x, i);
+    if (x->quant) {  /* the quantized layers of the run, one by one as count_layer adds them */
+      int a = i > x->q_first ? i : x->q_first, b = e < x->q_end ? e : x->q_end, j;
+      int q = (b > a ? b - a : 0) + (e > body ? e - (i > body ? i : body) : 0);
+      if (q > 0) {
+        const layer_cost *lc = price_kind(ss->x, i);  /* priced once per kind */
+        for (j = 0; j < q; j++) {
+          ss->q_dense += lc->q_dense;
+          ss->q_expert += lc->q_expert;
+        }
+      }
+    }
+    if (ss->count[slot][ND_RECOMPUTE_NONE] + ss->count[slot][ND_RECOMPUTE_SELECTIVE]
+        + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->used[ss->nused++] = slot;
+    if (ss->count[slot][mode] == 0) ss->example[slot] = i;
+    ss->count[slot][mode] += e - i;
+    i = e;
+  }
+}
+
+/* Prices a stage's counts (and clears them for the next stage). */
 static void stage_total (stage_sum *ss) {
   int u, mode, g;
   for (u = 0; u < ss->nused; u++)  /* only the kinds the stage holds */
@@ -722,6 +761,7 @@ static void stage_total (stage_sum *ss) {
         ss->act_off += ss->count_off[slot][mode] * lc->act[mode];
         if (lc->act[ND_RECOMPUTE_NONE] - lc->act[mode] > ss->working)
           ss->working = lc->act[ND_RECOMPUTE_NONE] - lc->act[mode];
+        ss->count[slot][mode] = ss->count_off[slot][mode] = 0;
       }
     }
   for (g = 0; g < ss->nsel; g++) {
@@ -750,30 +790,21 @@ static void place_groups (ctx *x) {
 
 static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
                       const nd_job *job, const nd_strategy *st, const nd_costs *costs) {
-  int i, k, n = (int)(m->num_layers + m->mtp_layers), rep[KIND_SLOTS];
-  memset(x, 0, sizeof *x - sizeof x->kind);
+  int i;
+  memset(x, 0, offsetof(ctx, kind));
   for (i = 0; i < KIND_SLOTS; i++) x->kind[i].ready = 0;
   x->m = m; x->dev = dev; x->job = job; x->st = st; x->c = costs;
-  if (n > ND_MAX_LAYERS) n = ND_MAX_LAYERS;
-  for (i = 0; i < n && x->nkinds >= 0; i++) {
-    /* (stacks run in blocks of one kind: the previous layer's is the likely match) */
-    if (i > 0 && nd_layer_kind_equal(&m->layer[i - 1], &m->layer[i])) {
-      x->slot_of[i] = x->slot_of[i - 1];
-      continue;
-    }
-    for (k = 0; k < x->nkinds; k++) if (nd_layer_kind_equal(&m->layer[rep[k]], &m->layer[i])) break;
-    if (k == x->nkinds) {
-      if (k == KIND_SLOTS) { x->nkinds = -1; break; }
-      rep[x->nkinds++] = i;
-    }
-    x->slot_of[i] = (unsigned char)k;
+  if (m->kinds.count != 0) x->kinds = &m->kinds;  /* numbered once per model */
+  else {
+    nd_kind_index_build(m, &x->own);
+    x->kinds = &x->own;
   }
 }
 
 /* Fills the per-call context: peaks, fabric, tokens per rank, groups. */
 static int setup (ctx *x_, char *err, size_t errlen) {
   const nd_recipe *rec = nd_strategy_recipe(x_->st);
-  if (x_->nkinds < 0) {
+  if (x_->kinds->count < 0) {
     snprintf(err, errlen, "model: more than %d distinct layer kinds", KIND_SLOTS);
     return -1;
   }
@@ -781,6 +812,12 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   x_->gemm = rec->gemm;
   x_->peak = nd_device_peak_flops(x_->dev, rec->gemm);  /* the recipe's GEMM precision */
   x_->quant = rec->element_bytes > 0.0;
+  {
+    int body = (int)x_->m->num_layers, first, last;
+    nd_strategy_bf16_layers(x_->st, body, &first, &last);
+    x_->q_first = first;
+    x_->q_end = body - last;
+  }
   {  /* row-wise scaled GEMMs run their own kernels, at their own fraction of the peak */
     const nd_efficiency *e = &x_->dev->efficiency;
     x_->gemm_scale = rec == nd_recipe_get(ND_RECIPE_FP8_ROWWISE) && e->gemm_fp8_rowwise > 0.0
@@ -815,7 +852,8 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
   double flops_model_total = 0.0;
   int64_t outer_first, outer_last, tied_copy;
-  int dual, first_end, last_end;
+  int dual, first_end, last_end, starts[ND_MAX_CHUNKS];
+  stage_sum ss;
   if (nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   dual = st->schedule == ND_SCHED_DUALPIPE;
@@ -830,14 +868,15 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   dpc = (double)st->dp_shard * st->cp;
   edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
   pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
+  nd_chunk_starts(st, starts);
+  memset(&ss, 0, offsetof(stage_sum, example));  /* the counts: zero again after each stage */
   for (s = 0; s < p; s++) {
     nd_stage_estimate *se = &out->stage[s];
-    stage_sum ss;
     double pd, pe, inflight, extra_act = 0.0, buffers, zfac_w, zfac_g, zfac_o, t_mb;
     double dp_time, off_copy, off_s;
-    memset(&ss, 0, offsetof(stage_sum, sel));  /* sel[] is read up to nsel only */
+    memset(&ss, 0, offsetof(stage_sum, count));  /* the sums of this stage */
     ss.x = &x;
-    nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, count_layer, &ss);
+    nd_stage_foreach_chunk(st, starts, s, count_chunk, &ss);
     stage_total(&ss);
     pd = ss.p_dense;
     pe = ss.p_expert;
