@@ -55,6 +55,13 @@ typedef struct layer_cost {
                                       routed experts */
   double q_dense, q_expert;        /* of which in linear layers (no norms, router) */
   double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
+  /* what one layer adds to its stage per micro-batch (pass_costs, from the above) */
+  struct {
+    double fwd, bwd;               /* its passes on the device (layer_pass) */
+    double tp_f, tp_b;             /* the TP traffic that shows in each (comm_shown) */
+    double ep;                     /* one exposed all-to-all pass */
+    double sel_act, sel_time, sel_flops;  /* selective with the strategy's switches */
+  } pass;
 } layer_cost;
 
 #define KIND_SLOTS ND_MAX_LAYER_KINDS  /* distinct layer kinds, numbered by first use */
@@ -424,6 +431,8 @@ static int kind_slot (const ctx *x, int layer) {
   return x->kinds->of[layer];
 }
 
+static void pass_costs (const ctx *x, layer_cost *lc);
+
 /* Prices a layer kind (nd_layer_kind_equal) once; layer is one representative index. */
 static layer_cost *price_kind (ctx *x, int layer) {
   const nd_model_spec *m = x->m;
@@ -507,6 +516,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->q_expert = lc->p_expert;
   lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert)
                    + (x->w.gather - x->c->weight_bytes) * (lc->q_dense + lc->q_expert);
+  pass_costs(x, lc);
   lc->ready = 1;
   return lc;
 }
@@ -645,31 +655,44 @@ static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
   return exposed + c->overlap_sm_share * hidden;
 }
 
+/* What one layer of a priced kind adds to its stage per micro-batch, once per kind. */
+static void pass_costs (const ctx *x, layer_cost *lc) {
+  double work = fwd_work(lc);
+  unsigned mask = x->st->selective_ops;
+  lc->pass.fwd = layer_pass(x, work, 1.0);
+  lc->pass.bwd = layer_pass(x, lc->bwd_s, 2.0);
+  lc->pass.ep = lc->ep_s * exposed_share(x->c, x->c->ep_overlap);
+  lc->pass.tp_f = comm_shown(x, work, lc->tp_s, 1.0);
+  lc->pass.tp_b = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0);
+  lc->pass.sel_act = sel_act(lc, mask);
+  lc->pass.sel_time = sel_time(lc, mask);
+  lc->pass.sel_flops = sel_flops(lc, mask);
+}
+
 /* Adds n layers of one priced kind, all under recompute mode `mode` (selective: with the
    switches in `mask`), to a stage. */
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
-  double work = fwd_work(lc);
-  double fwd = layer_pass(x, work, 1.0);
-  double ep = lc->ep_s * exposed_share(x->c, x->c->ep_overlap);
-  double tp_f = comm_shown(x, work, lc->tp_s, 1.0), tp_b = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0);
+  int own = mask == x->st->selective_ops;  /* the strategy's switches: priced with the kind */
+  double ep = lc->pass.ep, tp_f = lc->pass.tp_f, tp_b = lc->pass.tp_b;
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
-  ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? sel_act(lc, mask) : lc->act[mode]);
-  ss->fwd += n * fwd;
-  ss->bwd += n * layer_pass(x, lc->bwd_s, 2.0);
+  ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? (own ? lc->pass.sel_act : sel_act(lc, mask))
+                                                 : lc->act[mode]);
+  ss->fwd += n * lc->pass.fwd;
+  ss->bwd += n * lc->pass.bwd;
   ss->tp += n * (tp_f + tp_b);  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
   if (mode == ND_RECOMPUTE_FULL) {  /* the forward again, with its communication */
-    ss->rec += n * recompute_time(x, lc, mode);
+    ss->rec += n * lc->pass.fwd;  /* (recompute_time's full pass) */
     ss->tp += n * tp_f;
     ss->ep += n * ep;
     ss->flops_rec += n * lc->flops_token;
   }
   else if (mode == ND_RECOMPUTE_SELECTIVE) {
-    ss->rec += n * sel_time(lc, mask);
-    ss->flops_rec += n * sel_flops(lc, mask);
+    ss->rec += n * (own ? lc->pass.sel_time : sel_time(lc, mask));
+    ss->flops_rec += n * (own ? lc->pass.sel_flops : sel_flops(lc, mask));
   }
   ss->p_dense += n * lc->p_dense;
   ss->p_expert += n * lc->p_expert;
