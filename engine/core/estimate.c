@@ -865,247 +865,318 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   return 0;
 }
 
-int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                     nd_strategy *st, const nd_costs *costs, nd_estimate *out,
-                     char *err, size_t errlen) {
-  ctx x;
-  int s, p, i;
-  double h = (double)m->hidden_size, ab = costs->activation_bytes, dpc, edp;
-  double slow = -1.0, tokens, step, zb_term = -HUGE_VAL, dual_term = -HUGE_VAL;
-  double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
-  double flops_model_total = 0.0;
-  int64_t outer_first, outer_last, tied_copy;
-  int dual, first_end, last_end, starts[ND_MAX_CHUNKS];
-  stage_sum ss;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
-  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
-  dual = st->schedule == ND_SCHED_DUALPIPE;
-  init_ctx(&x, m, dev, job, st, costs);
-  if (setup(&x, err, errlen) != 0) return -1;
-  memset(out, 0, sizeof *out - sizeof out->stage);
-  p = st->pp;
-  out->stages = p;
-  nd_model_outer_params(m, &outer_first, &outer_last, &tied_copy);
-  /* what a ZeRO stage shards over: the shard group (all of DP x CP, or HSDP's dp_shard x cp)
-     for dense parameters, its expert-data-parallel part for the experts */
-  dpc = (double)st->dp_shard * st->cp;
-  edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
-  pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
-  nd_chunk_starts(st, starts);
-  memset(&ss, 0, offsetof(stage_sum, example));  /* the counts: zero again after each stage */
-  for (s = 0; s < p; s++) {
-    nd_stage_estimate *se = &out->stage[s];
-    double pd, pe, inflight, extra_act = 0.0, buffers, zfac_w, zfac_g, zfac_o, t_mb;
-    double dp_time, off_copy, off_s;
-    memset(&ss, 0, offsetof(stage_sum, count));  /* the sums of this stage */
-    ss.x = &x;
-    nd_stage_foreach_chunk(st, starts, s, count_chunk, &ss);
-    stage_total(&ss);
-    pd = ss.p_dense;
-    pe = ss.p_expert;
-    /* DualPipe: devices 0 and p-1 each hold both ends of the model */
-    first_end = s == 0 || (dual && s == p - 1);
-    last_end = s == p - 1 || (dual && s == 0);
-    if (first_end) {  /* embedding side: vocabulary-parallel over TP */
-      pd += (double)outer_first / st->tp;
-      extra_act += 8.0 * x.T + costs->dropout * x.T * h * x.r;  /* ids, embedding mask */
-    }
-    if (last_end) {  /* final norm, head (a copy when tied across stages) */
-      pd += (double)outer_last / st->tp + (p > 1 ? (double)tied_copy / st->tp : 0.0);
-      ss.fwd += gemm16_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
-              + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
-      ss.bwd += 2.0 * gemm16_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
-              + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
-    }
-    if (dual) {  /* each direction carries half the micro-batches through one of the two
-                    stages: per micro-batch, the work and the activations of their mean */
-      ss.fwd *= 0.5; ss.bwd *= 0.5; ss.rec *= 0.5; ss.tp *= 0.5; ss.ep *= 0.5; ss.cp *= 0.5;
-      ss.core_s_total *= 0.5; ss.act *= 0.5; ss.act_off *= 0.5; extra_act *= 0.5;
-    }
-    /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
-    /* (FSDP without resharding keeps the stage's parameters and gradients unsharded from the
-       step's gather to its reduce-scatter: only the optimizer states stay sharded) */
-    zfac_w = st->zero >= 3 && st->reshard ? 1.0 : 0.0;
-    zfac_g = st->zero >= 2 && !(st->zero == 3 && !st->reshard) ? 1.0 : 0.0;
-    zfac_o = st->zero >= 1 ? 1.0 : 0.0;
-    se->layers = (int)ss.layers;
-    se->params = pd + pe;
-    se->weights = costs->weight_bytes * (zfac_w ? costs->zero3_weight_copy : 1.0)
-                * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
-    se->quant_params = ss.q_dense + ss.q_expert;
-    if (x.quant)  /* the recipe's stored width and the quantized copies it keeps */
-      se->weights += (x.w.param - costs->weight_bytes)
-                     * (ss.q_dense / (zfac_w ? dpc : 1.0) + ss.q_expert / (zfac_w ? edp : 1.0))
-                   + x.w.cache * se->quant_params;
-    se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
-    se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
-                  * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
-    inflight = nd_inflight(st, s);
-    se->inflight = inflight;
-    /* offload: of the micro-batches waiting for their backward, a share of each one's
-       layer activations sits in host memory; the one being computed stays */
-    off_copy = inflight > 1.0 ? st->offload * (ss.act - ss.act_off) + ss.act_off : 0.0;
-    se->activations = (ss.act + extra_act) * inflight - off_copy * (inflight - 1.0);
-    if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
-      se->activations += 4.0 * x.T * h * x.r + costs->logits_bytes * x.T * x.vocab / st->tp;
-    /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
-       and the working set of recompute: when warm-up ends, the first backward rebuilds
-       one layer's dropped activations for one micro-batch on top of all that is held */
-    buffers = st->tp > 1 ? ab * x.T * h : 0.0;
-    /* (the backward of a ZeRO-3 layer holds its gathered weights, the next layer's prefetched
-       ones and its own unsharded gradient until the reduce-scatter takes it) */
-    if (st->zero >= 3 && st->reshard && 2.0 * ss.gather + ss.gather_grad > buffers)
-      buffers = 2.0 * ss.gather + ss.gather_grad;
-    /* (DualPipe: the mean of the two stages, as every activation above) */
-    se->buffers = buffers + ss.working * (dual ? 0.5 : 1.0);
-    se->reserve = dev->reserve_bytes;
-    se->allocated = se->weights + se->grads + se->optimizer + se->activations + se->buffers;
-    se->reserved = se->allocated * (1.0 + costs->alloc_fragmentation);
-    se->peak = se->reserved + se->reserve;
-    if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
-    /* time per micro-batch on this stage */
-    se->fwd_s = ss.fwd;
-    se->bwd_s = ss.bwd;
-    se->recompute_s = ss.rec;
-    {
-      double cp_hidden = costs->cp_overlap * 3.0 * ss.core_s_total, cp_exposed;
-      if (cp_hidden > ss.cp) cp_hidden = ss.cp;
-      cp_exposed = ss.cp - cp_hidden + costs->overlap_sm_share * cp_hidden;
-      if (dual) {  /* a forward and a backward chunk run together: each one's all-to-all
-                      hides behind the other's compute (DeepSeek-V3 report, DualPipe) */
-        double hidden;
-        if (ss.ep > 0.0) {  /* the overlap costs compute units */
-          double slowdown = 1.0 / (1.0 - costs->overlap_sm_share);
-          ss.fwd *= slowdown; ss.bwd *= slowdown; ss.rec *= slowdown;
-        }
-        hidden = ss.fwd + ss.bwd + ss.rec;
-        ss.ep = ss.ep > hidden ? ss.ep - hidden : 0.0;
-      }
-      se->comm_s = ss.tp + ss.ep + cp_exposed;
-      off_s = 0.0;
-      if (off_copy > 0.0) {  /* out after the forward, back before the backward */
-        const nd_device_link *hl = &dev->host_link;
-        off_s = 2.0 * (off_copy / hl->bandwidth + hl->latency)
-              - costs->offload_overlap * (ss.fwd + ss.bwd + ss.rec);
-        if (off_s < 0.0) off_s = 0.0;
-      }
-      t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s + off_s;
-      /* the bubbles that credit the weight-gradient half of a backward take their stage's
-         own terms, at the worst stage (not the slowest stage's mix): monotone in its work */
-      if (t_mb - 0.5 * ss.bwd > zb_term) zb_term = t_mb - 0.5 * ss.bwd;
-      if (t_mb + ss.rec - 0.5 * ss.bwd > dual_term) dual_term = t_mb + ss.rec - 0.5 * ss.bwd;
-      if (t_mb > slow) {
-        slow = t_mb;
-        out->time_parts[ND_T_FORWARD] = ss.fwd;
-        out->time_parts[ND_T_BACKWARD] = ss.bwd;
-        out->time_parts[ND_T_RECOMPUTE] = ss.rec;
-        out->time_parts[ND_T_TP] = ss.tp;
-        out->time_parts[ND_T_CP] = cp_exposed;
-        out->time_parts[ND_T_EP] = ss.ep;
-        out->time_parts[ND_T_OFFLOAD] = off_s;
-      }
-    }
-    /* data parallelism: gradient reduction (and parameter gather after a sharded step) */
-    {
-      const nd_group *gd = &x.g[ND_GROUP_DP], *ge = &x.g[ND_GROUP_EDP];
-      nd_group gs = *gd, ges = *ge, gr = *gd;  /* HSDP: the shard groups and the replicas */
-      int replicas = st->dp / st->dp_shard;
-      double rep_time = 0.0;
-      if (replicas > 1) {
-        int shard_dense = st->tp * st->cp * st->dp_shard;
-        gs = nd_group_place(&x.fabric, st->dp_shard * st->cp, st->tp);
-        ges = nd_group_place(&x.fabric, m->num_experts > 0 ? shard_dense / (st->ep * st->etp) : 1,
-                             st->ep * st->etp);
-        gr = nd_group_place(&x.fabric, replicas, shard_dense);
-        /* the replicas all-reduce the reduce-scattered gradient shards once per step */
-        if (st->zero >= 1)
-          rep_time = nd_allreduce_time(&x.fabric, &gr, costs->grad_bytes * (pd / dpc + pe / edp));
-        gd = &gs; ge = &ges;
-      }
-      /* parameter all-gathers at the recipe's width (param gather) */
-      double wd = costs->weight_bytes * pd + (x.w.gather - costs->weight_bytes) * ss.q_dense;
-      double we = costs->weight_bytes * pe + (x.w.gather - costs->weight_bytes) * ss.q_expert;
-      if (st->zero == 3 && st->reshard) {
-        /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch; a
-           flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
-        nd_group fd = *gd, fe = *ge;
-        double gathers = 2.0 + (ss.rec > 0.0 ? 1.0 : 0.0);
-        double per_mb;
-        if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
-        per_mb = gathers * nd_allgather_time(&x.fabric, &fd, wd)
-               + nd_reducescatter_time(&x.fabric, &fd, costs->grad_bytes * pd)
-               + gathers * nd_allgather_time(&x.fabric, &fe, we)
-               + nd_reducescatter_time(&x.fabric, &fe, costs->grad_bytes * pe);
-        double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
-        if (hidden > per_mb) hidden = per_mb;
-        dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
-      } else {
-        double grad_t, gather_t = 0.0;
-        if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
-          grad_t = nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_DP], costs->grad_bytes * pd)
-                 + nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_EDP], costs->grad_bytes * pe);
-        else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
-          grad_t = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
-                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe) + rep_time;
-          gather_t = nd_allgather_time(&x.fabric, gd, wd) + nd_allgather_time(&x.fabric, ge, we);
-        }
-        dp_time = dp_overlapped(costs, grad_t, gather_t, &ss, st, p, s);
-      }
-      if (dp_time > dp_exposed) dp_exposed = dp_time;
-    }
-    {  /* optimizer step: streams the local shard of weights, grads and states */
-      double local = st->zero >= 1 ? pd / dpc + pe / edp : pd + pe;
-      double t_opt = costs->optimizer_traffic * local / x.hbm;
-      if (t_opt > opt_time) opt_time = t_opt;
-    }
-    flops_rec_total += ss.flops_rec;
-    flops_model_total += ss.flops_model;
+/* What the stages of one run share and what they add up to (nd_estimate_run). */
+typedef struct run_sums {
+  double dpc, edp;     /* what a ZeRO stage shards over: dense parameters, experts */
+  double pp_one;       /* one activation transfer between pipeline stages */
+  int64_t outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
+  int dual;            /* DualPipe */
+  double slow;         /* the slowest stage's time per micro-batch */
+  double zb_term, dual_term;  /* the worst stage's bubble terms of ZB and DualPipe */
+  double dp_exposed, opt_time, flops_rec, flops_model;
+} run_sums;
+
+/*
+** The model's ends on stage s (embedding side, final norm and head) added to its sums, and
+** DualPipe's halving; the activations the ends keep per micro-batch in *extra_act. Returns
+** whether the stage holds the last end.
+*/
+static int stage_ends (const ctx *x, const run_sums *r, int s, stage_sum *ss, double *extra_act) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double h = (double)x->m->hidden_size;
+  int p = st->pp, dual = r->dual;
+  /* DualPipe: devices 0 and p-1 each hold both ends of the model */
+  int first_end = s == 0 || (dual && s == p - 1);
+  int last_end = s == p - 1 || (dual && s == 0);
+  *extra_act = 0.0;
+  if (first_end) {  /* embedding side: vocabulary-parallel over TP */
+    ss->p_dense += (double)r->outer_first / st->tp;
+    *extra_act += 8.0 * x->T + costs->dropout * x->T * h * x->r;  /* ids, embedding mask */
   }
-  /* the pipeline: m micro-batches at the pace of the slowest stage, plus the bubble */
-  {
-    double mb = st->mb, v = st->vpp, bubble;
-    switch (st->schedule) {
-      case ND_SCHED_INTERLEAVED: bubble = (p - 1) * slow / v; break;
-      case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
-        bubble = (p - 1) * zb_term; break;
-      case ND_SCHED_DUALPIPE:  /* (p/2 - 1)(F&B + B - 3W), W = half the backward */
-        bubble = (p / 2 - 1) * dual_term;
-        break;
-      default: bubble = (p - 1) * slow; break;
-    }
-    for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
-    out->time_parts[ND_T_OFFLOAD] *= mb;
-    {  /* each micro-batch crosses every chunk boundary forward and back; schedules that
-          overlap the transfers hide pp_overlap of them, at the compute the kernels take */
-      double pp_t = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
-      if (st->schedule == ND_SCHED_INTERLEAVED || st->schedule == ND_SCHED_DUALPIPE)
-        pp_t *= exposed_share(costs, costs->pp_overlap);
-      out->time_parts[ND_T_PP] = pp_t;
-    }
-    out->time_parts[ND_T_DP] = dp_exposed;
-    out->time_parts[ND_T_OPTIMIZER] = opt_time + costs->step_overhead;
-    out->time_parts[ND_T_BUBBLE] = bubble;
+  if (last_end) {  /* final norm, head (a copy when tied across stages) */
+    ss->p_dense += (double)r->outer_last / st->tp + (p > 1 ? (double)r->tied_copy / st->tp : 0.0);
+    ss->fwd += gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp)
+             + costs->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
+    ss->bwd += 2.0 * gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp)
+             + costs->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
   }
-  step = 0.0;
+  if (dual) {  /* each direction carries half the micro-batches through one of the two
+                  stages: per micro-batch, the work and the activations of their mean */
+    ss->fwd *= 0.5; ss->bwd *= 0.5; ss->rec *= 0.5; ss->tp *= 0.5; ss->ep *= 0.5; ss->cp *= 0.5;
+    ss->core_s_total *= 0.5; ss->act *= 0.5; ss->act_off *= 0.5; *extra_act *= 0.5;
+  }
+  return last_end;
+}
+
+/*
+** Stage s's memory (se's bytes and peak); returns the activation bytes of the waiting
+** micro-batches that sit in host memory (offload), which the stage's time copies.
+*/
+static double stage_memory (const ctx *x, const run_sums *r, int s, const stage_sum *ss,
+                            double extra_act, int last_end, nd_stage_estimate *se) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double h = (double)x->m->hidden_size, ab = costs->activation_bytes;
+  double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
+  double inflight, buffers, zfac_w, zfac_g, zfac_o, off_copy;
+  /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
+  /* (FSDP without resharding keeps the stage's parameters and gradients unsharded from the
+     step's gather to its reduce-scatter: only the optimizer states stay sharded) */
+  zfac_w = st->zero >= 3 && st->reshard ? 1.0 : 0.0;
+  zfac_g = st->zero >= 2 && !(st->zero == 3 && !st->reshard) ? 1.0 : 0.0;
+  zfac_o = st->zero >= 1 ? 1.0 : 0.0;
+  se->layers = (int)ss->layers;
+  se->params = pd + pe;
+  se->weights = costs->weight_bytes * (zfac_w ? costs->zero3_weight_copy : 1.0)
+              * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
+  se->quant_params = ss->q_dense + ss->q_expert;
+  if (x->quant)  /* the recipe's stored width and the quantized copies it keeps */
+    se->weights += (x->w.param - costs->weight_bytes)
+                   * (ss->q_dense / (zfac_w ? dpc : 1.0) + ss->q_expert / (zfac_w ? edp : 1.0))
+                 + x->w.cache * se->quant_params;
+  se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
+  se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
+                * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
+  inflight = nd_inflight(st, s);
+  se->inflight = inflight;
+  /* offload: of the micro-batches waiting for their backward, a share of each one's
+     layer activations sits in host memory; the one being computed stays */
+  off_copy = inflight > 1.0 ? st->offload * (ss->act - ss->act_off) + ss->act_off : 0.0;
+  se->activations = (ss->act + extra_act) * inflight - off_copy * (inflight - 1.0);
+  if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
+    se->activations += 4.0 * x->T * h * x->r + costs->logits_bytes * x->T * x->vocab / st->tp;
+  /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
+     and the working set of recompute: when warm-up ends, the first backward rebuilds
+     one layer's dropped activations for one micro-batch on top of all that is held */
+  buffers = st->tp > 1 ? ab * x->T * h : 0.0;
+  /* (the backward of a ZeRO-3 layer holds its gathered weights, the next layer's prefetched
+     ones and its own unsharded gradient until the reduce-scatter takes it) */
+  if (st->zero >= 3 && st->reshard && 2.0 * ss->gather + ss->gather_grad > buffers)
+    buffers = 2.0 * ss->gather + ss->gather_grad;
+  /* (DualPipe: the mean of the two stages, as every activation above) */
+  se->buffers = buffers + ss->working * (r->dual ? 0.5 : 1.0);
+  se->reserve = x->dev->reserve_bytes;
+  se->allocated = se->weights + se->grads + se->optimizer + se->activations + se->buffers;
+  se->reserved = se->allocated * (1.0 + costs->alloc_fragmentation);
+  se->peak = se->reserved + se->reserve;
+  return off_copy;
+}
+
+/*
+** Stage s's time per micro-batch (se's compute and exposed communication, with the host
+** copies of off_copy bytes), into the run's bubble terms and, when it is the slowest stage,
+** out's time parts (per micro-batch until pipeline_parts scales them).
+*/
+static void stage_time (const ctx *x, run_sums *r, stage_sum *ss, double off_copy,
+                        nd_stage_estimate *se, nd_estimate *out) {
+  const nd_costs *costs = x->c;
+  double cp_hidden = costs->cp_overlap * 3.0 * ss->core_s_total, cp_exposed, off_s, t_mb;
+  se->fwd_s = ss->fwd;
+  se->bwd_s = ss->bwd;
+  se->recompute_s = ss->rec;
+  if (cp_hidden > ss->cp) cp_hidden = ss->cp;
+  cp_exposed = ss->cp - cp_hidden + costs->overlap_sm_share * cp_hidden;
+  if (r->dual) {  /* a forward and a backward chunk run together: each one's all-to-all
+                     hides behind the other's compute (DeepSeek-V3 report, DualPipe) */
+    double hidden;
+    if (ss->ep > 0.0) {  /* the overlap costs compute units */
+      double slowdown = 1.0 / (1.0 - costs->overlap_sm_share);
+      ss->fwd *= slowdown; ss->bwd *= slowdown; ss->rec *= slowdown;
+    }
+    hidden = ss->fwd + ss->bwd + ss->rec;
+    ss->ep = ss->ep > hidden ? ss->ep - hidden : 0.0;
+  }
+  se->comm_s = ss->tp + ss->ep + cp_exposed;
+  off_s = 0.0;
+  if (off_copy > 0.0) {  /* out after the forward, back before the backward */
+    const nd_device_link *hl = &x->dev->host_link;
+    off_s = 2.0 * (off_copy / hl->bandwidth + hl->latency)
+          - costs->offload_overlap * (ss->fwd + ss->bwd + ss->rec);
+    if (off_s < 0.0) off_s = 0.0;
+  }
+  t_mb = ss->fwd + ss->bwd + ss->rec + se->comm_s + off_s;
+  /* the bubbles that credit the weight-gradient half of a backward take their stage's
+     own terms, at the worst stage (not the slowest stage's mix): monotone in its work */
+  if (t_mb - 0.5 * ss->bwd > r->zb_term) r->zb_term = t_mb - 0.5 * ss->bwd;
+  if (t_mb + ss->rec - 0.5 * ss->bwd > r->dual_term) r->dual_term = t_mb + ss->rec - 0.5 * ss->bwd;
+  if (t_mb > r->slow) {
+    r->slow = t_mb;
+    out->time_parts[ND_T_FORWARD] = ss->fwd;
+    out->time_parts[ND_T_BACKWARD] = ss->bwd;
+    out->time_parts[ND_T_RECOMPUTE] = ss->rec;
+    out->time_parts[ND_T_TP] = ss->tp;
+    out->time_parts[ND_T_CP] = cp_exposed;
+    out->time_parts[ND_T_EP] = ss->ep;
+    out->time_parts[ND_T_OFFLOAD] = off_s;
+  }
+}
+
+/* Stage s's exposed data-parallel time per step: gradient reduction (and parameter gather
+   after a sharded step). */
+static double stage_dp_time (const ctx *x, const run_sums *r, int s, const stage_sum *ss) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
+  const nd_group *gd = &x->g[ND_GROUP_DP], *ge = &x->g[ND_GROUP_EDP];
+  nd_group gs = *gd, ges = *ge, gr = *gd;  /* HSDP: the shard groups and the replicas */
+  int replicas = st->dp / st->dp_shard;
+  double rep_time = 0.0, wd, we;
+  if (replicas > 1) {
+    int shard_dense = st->tp * st->cp * st->dp_shard;
+    gs = nd_group_place(&x->fabric, st->dp_shard * st->cp, st->tp);
+    ges = nd_group_place(&x->fabric, x->m->num_experts > 0 ? shard_dense / (st->ep * st->etp) : 1,
+                         st->ep * st->etp);
+    gr = nd_group_place(&x->fabric, replicas, shard_dense);
+    /* the replicas all-reduce the reduce-scattered gradient shards once per step */
+    if (st->zero >= 1)
+      rep_time = nd_allreduce_time(&x->fabric, &gr, costs->grad_bytes * (pd / dpc + pe / edp));
+    gd = &gs; ge = &ges;
+  }
+  /* parameter all-gathers at the recipe's width (param gather) */
+  wd = costs->weight_bytes * pd + (x->w.gather - costs->weight_bytes) * ss->q_dense;
+  we = costs->weight_bytes * pe + (x->w.gather - costs->weight_bytes) * ss->q_expert;
+  if (st->zero == 3 && st->reshard) {
+    /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch; a
+       flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
+    nd_group fd = *gd, fe = *ge;
+    double gathers = 2.0 + (ss->rec > 0.0 ? 1.0 : 0.0);
+    double per_mb, hidden;
+    if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
+    per_mb = gathers * nd_allgather_time(&x->fabric, &fd, wd)
+           + nd_reducescatter_time(&x->fabric, &fd, costs->grad_bytes * pd)
+           + gathers * nd_allgather_time(&x->fabric, &fe, we)
+           + nd_reducescatter_time(&x->fabric, &fe, costs->grad_bytes * pe);
+    hidden = costs->zero3_overlap * (ss->fwd + ss->bwd + ss->rec);
+    if (hidden > per_mb) hidden = per_mb;
+    return st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
+  } else {
+    double grad_t, gather_t = 0.0;
+    if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
+      grad_t = nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_DP], costs->grad_bytes * pd)
+             + nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_EDP], costs->grad_bytes * pe);
+    else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
+      grad_t = nd_reducescatter_time(&x->fabric, gd, costs->grad_bytes * pd)
+             + nd_reducescatter_time(&x->fabric, ge, costs->grad_bytes * pe) + rep_time;
+      gather_t = nd_allgather_time(&x->fabric, gd, wd) + nd_allgather_time(&x->fabric, ge, we);
+    }
+    return dp_overlapped(costs, grad_t, gather_t, ss, st, st->pp, s);
+  }
+}
+
+/* Prices stage s into out->stage[s] and the run's sums. */
+static void price_stage (ctx *x, run_sums *r, int s, const int *starts, stage_sum *ss,
+                         nd_estimate *out) {
+  const nd_strategy *st = x->st;
+  nd_stage_estimate *se = &out->stage[s];
+  double extra_act, off_copy, dp_time;
+  int last_end;
+  memset(ss, 0, offsetof(stage_sum, count));  /* the sums of this stage */
+  ss->x = x;
+  nd_stage_foreach_chunk(st, starts, s, count_chunk, ss);
+  stage_total(ss);
+  last_end = stage_ends(x, r, s, ss, &extra_act);
+  off_copy = stage_memory(x, r, s, ss, extra_act, last_end, se);
+  if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
+  stage_time(x, r, ss, off_copy, se, out);
+  dp_time = stage_dp_time(x, r, s, ss);
+  if (dp_time > r->dp_exposed) r->dp_exposed = dp_time;
+  {  /* optimizer step: streams the local shard of weights, grads and states */
+    double pd = ss->p_dense, pe = ss->p_expert;
+    double local = st->zero >= 1 ? pd / r->dpc + pe / r->edp : pd + pe;
+    double t_opt = x->c->optimizer_traffic * local / x->hbm;
+    if (t_opt > r->opt_time) r->opt_time = t_opt;
+  }
+  r->flops_rec += ss->flops_rec;
+  r->flops_model += ss->flops_model;
+}
+
+/* The pipeline: m micro-batches at the pace of the slowest stage, plus the bubble; the
+   per-step parts (PP, DP, optimizer) into out. */
+static void pipeline_parts (const ctx *x, const run_sums *r, nd_estimate *out) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double mb = st->mb, v = st->vpp, bubble, pp_t;
+  int p = st->pp, i;
+  switch (st->schedule) {
+    case ND_SCHED_INTERLEAVED: bubble = (p - 1) * r->slow / v; break;
+    case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
+      bubble = (p - 1) * r->zb_term; break;
+    case ND_SCHED_DUALPIPE:  /* (p/2 - 1)(F&B + B - 3W), W = half the backward */
+      bubble = (p / 2 - 1) * r->dual_term;
+      break;
+    default: bubble = (p - 1) * r->slow; break;
+  }
+  for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
+  out->time_parts[ND_T_OFFLOAD] *= mb;
+  /* each micro-batch crosses every chunk boundary forward and back; schedules that
+     overlap the transfers hide pp_overlap of them, at the compute the kernels take */
+  pp_t = p > 1 ? 2.0 * r->pp_one * (mb * v + p - 1) : 0.0;
+  if (st->schedule == ND_SCHED_INTERLEAVED || st->schedule == ND_SCHED_DUALPIPE)
+    pp_t *= exposed_share(costs, costs->pp_overlap);
+  out->time_parts[ND_T_PP] = pp_t;
+  out->time_parts[ND_T_DP] = r->dp_exposed;
+  out->time_parts[ND_T_OPTIMIZER] = r->opt_time + costs->step_overhead;
+  out->time_parts[ND_T_BUBBLE] = bubble;
+}
+
+/* The step from its parts: step time, throughput, model and hardware FLOPs, MFU and HFU,
+   and the groups' placement. */
+static void step_totals (const ctx *x, const run_sums *r, nd_estimate *out) {
+  const nd_job *job = x->job;
+  double h = (double)x->m->hidden_size, step = 0.0, tokens;
+  int i;
   for (i = 0; i < ND_T_COUNT; i++) step += out->time_parts[i];
   out->step_time = step;
   tokens = (double)job->global_batch * job->seq_len;
   out->tokens_per_s = tokens / step;
   /* model FLOPs: 3 x forward (no recompute), causal attention halved, plus the head */
   {
-    double per_token = flops_model_total + 2.0 * h * (double)m->vocab_size, rec_per_token;
+    double per_token = r->flops_model + 2.0 * h * (double)x->m->vocab_size, rec_per_token;
     out->model_flops = 3.0 * per_token * tokens;
-    /* flops_rec_total sums one replica's stages: per token it is already unsharded */
-    rec_per_token = flops_rec_total;
+    /* flops_rec sums one replica's stages: per token it is already unsharded */
+    rec_per_token = r->flops_rec;
     out->hardware_flops = out->model_flops + rec_per_token * tokens;
-    out->mfu = out->model_flops / ((double)job->devices * x.peak * step);
-    out->hfu = out->hardware_flops / ((double)job->devices * x.peak * step);
+    out->mfu = out->model_flops / ((double)job->devices * x->peak * step);
+    out->hfu = out->hardware_flops / ((double)job->devices * x->peak * step);
   }
   for (i = 0; i < ND_GROUP_COUNT; i++) {
-    out->topology[i].size = x.g[i].size;
-    out->topology[i].stride = x.g[i].stride;
-    out->topology[i].local = x.g[i].local;
+    out->topology[i].size = x->g[i].size;
+    out->topology[i].stride = x->g[i].stride;
+    out->topology[i].local = x->g[i].local;
   }
+}
+
+int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                     nd_strategy *st, const nd_costs *costs, nd_estimate *out,
+                     char *err, size_t errlen) {
+  ctx x;
+  run_sums r;
+  stage_sum ss;
+  int s, p, starts[ND_MAX_CHUNKS];
+  double h = (double)m->hidden_size, ab = costs->activation_bytes;
+  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
+  init_ctx(&x, m, dev, job, st, costs);
+  if (setup(&x, err, errlen) != 0) return -1;
+  memset(out, 0, sizeof *out - sizeof out->stage);
+  p = st->pp;
+  out->stages = p;
+  memset(&r, 0, sizeof r);
+  r.dual = st->schedule == ND_SCHED_DUALPIPE;
+  r.slow = -1.0;
+  r.zb_term = r.dual_term = -HUGE_VAL;
+  nd_model_outer_params(m, &r.outer_first, &r.outer_last, &r.tied_copy);
+  /* what a ZeRO stage shards over: the shard group (all of DP x CP, or HSDP's dp_shard x cp)
+     for dense parameters, its expert-data-parallel part for the experts */
+  r.dpc = (double)st->dp_shard * st->cp;
+  r.edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
+  r.pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
+  nd_chunk_starts(st, starts);
+  memset(&ss, 0, offsetof(stage_sum, example));  /* the counts: zero again after each stage */
+  for (s = 0; s < p; s++) price_stage(&x, &r, s, starts, &ss, out);
+  pipeline_parts(&x, &r, out);
+  step_totals(&x, &r, out);
   return 0;
 }
 
