@@ -739,14 +739,12 @@ static void count_layer (stage_sum *ss, int layer) {
 }
 
 /*
-** Called through nd_stage_foreach_chunk for each chunk of a stage: count_layer's counts,
-** taken a run of one kind at a time when every layer runs the strategy's mode.
+** Counts the n layers from `first` of a stage's chunk: count_layer's counts, taken a run of
+** one kind at a time when every layer runs the strategy's mode.
 */
-static void count_chunk (int first, int n, int chunk, void *ud) {
-  stage_sum *ss = (stage_sum *)ud;
+static void count_chunk (stage_sum *ss, int first, int n) {
   const ctx *x = ss->x;
   int i = first, end = first + n, mode = (int)x->st->recompute, body = (int)x->m->num_layers;
-  (void)chunk;
   if (x->st->per_layer) {
     for (; i < end; i++) count_layer(ss, i);
     return;
@@ -1019,7 +1017,7 @@ static double stage_dp_time (const ctx *x, const run_sums *r, int s, const stage
   const nd_costs *costs = x->c;
   double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
   const nd_group *gd = &x->g[ND_GROUP_DP], *ge = &x->g[ND_GROUP_EDP];
-  nd_group gs = *gd, ges = *ge, gr = *gd;  /* HSDP: the shard groups and the replicas */
+  nd_group gs, ges, gr;  /* HSDP: the shard groups and the replicas */
   int replicas = st->dp / st->dp_shard;
   double rep_time = 0.0, wd, we;
   if (replicas > 1) {
@@ -1070,10 +1068,11 @@ static void price_stage (ctx *x, run_sums *r, int s, const int *starts, stage_su
   const nd_strategy *st = x->st;
   nd_stage_estimate *se = &out->stage[s];
   double extra_act, off_copy, dp_time;
-  int last_end;
+  int last_end, k[ND_MAX_CHUNKS], n = nd_stage_chunks(st, s, k), c;
   memset(ss, 0, offsetof(stage_sum, count));  /* the sums of this stage */
   ss->x = x;
-  nd_stage_foreach_chunk(st, starts, s, count_chunk, ss);
+  for (c = 0; c < n; c++)
+    if (st->stage_layers[k[c]] > 0) count_chunk(ss, starts[k[c]], st->stage_layers[k[c]]);
   stage_total(ss);
   last_end = stage_ends(x, r, s, ss, &extra_act);
   off_copy = stage_memory(x, r, s, ss, extra_act, last_end, se);

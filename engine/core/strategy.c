@@ -521,36 +521,21 @@ void nd_chunk_starts (const nd_strategy *st, int *first) {
 ** (stage_layers; vpp = 1: one chunk per stage, and DualPipe adds stage pp-1-s as chunk 1),
 ** in the order the stage runs its chunks.
 */
-void nd_stage_foreach_chunk (const nd_strategy *st, const int *starts, int s,
-                             void (*fn)(int first, int count, int chunk, void *ud), void *ud) {
+int nd_stage_chunks (const nd_strategy *st, int s, int *k) {
   int c, p = st->pp;
-  for (c = 0; c < st->vpp; c++)  /* round c: chunks c*p .. c*p + p-1 in layer order */
-    if (st->stage_layers[c * p + s] > 0) fn(starts[c * p + s], st->stage_layers[c * p + s], c, ud);
+  for (c = 0; c < st->vpp; c++) k[c] = c * p + s;  /* round c: chunks c*p .. c*p + p-1 */
   if (st->vpp <= 1 && st->schedule == ND_SCHED_DUALPIPE && st->pp - 1 - s != s) {
-    int r = st->pp - 1 - s;  /* the reverse way */
-    if (st->stage_layers[r] > 0) fn(starts[r], st->stage_layers[r], 1, ud);
+    k[1] = st->pp - 1 - s;  /* the reverse way */
+    return 2;
   }
-}
-
-/* nd_stage_foreach's callback and its argument, for the chunks of nd_stage_foreach_chunk. */
-typedef struct each_layer {
-  void (*fn)(int layer, int chunk, void *ud);
-  void *ud;
-} each_layer;
-
-static void each_layer_of (int first, int count, int chunk, void *ud) {
-  const each_layer *e = (const each_layer *)ud;
-  int i;
-  for (i = 0; i < count; i++) e->fn(first + i, chunk, e->ud);
+  return st->vpp;
 }
 
 void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud) {
-  each_layer e;
-  int starts[ND_MAX_CHUNKS];
+  int starts[ND_MAX_CHUNKS], k[ND_MAX_CHUNKS], n = nd_stage_chunks(st, s, k), c, i;
   (void)body; (void)mtp;
-  e.fn = fn;
-  e.ud = ud;
   nd_chunk_starts(st, starts);
-  nd_stage_foreach_chunk(st, starts, s, each_layer_of, &e);
+  for (c = 0; c < n; c++)
+    for (i = 0; i < st->stage_layers[k[c]]; i++) fn(starts[k[c]] + i, c, ud);
 }
