@@ -87,6 +87,7 @@ typedef struct ctx {
   int q_first, q_end;  /* body layers [q_first, q_end) and every MTP layer run at the
                           recipe's precision (nd_strategy_layer_quantized) */
   const nd_kind_index *kinds;  /* the layers' kinds: the model's, else own */
+  int stages;          /* pricing stages: each kind's pass costs too (pass_costs) */
   layer_cost kind[KIND_SLOTS];
   nd_kind_index own;   /* numbered per call for a model without m->kinds */
 } ctx;
@@ -516,7 +517,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->q_expert = lc->p_expert;
   lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert)
                    + (x->w.gather - x->c->weight_bytes) * (lc->q_dense + lc->q_expert);
-  pass_costs(x, lc);
+  if (x->stages) pass_costs(x, lc);
   lc->ready = 1;
   return lc;
 }
@@ -1158,6 +1159,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
+  x.stages = 1;
   memset(out, 0, sizeof *out - sizeof out->stage);
   p = st->pp;
   out->stages = p;
