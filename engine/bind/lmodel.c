@@ -336,6 +336,7 @@ static int m_new (lua_State *L) {
     lua_insert(L, -2);
     return 2;
   }
+  nd_model_number_kinds(m);  /* once per model: the estimators read it */
   if (nd_model_validate(m, err, sizeof err) != 0) {
     luaL_pushfail(L);
     lua_pushstring(L, err);

@@ -57,6 +57,13 @@ typedef struct layer_cost {
   double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
   double launch;                   /* launch floors a pass pays: 1, or 0 for an identity
                                       layer, which issues no kernels */
+  /* what one layer adds to its stage per micro-batch (pass_costs, from the above) */
+  struct {
+    double fwd, bwd;               /* its passes on the device (layer_pass) */
+    double tp_f, tp_b;             /* the TP traffic that shows in each (comm_shown) */
+    double ep;                     /* one exposed all-to-all pass */
+    double sel_act, sel_time, sel_flops;  /* selective with the strategy's switches */
+  } pass;
 } layer_cost;
 
 #define KIND_SLOTS ND_MAX_LAYER_KINDS  /* distinct layer kinds, numbered by first use */
@@ -79,9 +86,12 @@ typedef struct ctx {
   double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
   double r;            /* 1/tp with sequence parallelism, else 1 */
   double vocab;        /* padded vocabulary */
-  int nkinds;          /* distinct layer kinds (nd_layer_kind_equal); -1: too many */
-  unsigned char slot_of[ND_MAX_LAYERS];  /* each layer's kind, 0 .. nkinds - 1 */
+  int q_first, q_end;  /* body layers [q_first, q_end) and every MTP layer run at the
+                          recipe's precision (nd_strategy_layer_quantized) */
+  const nd_kind_index *kinds;  /* the layers' kinds: the model's, else own */
+  int stages;          /* pricing stages: each kind's pass costs too (pass_costs) */
   layer_cost kind[KIND_SLOTS];
+  nd_kind_index own;   /* numbered per call for a model without m->kinds */
 } ctx;
 
 /*
@@ -419,10 +429,12 @@ static void price_mlp (ctx *x, int layer, int mlp, layer_cost *lc, act_parts *a)
   }
 }
 
-/* Cache slot of a layer's kind (attention, MLP, MTP, MLP width), numbered by init_ctx. */
+/* Cache slot of a layer's kind (attention, MLP, MTP, MLP width), numbered once per model. */
 static int kind_slot (const ctx *x, int layer) {
-  return x->slot_of[layer];
+  return x->kinds->of[layer];
 }
+
+static void pass_costs (const ctx *x, layer_cost *lc);
 
 /* Prices a layer kind (nd_layer_kind_equal) once; layer is one representative index. */
 static layer_cost *price_kind (ctx *x, int layer) {
@@ -511,6 +523,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert)
                    + (x->w.gather - x->c->weight_bytes) * (lc->q_dense + lc->q_expert);
   lc->launch = identity ? 0.0 : 1.0;
+  if (x->stages) pass_costs(x, lc);
   lc->ready = 1;
   return lc;
 }
@@ -572,15 +585,18 @@ typedef struct stage_sum {
   double gather_grad;  /* the unsharded gradient of that layer, while it is reduce-scattered */
   double q_dense, q_expert;                   /* parameters of quantized linear layers */
   double core_s_total, layers, flops_model;
-  int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
-  int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
   double act_off;                             /* activation bytes of offloaded layers */
   double working;                             /* the largest bytes one recomputed layer
                                                  rebuilds for its backward */
+  int nused, nsel;
+  /* (what follows is not cleared per stage: count and count_off are zero again after
+     stage_total; example, used and sel are written before they are read) */
+  int count[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* layers per kind and recompute mode */
+  int count_off[KIND_SLOTS][ND_RECOMPUTE_COUNT];  /* of which offloaded (layer_offload) */
   int example[KIND_SLOTS];                    /* one layer of each kind */
-  int used[KIND_SLOTS], nused;                /* the kinds counted, in first-seen order */
-  int nsel;                                   /* selective layers with their own switches: */
-  struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* not cleared per stage */
+  int used[KIND_SLOTS];                       /* the kinds counted, in first-seen order */
+  struct { int slot, mask, n, off; } sel[MAX_SEL_GROUPS];  /* selective layers with their
+                                                              own switches (nsel) */
 } stage_sum;
 
 /*
@@ -646,31 +662,44 @@ static double dp_overlapped (const nd_costs *c, double grad_t, double gather_t,
   return exposed + c->overlap_sm_share * hidden;
 }
 
+/* What one layer of a priced kind adds to its stage per micro-batch, once per kind. */
+static void pass_costs (const ctx *x, layer_cost *lc) {
+  double work = fwd_work(lc);
+  unsigned mask = x->st->selective_ops;
+  lc->pass.fwd = layer_pass(x, work, lc->launch);
+  lc->pass.bwd = layer_pass(x, lc->bwd_s, 2.0 * lc->launch);
+  lc->pass.ep = lc->ep_s * exposed_share(x->c, x->c->ep_overlap);
+  lc->pass.tp_f = comm_shown(x, work, lc->tp_s, 1.0);
+  lc->pass.tp_b = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0);
+  lc->pass.sel_act = sel_act(lc, mask);
+  lc->pass.sel_time = sel_time(lc, mask);
+  lc->pass.sel_flops = sel_flops(lc, mask);
+}
+
 /* Adds n layers of one priced kind, all under recompute mode `mode` (selective: with the
    switches in `mask`), to a stage. */
 static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned mask, double n) {
   const ctx *x = ss->x;
-  double work = fwd_work(lc);
-  double fwd = layer_pass(x, work, lc->launch);
-  double ep = lc->ep_s * exposed_share(x->c, x->c->ep_overlap);
-  double tp_f = comm_shown(x, work, lc->tp_s, 1.0), tp_b = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0);
+  int own = mask == x->st->selective_ops;  /* the strategy's switches: priced with the kind */
+  double ep = lc->pass.ep, tp_f = lc->pass.tp_f, tp_b = lc->pass.tp_b;
   ss->layers += n;
   ss->flops_model += n * lc->flops_token;
-  ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? sel_act(lc, mask) : lc->act[mode]);
-  ss->fwd += n * fwd;
-  ss->bwd += n * layer_pass(x, lc->bwd_s, 2.0 * lc->launch);
+  ss->act += n * (mode == ND_RECOMPUTE_SELECTIVE ? (own ? lc->pass.sel_act : sel_act(lc, mask))
+                                                 : lc->act[mode]);
+  ss->fwd += n * lc->pass.fwd;
+  ss->bwd += n * lc->pass.bwd;
   ss->tp += n * (tp_f + tp_b);  /* forward and backward */
   ss->ep += n * 2.0 * ep;
   ss->cp += n * 3.0 * lc->cp_s;  /* K,V forward; K,V and their gradients backward */
   if (mode == ND_RECOMPUTE_FULL) {  /* the forward again, with its communication */
-    ss->rec += n * recompute_time(x, lc, mode);
+    ss->rec += n * lc->pass.fwd;  /* (recompute_time's full pass) */
     ss->tp += n * tp_f;
     ss->ep += n * ep;
     ss->flops_rec += n * lc->flops_token;
   }
   else if (mode == ND_RECOMPUTE_SELECTIVE) {
-    ss->rec += n * sel_time(lc, mask);
-    ss->flops_rec += n * sel_flops(lc, mask);
+    ss->rec += n * (own ? lc->pass.sel_time : sel_time(lc, mask));
+    ss->flops_rec += n * (own ? lc->pass.sel_flops : sel_flops(lc, mask));
   }
   ss->p_dense += n * lc->p_dense;
   ss->p_expert += n * lc->p_expert;
@@ -682,17 +711,16 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned 
 }
 
 /*
-** Called through nd_stage_foreach for each layer of a stage: only counts layers per
-** (kind, mode); stage_total prices each count once, since every sum is linear.
+** Counts one layer of a stage per (kind, mode); stage_total prices each count once, since
+** every sum is linear.
 */
-static void count_layer (int layer, int chunk, void *ud) {
-  stage_sum *ss = (stage_sum *)ud;
+static void count_layer (stage_sum *ss, int layer) {
   int slot = kind_slot(ss->x, layer);
   int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
                                   : (int)ss->x->st->recompute;
   unsigned mask = ss->x->st->per_layer ? ss->x->st->layer_ops[layer] : 0u;
-  (void)chunk;
-  if (ss->x->quant && nd_strategy_layer_quantized(ss->x->st, (int)ss->x->m->num_layers, layer)) {
+  if (ss->x->quant && (layer >= ss->x->m->num_layers
+                       || (layer >= ss->x->q_first && layer < ss->x->q_end))) {
     const layer_cost *lc = price_kind(ss->x, layer);  /* priced once per kind */
     ss->q_dense += lc->q_dense;
     ss->q_expert += lc->q_expert;
@@ -717,6 +745,39 @@ static void count_layer (int layer, int chunk, void *ud) {
   if (ss->x->st->per_layer && ss->x->st->layer_offload[layer]) ss->count_off[slot][mode]++;
 }
 
+/*
+** Counts the n layers from `first` of a stage's chunk: count_layer's counts, taken a run of
+** one kind at a time when every layer runs the strategy's mode.
+*/
+static void count_chunk (stage_sum *ss, int first, int n) {
+  const ctx *x = ss->x;
+  int i = first, end = first + n, mode = (int)x->st->recompute, body = (int)x->m->num_layers;
+  if (x->st->per_layer) {
+    for (; i < end; i++) count_layer(ss, i);
+    return;
+  }
+  while (i < end) {
+    int e = x->kinds->run_end[i] < end ? x->kinds->run_end[i] : end, slot = kind_slot(x, i);
+    if (x->quant) {  /* the quantized layers of the run, one by one as count_layer adds them */
+      int a = i > x->q_first ? i : x->q_first, b = e < x->q_end ? e : x->q_end, j;
+      int q = (b > a ? b - a : 0) + (e > body ? e - (i > body ? i : body) : 0);
+      if (q > 0) {
+        const layer_cost *lc = price_kind(ss->x, i);  /* priced once per kind */
+        for (j = 0; j < q; j++) {
+          ss->q_dense += lc->q_dense;
+          ss->q_expert += lc->q_expert;
+        }
+      }
+    }
+    if (ss->count[slot][ND_RECOMPUTE_NONE] + ss->count[slot][ND_RECOMPUTE_SELECTIVE]
+        + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->used[ss->nused++] = slot;
+    if (ss->count[slot][mode] == 0) ss->example[slot] = i;
+    ss->count[slot][mode] += e - i;
+    i = e;
+  }
+}
+
+/* Prices a stage's counts (and clears them for the next stage). */
 static void stage_total (stage_sum *ss) {
   int u, mode, g;
   for (u = 0; u < ss->nused; u++)  /* only the kinds the stage holds */
@@ -728,6 +789,7 @@ static void stage_total (stage_sum *ss) {
         ss->act_off += ss->count_off[slot][mode] * lc->act[mode];
         if (lc->act[ND_RECOMPUTE_NONE] - lc->act[mode] > ss->working)
           ss->working = lc->act[ND_RECOMPUTE_NONE] - lc->act[mode];
+        ss->count[slot][mode] = ss->count_off[slot][mode] = 0;
       }
     }
   for (g = 0; g < ss->nsel; g++) {
@@ -756,30 +818,21 @@ static void place_groups (ctx *x) {
 
 static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
                       const nd_job *job, const nd_strategy *st, const nd_costs *costs) {
-  int i, k, n = (int)(m->num_layers + m->mtp_layers), rep[KIND_SLOTS];
-  memset(x, 0, sizeof *x - sizeof x->kind);
+  int i;
+  memset(x, 0, offsetof(ctx, kind));
   for (i = 0; i < KIND_SLOTS; i++) x->kind[i].ready = 0;
   x->m = m; x->dev = dev; x->job = job; x->st = st; x->c = costs;
-  if (n > ND_MAX_LAYERS) n = ND_MAX_LAYERS;
-  for (i = 0; i < n && x->nkinds >= 0; i++) {
-    /* (stacks run in blocks of one kind: the previous layer's is the likely match) */
-    if (i > 0 && nd_layer_kind_equal(&m->layer[i - 1], &m->layer[i])) {
-      x->slot_of[i] = x->slot_of[i - 1];
-      continue;
-    }
-    for (k = 0; k < x->nkinds; k++) if (nd_layer_kind_equal(&m->layer[rep[k]], &m->layer[i])) break;
-    if (k == x->nkinds) {
-      if (k == KIND_SLOTS) { x->nkinds = -1; break; }
-      rep[x->nkinds++] = i;
-    }
-    x->slot_of[i] = (unsigned char)k;
+  if (m->kinds.count != 0) x->kinds = &m->kinds;  /* numbered once per model */
+  else {
+    nd_kind_index_build(m, &x->own);
+    x->kinds = &x->own;
   }
 }
 
 /* Fills the per-call context: peaks, fabric, tokens per rank, groups. */
 static int setup (ctx *x_, char *err, size_t errlen) {
   const nd_recipe *rec = nd_strategy_recipe(x_->st);
-  if (x_->nkinds < 0) {
+  if (x_->kinds->count < 0) {
     snprintf(err, errlen, "model: more than %d distinct layer kinds", KIND_SLOTS);
     return -1;
   }
@@ -787,6 +840,12 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   x_->gemm = rec->gemm;
   x_->peak = nd_device_peak_flops(x_->dev, rec->gemm);  /* the recipe's GEMM precision */
   x_->quant = rec->element_bytes > 0.0;
+  {
+    int body = (int)x_->m->num_layers, first, last;
+    nd_strategy_bf16_layers(x_->st, body, &first, &last);
+    x_->q_first = first;
+    x_->q_end = body - last;
+  }
   {  /* row-wise scaled GEMMs run their own kernels, at their own fraction of the peak */
     const nd_efficiency *e = &x_->dev->efficiency;
     x_->gemm_scale = rec == nd_recipe_get(ND_RECIPE_FP8_ROWWISE) && e->gemm_fp8_rowwise > 0.0
@@ -811,245 +870,320 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   return 0;
 }
 
-int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                     nd_strategy *st, const nd_costs *costs, nd_estimate *out,
-                     char *err, size_t errlen) {
-  ctx x;
-  int s, p, i;
-  double h = (double)m->hidden_size, ab = costs->activation_bytes, dpc, edp;
-  double slow = -1.0, tokens, step, zb_term = -HUGE_VAL, dual_term = -HUGE_VAL;
-  double dp_exposed = 0.0, opt_time = 0.0, flops_rec_total = 0.0, pp_one;
-  double flops_model_total = 0.0;
-  int64_t outer_first, outer_last, tied_copy;
-  int dual, first_end, last_end;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
-  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
-  dual = st->schedule == ND_SCHED_DUALPIPE;
-  init_ctx(&x, m, dev, job, st, costs);
-  if (setup(&x, err, errlen) != 0) return -1;
-  memset(out, 0, sizeof *out - sizeof out->stage);
-  p = st->pp;
-  out->stages = p;
-  nd_model_outer_params(m, &outer_first, &outer_last, &tied_copy);
-  /* what a ZeRO stage shards over: the shard group (all of DP x CP, or HSDP's dp_shard x cp)
-     for dense parameters, its expert-data-parallel part for the experts */
-  dpc = (double)st->dp_shard * st->cp;
-  edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
-  pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
-  for (s = 0; s < p; s++) {
-    nd_stage_estimate *se = &out->stage[s];
-    stage_sum ss;
-    double pd, pe, inflight, extra_act = 0.0, buffers, zfac_w, zfac_g, zfac_o, t_mb;
-    double dp_time, off_copy, off_s;
-    memset(&ss, 0, offsetof(stage_sum, sel));  /* sel[] is read up to nsel only */
-    ss.x = &x;
-    nd_stage_foreach(st, (int)m->num_layers, (int)m->mtp_layers, s, count_layer, &ss);
-    stage_total(&ss);
-    pd = ss.p_dense;
-    pe = ss.p_expert;
-    /* DualPipe: devices 0 and p-1 each hold both ends of the model */
-    first_end = s == 0 || (dual && s == p - 1);
-    last_end = s == p - 1 || (dual && s == 0);
-    if (first_end) {  /* embedding side: vocabulary-parallel over TP */
-      pd += (double)outer_first / st->tp;
-      extra_act += 8.0 * x.T + costs->dropout * x.T * h * x.r;  /* ids, embedding mask */
-    }
-    if (last_end) {  /* final norm, head (a copy when tied across stages) */
-      pd += (double)outer_last / st->tp + (p > 1 ? (double)tied_copy / st->tp : 0.0);
-      ss.fwd += gemm16_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
-              + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
-      ss.bwd += 2.0 * gemm16_time(&x, 2.0 * x.T * h * x.vocab / st->tp)
-              + costs->memory_ops * 4.0 * x.T * x.vocab / st->tp / x.hbm;
-    }
-    if (dual) {  /* each direction carries half the micro-batches through one of the two
-                    stages: per micro-batch, the work and the activations of their mean */
-      ss.fwd *= 0.5; ss.bwd *= 0.5; ss.rec *= 0.5; ss.tp *= 0.5; ss.ep *= 0.5; ss.cp *= 0.5;
-      ss.core_s_total *= 0.5; ss.act *= 0.5; ss.act_off *= 0.5; extra_act *= 0.5;
-    }
-    /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
-    /* (FSDP without resharding keeps the stage's parameters and gradients unsharded from the
-       step's gather to its reduce-scatter: only the optimizer states stay sharded) */
-    zfac_w = st->zero >= 3 && st->reshard ? 1.0 : 0.0;
-    zfac_g = st->zero >= 2 && !(st->zero == 3 && !st->reshard) ? 1.0 : 0.0;
-    zfac_o = st->zero >= 1 ? 1.0 : 0.0;
-    se->layers = (int)ss.layers;
-    se->params = pd + pe;
-    se->weights = costs->weight_bytes * (zfac_w ? costs->zero3_weight_copy : 1.0)
-                * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
-    se->quant_params = ss.q_dense + ss.q_expert;
-    if (x.quant)  /* the recipe's stored width and the quantized copies it keeps */
-      se->weights += (x.w.param - costs->weight_bytes)
-                     * (ss.q_dense / (zfac_w ? dpc : 1.0) + ss.q_expert / (zfac_w ? edp : 1.0))
-                   + x.w.cache * se->quant_params;
-    se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
-    se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
-                  * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
-    inflight = nd_inflight(st, s);
-    se->inflight = inflight;
-    /* offload: of the micro-batches waiting for their backward, a share of each one's
-       layer activations sits in host memory; the one being computed stays */
-    off_copy = inflight > 1.0 ? st->offload * (ss.act - ss.act_off) + ss.act_off : 0.0;
-    se->activations = (ss.act + extra_act) * inflight - off_copy * (inflight - 1.0);
-    if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
-      se->activations += 4.0 * x.T * h * x.r + costs->logits_bytes * x.T * x.vocab / st->tp;
-    /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
-       and the working set of recompute: when warm-up ends, the first backward rebuilds
-       one layer's dropped activations for one micro-batch on top of all that is held */
-    buffers = st->tp > 1 ? ab * x.T * h : 0.0;
-    /* (the backward of a ZeRO-3 layer holds its gathered weights, the next layer's prefetched
-       ones and its own unsharded gradient until the reduce-scatter takes it) */
-    if (st->zero >= 3 && st->reshard && 2.0 * ss.gather + ss.gather_grad > buffers)
-      buffers = 2.0 * ss.gather + ss.gather_grad;
-    /* (DualPipe: the mean of the two stages, as every activation above) */
-    se->buffers = buffers + ss.working * (dual ? 0.5 : 1.0);
-    se->reserve = dev->reserve_bytes;
-    se->allocated = se->weights + se->grads + se->optimizer + se->activations + se->buffers;
-    se->reserved = se->allocated * (1.0 + costs->alloc_fragmentation);
-    se->peak = se->reserved + se->reserve;
-    if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
-    /* time per micro-batch on this stage */
-    se->fwd_s = ss.fwd;
-    se->bwd_s = ss.bwd;
-    se->recompute_s = ss.rec;
-    {
-      double cp_hidden = costs->cp_overlap * 3.0 * ss.core_s_total, cp_exposed;
-      if (cp_hidden > ss.cp) cp_hidden = ss.cp;
-      cp_exposed = ss.cp - cp_hidden + costs->overlap_sm_share * cp_hidden;
-      if (dual) {  /* a forward and a backward chunk run together: each one's all-to-all
-                      hides behind the other's compute (DeepSeek-V3 report, DualPipe) */
-        double hidden;
-        if (ss.ep > 0.0) {  /* the overlap costs compute units */
-          double slowdown = 1.0 / (1.0 - costs->overlap_sm_share);
-          ss.fwd *= slowdown; ss.bwd *= slowdown; ss.rec *= slowdown;
-        }
-        hidden = ss.fwd + ss.bwd + ss.rec;
-        ss.ep = ss.ep > hidden ? ss.ep - hidden : 0.0;
-      }
-      se->comm_s = ss.tp + ss.ep + cp_exposed;
-      off_s = 0.0;
-      if (off_copy > 0.0) {  /* out after the forward, back before the backward */
-        const nd_device_link *hl = &dev->host_link;
-        off_s = 2.0 * (off_copy / hl->bandwidth + hl->latency)
-              - costs->offload_overlap * (ss.fwd + ss.bwd + ss.rec);
-        if (off_s < 0.0) off_s = 0.0;
-      }
-      t_mb = ss.fwd + ss.bwd + ss.rec + se->comm_s + off_s;
-      /* the bubbles that credit the weight-gradient half of a backward take their stage's
-         own terms, at the worst stage (not the slowest stage's mix): monotone in its work */
-      if (t_mb - 0.5 * ss.bwd > zb_term) zb_term = t_mb - 0.5 * ss.bwd;
-      if (t_mb + ss.rec - 0.5 * ss.bwd > dual_term) dual_term = t_mb + ss.rec - 0.5 * ss.bwd;
-      if (t_mb > slow) {
-        slow = t_mb;
-        out->time_parts[ND_T_FORWARD] = ss.fwd;
-        out->time_parts[ND_T_BACKWARD] = ss.bwd;
-        out->time_parts[ND_T_RECOMPUTE] = ss.rec;
-        out->time_parts[ND_T_TP] = ss.tp;
-        out->time_parts[ND_T_CP] = cp_exposed;
-        out->time_parts[ND_T_EP] = ss.ep;
-        out->time_parts[ND_T_OFFLOAD] = off_s;
-      }
-    }
-    /* data parallelism: gradient reduction (and parameter gather after a sharded step) */
-    {
-      const nd_group *gd = &x.g[ND_GROUP_DP], *ge = &x.g[ND_GROUP_EDP];
-      nd_group gs = *gd, ges = *ge, gr = *gd;  /* HSDP: the shard groups and the replicas */
-      int replicas = st->dp / st->dp_shard;
-      double rep_time = 0.0;
-      if (replicas > 1) {
-        int shard_dense = st->tp * st->cp * st->dp_shard;
-        gs = nd_group_place(&x.fabric, st->dp_shard * st->cp, st->tp);
-        ges = nd_group_place(&x.fabric, m->num_experts > 0 ? shard_dense / (st->ep * st->etp) : 1,
-                             st->ep * st->etp);
-        gr = nd_group_place(&x.fabric, replicas, shard_dense);
-        /* the replicas all-reduce the reduce-scattered gradient shards once per step */
-        if (st->zero >= 1)
-          rep_time = nd_allreduce_time(&x.fabric, &gr, costs->grad_bytes * (pd / dpc + pe / edp));
-        gd = &gs; ge = &ges;
-      }
-      /* parameter all-gathers at the recipe's width (param gather) */
-      double wd = costs->weight_bytes * pd + (x.w.gather - costs->weight_bytes) * ss.q_dense;
-      double we = costs->weight_bytes * pe + (x.w.gather - costs->weight_bytes) * ss.q_expert;
-      if (st->zero == 3 && st->reshard) {
-        /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch; a
-           flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
-        nd_group fd = *gd, fe = *ge;
-        double gathers = 2.0 + (ss.rec > 0.0 ? 1.0 : 0.0);
-        double per_mb;
-        if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
-        per_mb = gathers * nd_allgather_time(&x.fabric, &fd, wd)
-               + nd_reducescatter_time(&x.fabric, &fd, costs->grad_bytes * pd)
-               + gathers * nd_allgather_time(&x.fabric, &fe, we)
-               + nd_reducescatter_time(&x.fabric, &fe, costs->grad_bytes * pe);
-        double hidden = costs->zero3_overlap * (ss.fwd + ss.bwd + ss.rec);
-        if (hidden > per_mb) hidden = per_mb;
-        dp_time = st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
-      } else {
-        double grad_t, gather_t = 0.0;
-        if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
-          grad_t = nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_DP], costs->grad_bytes * pd)
-                 + nd_allreduce_time(&x.fabric, &x.g[ND_GROUP_EDP], costs->grad_bytes * pe);
-        else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
-          grad_t = nd_reducescatter_time(&x.fabric, gd, costs->grad_bytes * pd)
-                 + nd_reducescatter_time(&x.fabric, ge, costs->grad_bytes * pe) + rep_time;
-          gather_t = nd_allgather_time(&x.fabric, gd, wd) + nd_allgather_time(&x.fabric, ge, we);
-        }
-        dp_time = dp_overlapped(costs, grad_t, gather_t, &ss, st, p, s);
-      }
-      if (dp_time > dp_exposed) dp_exposed = dp_time;
-    }
-    {  /* optimizer step: streams the local shard of weights, grads and states */
-      double local = st->zero >= 1 ? pd / dpc + pe / edp : pd + pe;
-      double t_opt = costs->optimizer_traffic * local / x.hbm;
-      if (t_opt > opt_time) opt_time = t_opt;
-    }
-    flops_rec_total += ss.flops_rec;
-    flops_model_total += ss.flops_model;
+/* What the stages of one run share and what they add up to (nd_estimate_run). */
+typedef struct run_sums {
+  double dpc, edp;     /* what a ZeRO stage shards over: dense parameters, experts */
+  double pp_one;       /* one activation transfer between pipeline stages */
+  int64_t outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
+  int dual;            /* DualPipe */
+  double slow;         /* the slowest stage's time per micro-batch */
+  double zb_term, dual_term;  /* the worst stage's bubble terms of ZB and DualPipe */
+  double dp_exposed, opt_time, flops_rec, flops_model;
+} run_sums;
+
+/*
+** The model's ends on stage s (embedding side, final norm and head) added to its sums, and
+** DualPipe's halving; the activations the ends keep per micro-batch in *extra_act. Returns
+** whether the stage holds the last end.
+*/
+static int stage_ends (const ctx *x, const run_sums *r, int s, stage_sum *ss, double *extra_act) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double h = (double)x->m->hidden_size;
+  int p = st->pp, dual = r->dual;
+  /* DualPipe: devices 0 and p-1 each hold both ends of the model */
+  int first_end = s == 0 || (dual && s == p - 1);
+  int last_end = s == p - 1 || (dual && s == 0);
+  *extra_act = 0.0;
+  if (first_end) {  /* embedding side: vocabulary-parallel over TP */
+    ss->p_dense += (double)r->outer_first / st->tp;
+    *extra_act += 8.0 * x->T + costs->dropout * x->T * h * x->r;  /* ids, embedding mask */
   }
-  /* the pipeline: m micro-batches at the pace of the slowest stage, plus the bubble */
-  {
-    double mb = st->mb, v = st->vpp, bubble;
-    switch (st->schedule) {
-      case ND_SCHED_INTERLEAVED: bubble = (p - 1) * slow / v; break;
-      case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
-        bubble = (p - 1) * zb_term; break;
-      case ND_SCHED_DUALPIPE:  /* (p/2 - 1)(F&B + B - 3W), W = half the backward */
-        bubble = (p / 2 - 1) * dual_term;
-        break;
-      default: bubble = (p - 1) * slow; break;
-    }
-    for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
-    out->time_parts[ND_T_OFFLOAD] *= mb;
-    {  /* each micro-batch crosses every chunk boundary forward and back; schedules that
-          overlap the transfers hide pp_overlap of them, at the compute the kernels take */
-      double pp_t = p > 1 ? 2.0 * pp_one * (mb * v + p - 1) : 0.0;
-      if (st->schedule == ND_SCHED_INTERLEAVED || st->schedule == ND_SCHED_DUALPIPE)
-        pp_t *= exposed_share(costs, costs->pp_overlap);
-      out->time_parts[ND_T_PP] = pp_t;
-    }
-    out->time_parts[ND_T_DP] = dp_exposed;
-    out->time_parts[ND_T_OPTIMIZER] = opt_time + costs->step_overhead;
-    out->time_parts[ND_T_BUBBLE] = bubble;
+  if (last_end) {  /* final norm, head (a copy when tied across stages) */
+    ss->p_dense += (double)r->outer_last / st->tp + (p > 1 ? (double)r->tied_copy / st->tp : 0.0);
+    ss->fwd += gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp)
+             + costs->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
+    ss->bwd += 2.0 * gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp)
+             + costs->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
   }
-  step = 0.0;
+  if (dual) {  /* each direction carries half the micro-batches through one of the two
+                  stages: per micro-batch, the work and the activations of their mean */
+    ss->fwd *= 0.5; ss->bwd *= 0.5; ss->rec *= 0.5; ss->tp *= 0.5; ss->ep *= 0.5; ss->cp *= 0.5;
+    ss->core_s_total *= 0.5; ss->act *= 0.5; ss->act_off *= 0.5; *extra_act *= 0.5;
+  }
+  return last_end;
+}
+
+/*
+** Stage s's memory (se's bytes and peak); returns the activation bytes of the waiting
+** micro-batches that sit in host memory (offload), which the stage's time copies.
+*/
+static double stage_memory (const ctx *x, const run_sums *r, int s, const stage_sum *ss,
+                            double extra_act, int last_end, nd_stage_estimate *se) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double h = (double)x->m->hidden_size, ab = costs->activation_bytes;
+  double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
+  double inflight, buffers, zfac_w, zfac_g, zfac_o, off_copy;
+  /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
+  /* (FSDP without resharding keeps the stage's parameters and gradients unsharded from the
+     step's gather to its reduce-scatter: only the optimizer states stay sharded) */
+  zfac_w = st->zero >= 3 && st->reshard ? 1.0 : 0.0;
+  zfac_g = st->zero >= 2 && !(st->zero == 3 && !st->reshard) ? 1.0 : 0.0;
+  zfac_o = st->zero >= 1 ? 1.0 : 0.0;
+  se->layers = (int)ss->layers;
+  se->params = pd + pe;
+  se->weights = costs->weight_bytes * (zfac_w ? costs->zero3_weight_copy : 1.0)
+              * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
+  se->quant_params = ss->q_dense + ss->q_expert;
+  if (x->quant)  /* the recipe's stored width and the quantized copies it keeps */
+    se->weights += (x->w.param - costs->weight_bytes)
+                   * (ss->q_dense / (zfac_w ? dpc : 1.0) + ss->q_expert / (zfac_w ? edp : 1.0))
+                 + x->w.cache * se->quant_params;
+  se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
+  se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
+                * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
+  inflight = nd_inflight(st, s);
+  se->inflight = inflight;
+  /* offload: of the micro-batches waiting for their backward, a share of each one's
+     layer activations sits in host memory; the one being computed stays */
+  off_copy = inflight > 1.0 ? st->offload * (ss->act - ss->act_off) + ss->act_off : 0.0;
+  se->activations = (ss->act + extra_act) * inflight - off_copy * (inflight - 1.0);
+  if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
+    se->activations += 4.0 * x->T * h * x->r + costs->logits_bytes * x->T * x->vocab / st->tp;
+  /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
+     and the working set of recompute: when warm-up ends, the first backward rebuilds
+     one layer's dropped activations for one micro-batch on top of all that is held */
+  buffers = st->tp > 1 ? ab * x->T * h : 0.0;
+  /* (the backward of a ZeRO-3 layer holds its gathered weights, the next layer's prefetched
+     ones and its own unsharded gradient until the reduce-scatter takes it) */
+  if (st->zero >= 3 && st->reshard && 2.0 * ss->gather + ss->gather_grad > buffers)
+    buffers = 2.0 * ss->gather + ss->gather_grad;
+  /* (DualPipe: the mean of the two stages, as every activation above) */
+  se->buffers = buffers + ss->working * (r->dual ? 0.5 : 1.0);
+  se->reserve = x->dev->reserve_bytes;
+  se->allocated = se->weights + se->grads + se->optimizer + se->activations + se->buffers;
+  se->reserved = se->allocated * (1.0 + costs->alloc_fragmentation);
+  se->peak = se->reserved + se->reserve;
+  return off_copy;
+}
+
+/*
+** Stage s's time per micro-batch (se's compute and exposed communication, with the host
+** copies of off_copy bytes), into the run's bubble terms and, when it is the slowest stage,
+** out's time parts (per micro-batch until pipeline_parts scales them).
+*/
+static void stage_time (const ctx *x, run_sums *r, stage_sum *ss, double off_copy,
+                        nd_stage_estimate *se, nd_estimate *out) {
+  const nd_costs *costs = x->c;
+  double cp_hidden = costs->cp_overlap * 3.0 * ss->core_s_total, cp_exposed, off_s, t_mb;
+  se->fwd_s = ss->fwd;
+  se->bwd_s = ss->bwd;
+  se->recompute_s = ss->rec;
+  if (cp_hidden > ss->cp) cp_hidden = ss->cp;
+  cp_exposed = ss->cp - cp_hidden + costs->overlap_sm_share * cp_hidden;
+  if (r->dual) {  /* a forward and a backward chunk run together: each one's all-to-all
+                     hides behind the other's compute (DeepSeek-V3 report, DualPipe) */
+    double hidden;
+    if (ss->ep > 0.0) {  /* the overlap costs compute units */
+      double slowdown = 1.0 / (1.0 - costs->overlap_sm_share);
+      ss->fwd *= slowdown; ss->bwd *= slowdown; ss->rec *= slowdown;
+    }
+    hidden = ss->fwd + ss->bwd + ss->rec;
+    ss->ep = ss->ep > hidden ? ss->ep - hidden : 0.0;
+  }
+  se->comm_s = ss->tp + ss->ep + cp_exposed;
+  off_s = 0.0;
+  if (off_copy > 0.0) {  /* out after the forward, back before the backward */
+    const nd_device_link *hl = &x->dev->host_link;
+    off_s = 2.0 * (off_copy / hl->bandwidth + hl->latency)
+          - costs->offload_overlap * (ss->fwd + ss->bwd + ss->rec);
+    if (off_s < 0.0) off_s = 0.0;
+  }
+  t_mb = ss->fwd + ss->bwd + ss->rec + se->comm_s + off_s;
+  /* the bubbles that credit the weight-gradient half of a backward take their stage's
+     own terms, at the worst stage (not the slowest stage's mix): monotone in its work */
+  if (t_mb - 0.5 * ss->bwd > r->zb_term) r->zb_term = t_mb - 0.5 * ss->bwd;
+  if (t_mb + ss->rec - 0.5 * ss->bwd > r->dual_term) r->dual_term = t_mb + ss->rec - 0.5 * ss->bwd;
+  if (t_mb > r->slow) {
+    r->slow = t_mb;
+    out->time_parts[ND_T_FORWARD] = ss->fwd;
+    out->time_parts[ND_T_BACKWARD] = ss->bwd;
+    out->time_parts[ND_T_RECOMPUTE] = ss->rec;
+    out->time_parts[ND_T_TP] = ss->tp;
+    out->time_parts[ND_T_CP] = cp_exposed;
+    out->time_parts[ND_T_EP] = ss->ep;
+    out->time_parts[ND_T_OFFLOAD] = off_s;
+  }
+}
+
+/* Stage s's exposed data-parallel time per step: gradient reduction (and parameter gather
+   after a sharded step). */
+static double stage_dp_time (const ctx *x, const run_sums *r, int s, const stage_sum *ss) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
+  const nd_group *gd = &x->g[ND_GROUP_DP], *ge = &x->g[ND_GROUP_EDP];
+  nd_group gs, ges, gr;  /* HSDP: the shard groups and the replicas */
+  int replicas = st->dp / st->dp_shard;
+  double rep_time = 0.0, wd, we;
+  if (replicas > 1) {
+    int shard_dense = st->tp * st->cp * st->dp_shard;
+    gs = nd_group_place(&x->fabric, st->dp_shard * st->cp, st->tp);
+    ges = nd_group_place(&x->fabric, x->m->num_experts > 0 ? shard_dense / (st->ep * st->etp) : 1,
+                         st->ep * st->etp);
+    gr = nd_group_place(&x->fabric, replicas, shard_dense);
+    /* the replicas all-reduce the reduce-scattered gradient shards once per step */
+    if (st->zero >= 1)
+      rep_time = nd_allreduce_time(&x->fabric, &gr, costs->grad_bytes * (pd / dpc + pe / edp));
+    gd = &gs; ge = &ges;
+  }
+  /* parameter all-gathers at the recipe's width (param gather) */
+  wd = costs->weight_bytes * pd + (x->w.gather - costs->weight_bytes) * ss->q_dense;
+  we = costs->weight_bytes * pe + (x->w.gather - costs->weight_bytes) * ss->q_expert;
+  if (st->zero == 3 && st->reshard) {
+    /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch; a
+       flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
+    nd_group fd = *gd, fe = *ge;
+    double gathers = 2.0 + (ss->rec > 0.0 ? 1.0 : 0.0);
+    double per_mb, hidden;
+    if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
+    per_mb = gathers * nd_allgather_time(&x->fabric, &fd, wd)
+           + nd_reducescatter_time(&x->fabric, &fd, costs->grad_bytes * pd)
+           + gathers * nd_allgather_time(&x->fabric, &fe, we)
+           + nd_reducescatter_time(&x->fabric, &fe, costs->grad_bytes * pe);
+    hidden = costs->zero3_overlap * (ss->fwd + ss->bwd + ss->rec);
+    if (hidden > per_mb) hidden = per_mb;
+    return st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
+  } else {
+    double grad_t, gather_t = 0.0;
+    if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
+      grad_t = nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_DP], costs->grad_bytes * pd)
+             + nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_EDP], costs->grad_bytes * pe);
+    else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
+      grad_t = nd_reducescatter_time(&x->fabric, gd, costs->grad_bytes * pd)
+             + nd_reducescatter_time(&x->fabric, ge, costs->grad_bytes * pe) + rep_time;
+      gather_t = nd_allgather_time(&x->fabric, gd, wd) + nd_allgather_time(&x->fabric, ge, we);
+    }
+    return dp_overlapped(costs, grad_t, gather_t, ss, st, st->pp, s);
+  }
+}
+
+/* Prices stage s into out->stage[s] and the run's sums. */
+static void price_stage (ctx *x, run_sums *r, int s, const int *starts, stage_sum *ss,
+                         nd_estimate *out) {
+  const nd_strategy *st = x->st;
+  nd_stage_estimate *se = &out->stage[s];
+  double extra_act, off_copy, dp_time;
+  int last_end, k[ND_MAX_CHUNKS], n = nd_stage_chunks(st, s, k), c;
+  memset(ss, 0, offsetof(stage_sum, count));  /* the sums of this stage */
+  ss->x = x;
+  for (c = 0; c < n; c++)
+    if (st->stage_layers[k[c]] > 0) count_chunk(ss, starts[k[c]], st->stage_layers[k[c]]);
+  stage_total(ss);
+  last_end = stage_ends(x, r, s, ss, &extra_act);
+  off_copy = stage_memory(x, r, s, ss, extra_act, last_end, se);
+  if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
+  stage_time(x, r, ss, off_copy, se, out);
+  dp_time = stage_dp_time(x, r, s, ss);
+  if (dp_time > r->dp_exposed) r->dp_exposed = dp_time;
+  {  /* optimizer step: streams the local shard of weights, grads and states */
+    double pd = ss->p_dense, pe = ss->p_expert;
+    double local = st->zero >= 1 ? pd / r->dpc + pe / r->edp : pd + pe;
+    double t_opt = x->c->optimizer_traffic * local / x->hbm;
+    if (t_opt > r->opt_time) r->opt_time = t_opt;
+  }
+  r->flops_rec += ss->flops_rec;
+  r->flops_model += ss->flops_model;
+}
+
+/* The pipeline: m micro-batches at the pace of the slowest stage, plus the bubble; the
+   per-step parts (PP, DP, optimizer) into out. */
+static void pipeline_parts (const ctx *x, const run_sums *r, nd_estimate *out) {
+  const nd_strategy *st = x->st;
+  const nd_costs *costs = x->c;
+  double mb = st->mb, v = st->vpp, bubble, pp_t;
+  int p = st->pp, i;
+  switch (st->schedule) {
+    case ND_SCHED_INTERLEAVED: bubble = (p - 1) * r->slow / v; break;
+    case ND_SCHED_ZB:  /* ZB-H1: weight-gradient work fills the cool-down */
+      bubble = (p - 1) * r->zb_term; break;
+    case ND_SCHED_DUALPIPE:  /* (p/2 - 1)(F&B + B - 3W), W = half the backward */
+      bubble = (p / 2 - 1) * r->dual_term;
+      break;
+    default: bubble = (p - 1) * r->slow; break;
+  }
+  for (i = ND_T_FORWARD; i <= ND_T_EP; i++) out->time_parts[i] *= mb;
+  out->time_parts[ND_T_OFFLOAD] *= mb;
+  /* each micro-batch crosses every chunk boundary forward and back; schedules that
+     overlap the transfers hide pp_overlap of them, at the compute the kernels take */
+  pp_t = p > 1 ? 2.0 * r->pp_one * (mb * v + p - 1) : 0.0;
+  if (st->schedule == ND_SCHED_INTERLEAVED || st->schedule == ND_SCHED_DUALPIPE)
+    pp_t *= exposed_share(costs, costs->pp_overlap);
+  out->time_parts[ND_T_PP] = pp_t;
+  out->time_parts[ND_T_DP] = r->dp_exposed;
+  out->time_parts[ND_T_OPTIMIZER] = r->opt_time + costs->step_overhead;
+  out->time_parts[ND_T_BUBBLE] = bubble;
+}
+
+/* The step from its parts: step time, throughput, model and hardware FLOPs, MFU and HFU,
+   and the groups' placement. */
+static void step_totals (const ctx *x, const run_sums *r, nd_estimate *out) {
+  const nd_job *job = x->job;
+  double h = (double)x->m->hidden_size, step = 0.0, tokens;
+  int i;
   for (i = 0; i < ND_T_COUNT; i++) step += out->time_parts[i];
   out->step_time = step;
   tokens = (double)job->global_batch * job->seq_len;
   out->tokens_per_s = tokens / step;
   /* model FLOPs: 3 x forward (no recompute), causal attention halved, plus the head */
   {
-    double per_token = flops_model_total + 2.0 * h * (double)m->vocab_size, rec_per_token;
+    double per_token = r->flops_model + 2.0 * h * (double)x->m->vocab_size, rec_per_token;
     out->model_flops = 3.0 * per_token * tokens;
-    /* flops_rec_total sums one replica's stages: per token it is already unsharded */
-    rec_per_token = flops_rec_total;
+    /* flops_rec sums one replica's stages: per token it is already unsharded */
+    rec_per_token = r->flops_rec;
     out->hardware_flops = out->model_flops + rec_per_token * tokens;
-    out->mfu = out->model_flops / ((double)job->devices * x.peak * step);
-    out->hfu = out->hardware_flops / ((double)job->devices * x.peak * step);
+    out->mfu = out->model_flops / ((double)job->devices * x->peak * step);
+    out->hfu = out->hardware_flops / ((double)job->devices * x->peak * step);
   }
   for (i = 0; i < ND_GROUP_COUNT; i++) {
-    out->topology[i].size = x.g[i].size;
-    out->topology[i].stride = x.g[i].stride;
-    out->topology[i].local = x.g[i].local;
+    out->topology[i].size = x->g[i].size;
+    out->topology[i].stride = x->g[i].stride;
+    out->topology[i].local = x->g[i].local;
   }
+}
+
+int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                     nd_strategy *st, const nd_costs *costs, nd_estimate *out,
+                     char *err, size_t errlen) {
+  ctx x;
+  run_sums r;
+  stage_sum ss;
+  int s, p, starts[ND_MAX_CHUNKS];
+  double h = (double)m->hidden_size, ab = costs->activation_bytes;
+  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
+  init_ctx(&x, m, dev, job, st, costs);
+  if (setup(&x, err, errlen) != 0) return -1;
+  x.stages = 1;
+  memset(out, 0, sizeof *out - sizeof out->stage);
+  p = st->pp;
+  out->stages = p;
+  memset(&r, 0, sizeof r);
+  r.dual = st->schedule == ND_SCHED_DUALPIPE;
+  r.slow = -1.0;
+  r.zb_term = r.dual_term = -HUGE_VAL;
+  nd_model_outer_params(m, &r.outer_first, &r.outer_last, &r.tied_copy);
+  /* what a ZeRO stage shards over: the shard group (all of DP x CP, or HSDP's dp_shard x cp)
+     for dense parameters, its expert-data-parallel part for the experts */
+  r.dpc = (double)st->dp_shard * st->cp;
+  r.edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
+  r.pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
+  nd_chunk_starts(st, starts);
+  memset(&ss, 0, offsetof(stage_sum, example));  /* the counts: zero again after each stage */
+  for (s = 0; s < p; s++) price_stage(&x, &r, s, starts, &ss, out);
+  pipeline_parts(&x, &r, out);
+  step_totals(&x, &r, out);
   return 0;
 }
 

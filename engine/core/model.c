@@ -106,7 +106,35 @@ int nd_model_default_stack (nd_model_spec *m) {
     m->layer[i].mlp = (unsigned char)(m->num_experts > 0 ? ND_MLP_MOE : ND_MLP_DENSE);
     m->layer[i].mtp = (unsigned char)(i >= m->num_layers);
   }
+  m->kinds.count = 0;  /* a new stack: not numbered */
   return 0;
+}
+
+void nd_kind_index_build (const nd_model_spec *m, nd_kind_index *out) {
+  int i, k, n = (int)(m->num_layers + m->mtp_layers), rep[ND_MAX_LAYER_KINDS];
+  if (n > ND_MAX_LAYERS) n = ND_MAX_LAYERS;
+  if (n < 0) n = 0;
+  out->count = 0;
+  for (i = 0; i < n; i++) {
+    /* (stacks run in blocks of one kind: the previous layer's is the likely match) */
+    if (i > 0 && nd_layer_kind_equal(&m->layer[i - 1], &m->layer[i])) {
+      out->of[i] = out->of[i - 1];
+      continue;
+    }
+    for (k = 0; k < out->count; k++) if (nd_layer_kind_equal(&m->layer[rep[k]], &m->layer[i])) break;
+    if (k == out->count) {
+      if (k == ND_MAX_LAYER_KINDS) { out->count = -1; return; }
+      rep[out->count++] = i;
+    }
+    out->of[i] = (unsigned char)k;
+  }
+  for (i = n - 1; i >= 0; i--)  /* runs: a layer whose kind differs from the next ends one */
+    out->run_end[i] = (int16_t)(i + 1 < n && out->of[i + 1] == out->of[i] ? out->run_end[i + 1]
+                                                                            : i + 1);
+}
+
+void nd_model_number_kinds (nd_model_spec *m) {
+  nd_kind_index_build(m, &m->kinds);
 }
 
 /* {======================================================================
@@ -187,6 +215,18 @@ static int validate_stack (const nd_model_spec *m, usage *u, char *err, size_t e
 #define FLAG(field) \
   do { if (check_flag(#field, m->field, err, errlen)) return -1; } while (0)
 
+/* Whether m->kinds is the numbering of m's stack: 0 when it is. */
+static int check_kinds (const nd_model_spec *m) {
+  nd_kind_index fresh;
+  int n = (int)(m->num_layers + m->mtp_layers);
+  nd_kind_index_build(m, &fresh);
+  if (fresh.count != m->kinds.count) return -1;
+  if (fresh.count < 0) return 0;
+  return memcmp(fresh.of, m->kinds.of, (size_t)n * sizeof fresh.of[0]) != 0
+      || memcmp(fresh.run_end, m->kinds.run_end, (size_t)n * sizeof fresh.run_end[0]) != 0
+      ? -1 : 0;
+}
+
 int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
   usage u;
   if (memchr(m->name, '\0', sizeof m->name) == NULL || m->name[0] == '\0')
@@ -213,6 +253,9 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
   if (m->position == ND_POS_LEARNED) RANGE(position_count, 1, MAX_POSITION);
   else RANGE(position_count, 0, 0);
   if (validate_stack(m, &u, err, errlen)) return -1;
+  if (m->kinds.count != 0 && check_kinds(m) != 0)
+    return fail(err, errlen, "layer: the kinds were numbered before the stack changed (call"
+                " nd_model_number_kinds again)");
 
   if (u.attn[ND_ATTN_FULL] || u.attn[ND_ATTN_SLIDING]) {
     RANGE(num_kv_heads, 1, m->num_heads);

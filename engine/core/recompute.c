@@ -540,23 +540,43 @@ static int kind_options (const nd_layer_estimate *le, unsigned modes, option *ou
   return k;
 }
 
-/* A planner's tables kept between runs (nd_recompute_workspace_new): the run's workspace
-   and the bucket DP's scratch, which grows to the longest stage planned. */
+/* A planner's tables kept between runs (nd_recompute_workspace_new): the run's workspace,
+   the bucket DP's scratch, which grows to the longest stage planned, and the tables of the
+   switch-set variants and of the offload check, allocated on first use. */
 struct nd_recompute_ws {
   workspace ws;
   scratch sc;
+  option (*opts)[MAX_OPTIONS];  /* per kind, with variants */
+  int *nopts;
+  unsigned char *picked;
+  double *va, *vr;
+  nd_estimate *alt;             /* a whole-model mode against the plan (offload share) */
 };
 
 nd_recompute_ws *nd_recompute_ws_new (void) {
   nd_recompute_ws *w = (nd_recompute_ws *)malloc(sizeof *w);
-  if (w) memset(&w->sc, 0, sizeof w->sc);
+  if (w) {
+    memset(&w->sc, 0, sizeof w->sc);
+    w->opts = NULL; w->nopts = NULL; w->picked = NULL; w->va = w->vr = NULL; w->alt = NULL;
+  }
   return w;
 }
 
 void nd_recompute_ws_free (nd_recompute_ws *w) {
   if (!w) return;
   free(w->sc.best); free(w->sc.next); free(w->sc.choice);
+  free(w->opts); free(w->nopts); free(w->picked); free(w->va); free(w->vr); free(w->alt);
   free(w);
+}
+
+/* The variants' tables, on first use; 0, or -1 when out of memory. */
+static int ensure_variants (nd_recompute_ws *w) {
+  if (!w->opts) w->opts = (option (*)[MAX_OPTIONS])malloc(MAX_KINDS * sizeof *w->opts);
+  if (!w->nopts) w->nopts = (int *)malloc(MAX_KINDS * sizeof *w->nopts);
+  if (!w->picked) w->picked = (unsigned char *)malloc(ND_MAX_LAYERS);
+  if (!w->va) w->va = (double *)malloc(MAX_OPTIONS * (size_t)ND_MAX_LAYERS * sizeof *w->va);
+  if (!w->vr) w->vr = (double *)malloc(MAX_OPTIONS * (size_t)ND_MAX_LAYERS * sizeof *w->vr);
+  return w->opts && w->nopts && w->picked && w->va && w->vr ? 0 : -1;
 }
 
 int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
@@ -575,350 +595,434 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
   return rc;
 }
 
-int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
-                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
-                              double budget, unsigned modes, nd_recompute_plan *plan,
-                              nd_estimate *out, nd_recompute_ws *reuse, char *err,
-                              size_t errlen) {
-  nd_strategy trial;
-  workspace *ws = NULL;
-  kind_costs *kc = NULL;
-  layer_list *list = NULL;
-  double *a = NULL, *r = NULL, *full_peak = NULL, *none_peak = NULL, *inflight = NULL;
-  double *base_compute = NULL;
-  unsigned char *chosen = NULL, *picked = NULL, *picked3 = NULL;
-  option (*opts)[MAX_OPTIONS] = NULL;  /* per kind, with variants */
-  int *nopts = NULL;
-  double *va = NULL, *vr = NULL;
-  scratch *scp = &reuse->sc;
-  int variants = (modes & ND_PLAN_VARIANTS) && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE));
-  int p, s, i, rc = -1, dual, stages_to_plan, total = (int)(m->num_layers + m->mtp_layers);
-  int offload_ok;
-  modes &= ND_RECOMPUTE_ALL | ND_PLAN_OFFLOAD | ND_PLAN_VARIANTS;
-  if ((modes & ND_RECOMPUTE_ALL) == 0) {
-    snprintf(err, errlen, "recompute: no recompute mode allowed");
+/* One planning run (nd_recompute_plan_run_ws): what it was given, the strategy it builds
+   and the ends of each stage's line. */
+typedef struct plan_run {
+  const nd_model_spec *m;
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_strategy *st;     /* as given */
+  const nd_costs *costs;
+  double budget;
+  unsigned modes;
+  nd_recompute_plan *plan;
+  nd_estimate *out;
+  char *err;
+  size_t errlen;
+  nd_recompute_ws *w;
+  int variants, offload_ok, p, dual, total;
+  double *full_peak, *none_peak, *inflight, *base_compute;  /* per stage */
+  nd_strategy trial;         /* the plan being built */
+} plan_run;
+
+/* What planning stage s carries from one step to the next. */
+typedef struct stage_plan {
+  int s;
+  double w, fixed, least, work_least, wd, saved;
+  int copies_priced, use_variants;
+  int counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
+  int off_left[MAX_KINDS];
+  double raw_bytes[MAX_KINDS];
+} stage_plan;
+
+/*
+** Every layer fully recomputed, then every layer kept: the two ends of each stage's line
+** (peaks, micro-batches in flight, the compute that hides offload); trial is left with
+** every layer full, per layer.
+*/
+static int plan_ends (plan_run *pr) {
+  workspace *ws = &pr->w->ws;
+  nd_estimate *out = pr->out;
+  int s, i;
+  pr->trial = *pr->st;
+  pr->trial.per_layer = 0;
+  pr->trial.recompute = ND_RECOMPUTE_FULL;
+  if (nd_estimate_run(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, out, pr->err,
+                      pr->errlen) != 0) return -1;
+  pr->p = out->stages;
+  ws->kc.n = 0;
+  if (pr->variants) {
+    if (ensure_variants(pr->w) != 0) {
+      snprintf(pr->err, pr->errlen, "recompute: out of memory");
+      return -1;
+    }
+    memset(pr->w->nopts, 0, MAX_KINDS * sizeof *pr->w->nopts);
+  }
+  pr->full_peak = ws->per_stage;
+  pr->none_peak = pr->full_peak + pr->p;
+  pr->inflight = pr->none_peak + pr->p;
+  pr->base_compute = pr->inflight + pr->p;
+  for (s = 0; s < pr->p; s++) {
+    pr->full_peak[s] = out->stage[s].peak;
+    pr->inflight[s] = out->stage[s].inflight;
+  }
+  pr->trial = *pr->st;
+  pr->trial.per_layer = 0;
+  pr->trial.recompute = ND_RECOMPUTE_NONE;
+  if (nd_estimate_run(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, out, pr->err,
+                      pr->errlen) != 0) return -1;
+  for (s = 0; s < pr->p; s++) {
+    pr->none_peak[s] = out->stage[s].peak;
+    pr->base_compute[s] = out->stage[s].fwd_s + out->stage[s].bwd_s;  /* what hides offload */
+  }
+  pr->dual = pr->trial.schedule == ND_SCHED_DUALPIPE;
+  pr->trial.per_layer = 1;
+  for (i = 0; i < pr->total; i++) pr->trial.layer_recompute[i] = ND_RECOMPUTE_FULL;
+  memset(pr->trial.layer_offload, 0, sizeof pr->trial.layer_offload);
+  memset(pr->trial.layer_ops, 0, sizeof pr->trial.layer_ops);
+  return 0;
+}
+
+/*
+** Stage s's line: its layers (ws->list) and their bytes and times per mode (ws->a, ws->r,
+** a scaled by w), the bytes per kept byte w, what does not depend on the choice (fixed) and
+** the least the stage can need (plan->stage_need).
+*/
+static int stage_line (plan_run *pr, stage_plan *sp) {
+  workspace *ws = &pr->w->ws;
+  layer_list *list = &ws->list;
+  double *a = ws->a, *r = ws->r;
+  double sum_none = 0.0, sum_full = 0.0, work_full = 0.0, w;
+  int i, s = sp->s, dual = pr->dual;
+  /* a working set counts as estimate.c counts it: DualPipe's mean of two stages, and
+     the allocator's slack on top of every live byte */
+  sp->wd = (dual ? 0.5 : 1.0) * (1.0 + pr->costs->alloc_fragmentation);
+  sp->least = sp->work_least = 0.0;
+  list->n = 0;
+  nd_stage_foreach(&pr->trial, (int)pr->m->num_layers, (int)pr->m->mtp_layers, s, collect, list);
+  for (i = 0; i < list->n; i++) {
+    /* priced from the strategy as given: a resolved interleaved layout would not
+       resolve again */
+    const nd_layer_estimate *le = layer_costs(&ws->kc, pr->m, pr->dev, pr->job, pr->st,
+                                              pr->costs, list->layer[i], &sp->slot[i],
+                                              pr->err, pr->errlen);
+    int md;
+    if (!le) return -1;
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+      a[i * 3 + md] = le->activations[md];
+      r[i * 3 + md] = le->recompute_s[md];
+    }
+    sum_none += le->activations[ND_RECOMPUTE_NONE];
+    sum_full += le->activations[ND_RECOMPUTE_FULL];
+  }
+  /* the all-full estimate's buffers hold its recompute working set (the largest layer
+     rebuilt for the backward, estimate.c); the plan's own is added per choice below */
+  for (i = 0; i < list->n; i++)
+    if (sp->wd * (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL]) > work_full)
+      work_full = sp->wd * (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL]);
+  w = sum_none - sum_full > 0.0 ? (pr->none_peak[s] - (pr->full_peak[s] - work_full))
+                                  / (sum_none - sum_full)
+                                : pr->inflight[s];
+  sp->w = w;
+  sp->fixed = pr->full_peak[s] - work_full - w * sum_full;
+  for (i = 0; i < list->n; i++) {
+    int md, lo_md = -1;
+    double lo = HUGE_VAL, raw[ND_RECOMPUTE_COUNT];
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+      raw[md] = a[i * 3 + md];
+      a[i * 3 + md] *= w;
+      if ((pr->modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) {
+        lo = a[i * 3 + md];
+        lo_md = md;
+      }
+    }
+    if (pr->offload_ok && pr->inflight[s] > 1.0 && w > 0.0   /* offloaded: one micro-batch held */
+        && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo) {
+      lo = a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w;
+      lo_md = ND_RECOMPUTE_NONE;  /* keeps everything: rebuilds nothing */
+    }
+    if (lo_md >= 0 && sp->wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]) > sp->work_least)
+      sp->work_least = sp->wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]);
+    sp->least += lo;
+  }
+  pr->plan->stage_need[s] = sp->fixed + sp->least + sp->work_least;
+  if (dual) pr->plan->stage_need[pr->p - 1 - s] = pr->plan->stage_need[s];
+  return 0;
+}
+
+/*
+** How many layers of each kind take each mode (sp->counts) and are offloaded (off_left):
+** exact fronts, or the bucket DP for very long stages. Returns 0, 1 when no choice fits the
+** budget, or -1 when out of memory.
+*/
+static int stage_counts (plan_run *pr, stage_plan *sp) {
+  workspace *ws = &pr->w->ws;
+  layer_list *list = &ws->list;
+  const double *a = ws->a, *r = ws->r;
+  const nd_strategy *st = pr->st;
+  const nd_costs *costs = pr->costs;
+  const nd_device *dev = pr->dev;
+  double w = sp->w, wd = sp->wd, fixed = sp->fixed, budget = pr->budget;
+  unsigned modes = pr->modes;
+  int s = sp->s, dual = pr->dual, i, k;
+  int nk = 0, kinds[MAX_KINDS], got, kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
+  int offloaded[MAX_KINDS];
+  double km[3 * MAX_KINDS], kt[3 * MAX_KINDS];
+  stage_cost cost = {0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  double m_off[MAX_KINDS];
+  memset(sp->off_left, 0, sizeof sp->off_left);
+  memset(sp->raw_bytes, 0, sizeof sp->raw_bytes);
+  memset(sp->counts, 0, sizeof sp->counts);
+  for (i = 0; i < list->n; i++) {
+    int md, local = -1;
+    for (k = 0; k < nk; k++) if (kind_of[k] == sp->slot[i]) local = k;
+    if (local < 0) {
+      local = nk++;
+      kind_of[local] = sp->slot[i];
+      kinds[local] = 0;
+      for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+        km[3 * local + md] = a[i * 3 + md];
+        kt[3 * local + md] = r[i * 3 + md];
+      }
+    }
+    kinds[local]++;
+  }
+  cost.d = dual ? 0.5 : 1.0;
+  for (k = 0; k < nk; k++) m_off[k] = 0.0;
+  if (st->offload > 0.0 && pr->inflight[s] > 1.0 && w > 0.0) {  /* copies the plan can hide */
+    cost.offload = 1;
+    cost.O = costs->offload_overlap;
+    cost.k1 = 2.0 * st->offload * cost.d / (dev->host_link.bandwidth * w);
+    cost.k0 = cost.O * pr->base_compute[s] - 2.0 * dev->host_link.latency;
+  }
+  else if (pr->offload_ok && pr->inflight[s] > 1.0 && w > 0.0) {
+    /* an offloaded layer holds one micro-batch: d * its bytes, which are also what
+       crosses the host link out and back */
+    cost.offload = 1;
+    cost.O = costs->offload_overlap;
+    cost.k2 = 2.0 / dev->host_link.bandwidth;
+    cost.lat2 = 2.0 * dev->host_link.latency;
+    cost.k0 = cost.O * pr->base_compute[s];
+    for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * cost.d / w;
+  }
+  sp->copies_priced = cost.offload;
+  memset(offloaded, 0, sizeof offloaded);
+  {
+    /* the working set is what the heaviest (kind, mode) a plan uses rebuilds: each
+       distinct amount is tried as a cap, the pairs rebuilding more left out and the
+       amount reserved */
+    double kept = 0.0, caps[ND_RECOMPUTE_COUNT * MAX_KINDS], c_best = HUGE_VAL;
+    int ncaps = working_caps(nk, km, w / wd, modes, caps), c;
+    for (k = 0; k < nk; k++) kept += kinds[k] * km[3 * k + ND_RECOMPUTE_NONE];
+    got = 1;
+    if (fixed + sp->least + sp->work_least > budget) ncaps = 0;
+    else if ((modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) && !(st->offload > 0.0)
+             && fixed + kept <= budget) {  /* all kept fits: nothing is rebuilt */
+      for (k = 0; k < nk; k++) {
+        by_kind[k][ND_RECOMPUTE_NONE] = kinds[k];
+        by_kind[k][ND_RECOMPUTE_SELECTIVE] = by_kind[k][ND_RECOMPUTE_FULL] = 0;
+      }
+      got = 0;
+      ncaps = 0;
+    }
+    for (c = 0; c < ncaps; c++) {
+      unsigned kmodes[MAX_KINDS];
+      int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS], solved;
+      double c_alt = HUGE_VAL;
+      /* everything kept, no copies priced: the check above decided it did not fit */
+      if (capped_modes(nk, km, w / wd, modes, caps[c], kmodes) && !(st->offload > 0.0)
+          && !cost.offload) continue;
+      memset(alt_off, 0, sizeof alt_off);
+      solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
+                                m_off, alt, alt_off, &c_alt);
+      if (solved < 0) { got = -1; break; }  /* too many combinations: the fallbacks */
+      if (solved == 0 && c_alt < c_best) {
+        c_best = c_alt;
+        memcpy(by_kind, alt, sizeof alt);
+        memcpy(offloaded, alt_off, sizeof alt_off);
+        got = 0;
+      }
+    }
+    if (got < 0) got = fallback(nk, kinds, km, kt, w / wd, modes, budget - fixed, list->n,
+                                sp->slot, kind_of, a, r, &pr->w->sc, ws->chosen, ws->picked3,
+                                by_kind, sp->counts);
+  }
+  if (got == 0) {
+    for (k = 0; k < nk; k++) {
+      for (i = 0; i < ND_RECOMPUTE_COUNT; i++) sp->counts[kind_of[k]][i] = by_kind[k][i];
+      sp->off_left[kind_of[k]] = offloaded[k];
+      sp->raw_bytes[kind_of[k]] = w > 0.0 ? km[3 * k + ND_RECOMPUTE_NONE] / w : 0.0;
+    }
+  }
+  else if (got == 2) got = 0;  /* the bucket DP wrote counts[] itself */
+  else if (got < 0) return -1;
+  return got != 0;
+}
+
+/*
+** The variants: every layer one option of its kind's front (switch sets too), by the
+** bucket DP; kept (sp->use_variants, the options in ws->chosen) when it beats the counts
+** (which offer one set of switches). The working set is what the heaviest option used
+** rebuilds: each distinct amount t is tried as a cap, with the options rebuilding more left
+** out and t reserved. 0, or -1 when out of memory.
+*/
+static int stage_variants (plan_run *pr, stage_plan *sp) {
+  nd_recompute_ws *rw = pr->w;
+  workspace *ws = &rw->ws;
+  layer_list *list = &ws->list;
+  kind_costs *kc = &ws->kc;
+  option (*opts)[MAX_OPTIONS] = rw->opts;
+  int *nopts = rw->nopts, *slot = sp->slot;
+  double *va = rw->va, *vr = rw->vr, wd = sp->wd;
+  double plain = 0.0, caps[MAX_KINDS * MAX_OPTIONS];
+  int i, k, md, ncaps = 0, c;
+  for (k = 0; k < kc->n; k++)
+    for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
+      plain += sp->counts[k][md] * kc->est[k].recompute_s[md];
+  for (i = 0; i < list->n; i++) {
+    int o;
+    if (nopts[slot[i]] == 0)
+      nopts[slot[i]] = kind_options(&kc->est[slot[i]], pr->modes, opts[slot[i]]);
+    for (o = 0; o < nopts[slot[i]]; o++)
+      ncaps = add_cap(caps, ncaps, MAX_KINDS * MAX_OPTIONS,
+                      wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE]
+                            - opts[slot[i]][o].bytes));
+  }
+  if (ensure_scratch(&rw->sc, list->n) != 0) return -1;
+  for (c = 0; c < ncaps; c++) {
+    double with = 0.0;
+    for (i = 0; i < list->n; i++) {
+      int o;
+      for (o = 0; o < MAX_OPTIONS; o++) {
+        const option *op = &opts[slot[i]][o];
+        int offered = o < nopts[slot[i]]
+          && wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - op->bytes) <= caps[c];
+        va[i * MAX_OPTIONS + o] = offered ? op->bytes * sp->w : HUGE_VAL;
+        vr[i * MAX_OPTIONS + o] = offered ? op->time : 0.0;
+      }
+    }
+    if (knapsack(list->n, MAX_OPTIONS, va, vr, pr->budget - sp->fixed - caps[c], &rw->sc,
+                 rw->picked) != 0)
+      continue;
+    for (i = 0; i < list->n; i++) with += vr[i * MAX_OPTIONS + rw->picked[i]];
+    if (with < plain * (1.0 - 1e-12)) {
+      plain = with;
+      sp->use_variants = 1;
+      memcpy(ws->chosen, rw->picked, (size_t)list->n);
+    }
+  }
+  for (i = 0; sp->use_variants && i < list->n; i++)  /* the winner's times, for the order */
+    vr[i * MAX_OPTIONS + ws->chosen[i]] = opts[slot[i]][ws->chosen[i]].time;
+  return 0;
+}
+
+/* Stage s's choice onto its layers of trial (and plan's offload bytes and savings). */
+static void stage_assign (plan_run *pr, stage_plan *sp) {
+  nd_recompute_ws *rw = pr->w;
+  workspace *ws = &rw->ws;
+  layer_list *list = &ws->list;
+  const double *r = ws->r;
+  unsigned char *chosen = ws->chosen;
+  nd_strategy *trial = &pr->trial;
+  nd_recompute_plan *plan = pr->plan;
+  int i, k, *slot = sp->slot, s = sp->s, p = pr->p;
+  sp->saved = 0.0;
+  if (sp->use_variants) {
+    const double *vr = rw->vr;
+    option (*opts)[MAX_OPTIONS] = rw->opts;
+    /* within a kind the layers are alike: the slowest options go on the first layers */
+    for (i = 0; i < list->n; i++) {
+      int j, best_j = i, layer = list->layer[i];
+      const option *op;
+      for (j = i + 1; j < list->n; j++)
+        if (slot[j] == slot[i] && vr[j * MAX_OPTIONS + chosen[j]]
+                                  > vr[best_j * MAX_OPTIONS + chosen[best_j]]) best_j = j;
+      if (best_j != i) {
+        unsigned char t = chosen[i];
+        chosen[i] = chosen[best_j];
+        chosen[best_j] = t;
+      }
+      op = &opts[slot[i]][chosen[i]];
+      trial->layer_recompute[layer] = op->mode;
+      trial->layer_ops[layer] = op->mode == ND_RECOMPUTE_SELECTIVE ? op->mask : 0;
+      trial->layer_offload[layer] = 0;
+      plan->offload_bytes[layer] = 0.0;
+      sp->saved += r[i * 3 + ND_RECOMPUTE_FULL] - op->time;
+    }
+  }
+  /* the chosen counts per kind: heavier recompute on the stage's first layers, then the
+     offloaded ones (their activations wait longest), then selective, then kept */
+  else for (i = 0; i < list->n; i++) {
+    int md, off = 0, layer = list->layer[i];
+    k = slot[i];
+    if (sp->counts[k][ND_RECOMPUTE_FULL] > 0) md = ND_RECOMPUTE_FULL;
+    else if (sp->off_left[k] > 0) { md = ND_RECOMPUTE_NONE; off = 1; sp->off_left[k]--; }
+    else if (sp->counts[k][ND_RECOMPUTE_SELECTIVE] > 0) md = ND_RECOMPUTE_SELECTIVE;
+    else md = ND_RECOMPUTE_NONE;
+    sp->counts[k][md]--;
+    trial->layer_recompute[layer] = (unsigned char)md;
+    trial->layer_offload[layer] = (unsigned char)off;
+    plan->offload_bytes[layer] = off ? sp->raw_bytes[k] : 0.0;
+    sp->saved += r[i * 3 + ND_RECOMPUTE_FULL] - r[i * 3 + md];
+  }
+  plan->stage_savings[s] = sp->saved * trial->mb * (pr->dual ? 0.5 : 1.0);
+  if (pr->dual) plan->stage_savings[p - 1 - s] = plan->stage_savings[s];
+}
+
+/* Plans stage s: 0, or -1 with the reason in err (over memory: plan->failed_stage). */
+static int plan_stage (plan_run *pr, stage_plan *sp, int s) {
+  int failed;
+  sp->s = s;
+  sp->copies_priced = sp->use_variants = 0;
+  if (stage_line(pr, sp) != 0) return -1;
+  failed = stage_counts(pr, sp);
+  if (failed < 0) {
+    snprintf(pr->err, pr->errlen, "recompute: out of memory");
     return -1;
   }
-  /* layers offloaded one by one only where no strategy-wide share is set */
-  offload_ok = (modes & ND_PLAN_OFFLOAD) && !(st->offload > 0.0);
-  /* the model's layers only: this runs once per searched candidate */
-  memset(plan->offload_bytes, 0, (size_t)total * sizeof plan->offload_bytes[0]);
-  plan->failed_stage = -1;
-  /* every layer fully recomputed, then every layer kept: the two ends of each stage's line */
-  trial = *st;
-  trial.per_layer = 0;
-  trial.recompute = ND_RECOMPUTE_FULL;
-  if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) return -1;
-  p = out->stages;
-  /* one block for the run's tables, kept by the caller between runs */
-  ws = &reuse->ws;
-  {
-    kc = &ws->kc;
-    kc->n = 0;
-    list = &ws->list;
-    full_peak = ws->per_stage;
-    a = ws->a;
-    r = ws->r;
-    chosen = ws->chosen;
-    picked3 = ws->picked3;
+  if (failed) {
+    pr->plan->failed_stage = s;
+    snprintf(pr->err, pr->errlen, "over memory: stage %d needs %.2f GiB with its least-memory "
+             "recompute, budget %.2f GiB", s, gib(sp->fixed + sp->least + sp->work_least),
+             gib(pr->budget));
+    return -1;
   }
-  if (variants) {
-    opts = (option (*)[MAX_OPTIONS])malloc(MAX_KINDS * sizeof *opts);
-    nopts = (int *)calloc(MAX_KINDS, sizeof *nopts);
-    picked = (unsigned char *)malloc(ND_MAX_LAYERS);
-    va = (double *)malloc(MAX_OPTIONS * (size_t)ND_MAX_LAYERS * sizeof *va);
-    vr = (double *)malloc(MAX_OPTIONS * (size_t)ND_MAX_LAYERS * sizeof *vr);
-    if (!opts || !nopts || !picked || !va || !vr) {
-      snprintf(err, errlen, "recompute: out of memory");
-      goto done;
-    }
+  if (pr->variants && !sp->copies_priced && pr->w->ws.list.n <= VARIANTS_MAX_LAYERS
+      && stage_variants(pr, sp) != 0) {
+    snprintf(pr->err, pr->errlen, "recompute: out of memory");
+    return -1;
   }
-  none_peak = full_peak + p;
-  inflight = none_peak + p;
-  base_compute = inflight + p;
-  for (s = 0; s < p; s++) { full_peak[s] = out->stage[s].peak; inflight[s] = out->stage[s].inflight; }
-  trial = *st;
-  trial.per_layer = 0;
-  trial.recompute = ND_RECOMPUTE_NONE;
-  if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;
-  for (s = 0; s < p; s++) {
-    none_peak[s] = out->stage[s].peak;
-    base_compute[s] = out->stage[s].fwd_s + out->stage[s].bwd_s;  /* what hides offload */
-  }
-  dual = trial.schedule == ND_SCHED_DUALPIPE;
-  /* DualPipe: devices s and p-1-s hold the same layers; plan one, the other follows */
-  stages_to_plan = dual ? p / 2 : p;
-  trial.per_layer = 1;
-  for (i = 0; i < total; i++) trial.layer_recompute[i] = ND_RECOMPUTE_FULL;
-  memset(trial.layer_offload, 0, sizeof trial.layer_offload);
-  memset(trial.layer_ops, 0, sizeof trial.layer_ops);
-  for (s = 0; s < stages_to_plan; s++) {
-    double sum_none = 0.0, sum_full = 0.0, w, fixed, least = 0.0, saved = 0.0;
-    double work_full = 0.0, work_least = 0.0;
-    /* a working set counts as estimate.c counts it: DualPipe's mean of two stages, and
-       the allocator's slack on top of every live byte */
-    double wd = (dual ? 0.5 : 1.0) * (1.0 + costs->alloc_fragmentation);
-    int copies_priced = 0, use_variants = 0;
-    int k, failed, counts[MAX_KINDS][ND_RECOMPUTE_COUNT], slot[ND_MAX_LAYERS];
-    int kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
-    int offloaded[MAX_KINDS], off_left[MAX_KINDS];
-    double raw_bytes[MAX_KINDS];
-    memset(off_left, 0, sizeof off_left);
-    memset(raw_bytes, 0, sizeof raw_bytes);
-    list->n = 0;
-    nd_stage_foreach(&trial, (int)m->num_layers, (int)m->mtp_layers, s, collect, list);
-    for (i = 0; i < list->n; i++) {
-      /* priced from the strategy as given: a resolved interleaved layout would not
-         resolve again */
-      const nd_layer_estimate *le = layer_costs(kc, m, dev, job, st, costs, list->layer[i],
-                                                &slot[i], err, errlen);
-      int md;
-      if (!le) goto done;
-      for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
-        a[i * 3 + md] = le->activations[md];
-        r[i * 3 + md] = le->recompute_s[md];
-      }
-      sum_none += le->activations[ND_RECOMPUTE_NONE];
-      sum_full += le->activations[ND_RECOMPUTE_FULL];
-    }
-    /* the all-full estimate's buffers hold its recompute working set (the largest layer
-       rebuilt for the backward, estimate.c); the plan's own is added per choice below */
-    for (i = 0; i < list->n; i++)
-      if (wd * (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL]) > work_full)
-        work_full = wd * (a[i * 3 + ND_RECOMPUTE_NONE] - a[i * 3 + ND_RECOMPUTE_FULL]);
-    w = sum_none - sum_full > 0.0 ? (none_peak[s] - (full_peak[s] - work_full))
-                                    / (sum_none - sum_full)
-                                  : inflight[s];
-    fixed = full_peak[s] - work_full - w * sum_full;
-    for (i = 0; i < list->n; i++) {
-      int md, lo_md = -1;
-      double lo = HUGE_VAL, raw[ND_RECOMPUTE_COUNT];
-      for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
-        raw[md] = a[i * 3 + md];
-        a[i * 3 + md] *= w;
-        if ((modes & ND_RECOMPUTE_MASK(md)) && a[i * 3 + md] < lo) {
-          lo = a[i * 3 + md];
-          lo_md = md;
-        }
-      }
-      if (offload_ok && inflight[s] > 1.0 && w > 0.0   /* offloaded: one micro-batch held */
-          && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo) {
-        lo = a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w;
-        lo_md = ND_RECOMPUTE_NONE;  /* keeps everything: rebuilds nothing */
-      }
-      if (lo_md >= 0 && wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]) > work_least)
-        work_least = wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]);
-      least += lo;
-    }
-    plan->stage_need[s] = fixed + least + work_least;
-    if (dual) plan->stage_need[p - 1 - s] = plan->stage_need[s];
-    {  /* the counts per kind: exact fronts, or the bucket DP for very long stages */
-      int nk = 0, kinds[MAX_KINDS], got;
-      double km[3 * MAX_KINDS], kt[3 * MAX_KINDS];
-      memset(counts, 0, sizeof counts);
-      for (i = 0; i < list->n; i++) {
-        int md, local = -1;
-        for (k = 0; k < nk; k++) if (kind_of[k] == slot[i]) local = k;
-        if (local < 0) {
-          local = nk++;
-          kind_of[local] = slot[i];
-          kinds[local] = 0;
-          for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
-            km[3 * local + md] = a[i * 3 + md];
-            kt[3 * local + md] = r[i * 3 + md];
-          }
-        }
-        kinds[local]++;
-      }
-      stage_cost cost = {0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-      double m_off[MAX_KINDS];
-      cost.d = dual ? 0.5 : 1.0;
-      for (k = 0; k < nk; k++) m_off[k] = 0.0;
-      if (st->offload > 0.0 && inflight[s] > 1.0 && w > 0.0) {  /* copies the plan can hide */
-        cost.offload = 1;
-        cost.O = costs->offload_overlap;
-        cost.k1 = 2.0 * st->offload * cost.d / (dev->host_link.bandwidth * w);
-        cost.k0 = cost.O * base_compute[s] - 2.0 * dev->host_link.latency;
-      }
-      else if (offload_ok && inflight[s] > 1.0 && w > 0.0) {
-        /* an offloaded layer holds one micro-batch: d * its bytes, which are also what
-           crosses the host link out and back */
-        cost.offload = 1;
-        cost.O = costs->offload_overlap;
-        cost.k2 = 2.0 / dev->host_link.bandwidth;
-        cost.lat2 = 2.0 * dev->host_link.latency;
-        cost.k0 = cost.O * base_compute[s];
-        for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * cost.d / w;
-      }
-      copies_priced = cost.offload;
-      memset(offloaded, 0, sizeof offloaded);
-      {
-        /* the working set is what the heaviest (kind, mode) a plan uses rebuilds: each
-           distinct amount is tried as a cap, the pairs rebuilding more left out and the
-           amount reserved */
-        double kept = 0.0, caps[ND_RECOMPUTE_COUNT * MAX_KINDS], c_best = HUGE_VAL;
-        int ncaps = working_caps(nk, km, w / wd, modes, caps), c;
-        for (k = 0; k < nk; k++) kept += kinds[k] * km[3 * k + ND_RECOMPUTE_NONE];
-        got = 1;
-        if (fixed + least + work_least > budget) ncaps = 0;
-        else if ((modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) && !(st->offload > 0.0)
-                 && fixed + kept <= budget) {  /* all kept fits: nothing is rebuilt */
-          for (k = 0; k < nk; k++) {
-            by_kind[k][ND_RECOMPUTE_NONE] = kinds[k];
-            by_kind[k][ND_RECOMPUTE_SELECTIVE] = by_kind[k][ND_RECOMPUTE_FULL] = 0;
-          }
-          got = 0;
-          ncaps = 0;
-        }
-        for (c = 0; c < ncaps; c++) {
-          unsigned kmodes[MAX_KINDS];
-          int alt[MAX_KINDS][ND_RECOMPUTE_COUNT], alt_off[MAX_KINDS], solved;
-          double c_alt = HUGE_VAL;
-          /* everything kept, no copies priced: the check above decided it did not fit */
-          if (capped_modes(nk, km, w / wd, modes, caps[c], kmodes) && !(st->offload > 0.0)
-              && !cost.offload) continue;
-          memset(alt_off, 0, sizeof alt_off);
-          solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
-                                    m_off, alt, alt_off, &c_alt);
-          if (solved < 0) { got = -1; break; }  /* too many combinations: the fallbacks */
-          if (solved == 0 && c_alt < c_best) {
-            c_best = c_alt;
-            memcpy(by_kind, alt, sizeof alt);
-            memcpy(offloaded, alt_off, sizeof alt_off);
-            got = 0;
-          }
-        }
-        if (got < 0) got = fallback(nk, kinds, km, kt, w / wd, modes, budget - fixed, list->n, slot,
-                                    kind_of, a, r, scp, chosen, picked3, by_kind, counts);
-      }
-      if (got == 0) {
-        for (k = 0; k < nk; k++) {
-          for (i = 0; i < ND_RECOMPUTE_COUNT; i++) counts[kind_of[k]][i] = by_kind[k][i];
-          off_left[kind_of[k]] = offloaded[k];
-          raw_bytes[kind_of[k]] = w > 0.0 ? km[3 * k + ND_RECOMPUTE_NONE] / w : 0.0;
-        }
-      }
-      else if (got == 2) got = 0;  /* the bucket DP wrote counts[] itself */
-      else if (got < 0) {
-        snprintf(err, errlen, "recompute: out of memory");
-        goto done;
-      }
-      failed = got != 0;
-    }
-    if (failed) {
-      plan->failed_stage = s;
-      snprintf(err, errlen, "over memory: stage %d needs %.2f GiB with its least-memory "
-               "recompute, budget %.2f GiB", s, gib(fixed + least + work_least), gib(budget));
-      goto done;
-    }
-    if (variants && !copies_priced && list->n <= VARIANTS_MAX_LAYERS) {
-      /* every layer one option of its kind's front, by the bucket DP; kept when it beats
-         the counts above (which offer one set of switches). The working set is what the
-         heaviest option used rebuilds: each distinct amount t is tried as a cap, with the
-         options rebuilding more left out and t reserved. */
-      double plain = 0.0, caps[MAX_KINDS * MAX_OPTIONS];
-      int md, ncaps = 0, c;
-      for (k = 0; k < kc->n; k++)
-        for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
-          plain += counts[k][md] * kc->est[k].recompute_s[md];
-      for (i = 0; i < list->n; i++) {
-        int o;
-        if (nopts[slot[i]] == 0)
-          nopts[slot[i]] = kind_options(&kc->est[slot[i]], modes, opts[slot[i]]);
-        for (o = 0; o < nopts[slot[i]]; o++)
-          ncaps = add_cap(caps, ncaps, MAX_KINDS * MAX_OPTIONS,
-                          wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE]
-                                - opts[slot[i]][o].bytes));
-      }
-      if (ensure_scratch(scp, list->n) != 0) {
-        snprintf(err, errlen, "recompute: out of memory");
-        goto done;
-      }
-      for (c = 0; c < ncaps; c++) {
-        double with = 0.0;
-        for (i = 0; i < list->n; i++) {
-          int o;
-          for (o = 0; o < MAX_OPTIONS; o++) {
-            const option *op = &opts[slot[i]][o];
-            int offered = o < nopts[slot[i]]
-              && wd * (kc->est[slot[i]].activations[ND_RECOMPUTE_NONE] - op->bytes) <= caps[c];
-            va[i * MAX_OPTIONS + o] = offered ? op->bytes * w : HUGE_VAL;
-            vr[i * MAX_OPTIONS + o] = offered ? op->time : 0.0;
-          }
-        }
-        if (knapsack(list->n, MAX_OPTIONS, va, vr, budget - fixed - caps[c], scp, picked) != 0)
-          continue;
-        for (i = 0; i < list->n; i++) with += vr[i * MAX_OPTIONS + picked[i]];
-        if (with < plain * (1.0 - 1e-12)) {
-          plain = with;
-          use_variants = 1;
-          memcpy(chosen, picked, (size_t)list->n);
-        }
-      }
-      for (i = 0; use_variants && i < list->n; i++)  /* the winner's times, for the order */
-        vr[i * MAX_OPTIONS + chosen[i]] = opts[slot[i]][chosen[i]].time;
-    }
-    if (use_variants) {
-      /* within a kind the layers are alike: the slowest options go on the first layers */
-      for (i = 0; i < list->n; i++) {
-        int j, best_j = i, layer = list->layer[i];
-        const option *op;
-        for (j = i + 1; j < list->n; j++)
-          if (slot[j] == slot[i] && vr[j * MAX_OPTIONS + chosen[j]]
-                                    > vr[best_j * MAX_OPTIONS + chosen[best_j]]) best_j = j;
-        if (best_j != i) {
-          unsigned char t = chosen[i];
-          chosen[i] = chosen[best_j];
-          chosen[best_j] = t;
-        }
-        op = &opts[slot[i]][chosen[i]];
-        trial.layer_recompute[layer] = op->mode;
-        trial.layer_ops[layer] = op->mode == ND_RECOMPUTE_SELECTIVE ? op->mask : 0;
-        trial.layer_offload[layer] = 0;
-        plan->offload_bytes[layer] = 0.0;
-        saved += r[i * 3 + ND_RECOMPUTE_FULL] - op->time;
-      }
-    }
-    /* the chosen counts per kind: heavier recompute on the stage's first layers, then the
-       offloaded ones (their activations wait longest), then selective, then kept */
-    else for (i = 0; i < list->n; i++) {
-      int md, off = 0, layer = list->layer[i];
-      k = slot[i];
-      if (counts[k][ND_RECOMPUTE_FULL] > 0) md = ND_RECOMPUTE_FULL;
-      else if (off_left[k] > 0) { md = ND_RECOMPUTE_NONE; off = 1; off_left[k]--; }
-      else if (counts[k][ND_RECOMPUTE_SELECTIVE] > 0) md = ND_RECOMPUTE_SELECTIVE;
-      else md = ND_RECOMPUTE_NONE;
-      counts[k][md]--;
-      trial.layer_recompute[layer] = (unsigned char)md;
-      trial.layer_offload[layer] = (unsigned char)off;
-      plan->offload_bytes[layer] = off ? raw_bytes[k] : 0.0;
-      saved += r[i * 3 + ND_RECOMPUTE_FULL] - r[i * 3 + md];
-    }
-    plan->stage_savings[s] = saved * trial.mb * (dual ? 0.5 : 1.0);
-    if (dual) plan->stage_savings[p - 1 - s] = plan->stage_savings[s];
-  }
+  stage_assign(pr, sp);
+  return 0;
+}
+
+/*
+** The plan priced on the strategy as given, checked against the budget; with an offload
+** share, a whole-model mode that fits and runs faster instead. Leaves the winner in trial.
+*/
+static int plan_finish (plan_run *pr) {
+  const nd_strategy *st = pr->st;
+  nd_estimate *out = pr->out;
+  nd_recompute_plan *plan = pr->plan;
+  double budget = pr->budget;
+  int s, p = pr->p;
   {  /* the plan on the strategy as given (resolving twice would pin an interleaved layout) */
     nd_strategy given = *st;
     given.per_layer = 1;
-    memcpy(given.layer_recompute, trial.layer_recompute, sizeof given.layer_recompute);
-    memcpy(given.layer_offload, trial.layer_offload, sizeof given.layer_offload);
-    memcpy(given.layer_ops, trial.layer_ops, sizeof given.layer_ops);
-    trial = given;
+    memcpy(given.layer_recompute, pr->trial.layer_recompute, sizeof given.layer_recompute);
+    memcpy(given.layer_offload, pr->trial.layer_offload, sizeof given.layer_offload);
+    memcpy(given.layer_ops, pr->trial.layer_ops, sizeof given.layer_ops);
+    pr->trial = given;
   }
-  if (nd_estimate_run(m, dev, job, &trial, costs, out, err, errlen) != 0) goto done;
+  if (nd_estimate_run(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, out, pr->err,
+                      pr->errlen) != 0) return -1;
   if (out->peak > budget * (1.0 + 1e-9)) {  /* the linear model above is exact: a bug */
-    snprintf(err, errlen, "recompute: internal error, plan peaks at %.3f GiB over a %.3f GiB "
-             "budget", gib(out->peak), gib(budget));
-    goto done;
+    snprintf(pr->err, pr->errlen, "recompute: internal error, plan peaks at %.3f GiB over a "
+             "%.3f GiB budget", gib(out->peak), gib(budget));
+    return -1;
   }
   /* With an offload share the stage time also holds the exposed host copies, which the
      knapsack (recompute time only) does not see: a whole-model mode that fits and runs
      faster wins (fuzzing found plans slower than full recompute). */
   if (st->offload > 0.0) {
-    nd_estimate *alt = (nd_estimate *)malloc(sizeof *alt);
-    double *full_rec = inflight;  /* reused: per-stage recompute seconds under all-full */
+    nd_estimate *alt;
+    double *full_rec = pr->inflight;  /* reused: per-stage recompute seconds under all-full */
     int md, priced_full = 0;
-    if (!alt) { snprintf(err, errlen, "recompute: out of memory"); goto done; }
+    if (!pr->w->alt) pr->w->alt = (nd_estimate *)malloc(sizeof *pr->w->alt);
+    if (!(alt = pr->w->alt)) {
+      snprintf(pr->err, pr->errlen, "recompute: out of memory");
+      return -1;
+    }
     for (md = ND_RECOMPUTE_FULL; md >= 0; md--) {  /* full first: savings are against it */
       nd_strategy uniform = *st;
       uniform.per_layer = 1;
@@ -926,26 +1030,55 @@ int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
       /* one mode for every layer: none of the given per-layer switch sets or offload */
       memset(uniform.layer_ops, 0, sizeof uniform.layer_ops);
       memset(uniform.layer_offload, 0, sizeof uniform.layer_offload);
-      if (nd_estimate_run(m, dev, job, &uniform, costs, alt, err, errlen) != 0) continue;
+      if (nd_estimate_run(pr->m, pr->dev, pr->job, &uniform, pr->costs, alt, pr->err,
+                          pr->errlen) != 0) continue;
       if (md == ND_RECOMPUTE_FULL) {
         for (s = 0; s < p; s++) full_rec[s] = alt->stage[s].recompute_s;
         priced_full = 1;
       }
-      if ((modes & ND_RECOMPUTE_MASK(md)) && alt->peak <= budget
+      if ((pr->modes & ND_RECOMPUTE_MASK(md)) && alt->peak <= budget
           && alt->step_time < out->step_time) {
         memcpy(out, alt, sizeof *out);
-        trial = uniform;
+        pr->trial = uniform;
         for (s = 0; s < p; s++)
           plan->stage_savings[s] = priced_full
-            ? (full_rec[s] - alt->stage[s].recompute_s) * trial.mb : 0.0;
+            ? (full_rec[s] - alt->stage[s].recompute_s) * pr->trial.mb : 0.0;
       }
     }
-    free(alt);
-    err[0] = '\0';
+    pr->err[0] = '\0';
   }
-  *st = trial;
-  rc = 0;
-done:
-  free(opts); free(nopts); free(picked); free(va); free(vr);
-  return rc;
+  return 0;
+}
+
+int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              double budget, unsigned modes, nd_recompute_plan *plan,
+                              nd_estimate *out, nd_recompute_ws *reuse, char *err,
+                              size_t errlen) {
+  plan_run pr;
+  stage_plan sp;
+  int s, stages_to_plan, total = (int)(m->num_layers + m->mtp_layers);
+  modes &= ND_RECOMPUTE_ALL | ND_PLAN_OFFLOAD | ND_PLAN_VARIANTS;
+  if ((modes & ND_RECOMPUTE_ALL) == 0) {
+    snprintf(err, errlen, "recompute: no recompute mode allowed");
+    return -1;
+  }
+  pr.m = m; pr.dev = dev; pr.job = job; pr.st = st; pr.costs = costs; pr.budget = budget;
+  pr.modes = modes; pr.plan = plan; pr.out = out; pr.err = err; pr.errlen = errlen;
+  pr.w = reuse;
+  pr.total = total;
+  pr.variants = (modes & ND_PLAN_VARIANTS) && (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE));
+  /* layers offloaded one by one only where no strategy-wide share is set */
+  pr.offload_ok = (modes & ND_PLAN_OFFLOAD) && !(st->offload > 0.0);
+  /* the model's layers only: this runs once per searched candidate */
+  memset(plan->offload_bytes, 0, (size_t)total * sizeof plan->offload_bytes[0]);
+  plan->failed_stage = -1;
+  if (plan_ends(&pr) != 0) return -1;
+  /* DualPipe: devices s and p-1-s hold the same layers; plan one, the other follows */
+  stages_to_plan = pr.dual ? pr.p / 2 : pr.p;
+  for (s = 0; s < stages_to_plan; s++)
+    if (plan_stage(&pr, &sp, s) != 0) return -1;
+  if (plan_finish(&pr) != 0) return -1;
+  *st = pr.trial;
+  return 0;
 }

@@ -524,24 +524,31 @@ int nd_chunk_layers (const nd_strategy *st, int s, int c, int *first) {
   return st->stage_layers[at];
 }
 
+void nd_chunk_starts (const nd_strategy *st, int *first) {
+  int k, n = st->pp * st->vpp, pos = 0;
+  for (k = 0; k < n; k++) { first[k] = pos; pos += st->stage_layers[k]; }
+}
+
 /*
 ** Which layers a stage holds: chunk c of stage s is chunk c*pp + s in layer order
-** (stage_layers; vpp = 1: one chunk per stage, and DualPipe adds stage pp-1-s as chunk 1).
-** Calls fn(layer, chunk, ud) for each, in the order the stage runs its chunks.
+** (stage_layers; vpp = 1: one chunk per stage, and DualPipe adds stage pp-1-s as chunk 1),
+** in the order the stage runs its chunks.
 */
+int nd_stage_chunks (const nd_strategy *st, int s, int *k) {
+  int c, p = st->pp;
+  for (c = 0; c < st->vpp; c++) k[c] = c * p + s;  /* round c: chunks c*p .. c*p + p-1 */
+  if (st->vpp <= 1 && st->schedule == ND_SCHED_DUALPIPE && st->pp - 1 - s != s) {
+    k[1] = st->pp - 1 - s;  /* the reverse way */
+    return 2;
+  }
+  return st->vpp;
+}
+
 void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud) {
-  int i, k, c, pos = 0, p = st->pp;
+  int starts[ND_MAX_CHUNKS], k[ND_MAX_CHUNKS], n = nd_stage_chunks(st, s, k), c, i;
   (void)body; (void)mtp;
-  for (c = 0; c < st->vpp; c++) {  /* round c: chunks c*p .. c*p + p-1 in layer order */
-    const int *round = st->stage_layers + c * p;
-    for (k = 0; k < s; k++) pos += round[k];
-    for (i = 0; i < round[s]; i++) fn(pos + i, c, ud);
-    if (c + 1 == st->vpp) break;
-    for (k = s; k < p; k++) pos += round[k];
-  }
-  if (st->vpp <= 1 && st->schedule == ND_SCHED_DUALPIPE && st->pp - 1 - s != s) {
-    int first, cnt = nd_chunk_layers(st, st->pp - 1 - s, 0, &first);  /* the reverse way */
-    for (i = 0; i < cnt; i++) fn(first + i, 1, ud);
-  }
+  nd_chunk_starts(st, starts);
+  for (c = 0; c < n; c++)
+    for (i = 0; i < st->stage_layers[k[c]]; i++) fn(starts[k[c]] + i, c, ud);
 }

@@ -44,6 +44,19 @@ typedef struct nd_layer_kind {
                                (Nemotron NAS blocks each have their own) */
 } nd_layer_kind;
 
+/*
+** The stack's layer kinds (nd_layer_kind_equal), numbered once per model
+** (nd_model_number_kinds) so the estimators need not number them on every call, and the
+** runs of consecutive layers of one kind, so a stage's layers are counted run by run.
+*/
+typedef struct nd_kind_index {
+  int count;                          /* distinct kinds; 0: not numbered (the estimators
+                                         number them per call); -1: over ND_MAX_LAYER_KINDS */
+  unsigned char of[ND_MAX_LAYERS];    /* each layer's kind, 0 .. count - 1, by first use */
+  int16_t run_end[ND_MAX_LAYERS];     /* one past the last layer of the run of one kind
+                                         that holds layer i */
+} nd_kind_index;
+
 typedef struct nd_model_spec {
   char name[ND_NAME_MAX];
   char family[ND_NAME_MAX];          /* HF model_type, e.g. "deepseek_v3" */
@@ -99,6 +112,8 @@ typedef struct nd_model_spec {
                                         (Llama 4's chunked attention) */
   int64_t mtp_layers;
   nd_layer_kind layer[ND_MAX_LAYERS];  /* num_layers + mtp_layers entries */
+  nd_kind_index kinds;               /* derived from layer[] (nd_model_number_kinds); a
+                                        caller that changes layer[] numbers them again */
 } nd_model_spec;
 
 /*
@@ -163,12 +178,21 @@ int nd_model_derive (nd_model_spec *m, unsigned given, char *err, size_t errlen)
 */
 int nd_model_default_stack (nd_model_spec *m);
 
+/*
+** Numbers the kinds of layer[] into out (count -1 when there are more than
+** ND_MAX_LAYER_KINDS), and into m->kinds (nd_model_number_kinds). nd_model_default_stack
+** clears m->kinds (the estimators then number the stack per call); nd_model_validate refuses
+** a numbering that no longer matches layer[].
+*/
+void nd_kind_index_build (const nd_model_spec *m, nd_kind_index *out);
+void nd_model_number_kinds (nd_model_spec *m);
+
 /* 0 when m is consistent, else -1 with "field: problem" in err (NUL-terminated, truncated). */
 int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen);
 
 /* Same kind: attention, MLP, MTP and (dense layers) MLP width; what a layer is priced by. */
 static inline int nd_layer_kind_equal (const nd_layer_kind *a, const nd_layer_kind *b) {
-  /* (inline: the estimator numbers a stack's kinds on every call) */
+  /* (inline: nd_kind_index_build compares each layer with the one before) */
   return a->attention == b->attention && a->mlp == b->mlp && (a->mtp != 0) == (b->mtp != 0)
          && a->ffn_size == b->ffn_size;
 }

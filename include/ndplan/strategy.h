@@ -215,6 +215,12 @@ int nd_chunk_layers (const nd_strategy *st, int s, int c, int *first);
 */
 void nd_stage_foreach (const nd_strategy *st, int body, int mtp, int s,
                        void (*fn)(int layer, int chunk, void *ud), void *ud);
+/* The chunks stage s of a resolved strategy runs, in nd_stage_foreach's order, as indices
+   into stage_layers (chunk c of the stage is k[c]); returns how many (vpp, or 2 for a
+   DualPipe stage that also holds stage pp-1-s). k has room for ND_MAX_CHUNKS. */
+int nd_stage_chunks (const nd_strategy *st, int s, int *k);
+/* The first layer of every chunk k = c*pp + s of a resolved strategy (pp*vpp entries). */
+void nd_chunk_starts (const nd_strategy *st, int *first);
 
 /* The schedule a strategy runs: interleaved with vpp > 1, else s (interleaved at vpp 1 is
    1f1b). Whether Megatron-LM states s (1f1b and interleaved; trainers that cannot state a

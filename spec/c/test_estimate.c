@@ -73,6 +73,48 @@ int main (void) {
   st.tp = 5;
   CHECK(run(&st, &c, &e, err) != 0 && err[0] != '\0', "tp 5 refused with a reason");
 
+  /* the kinds of a stack in several runs (per-layer MLP widths), numbered once per model
+     or per call, and counted run by run or (a per-layer plan of the same modes) layer by
+     layer: the same figures, with FP8 keeping BF16 layers at both ends */
+  {
+    static nd_model_spec m;
+    static nd_device d;
+    static nd_strategy u, pl;
+    static nd_estimate a, b;
+    nd_job job = {16, 128, 4096};
+    int k, mode;
+    fixture_llama8b(&m);
+    fixture_h100(&d);
+    for (i = 0; i < 32; i++) m.layer[i].ffn_size = i % 7 < 3 ? 8192 : 0;
+    for (k = 0; k < 4; k++)
+      for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++) {
+        const char *what = k == 0 ? "1f1b" : k == 1 ? "interleaved" : k == 2 ? "fp8" : "dualpipe";
+        nd_strategy_init(&u);
+        u.tp = 2; u.pp = 4; u.recompute = (nd_recompute)mode;
+        if (k == 1) u.vpp = 2;
+        if (k == 2) { u.precision = ND_RECIPE_FP8_DELAYED; u.bf16_first = 2; u.bf16_last = 3; }
+        if (k == 3) u.schedule = ND_SCHED_DUALPIPE;
+        pl = u;
+        pl.per_layer = 1;
+        for (i = 0; i < 32; i++) pl.layer_recompute[i] = (unsigned char)mode;
+        m.kinds.count = 0;  /* numbered per call */
+        CHECK(nd_estimate_run(&m, &d, &job, &u, &c, &a, err, sizeof err) == 0, "%s: %s", what, err);
+        nd_model_number_kinds(&m);
+        CHECK(nd_estimate_run(&m, &d, &job, &u, &c, &b, err, sizeof err) == 0, "%s: %s", what, err);
+        CHECK(a.step_time == b.step_time && a.peak == b.peak, "%s %s: numbered once or per call",
+              what, nd_recompute_name((nd_recompute)mode));
+        CHECK(nd_estimate_run(&m, &d, &job, &pl, &c, &b, err, sizeof err) == 0, "%s: %s", what, err);
+        CHECK(a.step_time == b.step_time && a.peak == b.peak,
+              "%s %s: by runs as layer by layer", what, nd_recompute_name((nd_recompute)mode));
+        for (s = 0; s < a.stages; s++)
+          CHECK(a.stage[s].weights == b.stage[s].weights
+                && a.stage[s].activations == b.stage[s].activations
+                && a.stage[s].quant_params == b.stage[s].quant_params,
+                "%s %s: stage %d by runs as layer by layer", what,
+                nd_recompute_name((nd_recompute)mode), s);
+      }
+  }
+
   if (failures) fprintf(stderr, "test_estimate: %d failure(s)\n", failures);
   else printf("test_estimate: all passed\n");
   return failures ? 1 : 0;

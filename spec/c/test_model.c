@@ -284,6 +284,40 @@ static void test_validation (void) {
   }
 }
 
+/* The kinds numbered once per model: by first use, with the runs of one kind; a stack
+   changed after numbering is refused until numbered again. */
+static void test_kinds (void) {
+  nd_model_spec m;
+  int i;
+  deepseek_v3(&m);  /* 3 dense, 58 MoE, 1 MTP layer */
+  CHECK_EQ(m.kinds.count, 0, "a new stack is not numbered");
+  nd_model_number_kinds(&m);
+  CHECK_EQ(m.kinds.count, 3, "dense, MoE, MTP");
+  for (i = 0; i < 62; i++)
+    CHECK_EQ(m.kinds.of[i], i < 3 ? 0 : i < 61 ? 1 : 2, "layer kind by first use");
+  CHECK_EQ(m.kinds.run_end[0], 3, "the dense run");
+  CHECK_EQ(m.kinds.run_end[2], 3, "the dense run, from its last layer");
+  CHECK_EQ(m.kinds.run_end[3], 61, "the MoE run");
+  CHECK_EQ(m.kinds.run_end[61], 62, "the MTP run");
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "a numbered stack validates");
+  m.layer[10].mlp = ND_MLP_DENSE;
+  expect_invalid(&m, "layer: the kinds were numbered before the stack changed",
+                 "a stack changed after numbering");
+  nd_model_number_kinds(&m);
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "numbered again, it validates");
+  CHECK_EQ(m.kinds.of[10], 0, "a dense layer among the MoE ones takes the dense kind");
+  CHECK_EQ(m.kinds.run_end[3], 10, "it splits the MoE run");
+  CHECK_EQ(m.kinds.run_end[10], 11, "into three runs");
+  CHECK_EQ(m.kinds.run_end[11], 61, "the rest of the MoE run");
+  nd_model_default_stack(&m);
+  CHECK_EQ(m.kinds.count, 0, "a new default stack clears the numbering");
+  llama31_8b(&m);
+  for (i = 0; i < 32; i++) m.layer[i].ffn_size = 256 * (i + 1);
+  m.num_layers = 33; m.layer[32] = m.layer[31]; m.layer[32].ffn_size = 256 * 33;
+  nd_model_number_kinds(&m);
+  CHECK_EQ(m.kinds.count, -1, "33 kinds are more than can be numbered");
+}
+
 static void test_names (void) {
   int k;
   for (k = 0; k < ND_ATTN_KINDS; k++)
@@ -333,6 +367,7 @@ int main (void) {
   test_hybrid();
   test_nas();
   test_validation();
+  test_kinds();
   test_names();
   if (failures) {
     fprintf(stderr, "test_model: %d check(s) failed\n", failures);
