@@ -727,8 +727,8 @@ static int stage_line (plan_run *pr, stage_plan *sp) {
       }
     }
     if (pr->offload_ok && pr->inflight[s] > 1.0 && w > 0.0   /* offloaded: one micro-batch held */
-        && a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w < lo) {
-      lo = a[i * 3 + ND_RECOMPUTE_NONE] * (dual ? 0.5 : 1.0) / w;
+        && a[i * 3 + ND_RECOMPUTE_NONE] * sp->wd / w < lo) {  /* reserved, as m_off */
+      lo = a[i * 3 + ND_RECOMPUTE_NONE] * sp->wd / w;
       lo_md = ND_RECOMPUTE_NONE;  /* keeps everything: rebuilds nothing */
     }
     if (lo_md >= 0 && sp->wd * (raw[ND_RECOMPUTE_NONE] - raw[lo_md]) > sp->work_least)
@@ -786,14 +786,15 @@ static int stage_counts (plan_run *pr, stage_plan *sp) {
     cost.k0 = cost.O * pr->base_compute[s] - 2.0 * dev->host_link.latency;
   }
   else if (pr->offload_ok && pr->inflight[s] > 1.0 && w > 0.0) {
-    /* an offloaded layer holds one micro-batch: d * its bytes, which are also what
-       crosses the host link out and back */
+    /* an offloaded layer holds one micro-batch on the device: d * its bytes, reserved
+       with the allocator's fragmentation like every live byte (wd); its d * bytes are
+       what crosses the host link out and back (k2 takes the fragmentation out again) */
     cost.offload = 1;
     cost.O = costs->offload_overlap;
-    cost.k2 = 2.0 / dev->host_link.bandwidth;
+    cost.k2 = 2.0 / (dev->host_link.bandwidth * (1.0 + costs->alloc_fragmentation));
     cost.lat2 = 2.0 * dev->host_link.latency;
     cost.k0 = cost.O * pr->base_compute[s];
-    for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * cost.d / w;
+    for (k = 0; k < nk; k++) m_off[k] = km[3 * k + ND_RECOMPUTE_NONE] * sp->wd / w;
   }
   sp->copies_priced = cost.offload;
   memset(offloaded, 0, sizeof offloaded);
