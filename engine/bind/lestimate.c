@@ -837,9 +837,9 @@ typedef struct call_args {
   nd_strategy *st;  /* GC-owned scratch: a raise while reading leaks nothing */
 } call_args;
 
-/* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there. */
-/* read_call with the strategy read into st (NULL: a new GC-owned block), skipping the keys
-   of the table at costs_index + 1 when `ignore` (what else a caller's table holds). */
+/* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there; the
+   strategy goes into st (NULL: a new GC-owned block), skipping the keys of the table at
+   costs_index + 1 when `ignore` (what else a caller's table holds). */
 static void read_call_into (lua_State *L, int costs_index, call_args *a, nd_strategy *st,
                             int ignore) {
   a->m = nd_checkmodel(L, 1);

@@ -148,8 +148,7 @@ end
 --     from v25.05, NeMo 7a8f1cc's pretrain_grok1_314b.py:212 (MegatronTokenDropCallback) pad
 --     every expert's input to a capacity factor of 1.0.
 M.LAUNCH_STATED = {
-  {model_key = "grok1-314b", costs = {capacity_factor = 1.0},
-   strategy = function() return {} end},
+  {model_key = "grok1-314b", costs = {capacity_factor = 1.0}},
   {model_key = "nemotron4-340b", version = "^NeMo container 25%.02%.01$",
    strategy = function() return {vpp = 12} end},
   {model_key = "deepseek-v3-671b", version = "^NeMo container 25%.04%.01$",
@@ -162,23 +161,21 @@ M.LAUNCH_STATED = {
    end},
 }
 
--- Fills the blanks of case `c` (built from `row`) from M.LAUNCH_STATED.
-local function fill_launch_stated(row, c)
+-- Fills the blanks of a row's strategy st, model cfg and costs from M.LAUNCH_STATED
+-- (before any default is put in a blank).
+local function fill_launch_stated(row, st, cfg, costs, device)
   for _, e in ipairs(M.LAUNCH_STATED) do
     if row.model_key == e.model_key
        and (e.version == nil or (row.framework_version or ""):find(e.version)) then
-      for k, v in pairs(e.strategy(c.strategy, c.device_name)) do
-        if c.strategy[k] == nil or (k == "vpp" and (row.vpp or "") == "") then
-          c.strategy[k] = v
-        end
+      for k, v in pairs(e.strategy and e.strategy(st, device) or {}) do
+        if st[k] == nil then st[k] = v end
       end
-      if e.model and type(c.model) == "table" then
-        for k, v in pairs(e.model) do if c.model[k] == nil then c.model[k] = v end end
+      if e.model and type(cfg) == "table" then
+        for k, v in pairs(e.model) do if cfg[k] == nil then cfg[k] = v end end
       end
-      for k, v in pairs(e.costs or {}) do c.costs[k] = v end
+      for k, v in pairs(e.costs or {}) do costs[k] = v end
     end
   end
-  return c
 end
 
 local function key_is_moe(key) return key:find("^llama4") ~= nil end
@@ -205,7 +202,7 @@ local function build(row, models, unmeasured)
   local moe = type(cfg) == "string" and key_is_moe(row.model_key)
               or type(cfg) == "table" and (cfg.n_routed_experts or cfg.num_local_experts) ~= nil
   local st = {
-    tp = tp, pp = int(row.pp) or 1, cp = int(row.cp) or 1, vpp = int(row.vpp) or 1,
+    tp = tp, pp = int(row.pp) or 1, cp = int(row.cp) or 1, vpp = int(row.vpp),
     ep = int(row.ep) or 1, etp = int(row.etp) or M.default_etp(stack, tp, moe),
     mbs = int(row.micro_batch) or 1,
     sp = tp > 1, zero = zero_of(stack, row), precision = recipe,
@@ -217,8 +214,11 @@ local function build(row, models, unmeasured)
   if stack == "torchtitan" and st.recompute == "selective" then
     st.selective_ops = M.TORCHTITAN_OP_SAC  -- its train configs' selective_ac_option = "op"
   end
+  local costs = {}
+  fill_launch_stated(row, st, cfg, costs, device)
+  st.vpp = st.vpp or 1
   if st.pp == 1 then st.vpp = 1 end  -- Llama 4 rows list VP with PP 1 (modern_runs.md #7)
-  return fill_launch_stated(row, {
+  return {
     label = string.format("%s %s %dx%s tp%d pp%d cp%d ep%d", stack, row.model, gpus, device,
                           st.tp, st.pp, st.cp, st.ep),
     group = string.format("%s/%s/%s", stack, device, precision),
@@ -227,8 +227,8 @@ local function build(row, models, unmeasured)
     version = row.framework_version, line = row._line,
     year = M.release_year(row.framework_version, stack),
     model = cfg, job = {devices = gpus, global_batch = gbs, seq_len = seq},
-    strategy = st, costs = {}, measured_s = measured,
-  })
+    strategy = st, costs = costs, measured_s = measured,
+  }
 end
 
 -- cases(dir [, opts]) -> cases, skipped | nil, message. skipped lists {line, reason} of rows

@@ -464,14 +464,7 @@ end
 ---------------------------------------------------------------------------------------------
 -- The sweep
 ---------------------------------------------------------------------------------------------
-local function modes(n, spec)
-  local per = {}
-  for _, rg in ipairs(assert(nd.grammar.recompute(spec, n))) do
-    for i = rg.first, rg.last do per[i + 1] = rg.mode end
-  end
-  for i = 1, n do per[i] = per[i] or "none" end
-  return per
-end
+local modes = dofile("spec/support/check.lua").modes
 
 -- Searches whose winners are exported: dense, MoE, long sequence, 8 to 16,384 devices
 local SEARCHES = {

@@ -12,14 +12,7 @@ local function plan_of(args)
           layer_recompute = args.layer_recompute}
 end
 
-local function modes(n, spec)
-  local per = {}
-  for _, rg in ipairs(assert(nd.grammar.recompute(spec, n))) do
-    for i = rg.first, rg.last do per[i + 1] = rg.mode end
-  end
-  for i = 1, n do per[i] = per[i] or "none" end
-  return per
-end
+local modes = dofile("spec/support/check.lua").modes
 
 local PLANS = {
   dense = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,

@@ -4,20 +4,8 @@
 -- no warning unless something was really assumed.
 local nd = require "ndplan"
 
-local B = 1e9
-
-local function rel(got, want) return math.abs(got - want) / want end
-
-local function near(got, want, tol, what)
-  assert(rel(got, want) <= tol, ("%s: got %.4gB, want %.4gB (%.2f%% off, limit %.2f%%)")
-         :format(what, got / B, want / B, 100 * rel(got, want), 100 * tol))
-end
-
-local function kinds(m)
-  local count = {}
-  for _, g in ipairs(m:layers()) do count[g.kind] = (count[g.kind] or 0) + g.count end
-  return count
-end
+local check = dofile("spec/support/check.lua")
+local B, near, kinds = check.B, check.near, check.kinds
 
 local function outer(p) return p.breakdown.embedding + p.breakdown.head end
 

@@ -5,22 +5,9 @@ require "ndplan"
 local nd = require "ndplan"
 local core = require "ndplan.c.estimate"
 
-local B = 1e9
+local check = dofile("spec/support/check.lua")
+local B, rel, near, kinds = check.B, check.rel, check.near, check.kinds
 local h100 = assert(nd.device("h100"))
-
-local function rel(got, want) return math.abs(got - want) / want end
-
-local function near(got, want, tol, what)
-  assert(rel(got, want) <= tol, ("%s: got %.4gB, want %.4gB (%.2f%% off, limit %.2f%%)")
-         :format(what, got / B, want / B, 100 * rel(got, want), 100 * tol))
-end
-
--- Layers per kind name, from model:layers().
-local function kinds(m)
-  local count = {}
-  for _, g in ipairs(m:layers()) do count[g.kind] = (count[g.kind] or 0) + g.count end
-  return count
-end
 
 local function first_kinds(m, n)
   local out = {}
