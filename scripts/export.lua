@@ -63,11 +63,10 @@ if not r.fits then  -- a file for a plan that does not fit would not run
                          units.bytes(r.budget_bytes, "binary")), cli.EXIT_NO_FIT)
 end
 
-local outputs, werr = export.write(stage.dir, formats, plan, function(rounded)
-  rounded.device, rounded.max_mem, rounded.costs = args.device, args.max_mem, args.costs
-  rounded.stack = args.stack  -- priced on the plan's own stack profile
-  return nd.estimate(rounded)
-end, dialects)
+-- rounded files priced on the plan's device, budget, costs and stack profile
+local price = export.pricer({device = args.device, budget_bytes = args.max_mem,
+                             costs = args.costs, stack = args.stack})
+local outputs, werr = export.write(stage.dir, formats, plan, price, dialects)
 if not outputs then
   werr = stage:final_text(werr)
   stage:abort()

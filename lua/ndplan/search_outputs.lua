@@ -58,11 +58,9 @@ function M.exports(dir, formats, results, info)
             result = res, layer_recompute = res.strategy.layer_recompute,
             budget_bytes = info.budget_bytes, stack = info.stack}  -- every searched result fits it
   end
-  local function price(rounded)
-    rounded.device, rounded.max_mem, rounded.costs = info.device_obj, info.budget_bytes, info.costs
-    rounded.stack = info.stack  -- the search's own stack profile
-    return require("ndplan").estimate(rounded)
-  end
+  -- rounded files priced on the search's device, budget, costs and stack profile
+  local price = export.pricer({device = info.device_obj, budget_bytes = info.budget_bytes,
+                               costs = info.costs, stack = info.stack})
   local lines, refused = {}, 0
   local function say(...) lines[#lines + 1] = string.format(...) end
   local function pct(t) return 100 * (t / best.step_time_s - 1) end
