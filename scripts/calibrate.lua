@@ -138,7 +138,10 @@ if opts.profile then  -- a stack profile: every field at once, per device and st
                              hold_out = opts["hold-out"], fallback = opts.fallback,
                              hold_out_every = positive_int("hold-out-every"),
                              memory_band = opts["memory-band"] and tonumber(opts["memory-band"]),
-                             base_costs = extra, description = "fitted on " .. table.concat(sources, ", "),
+                             base_costs = extra,
+                             description = "fitted on " .. table.concat(sources, ", ")
+                               .. (opts["hold-out"] and (", runs matching '" .. opts["hold-out"]
+                                   .. "' held out") or ""),
                              max_evals = positive_int("max-evals")})
   local function st(x) return x and string.format("%d runs, MAPE %.1f%%, bias %+.1f%%", x.runs, x.mape or 0, x.bias or 0) or "-" end
   local header = {string.format("stack profile %s: ndplan calibrate --profile %s on %s%s", opts.profile,

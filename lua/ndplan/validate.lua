@@ -384,14 +384,18 @@ function M.spearman(a, b)
 end
 
 -- The stack a case is priced with: `stack` when given; a modern run's own stack when a
--- profile of it is bundled; else none (the 2021-22 tables ran Megatron before Transformer
--- Engine: the device file alone, with each table's stated costs).
+-- profile of it is bundled -- the one of its release's year (STACK-YEAR, e.g.
+-- megatron-core-2024) when one is bundled, the current releases' (STACK) otherwise; else
+-- none (the 2021-22 tables ran Megatron before Transformer Engine: the device file alone,
+-- with each table's stated costs).
 function M.stack_for(c, stack)
   if stack then return stack end
   if c.stack then
-    for _, n in ipairs(require("ndplan.stack").names()) do
-      if n == c.stack then return n end
-    end
+    local have = {}
+    for _, n in ipairs(require("ndplan.stack").names()) do have[n] = true end
+    local era = c.year and string.format("%s-%d", c.stack, c.year)
+    if era and have[era] then return era end
+    if have[c.stack] then return c.stack end
   end
   return "none"
 end

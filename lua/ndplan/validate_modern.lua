@@ -111,15 +111,25 @@ local function zero_of(stack, row)
   return 0
 end
 
--- The year of a release from its version text: a 20xx year, or a container tag YY.MM
--- (NeMo's 24.09, MaxText's 25.01); llm-foundry's tables date from 2023-10 and 2024-01
--- (modern_runs.md) and state no version.
+-- The year of each Megatron-Core minor release: the commit date of its core_v0.N.0 tag in
+-- NVIDIA/Megatron-LM (0.4 2023-12-11, 0.5 2024-02-26, 0.6 2024-04-18, 0.7 2024-05-30,
+-- 0.8 2024-08-12, 0.9 2024-10-24, 0.10 2025-02-17, 0.11 2025-03-14, 0.12 2025-05-06,
+-- 0.13 2025-07-25, 0.14 2025-10-08, 0.15 2025-12-05).
+M.MEGATRON_CORE_YEARS = {[4] = 2023, [5] = 2024, [6] = 2024, [7] = 2024, [8] = 2024, [9] = 2024,
+                         [10] = 2025, [11] = 2025, [12] = 2025, [13] = 2025, [14] = 2025,
+                         [15] = 2025}
+
+-- The year of a release from its version text: a 20xx year, a container tag YY.MM
+-- (NeMo's 24.09, MaxText's 25.01), or a Megatron-Core release (r0.8.0);
+-- llm-foundry's tables date from 2023-10 and 2024-01 (modern_runs.md) and state no version.
 function M.release_year(version, stack)
   version = version or ""
   local y = version:match("(20%d%d)")
   if y then return tonumber(y) end
   y = version:match("container (%d%d)%.") or version:match("label (%d%d)%.")
   if y then return 2000 + tonumber(y) end
+  y = version:match("Megatron%-Core [rv]0%.(%d+)")
+  if y then return M.MEGATRON_CORE_YEARS[tonumber(y)] end
   if stack == "llm-foundry" then return 2024 end
   return nil
 end

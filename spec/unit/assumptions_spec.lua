@@ -40,7 +40,8 @@ describe("the assumption report", function()
   end)
 
   it("names a plan that overtakes the winner, and it does at that value", function()
-    local ranked, info, rep = run()
+    -- without a profile every fitted field is an assumption too: some move the winner
+    local ranked, info, rep = run{stack = "none"}
     local by_rank = {}
     for _, r in ipairs(ranked) do by_rank[r.rank] = r end
     local checked = 0
