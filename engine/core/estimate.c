@@ -80,6 +80,7 @@ typedef struct ctx {
   double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
   nd_precision gemm;   /* the peak slot of the linear layers' GEMMs */
   double gemm_scale;   /* the recipe's kernel rate over gemm_fp8's (row-wise scaling) */
+  double tp_gather;    /* bytes per element of the sequence-parallel all-gathers */
   int quant;           /* the recipe quantizes linear layers (FP8, FP4) */
   nd_recipe_widths w;  /* its byte widths per quantized parameter */
   double hbm;          /* achievable HBM bytes/s */
@@ -497,7 +498,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
     int blocks = (k->attention != ND_ATTN_NONE)  /* attention or mixer, then the MLP */
                + (k->mlp == ND_MLP_DENSE || (k->mlp == ND_MLP_MOE && m->shared_ffn_size > 0));
     const nd_group *g = &x->g[ND_GROUP_TP];
-    double one = x->st->sp ? nd_allgather_time(&x->fabric, g, tp_bytes)
+    double one = x->st->sp ? nd_allgather_time(&x->fabric, g, x->tp_gather * T * h)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
                            : nd_allreduce_time(&x->fabric, g, tp_bytes);
     lc->tp_s = blocks * one * exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
@@ -852,6 +853,13 @@ static int setup (ctx *x_, char *err, size_t errlen) {
                      && e->gemm_fp8 > 0.0 ? e->gemm_fp8_rowwise / e->gemm_fp8 : 1.0;
   }
   x_->peak16 = rec->gemm == ND_PREC_FP16 ? x_->peak : nd_device_peak_flops(x_->dev, ND_PREC_BF16);
+  {  /* SP all-gathers: a quantized recipe's element and block-scale bytes, the share
+        tp_gather_quantized of them (row-wise scaling casts after the gather), else 16 bits */
+    double ab = x_->c->activation_bytes, q = ab;
+    if (x_->quant && strcmp(rec->scaling, "rowwise") != 0)
+      q = rec->element_bytes + (rec->block > 0 ? rec->scale_bytes / rec->block : 0.0);
+    x_->tp_gather = ab + x_->c->tp_gather_quantized * (q - ab);
+  }
   nd_recipe_widths_of(rec, x_->st->param_gather, x_->st->zero, x_->c->weight_bytes,
                       x_->c->quant_cache, &x_->w);
   x_->hbm = x_->dev->hbm_bandwidth * x_->dev->efficiency.hbm;

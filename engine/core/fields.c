@@ -44,6 +44,7 @@ static const nd_field cost_fields[] = {
   COST(quant_cache, 1.0, 1, "share", "the recipe's quantized weight copies kept (TE: all)"),
   COST(zero3_weight_copy, 1.0, 1, "share", "1: ZeRO-3 shards a working weight copy beside the master (Megatron-FSDP, DeepSpeed); 0: FSDP2's fp32 shard is the parameter"),
   COST(pp_overlap, 0.0, 1, "share", "pipeline p2p hidden where the schedule overlaps it (interleaved, DualPipe)"),
+  COST(tp_gather_quantized, 1.0, 1, "share", "sequence-parallel all-gathers of quantized recipes sent quantized (TE, torchao tensor-wise TP; row-wise scaling gathers 16 bits)"),
 };
 #undef COST
 

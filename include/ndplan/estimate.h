@@ -63,6 +63,12 @@ typedef struct nd_costs {
                                the schedule overlaps them (interleaved: Megatron's
                                --overlap-p2p-communication; DualPipe); 1F1B, GPipe and ZB
                                wait for each transfer */
+  double tp_gather_quantized; /* share of a quantized recipe's sequence-parallel all-gathers
+                               that move its quantized bytes: Transformer Engine casts a
+                               column-parallel layer's input (and the output gradient of a
+                               row-parallel one) before gathering it, torchao's tensor-wise
+                               float8 TP too; reduce-scatters stay in 16 bits (1; 0: all
+                               gathers in 16 bits) */
   double zero3_weight_copy; /* ZeRO-3 keeps a sharded working copy of the weights besides
                                the master shard (Megatron-FSDP, DeepSpeed: 1); 0 when the
                                master shard is the parameter and the working width exists
