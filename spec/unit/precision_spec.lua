@@ -266,3 +266,34 @@ describe("row-wise scaled FP8 GEMMs", function()
     assert.equal(step(nil, "fp8:tensorwise"), step({gemm_fp8_rowwise = base / 2}, "fp8:tensorwise"))
   end)
 end)
+
+-- Sequence-parallel all-gathers under quantized recipes (tp_gather_quantized): TE casts a
+-- column-parallel layer's input before gathering it; reduce-scatters stay in 16 bits.
+-- Collectives are affine in their bytes (alpha-beta), so the TP time is affine in the
+-- gathered bytes per element: checked through that, not through the fabric's numbers.
+describe("TP all-gathers of quantized recipes", function()
+  local function tp(precision, share)
+    -- no launch floor: every collective shows whole (no stack: tp_overlap 0)
+    local dev = assert(device.with_efficiency(assert(nd.device("b200")), {kernel_overhead = 0}))
+    local r = assert(nd.estimate{model = "llama3.1-8b", device = dev, devices = 8, tp = 8,
+                                 sp = true, global_batch = 8, seq_len = 4096,
+                                 precision = precision,
+                                 costs = share and {tp_gather_quantized = share} or nil})
+    return r.time_parts_s.tp_comm
+  end
+  local function near(a, b) return math.abs(a - b) <= 1e-9 * math.abs(b) end
+
+  it("gather FP8 bytes, or 16 bits with the share at 0", function()
+    local bf16, fp8 = tp("bf16"), tp("fp8:tensorwise")
+    assert.is_true(fp8 < bf16)
+    assert.is_true(near(tp("fp8:tensorwise", 0), bf16))
+    -- half the share gathers halfway between 1 and 2 bytes per element
+    assert.is_true(near(tp("fp8:tensorwise", 0.5), (bf16 + fp8) / 2))
+    -- MXFP8 gathers its E8M0 scale per 32 elements too: (2 - (1 + 1/32)) of FP8's saving
+    assert.is_true(near(bf16 - tp("fp8:mxfp8"), (1 - 1 / 32) * (bf16 - fp8)))
+  end)
+
+  it("row-wise scaling gathers 16 bits (it casts after the gather)", function()
+    assert.is_true(near(tp("fp8:rowwise"), tp("bf16")))
+  end)
+end)
