@@ -297,7 +297,8 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
 ** Q, state N, head dim P, G groups and H heads: C.B^T inside the chunk (2QN per group), its
 ** masked product with x (2QP per head), the chunk's state B^T x (2NP per head) and the output
 ** read from the carried state (2NP per head); passing the states between chunks (NP per head
-** per chunk) is left out. The conv (2K FLOPs per channel) and the gated norm are element-wise
+** per chunk) is left out of the FLOPs, not of the bytes: the chunk states stream through HBM
+** between the scan's kernels (below). The conv (2K FLOPs per channel) and the gated norm are element-wise
 ** work, priced over HBM through the bytes they store like every element-wise kernel here.
 ** Under CP, Megatron's mixer trades the sequence split for a head split around the conv and
 ** the scan: an all-to-all of the in_proj output before them and of the scan output after.
@@ -327,7 +328,12 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
   a->dev += ab * T * (in + conv + 2.0 * inner) / t;
   a->dev += 8.0 * T * H / t;                        /* fp32 dt and its cumulative decay */
   lc->op_bytes[ND_OP_ACT] += ab * T * conv / t;     /* the conv's SiLU output */
-  a->core += 4.0 * (T / Q) * H * P * N / t;         /* fp32 chunk states */
+  /* the chunk states (P x N per head per chunk) pass between the scan's kernels through HBM:
+     mamba_ssm's ssd_combined.py writes them in fp32 (_chunk_state_fwd, states_in_fp32),
+     _state_passing_fwd reads them and writes the carried states in the inputs' 16 bits, and
+     _chunk_scan_fwd reads those: 4 + 4 + 2 + 2 bytes per element. The autograd function saves
+     none of them (its backward recomputes them), so they are traffic, not kept bytes. */
+  lc->core_mem_s += (8.0 + 2.0 * ab) * (T / Q) * H * P * N / t / x->hbm;
   lc->flops_token += 2 * h * in + 2 * inner * h + 2.0 * (double)m->mamba_conv * conv + core_tok;
   lc->core_flops_token += core_tok;
 }

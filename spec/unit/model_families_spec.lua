@@ -206,6 +206,17 @@ describe("FLOPs per token of one layer, by hand", function()
     assert.are.equal(898269184 - 2 * 64 * 8 * 256 - 2 * 64 * 256 * 64, short.flops_token)
   end)
 
+  it("a Mamba-2 mixer keeps its inputs and outputs, not the scan's chunk states", function()
+    -- bf16, T = 4096, no TP: the norm input and the mixer input (2 x 2Th), in_proj's output
+    -- (2 x 16384 + 2 x 8 x 256 + 256 = 37,120 wide), the conv output (20,480), the scan and
+    -- gated-norm outputs (2 x 16384), each 2 bytes, and fp32 dt and its cumulative decay
+    -- (8 bytes x 256 heads). The chunk states (fp32, 256 x 64 x 256 per head set every 128
+    -- tokens: 512 MiB here) are recomputed by the scan's backward, not kept.
+    local T = 4096
+    local want = 2 * 2 * T * 8192 + 2 * T * (37120 + 20480 + 2 * 16384) + 8 * T * 256
+    assert.are.equal(want, layer(0).activations.none)
+  end)
+
   it("an attention-only and an MLP-only layer", function()
     -- q 8192 and k, v 1024 wide: 2h(8192 + 2048) + 2*8192*h, plus QK^T and AV over s/2
     -- keys: 2 * 2048 * 64 heads * (128 + 128)
