@@ -384,18 +384,23 @@ function M.spearman(a, b)
 end
 
 -- The stack a case is priced with: `stack` when given; a modern run's own stack when a
--- profile of it is bundled -- the one of its release's year (STACK-YEAR, e.g.
--- megatron-core-2024) when one is bundled, the current releases' (STACK) otherwise; else
--- none (the 2021-22 tables ran Megatron before Transformer Engine: the device file alone,
--- with each table's stated costs).
+-- profile of it is bundled -- STACK-YEAR (e.g. megatron-core-2024: that stack's releases
+-- through that year) for the earliest such YEAR not before the run's release, else STACK
+-- (the current releases); else none (the 2021-22 tables ran Megatron before Transformer
+-- Engine: the device file alone, with each table's stated costs).
 function M.stack_for(c, stack)
   if stack then return stack end
   if c.stack then
-    local have = {}
-    for _, n in ipairs(require("ndplan.stack").names()) do have[n] = true end
-    local era = c.year and string.format("%s-%d", c.stack, c.year)
-    if era and have[era] then return era end
-    if have[c.stack] then return c.stack end
+    local own, era, era_year = false, nil, nil
+    for _, n in ipairs(require("ndplan.stack").names()) do
+      if n == c.stack then own = true end
+      local y = n:sub(1, #c.stack + 1) == c.stack .. "-" and tonumber(n:sub(#c.stack + 2))
+      if y and c.year and y >= c.year and (not era_year or y < era_year) then
+        era, era_year = n, y
+      end
+    end
+    if era then return era end
+    if own then return c.stack end
   end
   return "none"
 end

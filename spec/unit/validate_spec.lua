@@ -213,8 +213,11 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
       assert.are.equal(want, V.stack_for(c), c.label)
     end
     assert.is_true(old >= 100, old)
-    -- a release year without a profile of its own takes the current one; --stack wins
-    assert.are.equal("megatron-core", V.stack_for({stack = "megatron-core", year = 2023}))
+    -- a profile of a year covers the releases through it; later ones take the current
+    -- profile, and --stack wins
+    assert.are.equal("megatron-core-2024", V.stack_for({stack = "megatron-core", year = 2023}))
+    assert.are.equal("megatron-core", V.stack_for({stack = "megatron-core", year = 2026}))
+    assert.are.equal("megatron-core", V.stack_for({stack = "megatron-core"}))
     assert.are.equal("none", V.stack_for({stack = "megatron-core", year = 2024}, "none"))
   end)
 
