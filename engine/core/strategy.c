@@ -211,9 +211,14 @@ static int account_layout (nd_strategy *st, int body, why *w) {
 }
 
 /*
-** Megatron's --decoder-first/last-pipeline-num-layers: the first (last) stage holds that
-** many layers, each a multiple of vpp; the middle stages split the rest evenly, each a
-** multiple of vpp; no middle layers without middle stages, nor the reverse.
+** Megatron's --decoder-first/last-pipeline-num-layers (Megatron-LM d98e8a6,
+** megatron/training/arguments.py:3095-3102): the first (last) stage holds that many layers,
+** more than 0 and a multiple of vpp each; the middle stages split the rest evenly, each a
+** multiple of vpp; no middle layers without middle stages, nor the reverse
+** (megatron/core/transformer/transformer_config.py:2294-2366); a stage's layers split
+** evenly over its vpp chunks (transformer_block.py:103-146, 161-179); neither flag with the
+** accounting flags (transformer_config.py:2229-2239); VPP stated by
+** --num-virtual-stages-per-pipeline-rank, not per-chunk layers (arguments.py:954-956).
 */
 static int first_last_layout (nd_strategy *st, int body, why *w) {
   int pp = st->pp, v = st->vpp, f = st->first_layers, l = st->last_layers, mid = pp, rest = body;
@@ -473,7 +478,7 @@ const char *nd_refusal_label (nd_refusal r) {
 }
 
 static const char *const variant_names[ND_VARIANT_COUNT] = {
-  "even", "account", "account_embedding", "account_loss", "first_last"
+  "even", "account", "account_embedding", "account_loss", "first_last", "first_last_loss"
 };
 
 const char *nd_layout_variant_name (int variant) {
@@ -505,13 +510,17 @@ int nd_layout_variant (nd_strategy *st, int body, int variant) {
     st->account = (unsigned char)bits;
     return 0;
   }
-  if (variant == ND_VARIANT_FIRST_LAST) {
+  if (variant == ND_VARIANT_FIRST_LAST || variant == ND_VARIANT_FIRST_LAST_LOSS) {
+    /* the offsets a trainer picks: every middle stage at the most a chunk can hold
+       (ceil(body / (pp*vpp)) per chunk), the first and last stage the rest, halved, a
+       multiple of vpp each (first_last_layout's rules) -- each end at most a few layers
+       lighter, which end the lighter one the variant */
     long long mid = ((long long)body + (long long)pp * v - 1) / ((long long)pp * v) * v;
-    long long rest = body - (pp - 2) * mid, f;
+    long long rest = body - (pp - 2) * mid, lighter;
     if (rest < 2 * v || rest % v != 0 || rest > 2 * 32767) return -1;
-    f = rest / v / 2 * v;
-    st->first_layers = (short)f;
-    st->last_layers = (short)(rest - f);
+    lighter = rest / v / 2 * v;
+    st->first_layers = (short)(variant == ND_VARIANT_FIRST_LAST ? lighter : rest - lighter);
+    st->last_layers = (short)(rest - st->first_layers);
     return 0;
   }
   return -1;

@@ -196,13 +196,18 @@ int nd_layout_format (const nd_strategy *st, int body, int mtp, char *buf, size_
 ** layout string); Megatron's embedding/loss accounting, each flag set Megatron accepts its
 ** own variant (both flags: "account"; --account-for-embedding-in-pipeline-split alone:
 ** "account_embedding"; --account-for-loss-in-pipeline-split alone: "account_loss"); and
-** first/last stage layers (the middle stages hold ceil(layers / (pp*vpp)) per chunk, the
-** first and last share the rest, the first the smaller half). nd_layout_variant sets st's
-** layout fields (pp, vpp set) for one; -1 when that variant cannot state this (pp, vpp).
+** first/last stage offsets (--decoder-first/last-pipeline-num-layers): the middle stages
+** hold ceil(layers / (pp*vpp)) per chunk, the first and last stage share the rest, so each
+** end is lighter by the few layers that make the middle divide evenly -- "first_last" with
+** the first (embedding) stage the lighter of the two, "first_last_loss" with the last (loss
+** and MTP) stage the lighter (NeMo's DeepSeek-V3 recipe: 61 layers on PP 16 as 3 + 14 x 4 +
+** 2). nd_layout_variant sets st's layout fields (pp, vpp set) for one; -1 when that variant
+** cannot state this (pp, vpp).
 */
 enum { ND_VARIANT_EVEN = 0, ND_VARIANT_ACCOUNT, ND_VARIANT_ACCOUNT_EMBEDDING,
-       ND_VARIANT_ACCOUNT_LOSS, ND_VARIANT_FIRST_LAST, ND_VARIANT_COUNT };
-/* "even", "account", "account_embedding", "account_loss", "first_last" */
+       ND_VARIANT_ACCOUNT_LOSS, ND_VARIANT_FIRST_LAST, ND_VARIANT_FIRST_LAST_LOSS,
+       ND_VARIANT_COUNT };
+/* "even", "account", "account_embedding", "account_loss", "first_last", "first_last_loss" */
 const char *nd_layout_variant_name (int variant);
 int nd_layout_variant (nd_strategy *st, int body, int variant);
 
