@@ -385,8 +385,11 @@ static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, 
                                             search's walk checks the same rule) */
       return refuse(w, ND_REFUSE_EP_DIV, "EP divisibility: etp %d must divide the experts' width %lld",
                     st->etp, (long long)m->moe_ffn_size);
+    /* Megatron-LM d98e8a6 warns "sequence parallelism must be used" with EP and TP
+       (megatron/core/model_parallel_config.py:559-564): its token dispatchers take the
+       sequence split over TP; torchtitan's TP plan always splits it */
     if (st->tp > 1 && !st->sp)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: MoE with tensor parallelism needs "
+      return refuse(w, ND_REFUSE_SP, "sequence parallelism: MoE with tensor parallelism needs "
                     "sequence parallelism");
   }
   else if (st->ep != 1 || st->etp != 1)
@@ -409,15 +412,18 @@ static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, 
   if (st->schedule == ND_SCHED_INTERLEAVED) {
     if (st->pp == 1)  /* Megatron: interleaving needs pp > 1 (with its p2p overlap) */
       return refuse(w, ND_REFUSE_LAYOUT, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
+    /* Megatron-LM d98e8a6 megatron/core/pipeline_parallel/schedules.py:1160-1180: the
+       micro-batches run in groups of --microbatch-group-size-per-virtual-pipeline-stage
+       (default pp, the only one ndplan schedules), the last group 0 or at least pp */
     if (st->mb % st->pp != 0)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: interleaving needs micro-batches (%d) to "
+      return refuse(w, ND_REFUSE_SCHEDULE, "schedule: interleaving needs micro-batches (%d) to "
                     "be a multiple of pp (%d)", st->mb, st->pp);
   }
   if (st->schedule == ND_SCHED_DUALPIPE) {  /* the DualPipe README's requirements */
     if (st->pp < 2 || st->pp % 2 != 0)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: dualpipe needs an even pp >= 2, got %d", st->pp);
+      return refuse(w, ND_REFUSE_SCHEDULE, "schedule: dualpipe needs an even pp >= 2, got %d", st->pp);
     if (st->mb < 2 * st->pp || st->mb % 2 != 0)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: dualpipe needs an even number of "
+      return refuse(w, ND_REFUSE_SCHEDULE, "schedule: dualpipe needs an even number of "
                     "micro-batches >= 2*pp = %d, got %d", 2 * st->pp, st->mb);
   }
   if (!(st->offload >= 0.0 && st->offload <= 1.0))
@@ -470,7 +476,8 @@ int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *jo
 
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-  "filtered out", "CP constraints", "global batch", "layout", "over memory", "out of memory"
+  "filtered out", "CP constraints", "global batch", "layout", "schedule", "sequence parallelism",
+  "over memory", "out of memory"
 };
 
 const char *nd_refusal_label (nd_refusal r) {

@@ -141,10 +141,12 @@ typedef enum nd_refusal {
   ND_REFUSE_BOUNDS = 0,    /* "degree out of bounds" */
   ND_REFUSE_EP_OVER,       /* "EP over the experts or DP x TP" */
   ND_REFUSE_EP_DIV,        /* "EP divisibility" */
-  ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
+  ND_REFUSE_FILTERED,      /* "filtered out" (the user's filters, a policy's admit) */
   ND_REFUSE_CP,            /* "CP constraints" */
   ND_REFUSE_BATCH,         /* "global batch" */
   ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
+  ND_REFUSE_SCHEDULE,      /* "schedule" (the pipeline schedule's micro-batch rules) */
+  ND_REFUSE_SP,            /* "sequence parallelism" (MoE with TP needs it) */
   ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
   ND_REFUSE_NO_MEMORY,     /* "out of memory" (this process ran out pricing it: the search
                               stops, ND_SEARCH_NO_MEMORY; never a property of the strategy) */

@@ -336,3 +336,42 @@ describe("the search walks first/last-stage offsets", function()
     assert.equal(3, sl[16])  -- 2 decoder layers and the MTP layer
   end)
 end)
+
+describe("the search takes torchtitan's per-op selective AC", function()
+  local OP_SAC = require("ndplan.export.torchtitan").OP_SAC
+  local pin = {tp = 1, pp = 1, cp = 1, zero = 3, mbs = 2, recompute = "selective", top = 1}
+  local function with(extra)
+    local a = {}
+    for k, v in pairs(pin) do a[k] = v end
+    for k, v in pairs(extra) do a[k] = v end
+    return a
+  end
+
+  it("walks selective with the switches given, and re-prices the row with them", function()
+    local ranked, info = run(pin)
+    local oranked, oinfo = run(with{selective_ops = OP_SAC})
+    local d = search.detail(oranked[1], oinfo)
+    assert.same(OP_SAC, d.strategy.selective_ops)
+    assert.near(oranked[1].step_time_s, d.step_time_s, 1e-9 * d.step_time_s)
+    -- per-op SAC drops the norms, the activation and every second matmul: less memory than
+    -- the attention core alone (with flash attention, the same as no recompute), more time
+    assert.is_true(oranked[1].peak_memory_bytes < ranked[1].peak_memory_bytes)
+    assert.is_true(oranked[1].step_time_s > ranked[1].step_time_s)
+    assert.same({"attn_core"}, search.detail(ranked[1], info).strategy.selective_ops)
+  end)
+
+  it("means torchtitan's per-op SAC under trainer = \"torchtitan\"", function()
+    local ranked, info = run(with{trainer = "torchtitan", dialect = "v0.2.2"})
+    assert.same(OP_SAC, search.detail(ranked[1], info).strategy.selective_ops)
+    local text, notes = require("ndplan.export").export("torchtitan",
+      {model = info.model_obj, strategy = search.detail(ranked[1], info).strategy,
+       job = search.detail(ranked[1], info).job, result = search.detail(ranked[1], info)},
+      {dialect = "v0.2.2"})
+    assert.truthy(text, notes)
+    assert.truthy(text:find("selective_ac_option", 1, true))
+  end)
+
+  it("refuses an unknown switch", function()
+    assert.has_error(function() nd.search(args({selective_ops = {"bogus"}})) end)
+  end)
+end)
