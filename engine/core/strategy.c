@@ -477,7 +477,7 @@ int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *jo
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
   "filtered out", "CP constraints", "global batch", "layout", "schedule", "sequence parallelism",
-  "over memory", "out of memory"
+  "same run", "over memory", "out of memory"
 };
 
 const char *nd_refusal_label (nd_refusal r) {

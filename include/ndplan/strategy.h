@@ -147,6 +147,8 @@ typedef enum nd_refusal {
   ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
   ND_REFUSE_SCHEDULE,      /* "schedule" (the pipeline schedule's micro-batch rules) */
   ND_REFUSE_SP,            /* "sequence parallelism" (MoE with TP needs it) */
+  ND_REFUSE_SAME_RUN,      /* "same run" (the search's own: a per-layer plan that keeps every
+                              layer is its none twin's run, not priced or ranked twice) */
   ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
   ND_REFUSE_NO_MEMORY,     /* "out of memory" (this process ran out pricing it: the search
                               stops, ND_SEARCH_NO_MEMORY; never a property of the strategy) */

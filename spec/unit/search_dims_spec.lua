@@ -375,3 +375,20 @@ describe("the search takes torchtitan's per-op selective AC", function()
     assert.has_error(function() nd.search(args({selective_ops = {"bogus"}})) end)
   end)
 end)
+
+describe("the search walks fewer micro-batches than stages where the batch leaves no other", function()
+  it("prices PP 4 on a batch of 2 as nd.estimate does (Megatron and torchtitan run it)", function()
+    local ranked, info = run({pp = 4, tp = 1, cp = 1, devices = 4, global_batch = 2, zero = 0,
+                              recompute = "none"})
+    assert.is_true(#ranked > 0)
+    for _, r in ipairs(ranked) do
+      assert.is_true(r.strategy.mb < r.strategy.pp)
+      local d = search.detail(r, info)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * d.step_time_s)
+    end
+    -- with enough sequences the automatic sizes keep a micro-batch per stage
+    local _, big = run({pp = 4, tp = 1, cp = 1, devices = 4, global_batch = 16, zero = 0,
+                        recompute = "none"})
+    for _, r in ipairs(big.results) do assert.is_true(r.strategy.mb >= 4) end
+  end)
+end)
