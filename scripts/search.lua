@@ -50,6 +50,7 @@ local spec = {
     {name = "dp-shard", arg = "LIST", help = "HSDP: ZeRO/FSDP shard group(s) within DP, a list or auto (each divisor of DP); default all of DP"},
     {name = "dp-replicate", arg = "LIST", help = "HSDP: replicas of the shard group (DP = shard x replicate), a list or auto; with --dp-shard, the pairs both allow"},
     {name = "fp8-param-gather", help = "keep and all-gather parameters at the recipe's width"},
+    {name = "selective-ops", arg = "LIST", help = "what a selective candidate repeats: " .. table.concat(require("ndplan.strategy").NAMES.ops, ",") .. " (default attn_core; with --trainer torchtitan its per-op SAC, norms,act,alt_mm)"},
     {name = "no-flash", help = "attention without flash"},
     {name = "tp-comm-overlap", help = "TP collectives overlapped with their GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)"},
     {name = "costs", arg = "K=V,...", help = "override named costs, e.g. dp_overlap=0"},
@@ -274,6 +275,7 @@ args.dp_replicate = dim_value("dp-replicate", opts["dp-replicate"]) or args.dp_r
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end
+if opts["selective-ops"] then args.selective_ops = require("ndplan.strategy").ops("selective-ops", opts["selective-ops"]) end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 args.stack = opts.stack
 if opts["memory-band"] then

@@ -114,7 +114,7 @@ static const char *recompute_name (int i) { return nd_recompute_name((nd_recompu
 
 /* A set of op switches from the array of names on top of the stack, as a mask; `layer` > 0
    names the element of a per-layer list in the error. */
-static unsigned read_ops (lua_State *L, const char *key, lua_Integer layer) {
+unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer) {
   lua_Integer i, n;
   unsigned mask = 0;
   if (layer > 0 && !lua_istable(L, -1))
@@ -217,7 +217,7 @@ static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
   st->dp_replicate = opt_int(L, t, f, "dp_replicate", 0);  /* 0: from dp_shard */
   st->mbs = opt_int(L, t, f, "mbs", 1);
   if (opt_field(L, t, f, "selective_ops") != LUA_TNIL)  /* array of op names */
-    st->selective_ops = read_ops(L, "selective_ops", 0);
+    st->selective_ops = nd_read_ops(L, "selective_ops", 0);
   lua_pop(L, 1);
   if (opt_field(L, t, f, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
     lua_Integer i, n;
@@ -226,7 +226,7 @@ static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_selective_ops: more than %d layers", ND_MAX_LAYERS);
     for (i = 1; i <= n; i++) {
       lua_geti(L, -1, i);
-      st->layer_ops[i - 1] = (unsigned char)read_ops(L, "layer_selective_ops", i);
+      st->layer_ops[i - 1] = (unsigned char)nd_read_ops(L, "layer_selective_ops", i);
       lua_pop(L, 1);
     }
   }

@@ -25,6 +25,11 @@ void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
    got 'x'" listing the core's names. */
 void nd_check_schedule (lua_State *L, int i, nd_schedule *out);
 
+/* A set of op switches (selective_ops) from the array of op names on top of the stack, as
+   an ND_OP_BIT mask; raises naming key (and, for layer > 0, the element of a per-layer
+   list). */
+unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer);
+
 /* Sets the pipeline layout flags of st (Megatron's names) on the table on top: the fields
    nd.estimate reads them from, pushed where set. */
 void nd_push_layout_flags (lua_State *L, const nd_strategy *st);

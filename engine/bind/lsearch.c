@@ -515,6 +515,11 @@ static void read_space (lua_State *L, int t, nd_search_params *p) {
   if (lua_getfield(L, t, "tp_comm_overlap") != LUA_TNIL)
     p->base.tp_comm_overlap = lua_toboolean(L, -1);
   lua_pop(L, 1);
+  /* what a selective candidate repeats (nd.estimate's selective_ops; torchtitan's per-op
+     SAC is the set ndplan.export.torchtitan.OP_SAC names) */
+  if (lua_getfield(L, t, "selective_ops") != LUA_TNIL)
+    p->base.selective_ops = nd_read_ops(L, "selective_ops", 0);
+  lua_pop(L, 1);
   if (lua_getfield(L, t, "fp8_param_gather") != LUA_TNIL)  /* the recipe's options */
     p->base.param_gather = lua_toboolean(L, -1);
   lua_pop(L, 1);

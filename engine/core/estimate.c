@@ -79,8 +79,11 @@ typedef struct ctx {
   double peak;         /* FLOP/s at the recipe's GEMM precision (the linear layers) */
   double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
   nd_precision gemm;   /* the peak slot of the linear layers' GEMMs */
-  double gemm_scale;   /* the recipe's kernel rate over gemm_fp8's (row-wise scaling) */
+  double gemm_scale;   /* the recipe's kernel rate over gemm_fp8's (row-wise scaling,
+                          software block scales) */
   double tp_gather;    /* bytes per element of the sequence-parallel all-gathers */
+  double cast_bytes;   /* HBM bytes per element cast for a GEMM: fp8_cast_bytes, the amax
+                          pass of current scaling, the block scales written (setup) */
   int quant;           /* the recipe quantizes linear layers (FP8, FP4) */
   nd_recipe_widths w;  /* its byte widths per quantized parameter */
   double hbm;          /* achievable HBM bytes/s */
@@ -123,13 +126,13 @@ static double gemm16_time (const ctx *x, double flops) {
 /*
 ** `count` linear layers of `rows` tokens from width k to width n: their forward GEMM time.
 ** Under FP8 each casts its input (forward) and its output gradient (backward) to FP8, a
-** memory-bound pass of fp8_cast_bytes per element, charged to the layer kind.
+** memory-bound pass of cast_bytes per element (setup: the recipe's), charged to the kind.
 */
 static double lin (const ctx *x, layer_cost *lc, double count, double rows, double k,
                    double n) {
   if (x->quant) {
-    lc->cast_s += count * x->c->fp8_cast_bytes * rows * k / x->hbm;
-    lc->cast_bwd_s += count * x->c->fp8_cast_bytes * rows * n / x->hbm;
+    lc->cast_s += count * x->cast_bytes * rows * k / x->hbm;
+    lc->cast_bwd_s += count * x->cast_bytes * rows * n / x->hbm;
   }
   return count * gemm_time(x, 2.0 * rows * k * n);
 }
@@ -857,7 +860,13 @@ static int setup (ctx *x_, char *err, size_t errlen) {
     const nd_efficiency *e = &x_->dev->efficiency;
     x_->gemm_scale = rec == nd_recipe_get(ND_RECIPE_FP8_ROWWISE) && e->gemm_fp8_rowwise > 0.0
                      && e->gemm_fp8 > 0.0 ? e->gemm_fp8_rowwise / e->gemm_fp8 : 1.0;
+    if (rec->soft_blocks) x_->gemm_scale *= x_->c->fp8_block_gemm_rate;
   }
+  /* a cast reads and writes fp8_cast_bytes per element; current scaling reads the input
+     once more for its amax; a block format writes a scale per block for each copy */
+  x_->cast_bytes = x_->c->fp8_cast_bytes + rec->amax_pass * x_->c->fp8_amax_bytes
+                   + (rec->block > 0 ? (rec->copies > 0 ? rec->copies : 1) * rec->scale_bytes
+                                       / rec->block : 0.0);
   x_->peak16 = rec->gemm == ND_PREC_FP16 ? x_->peak : nd_device_peak_flops(x_->dev, ND_PREC_BF16);
   {  /* SP all-gathers: a quantized recipe's element and block-scale bytes, the share
         tp_gather_quantized of them (row-wise scaling casts after the gather), else 16 bits */

@@ -45,6 +45,11 @@ static const nd_field cost_fields[] = {
   COST(zero3_weight_copy, 1.0, 1, "share", "1: ZeRO-3 shards a working weight copy beside the master (Megatron-FSDP, DeepSpeed); 0: FSDP2's fp32 shard is the parameter"),
   COST(pp_overlap, 0.0, 1, "share", "pipeline p2p hidden where the schedule overlaps it (interleaved, DualPipe)"),
   COST(tp_gather_quantized, 1.0, 1, "share", "sequence-parallel all-gathers of quantized recipes sent quantized (TE, torchao tensor-wise TP; row-wise scaling gathers 16 bits)"),
+  COST(fp8_amax_bytes, 2.0, 64, "bytes", "HBM bytes per element of current scaling's amax pass before each cast (read bf16; TE docs)"),
+  /* a rate: above 0 (a GEMM takes time) */
+  {"fp8_block_gemm_rate", offsetof(nd_costs, fp8_block_gemm_rate), 0.9, 0.0, 1, 1, "share",
+   0.0, 0.0, 0.0, "blockwise-scaled FP8 GEMM rate over per-tensor FP8's (scales applied in the "
+   "main loop on Hopper; assumed)"},
 };
 #undef COST
 
@@ -121,9 +126,9 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
   const nd_field *f = nd_cost_fields(&n);
   for (i = 0; i < n; i++) {
     double v = nd_field_get(c, &f[i]);
-    if (!(v >= f[i].lo && v <= f[i].hi)) {
-      if (err && errlen) snprintf(err, errlen, "costs.%s: expected a number in [0, %g], got %g",
-                                  f[i].name, f[i].hi, v);
+    if (!(v >= f[i].lo && v <= f[i].hi) || (f[i].lo_open && !(v > f[i].lo))) {
+      if (err && errlen) snprintf(err, errlen, "costs.%s: expected a number in %c0, %g], got %g",
+                                  f[i].name, f[i].lo_open ? '(' : '[', f[i].hi, v);
       return -1;
     }
   }
@@ -142,7 +147,7 @@ const char *const nd_strategy_keys[] = {
 
 const char *const nd_space_keys[] = {
   "schedule", "precision", "flash_attention", "fp8_param_gather", "tp_comm_overlap",
-  "bf16_first_layers", "bf16_last_layers", NULL
+  "bf16_first_layers", "bf16_last_layers", "selective_ops", NULL
 };
 
 const char *const nd_memory_parts[] = {

@@ -17,6 +17,18 @@
 **     whose FP8 GEMMs take one layout only, and the copy scaled along the other axis for
 **     the block formats. (Blackwell's FP8 GEMMs take either layout, so TE may skip the
 **     transpose of a per-tensor FP8 weight there: costs.quant_cache = 0.5 says so.)
+**   What the FP8 recipes cost beyond their widths (amax_pass, soft_blocks; the costs
+**     fp8_amax_bytes and fp8_block_gemm_rate): delayed scaling takes each scale from the
+**     amax history and reads a tensor once per cast; current scaling (tensorwise, torchao's
+**     rowwise per row, NVFP4's fp32 tensor scale) reduces the tensor's amax first, a second
+**     read (TE docs, "FP8 Delayed Scaling" and "FP8 Current Scaling"); the block formats
+**     reduce each block's amax inside the cast and write one scale per block
+**     (scale_bytes / block per element per copy, counted with the cast); Hopper's FP8
+**     tensor cores take one scale per operand, so blockwise's 1x128 / 128x128 scales are
+**     applied in the main loop on CUDA cores (DeepSeek-V3 report sec. 3.3.2), slower than a
+**     per-tensor FP8 GEMM (NVIDIA, "Faster Training Throughput in FP8 Precision with NVIDIA
+**     NeMo", 2025: 128x128 block scaling below tensor-wise on H100); MXFP8 and NVFP4 scales
+**     are taken by Blackwell's tensor cores.
 **   torchao float8 (torchtitan --float8.recipe_name): tensorwise is its default, rowwise
 **     uses one fp32 scale per row; it casts weights on each use and keeps no copy;
 **     enable_fsdp_float8_all_gather all-gathers FSDP parameters in float8 (tensorwise).
@@ -40,29 +52,29 @@
 static const nd_recipe recipes[ND_RECIPE_COUNT] = {
   {"bf16", "bf16", "none", ND_PREC_BF16, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0,
    "everything (mixed precision: fp32 master weights, gradients, optimizer states)",
-   "Megatron --bf16"},
+   "Megatron --bf16", 0, 0},
   {"fp16", "fp16", "none", ND_PREC_FP16, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0,
-   "everything (mixed precision with loss scaling)", "Megatron --fp16"},
+   "everything (mixed precision with loss scaling)", "Megatron --fp16", 0, 0},
   {"fp8:delayed", "fp8", "delayed", ND_PREC_FP8, 1.0, 0, 0, 0, 0, 4.0, 2, 0, 0,
    BF16_COMMON, "TE DelayedScaling: one scale per tensor from the amax history; "
-   "Megatron --fp8-recipe delayed (its default)"},
+   "Megatron --fp8-recipe delayed (its default)", 0, 0},
   {"fp8:tensorwise", "fp8", "tensorwise", ND_PREC_FP8, 1.0, 0, 0, 0, 0, 4.0, 2, 0, 0,
    BF16_COMMON, "TE Float8CurrentScaling: one scale per tensor from its current amax; "
-   "Megatron --fp8-recipe tensorwise; torchao tensorwise (torchtitan's default)"},
+   "Megatron --fp8-recipe tensorwise; torchao tensorwise (torchtitan's default)", 1, 0},
   {"fp8:rowwise", "fp8", "rowwise", ND_PREC_FP8, 1.0, 0, 0, 0, 0, 4.0, 0, 0, 0,
    BF16_COMMON, "torchao rowwise (torchtitan --float8.recipe_name rowwise): one fp32 scale "
-   "per row, weights cast on each use"},
+   "per row, weights cast on each use", 1, 0},
   {"fp8:blockwise", "fp8", "blockwise", ND_PREC_FP8, 1.0, 128, 128, 1, 128 * 128, 4.0, 2,
    0, 0, BF16_COMMON, "TE Float8BlockScaling (DeepSeek-V3's recipe): 1x128 activation and "
-   "gradient tiles, 128x128 weight blocks, fp32 scales; Megatron --fp8-recipe blockwise"},
+   "gradient tiles, 128x128 weight blocks, fp32 scales; Megatron --fp8-recipe blockwise", 0, 1},
   {"fp8:mxfp8", "fp8", "mxfp8", ND_PREC_MXFP8, 1.0, 32, 32, 0, 32, 1.0, 2, 0, 0,
    BF16_COMMON, "OCP MXFP8 (TE MXFP8BlockScaling): one E8M0 scale per 32 elements, each "
-   "copy scaled along its own axis; Megatron --fp8-recipe mxfp8"},
+   "copy scaled along its own axis; Megatron --fp8-recipe mxfp8", 0, 0},
   {"nvfp4", "nvfp4", "nvfp4", ND_PREC_NVFP4, 0.5, 16, 16, 1, 16, 1.0, 2, 2, 8,
    BF16_COMMON "; the first 2 and last 8 body layers (about 16% of the linear layers)",
    "NVIDIA NVFP4 pretraining recipe (arXiv 2509.25149; TE NVFP4BlockScaling): E2M1 with "
    "an E4M3 scale per 16 elements (16x16 tiles for weights, stored per 16) and an fp32 "
-   "tensor scale; Megatron --fp4-format e2m1 --fp4-recipe nvfp4"},
+   "tensor scale; Megatron --fp4-format e2m1 --fp4-recipe nvfp4", 1, 0},
 };
 
 /* The table is indexed by nd_recipe_id: a new id without its row would read garbage. */

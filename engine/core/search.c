@@ -79,9 +79,9 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   b->layers = (int)m->num_layers;
   /* TP: the KV heads (each TP rank keeps at least one), as the reference does */
   b->tp = (int)(kv < job->devices ? kv : job->devices);
-  /* PP: layers (+ embedding and loss) over the configured VPP, the batch (one micro-batch
-     per stage at least) */
-  if (pp > job->global_batch) pp = job->global_batch;
+  /* PP: layers (+ embedding and loss) over the configured VPP. Fewer micro-batches than
+     stages run (Megatron-LM d98e8a6 schedules.py:2278 caps the warm-up at the micro-batches;
+     torchtitan warns of the bubble, distributed/pipeline_parallel.py:305-309): walked */
   if (pp > ND_MAX_STAGES) pp = ND_MAX_STAGES;
   b->pp = (int)(pp < job->devices ? pp : job->devices);
   if (b->pp < 1) b->pp = 1;
@@ -252,7 +252,7 @@ static void record_fit (walker *w, const nd_search_row *r) {
 ** Whether the per-layer candidate at walk index `index` is its none twin's run: when every
 ** layer kept fits the budget the planner keeps every layer (nd_recompute_plan_run's "all
 ** kept fits" branch), a plan the automatic recompute does not price twice (price_slot
-** refuses it as filtered out). The twin is the candidate at the same place of the none
+** counts it as "same run"). The twin is the candidate at the same place of the none
 ** pass, which walks the same degrees in the same order; the pass was drained before this
 ** one began, so what is known does not depend on the threads.
 */
@@ -381,7 +381,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
         continue;
       }
       if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, s->index[i]))
-        why = ND_REFUSE_FILTERED;  /* as below, after pricing it */
+        why = ND_REFUSE_SAME_RUN;  /* as below, after pricing it */
       if (why >= 0) { s->late[why]++; continue; }
       if (ws->bound[c->precision]) {
         int pr = pruned(w, ws->bound[c->precision], &ws->chk, c, s->time_cut, s->over_cut);
@@ -397,7 +397,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     }
     if (s->cand[i].recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
         && plan_keeps_all(st, w->m)) {  /* the same run as its none candidate: not twice */
-      s->late[ND_REFUSE_FILTERED]++;
+      s->late[ND_REFUSE_SAME_RUN]++;
       continue;
     }
     h = &e->stage[e->heaviest];
@@ -605,13 +605,12 @@ static int out_of_bounds (const nd_search_bounds *b, const nd_candidate *c, char
   { what = name; v = val; bound = lim; why = because; }
   if (c->tp > b->tp) OVER("tp", c->tp, b->tp, "the KV heads, the devices")
   else if (c->pp > b->pp) OVER("pp", c->pp, b->pp, "the layers, embedding and loss over vpp, "
-                               "the batch, the devices")
+                               "the devices")
   else if (c->cp > b->cp) OVER("cp", c->cp, b->cp, "half the sequence, the devices")
   else if (c->mbs > b->mbs) OVER("mbs", c->mbs, b->mbs, "the global batch")
   else if (c->etp > c->tp) OVER("etp", c->etp, c->tp, "tp")
   else if (c->vpp > vpp_max) OVER("vpp", c->vpp, vpp_max, "the layers, embedding and loss over pp")
   else if (c->zero > 3) OVER("zero", c->zero, 3, "ZeRO stages")
-  else if (c->pp > 1 && c->mb < c->pp) OVER("pp", c->pp, c->mb, "the micro-batches")
 #undef OVER
   if (!what) return 0;
   if (err && errlen)
@@ -758,7 +757,7 @@ static void emit (walker *w, nd_candidate *c, int equivalent) {
     }
     if (why < 0 && !keep) why = ND_REFUSE_FILTERED;
     if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
-      why = ND_REFUSE_FILTERED;
+      why = ND_REFUSE_SAME_RUN;
     if (why >= 0) { w->counts->refused[why]++; return; }
     if (w->bound[c->precision]) {
       int pr = pruned(w, w->bound[c->precision], &w->scratch, c, w->time_cut, w->over_cut);
@@ -907,8 +906,15 @@ static void walk (walker *w) {
           int cp = cv[ic];
           long long dp = N / ((long long)tp * pp * cp), q;
           if (dp < 1) break;
+          /* MBS: automatic, the sizes that leave a micro-batch per stage at least (a larger
+             micro-batch with fewer micro-batches than stages holds more activations and
+             idles longer: it gains only GEMM size), or every size when the batch leaves
+             fewer sequences than stages -- runs trainers start with a bubble warning
+             (Megatron-LM d98e8a6 schedules.py:2278, torchtitan pipeline_parallel.py:305-309);
+             listed or pinned: each that divides a DP rank's batch */
           q = G / ((long long)pp * dp);
-          if (q < 1) continue;  /* fewer sequences than pipelines x stages: none reachable */
+          if (q < 1 || !D[ND_DIM_MBS].is_auto) q = G / dp;
+          if (q < 1) continue;  /* fewer sequences than pipelines: none reachable */
           nb = loop_values(&D[ND_DIM_MBS], q, b->mbs, bv);
           for (ib = 0; ib < nb; ib++) {
             int mbs = bv[ib];

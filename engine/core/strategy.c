@@ -211,9 +211,14 @@ static int account_layout (nd_strategy *st, int body, why *w) {
 }
 
 /*
-** Megatron's --decoder-first/last-pipeline-num-layers: the first (last) stage holds that
-** many layers, each a multiple of vpp; the middle stages split the rest evenly, each a
-** multiple of vpp; no middle layers without middle stages, nor the reverse.
+** Megatron's --decoder-first/last-pipeline-num-layers (Megatron-LM d98e8a6,
+** megatron/training/arguments.py:3095-3102): the first (last) stage holds that many layers,
+** more than 0 and a multiple of vpp each; the middle stages split the rest evenly, each a
+** multiple of vpp; no middle layers without middle stages, nor the reverse
+** (megatron/core/transformer/transformer_config.py:2294-2366); a stage's layers split
+** evenly over its vpp chunks (transformer_block.py:103-146, 161-179); neither flag with the
+** accounting flags (transformer_config.py:2229-2239); VPP stated by
+** --num-virtual-stages-per-pipeline-rank, not per-chunk layers (arguments.py:954-956).
 */
 static int first_last_layout (nd_strategy *st, int body, why *w) {
   int pp = st->pp, v = st->vpp, f = st->first_layers, l = st->last_layers, mid = pp, rest = body;
@@ -380,8 +385,11 @@ static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, 
                                             search's walk checks the same rule) */
       return refuse(w, ND_REFUSE_EP_DIV, "EP divisibility: etp %d must divide the experts' width %lld",
                     st->etp, (long long)m->moe_ffn_size);
+    /* Megatron-LM d98e8a6 warns "sequence parallelism must be used" with EP and TP
+       (megatron/core/model_parallel_config.py:559-564): its token dispatchers take the
+       sequence split over TP; torchtitan's TP plan always splits it */
     if (st->tp > 1 && !st->sp)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: MoE with tensor parallelism needs "
+      return refuse(w, ND_REFUSE_SP, "sequence parallelism: MoE with tensor parallelism needs "
                     "sequence parallelism");
   }
   else if (st->ep != 1 || st->etp != 1)
@@ -404,15 +412,18 @@ static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, 
   if (st->schedule == ND_SCHED_INTERLEAVED) {
     if (st->pp == 1)  /* Megatron: interleaving needs pp > 1 (with its p2p overlap) */
       return refuse(w, ND_REFUSE_LAYOUT, "layout: interleaving (vpp %d) needs pp > 1", st->vpp);
+    /* Megatron-LM d98e8a6 megatron/core/pipeline_parallel/schedules.py:1160-1180: the
+       micro-batches run in groups of --microbatch-group-size-per-virtual-pipeline-stage
+       (default pp, the only one ndplan schedules), the last group 0 or at least pp */
     if (st->mb % st->pp != 0)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: interleaving needs micro-batches (%d) to "
+      return refuse(w, ND_REFUSE_SCHEDULE, "schedule: interleaving needs micro-batches (%d) to "
                     "be a multiple of pp (%d)", st->mb, st->pp);
   }
   if (st->schedule == ND_SCHED_DUALPIPE) {  /* the DualPipe README's requirements */
     if (st->pp < 2 || st->pp % 2 != 0)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: dualpipe needs an even pp >= 2, got %d", st->pp);
+      return refuse(w, ND_REFUSE_SCHEDULE, "schedule: dualpipe needs an even pp >= 2, got %d", st->pp);
     if (st->mb < 2 * st->pp || st->mb % 2 != 0)
-      return refuse(w, ND_REFUSE_FILTERED, "filtered out: dualpipe needs an even number of "
+      return refuse(w, ND_REFUSE_SCHEDULE, "schedule: dualpipe needs an even number of "
                     "micro-batches >= 2*pp = %d, got %d", 2 * st->pp, st->mb);
   }
   if (!(st->offload >= 0.0 && st->offload <= 1.0))
@@ -465,7 +476,8 @@ int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *jo
 
 static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-  "filtered out", "CP constraints", "global batch", "layout", "over memory", "out of memory"
+  "filtered out", "CP constraints", "global batch", "layout", "schedule", "sequence parallelism",
+  "same run", "over memory", "out of memory"
 };
 
 const char *nd_refusal_label (nd_refusal r) {
@@ -473,7 +485,7 @@ const char *nd_refusal_label (nd_refusal r) {
 }
 
 static const char *const variant_names[ND_VARIANT_COUNT] = {
-  "even", "account", "account_embedding", "account_loss", "first_last"
+  "even", "account", "account_embedding", "account_loss", "first_last", "first_last_loss"
 };
 
 const char *nd_layout_variant_name (int variant) {
@@ -505,13 +517,17 @@ int nd_layout_variant (nd_strategy *st, int body, int variant) {
     st->account = (unsigned char)bits;
     return 0;
   }
-  if (variant == ND_VARIANT_FIRST_LAST) {
+  if (variant == ND_VARIANT_FIRST_LAST || variant == ND_VARIANT_FIRST_LAST_LOSS) {
+    /* the offsets a trainer picks: every middle stage at the most a chunk can hold
+       (ceil(body / (pp*vpp)) per chunk), the first and last stage the rest, halved, a
+       multiple of vpp each (first_last_layout's rules) -- each end at most a few layers
+       lighter, which end the lighter one the variant */
     long long mid = ((long long)body + (long long)pp * v - 1) / ((long long)pp * v) * v;
-    long long rest = body - (pp - 2) * mid, f;
+    long long rest = body - (pp - 2) * mid, lighter;
     if (rest < 2 * v || rest % v != 0 || rest > 2 * 32767) return -1;
-    f = rest / v / 2 * v;
-    st->first_layers = (short)f;
-    st->last_layers = (short)(rest - f);
+    lighter = rest / v / 2 * v;
+    st->first_layers = (short)(variant == ND_VARIANT_FIRST_LAST ? lighter : rest - lighter);
+    st->last_layers = (short)(rest - st->first_layers);
     return 0;
   }
   return -1;

@@ -73,6 +73,23 @@ typedef struct nd_costs {
                                the master shard (Megatron-FSDP, DeepSpeed: 1); 0 when the
                                master shard is the parameter and the working width exists
                                only gathered (PyTorch FSDP2's mixed precision: torchtitan) */
+  /* What the FP8 recipes differ in beyond their byte widths (nd_recipe.amax_pass and
+     .soft_blocks say which recipe pays which): */
+  double fp8_amax_bytes;    /* HBM bytes per element of the amax reduction a current-scaling
+                               recipe runs over each GEMM input before its cast (TE docs, "FP8
+                               Delayed Scaling": current scaling reads each tensor twice per
+                               quantization, once for the amax and once to cast; delayed
+                               scaling takes the scale from the amax history and reads it
+                               once): one read of the bf16 input, 2 */
+  double fp8_block_gemm_rate; /* rate of a GEMM whose 1x128 / 128x128 block scales are applied
+                               in software in the main loop (Hopper's tensor cores take no
+                               block scales: DeepSeek-V3 report sec. 3.3.2 promotes the
+                               partial sums to CUDA cores every 128 elements to apply them) over
+                               a per-tensor scaled FP8 GEMM's. NVIDIA's "Faster Training
+                               Throughput in FP8 Precision with NVIDIA NeMo" (2025) measures
+                               128x128 block scaling "slightly lower" than tensor-wise on H100
+                               without a figure: default 0.9, an assumption, range 0.75-1
+                               (ndplan.assumptions) until a stack fits it */
 } nd_costs;
 
 void nd_costs_init (nd_costs *c);

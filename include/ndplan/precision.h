@@ -49,6 +49,14 @@ typedef struct nd_recipe {
   int bf16_first, bf16_last; /* body layers kept in BF16 at each end by default */
   const char *bf16_parts;    /* what stays in BF16 or FP32 */
   const char *source;        /* where these numbers come from */
+  int amax_pass;             /* 1: the scale comes from the tensor's current amax, a reduction
+                                pass over each GEMM input before its cast (costs.fp8_amax_bytes
+                                per element); 0: from the amax history (delayed) or from each
+                                block's own amax inside the cast kernel (block formats) */
+  int soft_blocks;           /* 1: block scales the tensor cores do not take, applied in the
+                                GEMM's main loop (blockwise on Hopper: costs.fp8_block_gemm_rate);
+                                0: per-tensor, or scales the hardware takes (MXFP8, NVFP4 on
+                                Blackwell) */
 } nd_recipe;
 
 /* The recipe, or NULL when id is out of range. */

@@ -141,10 +141,14 @@ typedef enum nd_refusal {
   ND_REFUSE_BOUNDS = 0,    /* "degree out of bounds" */
   ND_REFUSE_EP_OVER,       /* "EP over the experts or DP x TP" */
   ND_REFUSE_EP_DIV,        /* "EP divisibility" */
-  ND_REFUSE_FILTERED,      /* "filtered out" (rules of the schedule, a policy's admit) */
+  ND_REFUSE_FILTERED,      /* "filtered out" (the user's filters, a policy's admit) */
   ND_REFUSE_CP,            /* "CP constraints" */
   ND_REFUSE_BATCH,         /* "global batch" */
   ND_REFUSE_LAYOUT,        /* "layout" (Megatron's pipeline layout rules) */
+  ND_REFUSE_SCHEDULE,      /* "schedule" (the pipeline schedule's micro-batch rules) */
+  ND_REFUSE_SP,            /* "sequence parallelism" (MoE with TP needs it) */
+  ND_REFUSE_SAME_RUN,      /* "same run" (the search's own: a per-layer plan that keeps every
+                              layer is its none twin's run, not priced or ranked twice) */
   ND_REFUSE_MEMORY,        /* "over memory" (priced, heaviest stage over the budget) */
   ND_REFUSE_NO_MEMORY,     /* "out of memory" (this process ran out pricing it: the search
                               stops, ND_SEARCH_NO_MEMORY; never a property of the strategy) */
@@ -196,13 +200,18 @@ int nd_layout_format (const nd_strategy *st, int body, int mtp, char *buf, size_
 ** layout string); Megatron's embedding/loss accounting, each flag set Megatron accepts its
 ** own variant (both flags: "account"; --account-for-embedding-in-pipeline-split alone:
 ** "account_embedding"; --account-for-loss-in-pipeline-split alone: "account_loss"); and
-** first/last stage layers (the middle stages hold ceil(layers / (pp*vpp)) per chunk, the
-** first and last share the rest, the first the smaller half). nd_layout_variant sets st's
-** layout fields (pp, vpp set) for one; -1 when that variant cannot state this (pp, vpp).
+** first/last stage offsets (--decoder-first/last-pipeline-num-layers): the middle stages
+** hold ceil(layers / (pp*vpp)) per chunk, the first and last stage share the rest, so each
+** end is lighter by the few layers that make the middle divide evenly -- "first_last" with
+** the first (embedding) stage the lighter of the two, "first_last_loss" with the last (loss
+** and MTP) stage the lighter (NeMo's DeepSeek-V3 recipe: 61 layers on PP 16 as 3 + 14 x 4 +
+** 2). nd_layout_variant sets st's layout fields (pp, vpp set) for one; -1 when that variant
+** cannot state this (pp, vpp).
 */
 enum { ND_VARIANT_EVEN = 0, ND_VARIANT_ACCOUNT, ND_VARIANT_ACCOUNT_EMBEDDING,
-       ND_VARIANT_ACCOUNT_LOSS, ND_VARIANT_FIRST_LAST, ND_VARIANT_COUNT };
-/* "even", "account", "account_embedding", "account_loss", "first_last" */
+       ND_VARIANT_ACCOUNT_LOSS, ND_VARIANT_FIRST_LAST, ND_VARIANT_FIRST_LAST_LOSS,
+       ND_VARIANT_COUNT };
+/* "even", "account", "account_embedding", "account_loss", "first_last", "first_last_loss" */
 const char *nd_layout_variant_name (int variant);
 int nd_layout_variant (nd_strategy *st, int body, int variant);
 

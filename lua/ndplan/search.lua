@@ -141,6 +141,9 @@ function M.search(args)
   if band > 0 and budget > reserve then budget = reserve + (budget - reserve) / (1 + band) end
   local space = {}
   for _, k in ipairs(NAMES.space_keys) do space[k] = args[k] end
+  if space.selective_ops == nil and trainer then  -- what the trainer's selective repeats
+    space.selective_ops = trainer.selective_ops(args.trainer)
+  end
   -- HSDP: the shard group and its replicas (dp = dp_shard x dp_replicate, torchtitan's
   -- names), each nil (not walked: all of dp), a value, a list or auto
   for _, k in ipairs({"dp_shard", "dp_replicate"}) do

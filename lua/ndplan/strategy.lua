@@ -131,6 +131,9 @@ local function name_list(flag, text, allowed)
   return out
 end
 
+-- ops(flag, text) -> the comma list of selective switches (--selective-ops), each checked
+function M.ops(flag, text) return name_list(flag, text, M.NAMES.ops) end
+
 -- check_ops(flag, names) -> names, each a switch of the core's (M.NAMES.ops), or a
 -- usage error naming the flag and the first unknown one
 local function check_ops(flag, names)

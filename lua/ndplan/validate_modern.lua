@@ -57,11 +57,9 @@ function M.precision_of(text)
   return "fp8", "fp8:delayed"
 end
 
--- torchtitan's per-op selective checkpointing (parallelize_llama.py: `_save_list` and its
--- policy): it saves the outputs of the matmuls, except every second one, of flash attention
--- and of the TP reduce-scatters, and recomputes the rest -- the norms, the activation
--- function, every second projection.
-M.TORCHTITAN_OP_SAC = {"norms", "act", "alt_mm"}
+-- torchtitan's per-op selective checkpointing, as its exporter states it (one rule:
+-- ndplan.export.torchtitan.OP_SAC, with its sources)
+M.TORCHTITAN_OP_SAC = require("ndplan.export.torchtitan").OP_SAC
 
 local function recompute_of(text)
   if text:find("^selective") then return "selective" end

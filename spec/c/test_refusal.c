@@ -39,11 +39,11 @@ static const rcase cases[] = {
   {"ep does not divide the experts", 1, 1, 1, 1, 3, 1, 0, 1, 0, 12, 4096, 48, ND_REFUSE_EP_DIV},
   {"etp does not divide the width", 16, 1, 1, 1, 1, 16, 1, 1, 0, 16, 4096, 64, ND_REFUSE_EP_DIV},
   {"etp 8 over width 1000", 8, 1, 1, 1, 1, 8, 1, 1, 0, 8, 4096, 64, -1},
-  {"MoE tp without sp", 2, 1, 1, 1, 1, 1, 0, 1, 0, 8, 4096, 64, ND_REFUSE_FILTERED},
+  {"MoE tp without sp", 2, 1, 1, 1, 1, 1, 0, 1, 0, 8, 4096, 64, ND_REFUSE_SP},
   {"cp splits the sequence unevenly", 1, 1, 1, 3, 1, 1, 0, 1, 0, 3, 4096, 3, ND_REFUSE_CP},
   {"batch not a multiple", 1, 1, 1, 1, 1, 1, 0, 3, 0, 8, 4096, 64, ND_REFUSE_BATCH},
   {"interleaving, mb not a multiple of pp", 1, 4, 2, 1, 1, 1, 0, 1, 0, 8, 4096, 6,
-   ND_REFUSE_FILTERED},
+   ND_REFUSE_SCHEDULE},
   {"interleaving without a pipeline", 1, 1, 2, 1, 1, 1, 0, 1, 0, 4, 4096, 16, ND_REFUSE_LAYOUT},
 };
 

@@ -163,7 +163,8 @@ describe("ndplan.export", function()
     assert.same({}, rounded_fields("megatron", "dense"))
     assert.same({}, rounded_fields("mindformers", "dense"))
     assert.equal("refused", rounded_fields("deepspeed", "dense"))  -- AutoTP with PP
-    assert.same({"zero"}, rounded_fields("torchtitan", "dense"))
+    -- torchtitan's selective AC is per-op: Megatron's attention-core switch rounds to it
+    assert.same({"selective_ops", "zero"}, rounded_fields("torchtitan", "dense"))
     assert.same({"schedule", "stage_layers", "vpp", "zero"}, rounded_fields("hyper", "dense"))
     -- ZeRO-3 over DP only: every trainer but MindFormers' one switch
     for _, name in ipairs({"megatron", "torchtitan", "deepspeed", "hyper"}) do
@@ -183,7 +184,7 @@ describe("ndplan.export", function()
     assert.same({}, rounded_fields("megatron", "fp8"))
     assert.same({}, rounded_fields("megatron", "nvfp4"))
     assert.same({}, rounded_fields("torchtitan", "fp8", "v0.2.2"))
-    assert.same({"precision", "sp", "zero"}, rounded_fields("torchtitan", "nvfp4", "v0.2.2"))
+    assert.same({"precision", "selective_ops", "sp", "zero"}, rounded_fields("torchtitan", "nvfp4", "v0.2.2"))
     -- torchtitan main takes converters from the model config, off the command line
     assert.same({"precision"}, rounded_fields("torchtitan", "fp8"))
     for _, name in ipairs({"deepspeed", "mindformers", "hyper"}) do
@@ -493,5 +494,37 @@ describe("selective switch sets in the exporters", function()
       end
       if rounded then assert.is_nil(rounded.layer_selective_ops, name) end
     end
+  end)
+
+  it("writes and reads per-op selective AC (selective_ac_option = \"op\")", function()
+    local tt = export.get("torchtitan")
+    local base = {model = "llama3.1-8b", device = "h100", devices = 16, global_batch = 64,
+                  seq_len = 4096, tp = 2, sp = true, zero = 3, recompute = "selective"}
+    local op = {}
+    for k, v in pairs(base) do op[k] = v end
+    op.selective_ops = tt.OP_SAC
+    for _, d in ipairs(tt.DIALECTS) do
+      local text, notes = assert(tt.render(plan_of(op), {dialect = d}))
+      assert.same({}, kinds(notes, "rounded"), d)  -- the plan is torchtitan's own SAC
+      if d == "v0.2.2" then
+        assert.matches("%-%-activation_checkpoint%.selective_ac_option\n?%s*'?op'?", text)
+      else
+        assert.matches("activation%-checkpoint:selective", text)
+      end
+      local st = assert(tt.parse(text, {layers = 32}))
+      assert.equal("selective", st.recompute, d)
+      assert.same(tt.OP_SAC, st.selective_ops, d)
+      -- read back, it prices as the plan did
+      local args = {}
+      for k, v in pairs(base) do args[k] = v end
+      args.selective_ops = st.selective_ops
+      assert.equal(plan_of(op).result.step_time_s, assert(nd.estimate(args)).step_time_s)
+    end
+    -- the attention core alone rounds to it, with the reason
+    local _, notes, rounded = tt.render(plan_of(base), {dialect = "v0.2.2"})
+    assert.same(tt.OP_SAC, rounded.selective_ops)
+    local why
+    for _, n in ipairs(notes) do if n.field == "selective_ops" then why = n.why end end
+    assert.matches("per%-op", why)
   end)
 end)

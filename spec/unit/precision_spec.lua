@@ -297,3 +297,41 @@ describe("TP all-gathers of quantized recipes", function()
     assert.is_true(near(tp("fp8:rowwise"), tp("bf16")))
   end)
 end)
+
+describe("what the FP8 recipes cost beyond their widths (H100)", function()
+  -- Llama 3.1 8B on one H100: the linear layers dominate, so each recipe's own costs show
+  local function step(precision, costs)
+    local r = assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                                 global_batch = 64, seq_len = 4096, precision = precision,
+                                 recompute = "full", zero = 1, costs = costs})
+    return r.step_time_s, r
+  end
+
+  it("prices delayed < tensorwise (amax pass) < blockwise (software block scales)", function()
+    local delayed, tensorwise, blockwise = step("fp8:delayed"), step("fp8:tensorwise"),
+                                           step("fp8:blockwise")
+    assert.is_true(delayed < tensorwise, delayed .. " " .. tensorwise)
+    assert.is_true(tensorwise < blockwise, tensorwise .. " " .. blockwise)
+    assert.is_true(blockwise < step("bf16"))  -- still faster than BF16
+  end)
+
+  it("puts each difference in its named cost", function()
+    -- without the amax pass, tensorwise prices as delayed
+    assert.near(step("fp8:delayed"), step("fp8:tensorwise", {fp8_amax_bytes = 0}), 1e-12)
+    -- at the per-tensor rate, blockwise is over delayed by its block scales alone: 2 copies
+    -- x 4 bytes / 128 per cast element, a small share of the 4-byte cast
+    local d, b = step("fp8:delayed"), step("fp8:blockwise", {fp8_block_gemm_rate = 1})
+    assert.is_true(b > d and b - d < 0.01 * d, d .. " " .. b)
+    -- a lower block GEMM rate is slower
+    assert.is_true(step("fp8:blockwise", {fp8_block_gemm_rate = 0.75})
+                   > step("fp8:blockwise", {fp8_block_gemm_rate = 0.9}))
+  end)
+
+  it("refuses a block GEMM rate of 0", function()
+    local r, why = nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                               global_batch = 64, seq_len = 4096, precision = "fp8:blockwise",
+                               costs = {fp8_block_gemm_rate = 0}}
+    assert.is_nil(r)
+    assert.matches("fp8_block_gemm_rate: expected a number in %(0, 1%]", why)
+  end)
+end)

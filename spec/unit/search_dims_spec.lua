@@ -264,3 +264,131 @@ describe("the search walks Megatron's accounting flags", function()
     assert.is_true(s.account_for_loss_in_pipeline_split)
   end)
 end)
+
+describe("the search walks first/last-stage offsets", function()
+  -- 32 layers over PP 5: uneven (33 and 34 do not divide over 5 either). The middle stages
+  -- hold ceil(32 / 5) = 7, the first and last share the other 11 (Megatron's
+  -- --decoder-first/last-pipeline-num-layers, transformer_config.py:2294-2366 at d98e8a6):
+  -- first_last the first stage lighter (5 + 7x3 + 6), first_last_loss the last (6 + 7x3 + 5)
+  local function walked()
+    local _, info = run({pp = 5, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 5,
+                         global_batch = 20})
+    local seen = {}
+    for i = 1, #info.results do
+      local s = info.results[i].strategy
+      seen[s.layout] = seen[s.layout] or s
+    end
+    return seen
+  end
+
+  it("walks each end lighter as its own labelled variant, with Megatron's flags", function()
+    local seen = walked()
+    assert.truthy(seen.even)
+    assert.is_nil(seen.account or seen.account_embedding or seen.account_loss)
+    local f, l = assert(seen.first_last), assert(seen.first_last_loss)
+    assert.equal(5, f.decoder_first_pipeline_num_layers)
+    assert.equal(6, f.decoder_last_pipeline_num_layers)
+    assert.equal(6, l.decoder_first_pipeline_num_layers)
+    assert.equal(5, l.decoder_last_pipeline_num_layers)
+  end)
+
+  it("re-prices each with nd.estimate to the stated placement", function()
+    local _, info = run({pp = 5, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 5,
+                         global_batch = 20})
+    local want = {first_last = {5, 7, 7, 7, 6}, first_last_loss = {6, 7, 7, 7, 5},
+                  even = {6, 7, 7, 6, 6}}
+    local checked = {}
+    for _, r in ipairs(info.results) do
+      local d = search.detail(r, info)
+      assert.same(want[r.strategy.layout], d.strategy.stage_layers)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * r.step_time_s)
+      checked[r.strategy.layout] = true
+    end
+    assert.truthy(checked.first_last and checked.first_last_loss and checked.even)
+  end)
+
+  it("walks one variant where the ends share the rest evenly", function()
+    -- 32 layers over PP 6: middle 4 x 6, ends 4 + 4: one layout, under first_last
+    local _, info = run({pp = 6, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 6,
+                         global_batch = 24})
+    local seen = {}
+    for _, r in ipairs(info.results) do seen[r.strategy.layout] = r.strategy end
+    assert.equal(4, assert(seen.first_last).decoder_last_pipeline_num_layers)
+    assert.is_nil(seen.first_last_loss)
+  end)
+
+  it("reaches NeMo's DeepSeek-V3 offsets (61 layers + MTP on PP 16: 3 + 14 x 4 + 2)", function()
+    -- NeMo 25.04's DeepSeek-V3 launch: --decoder-first-pipeline-num-layers 3
+    -- --decoder-last-pipeline-num-layers 2 on PP 16, the MTP layer with the loss
+    local _, info = run({model = "deepseek-v3", pp = 16, vpp = 1, tp = 1, cp = 1, ep = 1,
+                         etp = 1, zero = 1, devices = 16, global_batch = 64, mbs = 1,
+                         max_mem = "64TiB"})
+    local found
+    for _, r in ipairs(info.results) do
+      if r.strategy.layout == "first_last_loss" then found = r end
+    end
+    assert.truthy(found)
+    assert.equal(3, found.strategy.decoder_first_pipeline_num_layers)
+    assert.equal(2, found.strategy.decoder_last_pipeline_num_layers)
+    local sl = search.detail(found, info).strategy.stage_layers
+    assert.equal(3, sl[1])
+    for i = 2, 15 do assert.equal(4, sl[i]) end
+    assert.equal(3, sl[16])  -- 2 decoder layers and the MTP layer
+  end)
+end)
+
+describe("the search takes torchtitan's per-op selective AC", function()
+  local OP_SAC = require("ndplan.export.torchtitan").OP_SAC
+  local pin = {tp = 1, pp = 1, cp = 1, zero = 3, mbs = 2, recompute = "selective", top = 1}
+  local function with(extra)
+    local a = {}
+    for k, v in pairs(pin) do a[k] = v end
+    for k, v in pairs(extra) do a[k] = v end
+    return a
+  end
+
+  it("walks selective with the switches given, and re-prices the row with them", function()
+    local ranked, info = run(pin)
+    local oranked, oinfo = run(with{selective_ops = OP_SAC})
+    local d = search.detail(oranked[1], oinfo)
+    assert.same(OP_SAC, d.strategy.selective_ops)
+    assert.near(oranked[1].step_time_s, d.step_time_s, 1e-9 * d.step_time_s)
+    -- per-op SAC drops the norms, the activation and every second matmul: less memory than
+    -- the attention core alone (with flash attention, the same as no recompute), more time
+    assert.is_true(oranked[1].peak_memory_bytes < ranked[1].peak_memory_bytes)
+    assert.is_true(oranked[1].step_time_s > ranked[1].step_time_s)
+    assert.same({"attn_core"}, search.detail(ranked[1], info).strategy.selective_ops)
+  end)
+
+  it("means torchtitan's per-op SAC under trainer = \"torchtitan\"", function()
+    local ranked, info = run(with{trainer = "torchtitan", dialect = "v0.2.2"})
+    assert.same(OP_SAC, search.detail(ranked[1], info).strategy.selective_ops)
+    local text, notes = require("ndplan.export").export("torchtitan",
+      {model = info.model_obj, strategy = search.detail(ranked[1], info).strategy,
+       job = search.detail(ranked[1], info).job, result = search.detail(ranked[1], info)},
+      {dialect = "v0.2.2"})
+    assert.truthy(text, notes)
+    assert.truthy(text:find("selective_ac_option", 1, true))
+  end)
+
+  it("refuses an unknown switch", function()
+    assert.has_error(function() nd.search(args({selective_ops = {"bogus"}})) end)
+  end)
+end)
+
+describe("the search walks fewer micro-batches than stages where the batch leaves no other", function()
+  it("prices PP 4 on a batch of 2 as nd.estimate does (Megatron and torchtitan run it)", function()
+    local ranked, info = run({pp = 4, tp = 1, cp = 1, devices = 4, global_batch = 2, zero = 0,
+                              recompute = "none"})
+    assert.is_true(#ranked > 0)
+    for _, r in ipairs(ranked) do
+      assert.is_true(r.strategy.mb < r.strategy.pp)
+      local d = search.detail(r, info)
+      assert.near(r.step_time_s, d.step_time_s, 1e-9 * d.step_time_s)
+    end
+    -- with enough sequences the automatic sizes keep a micro-batch per stage
+    local _, big = run({pp = 4, tp = 1, cp = 1, devices = 4, global_batch = 16, zero = 0,
+                        recompute = "none"})
+    for _, r in ipairs(big.results) do assert.is_true(r.strategy.mb >= 4) end
+  end)
+end)

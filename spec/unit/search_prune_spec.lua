@@ -81,7 +81,8 @@ local function kept(info) local t = {} for i = 1, #info.results do t[i] = info.r
 
 local OTHER_LABELS = {}  -- the labels pruning cannot move
 for _, l in ipairs({"degree out of bounds", "EP over the experts or DP x TP", "EP divisibility",
-                    "CP constraints", "global batch", "layout"}) do OTHER_LABELS[l] = true end
+                    "CP constraints", "global batch", "layout", "schedule",
+                    "sequence parallelism"}) do OTHER_LABELS[l] = true end
 
 local function compare(seed, a)
   local r1, i1, why1 = run(a, true)
@@ -96,10 +97,11 @@ local function compare(seed, a)
   assert.are.equal(0, i1.pruned_time + i1.pruned_memory, name)
   for l in pairs(OTHER_LABELS) do assert.are.equal(i1.refused[l], i2.refused[l], name .. " " .. l) end
   assert.is_true(i2.fit <= i1.fit and i2.priced <= i1.priced, name)
-  -- every valid candidate is priced, refused late (filtered, over memory), or pruned (by
+  -- every valid candidate is priced, refused late (filtered, the same run as none, over memory), or pruned (by
   -- memory: counted over memory; by time: apart), in either walk
   local function accounted(i)
-    return i.fit + i.refused["filtered out"] + i.refused["over memory"] + i.pruned_time
+    return i.fit + i.refused["filtered out"] + i.refused["same run"] + i.refused["over memory"]
+           + i.pruned_time
   end
   assert.are.equal(accounted(i1), accounted(i2), name)
   assert.are.same(rows_json(kept(i1)), rows_json(kept(i2)), name)

@@ -63,7 +63,7 @@ describe("the walk, enumerated by hand", function()
 
   it("labels what a batch of 6 refuses", function()
     -- tp1 pp1: dp4, mbs1, mb = 6//4 = 1, 4*1*1 ~= 6          -> global batch
-    -- tp1 pp2: dp2, mb3: vpp1 fits; vpp2, 3 need mb % pp == 0 -> filtered out (2)
+    -- tp1 pp2: dp2, mb3: vpp1 fits; vpp2, 3 need mb % pp == 0 -> schedule (2)
     -- tp1 pp4: dp1, mb6                                        1
     -- tp2 pp1: dp2, mbs 1,3                                    2
     -- tp2 pp2: dp1, mbs 1,3 (mb 6, 2) x vpp 1,2,3              6
@@ -73,7 +73,8 @@ describe("the walk, enumerated by hand", function()
     assert.equal(17, info.tested)
     assert.equal(3, info.refused_total)
     assert.equal(1, info.refused["global batch"])
-    assert.equal(2, info.refused["filtered out"])
+    assert.equal(2, info.refused["schedule"])
+    assert.equal(0, info.refused["filtered out"])  -- the user's filters alone
     assert.equal(14, info.priced)
     for _, r in ipairs(ranked) do assert.equal(6, r.strategy.dp * r.strategy.mb * r.strategy.mbs) end
   end)

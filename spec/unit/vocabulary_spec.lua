@@ -126,8 +126,13 @@ describe("the cost descriptors", function()
       assert.is_truthy(nd.estimate(with{costs = {[f.name] = f.hi}}), f.name)
       local r, why = nd.estimate(with{costs = {[f.name] = f.hi * 1.5 + 1}})
       assert.is_nil(r)
-      assert.equal(string.format("costs.%s: expected a number in [0, %g], got %g", f.name, f.hi,
-                                 f.hi * 1.5 + 1), why)
+      assert.equal(string.format("costs.%s: expected a number in %s0, %g], got %g", f.name,
+                                 f.lo_open and "(" or "[", f.hi, f.hi * 1.5 + 1), why)
+      if f.lo_open then  -- an open lower end refuses the end itself
+        r, why = nd.estimate(with{costs = {[f.name] = 0}})
+        assert.is_nil(r)
+        assert.matches("expected a number in %(0,", why)
+      end
     end
   end)
 end)

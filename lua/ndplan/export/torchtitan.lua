@@ -59,6 +59,20 @@ M.NAMES = NAMES
 
 local SCHEDULE = {["1f1b"] = "1F1B", interleaved = "Interleaved1F1B", gpipe = "GPipe"}
 
+-- torchtitan's per-op selective AC (activation_checkpoint.mode = "selective",
+-- selective_ac_option = "op"; main's only selective form) as ndplan's selective switches.
+-- Its policy saves the output of every op in its save list -- the matmuls, SDPA/flex
+-- attention, the amax of low-precision scaling, the TP reduce-scatters and the MoE
+-- all-to-alls -- except every second matmul in forward order, and recomputes everything
+-- else: the norms, the activation function and every second projection (v0.2.2:
+-- torchtitan/models/llama3/infra/parallelize.py:36-47 (_op_sac_save_list),
+-- distributed/activation_checkpoint.py:104-124 (mm counted, every second recomputed), 177
+-- (option "op"); main at b5bcd76: distributed/activation_checkpoint.py:31-93
+-- (_get_default_save_ops), 241-272). The attention core is saved (attn_core off); what a
+-- selective candidate repeats under nd.search{trainer = "torchtitan"}.
+M.OP_SAC = {"norms", "act", "alt_mm"}
+local OP_SAC_KEY = table.concat(M.OP_SAC, "+")
+
 -- every_nth(per) -> n when exactly every nth layer is full and the others none
 local function every_nth(per)
   local first
@@ -246,6 +260,13 @@ function M.render(plan, opts)
     mode, nth = "full", nil
     why.recompute = "torchtitan main checkpoints all layers alike (full, per-op selective or "
       .. "none, activation_checkpoint.py:332-337); rounded up"
+  end
+  if mode == "selective" and not nth and said.layer_selective_ops == nil
+     and table.concat(said.selective_ops or {"attn_core"}, "+") ~= OP_SAC_KEY then
+    said.selective_ops = export.copy(M.OP_SAC)
+    why.selective_ops = "torchtitan's selective AC is per-op (selective_ac_option = \"op\"): it "
+      .. "saves the matmul outputs except every second one and the attention, and recomputes "
+      .. "the norms and the activation function (activation_checkpoint.py:104-124)"
   end
   if dialect == "v0.2.2" then
     add("activation_checkpoint.mode", mode)
@@ -502,6 +523,7 @@ function M.parse(text, opts)
     st.recompute = "per_layer"
   else
     st.recompute = mode
+    if mode == "selective" and not nth then st.selective_ops = export.copy(M.OP_SAC) end
   end
   return st, job
 end

@@ -93,6 +93,13 @@ function M.space(name, recompute)
   return #out == 1 and out[1] or out
 end
 
+-- selective_ops(name) -> what "selective" repeats in the trainer's file, or nil (the
+-- caller's switches): torchtitan's selective AC is per-op only (ndplan.export.torchtitan.OP_SAC)
+function M.selective_ops(name)
+  if name == "torchtitan" then return require("ndplan.export.torchtitan").OP_SAC end
+  return nil
+end
+
 -- admit(name, inner, dialect) -> the admit hook: the trainer's rule, then the policy's own
 -- HSDP (a shard group within DP, nd.search's dp_shard) only where the exporter states it:
 -- torchtitan's data_parallel_shard_degree x data_parallel_replicate_degree
