@@ -209,7 +209,7 @@ local function read_mamba(r, s)
   s.mamba_heads = r:int({"mamba_num_heads", "mamba_n_heads"}, what, 1)
   -- Nemotron-H's mixer is mamba_num_heads x mamba_head_dim wide and never reads expand
   -- (Nemotron-3-Nano: 64 x 64 = 4096, not 2 x 2688); Granite 4's is expand x hidden_size;
-  -- Falcon-H1's is mamba_d_ssm when given
+  -- Falcon-H1's is mamba_d_ssm (FalconH1Config's default: 1024)
   local expand = not r.traits.heads_width and r:int({"expand", "mamba_expand"})
   local d_ssm = r.traits.d_ssm and r:int("mamba_d_ssm", nil, 1)
   local width = d_ssm or (expand and expand * s.hidden_size)

@@ -118,6 +118,10 @@ M.FAMILIES = {
   -- mlp_expansion_factor and attn_layer_indices are saved by TII's configs but read by
   -- neither transformers' FalconH1Config nor its model (the MLP is intermediate_size wide)
   falcon_h1 = {tie = false, hybrid = "falcon_h1", d_ssm = true,
+               -- FalconH1Config's defaults for the mixer fields a config leaves out
+               defaults = {mamba_d_ssm = 1024, mamba_n_heads = 128, mamba_d_head = "auto",
+                           mamba_n_groups = 1, mamba_d_state = 256, mamba_d_conv = 4,
+                           mamba_chunk_size = 256},
                no_cost = {"lm_head_multiplier", "embedding_multiplier", "mlp_multipliers",
                           "key_multiplier", "attention_out_multiplier",
                           "attention_in_multiplier", "ssm_multipliers", "ssm_in_multiplier",
@@ -129,6 +133,7 @@ M.FAMILIES = {
   -- expert_layer_period-th (hfconfig_hybrid); no positional encoding
   jamba = {tie = false, hybrid = "jamba", moe = "per_expert", same_width = true,
            position = "none",
+           defaults = {num_experts = 16, num_experts_per_tok = 2},  -- JambaConfig's
            no_cost = {"use_mamba_kernels", "num_logits_to_keep",
                       "calc_logits_for_entire_prompt"}},
   gpt2 = {tie = true, gpt = true, position = "learned"},

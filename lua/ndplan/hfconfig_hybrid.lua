@@ -13,6 +13,8 @@
 -- of width intermediate_size, top num_experts_per_tok) in the layers with i %
 -- expert_layer_period == expert_layer_offset, a dense MLP of width intermediate_size in the
 -- others (all dense when num_experts is 1). The defaults are JambaConfig's (8, 4, 2, 1).
+-- A sliding_window makes the attention layers windowed (transformers' JambaAttention passes
+-- it to the attention kernel).
 local M = {}
 
 -- Falcon-H1: attention and MLP kinds of the body layers
@@ -37,7 +39,7 @@ local function jamba(r, s, L)
   if s.num_experts <= 1 then s.num_experts, s.top_k = 0, 0 end  -- one expert: a dense MLP
   local attention, mlp = {}, {}
   for i = 0, L - 1 do
-    attention[i + 1] = i % ap == ao and "full" or "mamba1"
+    attention[i + 1] = i % ap ~= ao and "mamba1" or (s.sliding_window > 0 and "sliding" or "full")
     mlp[i + 1] = (s.num_experts > 0 and i % ep == eo) and "moe" or "dense"
   end
   return attention, mlp

@@ -30,12 +30,17 @@ describe("Jamba-v0.1 (examples/models/jamba-v0.1.json: ai21labs/Jamba-v0.1 confi
   local attention = h * 32 * 128 + 2 * h * 8 * 128 + 32 * 128 * h
   local mlp = 3 * h * f
 
-  it("totals 52B with 12B active (card, to the billion); by hand to the parameter", function()
+  -- the card: "12B active parameters and a total of 52B parameters"; the Hub's count of the
+  -- checkpoint's tensors, as the Open LLM Leaderboard's request for ai21labs/Jamba-v0.1
+  -- (revision ce13f3f) records it: "params": 51.57 (billions)
+  it("totals 51.57B (the Hub's count), 52B with 12B active (card, to the billion); by hand",
+     function()
     local p = m:params()
     local total = 28 * mixer + 4 * attention + 16 * mlp + 16 * (16 * mlp + h * 16)
                   + 32 * 2 * h + 2 * 65536 * h + h
     assert.are.equal(total, p.total)
     assert.are.equal(total - 16 * 14 * mlp, p.active)   -- 2 of the 16 experts per token
+    near(p.total, 51.57 * B, 0.005, "total")
     -- 51.57B and 12.11B: 0.83% under and 0.92% over the card's rounded figures
     assert.is_true(math.abs(p.total - 52 * B) < 0.5 * B, ("got %.3fB"):format(p.total / B))
     assert.is_true(math.abs(p.active - 12 * B) < 0.5 * B, ("got %.3fB"):format(p.active / B))
@@ -86,12 +91,25 @@ describe("Jamba-v0.1 (examples/models/jamba-v0.1.json: ai21labs/Jamba-v0.1 confi
     assert.is_true(layer(m, 0, {tp = 8, sp = true, cp = 2}, cj).cp_comm_s > 0)
   end)
 
-  it("reads mamba_inner_layernorms (Jamba-v0.1's remote code) and dt_rank 'auto'", function()
+  it("reads mamba_inner_layernorms (Jamba-v0.1's remote code), dt_rank 'auto', and"
+     .. " JambaConfig's defaults", function()
     local cfg = nd.json.load_file("examples/models/jamba-v0.1.json")
     cfg.mamba_inner_layernorms, cfg.mamba_dt_rank = false, "auto"
     local off = assert(nd.model(cfg))
     assert.are.equal(256, off.mamba_dt_rank)  -- ceil(4096 / 16)
     assert.are.equal(28 * (R + 2 * N), m:params().total - off:params().total)
+    -- the published config states every default; without them the same model loads
+    for _, k in ipairs({"attn_layer_period", "attn_layer_offset", "expert_layer_period",
+                        "expert_layer_offset", "num_experts", "num_experts_per_tok",
+                        "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_conv_bias",
+                        "mamba_proj_bias", "mamba_inner_layernorms"}) do
+      cfg[k] = nil
+    end
+    cfg.mamba_dt_rank = nil
+    assert.are.equal(m:params().total, assert(nd.model(cfg)):params().total)
+    -- one expert: HF's Jamba builds a dense MLP in every layer
+    cfg.num_experts = 1
+    assert.are.same({["mamba1-dense"] = 28, dense = 4}, kinds(assert(nd.model(cfg))))
   end)
 end)
 
@@ -161,6 +179,32 @@ describe("Falcon-H1-7B (examples/models/falcon-h1-7b.json)", function()
     bad, err = nd.model(cfg)
     assert.is_nil(bad)
     assert.matches("projectors_bias and mamba_proj_bias differ", err, 1, true)
+  end)
+
+  it("knows every field a published Falcon-H1 config carries", function()
+    -- tiny-random/falcon-h1 config.json on the Hub, the fields as published (its
+    -- ssm_multipliers and vocab_size fall outside the copy at hand: values chosen here)
+    local cfg = {architectures = {"FalconH1ForCausalLM"}, attention_bias = false,
+      attention_dropout = 0.0, attention_in_multiplier = 1.0, attention_out_multiplier = 0.0375,
+      bos_token_id = 1, embedding_multiplier = 5.656854249492381, eos_token_id = 11,
+      head_dim = 32, hidden_act = "silu", hidden_size = 8, initializer_range = 0.02,
+      intermediate_size = 64, key_multiplier = 0.011048543456039804,
+      lm_head_multiplier = 0.0078125, mamba_chunk_size = 128, mamba_conv_bias = true,
+      mamba_d_conv = 4, mamba_d_head = 32, mamba_d_ssm = 256, mamba_d_state = 32,
+      mamba_expand = 32, mamba_n_groups = 2, mamba_n_heads = 8, mamba_norm_before_gate = false,
+      mamba_proj_bias = false, mamba_rms_norm = true, mamba_use_mlp = true,
+      max_position_embeddings = 262144, mlp_bias = false, mlp_expansion_factor = 8,
+      mlp_multipliers = {0.1767766952966369, 0.011160714285714284}, model_type = "falcon_h1",
+      num_attention_heads = 8, num_hidden_layers = 2, num_key_value_heads = 4,
+      num_logits_to_keep = 1, pad_token_id = 0, projectors_bias = false, rms_norm_eps = 1e-05,
+      rope_theta = 100000000000.0, ssm_in_multiplier = 0.25,
+      ssm_multipliers = {0.3535533905932738, 0.25, 0.25, 0.25, 0.25}, ssm_out_multiplier = 0.25,
+      tie_word_embeddings = false, time_step_max = 0.1, time_step_min = 0.001,
+      torch_dtype = "bfloat16", transformers_version = "4.52.0", use_cache = true,
+      vocab_size = 1000}
+    local tiny = assert(nd.model(cfg, {strict = true}))
+    assert.are.same({256, 32, 2, 32, true}, {tiny.mamba_heads * tiny.mamba_head_dim,
+      tiny.mamba_state, tiny.mamba_groups, tiny.mamba_head_dim, tiny.mamba_norm})
   end)
 
   it("reports a field it does not read, and refuses it under strict", function()
