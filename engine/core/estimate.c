@@ -341,10 +341,11 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a, int shared) {
 ** column-parallel, the conv and the scan on the local channels, x_proj row-parallel (its
 ** dt, B and C need every channel: an all-reduce of dt_rank + 2N per token), dt_proj
 ** column-parallel, out_proj row-parallel. FLOPs per token: the projections (2 per weight),
-** the conv (2K per channel) and the selective scan, 9 per channel and state (Gu & Dao 2023,
-** section 3.3: discretising A and B, the state update, the read-out by C); the D skip and
-** the z gate are element-wise. The scan is not chunked into matrix products: its fused
-** kernel is memory-bound (ibid.), priced over HBM by the bytes it streams (x, dt, z, B, C
+** the conv (2K per channel) and the selective scan, 9 per channel and state (the count Mamba's
+** author gives for discretising A and B, the state update and the read-out by C:
+** state-spaces/mamba issue 110); the D skip and the z gate are element-wise. The scan is not
+** chunked into matrix products: its fused kernel is memory-bound (Gu & Dao 2023, section
+** 3.3.2), priced over HBM by the bytes it streams (x, dt, z, B, C
 ** in; y out), its backward (which recomputes the states) twice that. It stores in_proj's
 ** output, the conv output and its SiLU, x_proj's output (and Jamba's normed dt, B, C), dt,
 ** the scan output and the gated output; its fp32 chunk states (2N per channel every 2048

@@ -62,7 +62,8 @@ describe("Jamba-v0.1 (examples/models/jamba-v0.1.json: ai21labs/Jamba-v0.1 confi
 
   it("prices a Mamba-1 layer's FLOPs per token by hand", function()
     -- in_proj 2h(2E) = 134,217,728; conv 2KE = 65,536; x_proj 2E(R + 2N) = 4,718,592;
-    -- dt_proj 2RE = 4,194,304; the selective scan 9EN = 1,179,648; out_proj 2Eh =
+    -- dt_proj 2RE = 4,194,304; the selective scan 9EN = 1,179,648 (9 per channel and state:
+    -- state-spaces/mamba issue 110); out_proj 2Eh =
     -- 67,108,864: 211,484,672; with a dense MLP 2 x 3 x h x f = 352,321,536
     assert.are.equal(563806208, layer(m, 0).flops_token)
     -- with MoE: two experts and the router (2 x h x 16)
