@@ -47,6 +47,10 @@ if (s.mamba_heads or 0) > 0 then
   say("mamba     %d heads of %d, state %d, %d groups, conv %d, chunk %d", s.mamba_heads,
       s.mamba_head_dim, s.mamba_state, s.mamba_groups, s.mamba_conv, s.mamba_chunk)
 end
+if (s.mamba_inner or 0) > 0 then
+  say("mamba1    %d channels, state %d, conv %d, dt_rank %d%s", s.mamba_inner, s.mamba_state,
+      s.mamba_conv, s.mamba_dt_rank, s.mamba_dt_norms and " (RMSNorms on dt, B, C)" or "")
+end
 if (s.index_topk or 0) > 0 then
   say("indexer   %d heads of %d, top %d keys (DeepSeek sparse attention)", s.index_heads,
       s.index_head_dim, s.index_topk)
@@ -85,7 +89,9 @@ for _, k in ipairs({"embedding", "attention", "dense_mlp", "routed_experts", "sh
   local v = p.breakdown[k] or 0
   local label = k
   for _, g in ipairs(groups) do
-    if k == "attention" and g.attention == "mamba" then label = "attention, mamba" end
+    if k == "attention" and (g.attention == "mamba" or g.attention == "hybrid") then
+      label = "attention, mamba"
+    elseif k == "attention" and g.attention == "mamba1" then label = "attention, mamba1" end
   end
   parts[#parts + 1] = {part = label, params = v,
                        share = p.total_with_mtp > 0 and 100 * v / p.total_with_mtp or 0}

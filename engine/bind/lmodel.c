@@ -60,6 +60,8 @@ static const field fields[] = {
   FIELD(mamba_heads, F_INT, 0), FIELD(mamba_head_dim, F_INT, 0), FIELD(mamba_state, F_INT, 0),
   FIELD(mamba_groups, F_INT, 0), FIELD(mamba_conv, F_INT, 0), FIELD(mamba_chunk, F_INT, 0),
   FIELD(mamba_conv_bias, F_BOOL, 0), FIELD(mamba_proj_bias, F_BOOL, 0),
+  FIELD(mamba_norm, F_BOOL, 0), FIELD(mamba_inner, F_INT, 0), FIELD(mamba_dt_rank, F_INT, 0),
+  FIELD(mamba_dt_norms, F_BOOL, 0),
   FIELD(sliding_window, F_INT, 0), FIELD(chunked_window, F_BOOL, 0),
   FIELD(mtp_layers, F_INT, 0),
   {"attention", F_STACK, 0, 0}, {"mlp", F_STACK, 0, 0},  /* per-layer kinds */
@@ -197,7 +199,8 @@ static const char *read_stack (lua_State *L, nd_model_spec *m, const field *f) {
     if (k < 0) {
       const char *msg = lua_pushfstring(L, "%s: layer %d: unknown kind '%s' (expected %s)",
                                         f->name, i, s ? s : luaL_typename(L, -1),
-                                        attention ? "full, sliding, linear, mla, mamba or none"
+                                        attention ? "full, sliding, linear, mla, mamba, none,"
+                                                    " mamba1 or hybrid"
                                                   : "dense, moe or none");
       lua_remove(L, -2);
       return msg;

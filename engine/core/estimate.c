@@ -305,8 +305,10 @@ static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
 ** work, priced over HBM through the bytes they store like every element-wise kernel here.
 ** Under CP, Megatron's mixer trades the sequence split for a head split around the conv and
 ** the scan: an all-to-all of the in_proj output before them and of the scan output after.
+** `shared`: the mixer reads the normed input the attention beside it already holds (Falcon-H1),
+** so that input and its norm are not counted twice.
 */
-static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
+static void price_mamba (ctx *x, layer_cost *lc, act_parts *a, int shared) {
   const nd_model_spec *m = x->m;
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
   double H = (double)m->mamba_heads, P = (double)m->mamba_head_dim;
@@ -325,9 +327,12 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
   if (x->st->cp > 1)
     lc->cp_s += nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * in / t)
               + nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * inner / t);
-  a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
-  lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
-  /* in_proj output (z, x, B, C, dt), conv output, scan output, gated-norm output */
+  if (!shared) {
+    a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
+    lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
+  }
+  /* in_proj output (z, x, B, C, dt), conv output, scan output, gated-norm output (without
+     the norm, the gate's product) */
   a->dev += ab * T * (in + conv + 2.0 * inner) / t;
   a->dev += 8.0 * T * H / t;                        /* fp32 dt and its cumulative decay */
   lc->op_bytes[ND_OP_ACT] += ab * T * conv / t;     /* the conv's SiLU output */
@@ -339,6 +344,57 @@ static void price_mamba (ctx *x, layer_cost *lc, act_parts *a) {
   lc->core_mem_s += (8.0 + 2.0 * ab) * (T / Q) * H * P * N / t / x->hbm;
   lc->flops_token += 2 * h * in + 2 * inner * h + 2.0 * (double)m->mamba_conv * conv + core_tok;
   lc->core_flops_token += core_tok;
+}
+
+/*
+** Mamba-1 mixer (Jamba), sharded along its E channels as vLLM's MambaMixer is: in_proj
+** column-parallel, the conv and the scan on the local channels, x_proj row-parallel (its
+** dt, B and C need every channel: an all-reduce of dt_rank + 2N per token), dt_proj
+** column-parallel, out_proj row-parallel. FLOPs per token: the projections (2 per weight),
+** the conv (2K per channel) and the selective scan, 9 per channel and state (the count Mamba's
+** author gives for discretising A and B, the state update and the read-out by C:
+** state-spaces/mamba issue 110); the D skip and the z gate are element-wise. The scan is not
+** chunked into matrix products: its fused kernel is memory-bound (Gu & Dao 2023, section
+** 3.3.2), priced over HBM by the bytes it streams (x, dt, z, B, C
+** in; y out), its backward (which recomputes the states) twice that. It stores in_proj's
+** output, the conv output and its SiLU, x_proj's output (and Jamba's normed dt, B, C), dt,
+** the scan output and the gated output; its fp32 chunk states (2N per channel every 2048
+** tokens, under 0.5% of the rest) are left out. Under CP, as Mamba-2: an all-to-all of the
+** in_proj output before the conv and of the gated output after the scan, and x_proj's
+** partial sums all-reduced over the CP group.
+*/
+static void price_mamba1 (ctx *x, layer_cost *lc, act_parts *a) {
+  const nd_model_spec *m = x->m;
+  double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
+  double E = (double)m->mamba_inner, N = (double)m->mamba_state;
+  double R = (double)m->mamba_dt_rank, K = (double)m->mamba_conv, sel = R + 2.0 * N;
+  double scan_tok = 9.0 * E * N;
+  lc->gemm_s += lin(x, lc, 1, T, h, 2.0 * E / t) + lin(x, lc, 1, T, E / t, sel)
+              + lin(x, lc, 1, T, R, E / t) + lin(x, lc, 1, T, E / t, h);
+  {  /* the selective scan: memory-bound, backward twice the forward */
+    double scan = ab * T * (4.0 * E / t + 2.0 * N) / x->hbm;
+    lc->core_s += scan;
+    lc->core_bwd_s += 2.0 * scan;
+  }
+  if (t > 1)
+    lc->tp_s += nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_TP], ab * T * sel)
+                * exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
+                                                             : x->c->tp_overlap);
+  if (x->st->cp > 1)
+    lc->cp_s += nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * 2.0 * E / t)
+              + nd_alltoall_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * E / t)
+              + nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_CP], ab * T * sel);
+  a->rep += 2 * ab * T * h;                         /* norm input, mixer input */
+  lc->op_bytes[ND_OP_NORMS] += ab * T * h * x->r;   /* the mixer input is the norm's output */
+  a->in_rep += T * h;                               /* in_proj's input */
+  /* in_proj output (x, z), conv output and its SiLU, dt, scan output, gated output */
+  a->dev += ab * T * 7.0 * E / t;
+  a->in_dev += T * (2.0 * E / t + R);               /* x_proj's, out_proj's, dt_proj's inputs */
+  a->dev += ab * T * sel * (m->mamba_dt_norms ? 2.0 : 1.0);  /* x_proj output, normed */
+  lc->op_bytes[ND_OP_ACT] += ab * T * E / t;        /* the conv's SiLU output */
+  if (m->mamba_dt_norms) lc->op_bytes[ND_OP_NORMS] += ab * T * sel;
+  lc->flops_token += 2 * h * 2 * E + 2 * K * E + 2 * E * sel + 2 * R * E + 2 * E * h + scan_tok;
+  lc->core_flops_token += scan_tok;
 }
 
 /*
@@ -458,7 +514,12 @@ static layer_cost *price_kind (ctx *x, int layer) {
   nd_layer_buckets pb;
   if (lc->ready) return lc;
   memset(lc, 0, sizeof *lc);
-  if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a);
+  if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a, 0);
+  else if (k->attention == ND_ATTN_MAMBA1) price_mamba1(x, lc, &a);
+  else if (k->attention == ND_ATTN_HYBRID) {  /* attention, and the mixer on its input */
+    price_attention(x, ND_ATTN_FULL, lc, &a);
+    price_mamba(x, lc, &a, 1);
+  }
   else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
   if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
   if (k->mlp != ND_MLP_NONE) price_mlp(x, layer, k->mlp, lc, &a);
@@ -501,7 +562,9 @@ static layer_cost *price_kind (ctx *x, int layer) {
     if (lc->act[ND_RECOMPUTE_SELECTIVE] < lc->act[ND_RECOMPUTE_FULL])
       lc->act[ND_RECOMPUTE_SELECTIVE] = lc->act[ND_RECOMPUTE_FULL];
   }
-  /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters */
+  /* tensor parallelism: two all-reduces, or with SP two all-gathers and reduce-scatters;
+     attention and a mixer side by side share theirs (one gather of the input, the outputs
+     summed before one reduction) */
   tp_bytes = ab * T * h;
   if (t > 1) {
     int blocks = (k->attention != ND_ATTN_NONE)  /* attention or mixer, then the MLP */
@@ -510,17 +573,17 @@ static layer_cost *price_kind (ctx *x, int layer) {
     double one = x->st->sp ? nd_allgather_time(&x->fabric, g, x->tp_gather * T * h)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
                            : nd_allreduce_time(&x->fabric, g, tp_bytes);
-    lc->tp_s = blocks * one * exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
+    lc->tp_s += blocks * one * exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
                                                                           : x->c->tp_overlap);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
-  /* (the Mamba mixer prices its own CP all-to-alls) */
+  /* (the Mamba mixers price their own CP all-to-alls; beside attention, on top of it) */
   if (x->st->cp > 1 && k->attention != ND_ATTN_LINEAR && k->attention != ND_ATTN_MAMBA
-      && k->attention != ND_ATTN_NONE) {
+      && k->attention != ND_ATTN_MAMBA1 && k->attention != ND_ATTN_NONE) {
     double kvw = k->attention == ND_ATTN_MLA
       ? (double)m->num_heads / t * (m->qk_nope_head_dim + m->qk_rope_head_dim + m->v_head_dim)
       : 2.0 * (m->num_kv_heads >= t ? m->num_kv_heads / t : 1.0) * m->head_dim;
-    lc->cp_s = (x->st->cp - 1) * nd_p2p_time(&x->fabric, x->g[ND_GROUP_CP].stride,
+    lc->cp_s += (x->st->cp - 1) * nd_p2p_time(&x->fabric, x->g[ND_GROUP_CP].stride,
                                              ab * T * kvw);
   }
   /* parameters held by one device */

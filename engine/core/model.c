@@ -25,14 +25,16 @@
 #define MAX_CONV     (INT64_C(1) << 8)
 
 static const char *const attention_names[ND_ATTN_KINDS] = {"full", "sliding", "linear", "mla",
-                                                           "mamba", "none"};
+                                                           "mamba", "none", "mamba1",
+                                                           "hybrid"};
 static const char *const mlp_names[ND_MLP_KINDS] = {"dense", "moe", "none"};
 static const char *const position_names[ND_POS_KINDS] = {"rope", "learned", "none"};
 static const char *const norm_names[ND_NORM_KINDS] = {"rmsnorm", "layernorm"};
 static const char *const kind_names[ND_ATTN_KINDS][ND_MLP_KINDS] = {
   {"dense", "moe", "attention"}, {"sliding-dense", "sliding-moe", "sliding"},
   {"linear-dense", "linear-moe", "linear"}, {"mla-dense", "mla-moe", "mla"},
-  {"mamba-dense", "mamba-moe", "mamba"}, {"mlp", "moe-mlp", "identity"}
+  {"mamba-dense", "mamba-moe", "mamba"}, {"mlp", "moe-mlp", "identity"},
+  {"mamba1-dense", "mamba1-moe", "mamba1"}, {"hybrid-dense", "hybrid-moe", "hybrid"}
 };
 
 static const char *name_of (const char *const *names, int n, int kind) {
@@ -69,6 +71,7 @@ void nd_model_init (nd_model_spec *m) {
   m->norms_per_layer = 2;
   m->final_norm = 1;
   m->gated_mlp = 1;
+  m->mamba_norm = 1;
 }
 
 /* Values past any real dimension: sums of them are not formed. */
@@ -249,7 +252,8 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
   FLAG(tie_embeddings); FLAG(qkv_bias); FLAG(o_bias); FLAG(mlp_bias); FLAG(qk_norm);
   FLAG(attn_sinks); FLAG(final_norm); FLAG(embed_norm); FLAG(gated_mlp);
   FLAG(attn_output_gate); FLAG(shared_expert_gate); FLAG(router_bias); FLAG(expert_bias);
-  FLAG(mamba_conv_bias); FLAG(mamba_proj_bias); FLAG(chunked_window);
+  FLAG(mamba_conv_bias); FLAG(mamba_proj_bias); FLAG(mamba_norm); FLAG(mamba_dt_norms);
+  FLAG(chunked_window);
   if (m->position == ND_POS_LEARNED) RANGE(position_count, 1, MAX_POSITION);
   else RANGE(position_count, 0, 0);
   if (validate_stack(m, &u, err, errlen)) return -1;
@@ -257,7 +261,7 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
     return fail(err, errlen, "layer: the kinds were numbered before the stack changed (call"
                 " nd_model_number_kinds again)");
 
-  if (u.attn[ND_ATTN_FULL] || u.attn[ND_ATTN_SLIDING]) {
+  if (u.attn[ND_ATTN_FULL] || u.attn[ND_ATTN_SLIDING] || u.attn[ND_ATTN_HYBRID]) {
     RANGE(num_kv_heads, 1, m->num_heads);
     if (m->num_heads % m->num_kv_heads != 0)
       return fail(err, errlen, "num_kv_heads: must divide num_heads (%lld), got %lld",
@@ -292,7 +296,7 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
       return fail(err, errlen, "linear_v_heads: must be a multiple of linear_k_heads (%lld),"
                   " got %lld", (long long)m->linear_k_heads, (long long)m->linear_v_heads);
   }
-  if (u.attn[ND_ATTN_MAMBA]) {
+  if (u.attn[ND_ATTN_MAMBA] || u.attn[ND_ATTN_HYBRID]) {
     RANGE(mamba_heads, 1, MAX_HEADS);
     RANGE(mamba_head_dim, 1, MAX_HEAD_DIM);
     RANGE(mamba_state, 1, MAX_HEAD_DIM);
@@ -302,6 +306,12 @@ int nd_model_validate (const nd_model_spec *m, char *err, size_t errlen) {
     if (m->mamba_heads % m->mamba_groups != 0)
       return fail(err, errlen, "mamba_groups: must divide mamba_heads (%lld), got %lld",
                   (long long)m->mamba_heads, (long long)m->mamba_groups);
+  }
+  if (u.attn[ND_ATTN_MAMBA1]) {
+    RANGE(mamba_inner, 1, MAX_WIDTH);
+    RANGE(mamba_state, 1, MAX_HEAD_DIM);
+    RANGE(mamba_conv, 1, MAX_CONV);
+    RANGE(mamba_dt_rank, 1, MAX_WIDTH);
   }
   if (u.mlp[ND_MLP_MOE]) {
     RANGE(num_experts, 1, MAX_EXPERTS);
@@ -341,7 +351,7 @@ static void attention_standard (const nd_model_spec *m, nd_layer_buckets *p) {
   int64_t h = m->hidden_size;
   int64_t q = m->num_heads * m->head_dim, kv = m->num_kv_heads * m->head_dim;
   int64_t qout = m->attn_output_gate ? 2 * q : q;  /* the gate rides on the q projection */
-  p->attention = h * qout + 2 * h * kv + q * h;
+  p->attention += h * qout + 2 * h * kv + q * h;
   if (m->qkv_bias) p->attention += qout + 2 * kv;
   if (m->o_bias) p->attention += h;
   if (m->attn_sinks) p->attention += m->num_heads;
@@ -402,9 +412,26 @@ static void attention_mamba (const nd_model_spec *m, nd_layer_buckets *p) {
   int64_t h = m->hidden_size, heads = m->mamba_heads;
   int64_t inner = heads * m->mamba_head_dim, bc = 2 * m->mamba_groups * m->mamba_state;
   int64_t in = 2 * inner + bc + heads, conv = inner + bc;
-  p->attention = h * in + conv * m->mamba_conv + 3 * heads + inner + inner * h;
+  p->attention += h * in + conv * m->mamba_conv + 3 * heads + inner * h;
+  if (m->mamba_norm) p->attention += inner;
   if (m->mamba_conv_bias) p->attention += conv;
   if (m->mamba_proj_bias) p->attention += in + h;
+}
+
+/*
+** Mamba-1 (HF's MambaMixer and JambaMambaMixer): in_proj to x and z (E channels each), a
+** depthwise causal conv over x, x_proj from E to dt_rank + 2 x state (dt, B, C; no bias),
+** dt_proj from dt_rank back to E (with its bias), A_log (E x state) and D (E), the output
+** projection; Jamba's RMSNorms on dt, B and C are replicated norms. The rest is sharded
+** along the channels, as attention is.
+*/
+static void attention_mamba1 (const nd_model_spec *m, nd_layer_buckets *p) {
+  int64_t h = m->hidden_size, E = m->mamba_inner, N = m->mamba_state, R = m->mamba_dt_rank;
+  p->attention += h * 2 * E + E * m->mamba_conv + E * (R + 2 * N) + R * E + E + E * N + E
+                  + E * h;
+  if (m->mamba_conv_bias) p->attention += E;
+  if (m->mamba_proj_bias) p->attention += 2 * E + h;
+  if (m->mamba_dt_norms) p->norms += norm_size(m, R) + 2 * norm_size(m, N);
 }
 
 /* One MLP of width w, with or without biases. */
@@ -425,6 +452,8 @@ int nd_layer_params (const nd_model_spec *m, int layer, nd_layer_buckets *p) {
     case ND_ATTN_LINEAR: attention_linear(m, p); break;
     case ND_ATTN_MLA: attention_mla(m, p); break;
     case ND_ATTN_MAMBA: attention_mamba(m, p); break;
+    case ND_ATTN_MAMBA1: attention_mamba1(m, p); break;
+    case ND_ATTN_HYBRID: attention_standard(m, p); attention_mamba(m, p); break;
     case ND_ATTN_NONE: break;
     default: attention_standard(m, p); break;
   }

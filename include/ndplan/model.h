@@ -27,6 +27,10 @@ enum {
   ND_ATTN_MLA,       /* multi-head latent attention (DeepSeek-V2/V3) */
   ND_ATTN_MAMBA,     /* Mamba-2 mixer (Nemotron-H): in/out projections, conv, chunked scan */
   ND_ATTN_NONE,      /* no token mixer: an MLP-only layer (Nemotron-H '-') */
+  ND_ATTN_MAMBA1,    /* Mamba-1 mixer (Jamba): in/out projections, conv, x_proj and dt_proj,
+                        the selective scan over mamba_inner channels */
+  ND_ATTN_HYBRID,    /* full attention and a Mamba-2 mixer side by side on the same normed
+                        input, their outputs summed (Falcon-H1) */
   ND_ATTN_KINDS
 };
 
@@ -106,6 +110,13 @@ typedef struct nd_model_spec {
      runs in chunks of mamba_chunk tokens */
   int64_t mamba_heads, mamba_head_dim, mamba_state, mamba_groups, mamba_conv, mamba_chunk;
   int mamba_conv_bias, mamba_proj_bias;
+  int mamba_norm;                    /* Mamba-2's gated RMSNorm over the inner width: 1 (the
+                                        default); 0 without it (Falcon-H1 mamba_rms_norm) */
+  /* Mamba-1 (shares mamba_state, mamba_conv and the two bias switches): mamba_inner
+     channels, x_proj to mamba_dt_rank + 2 x mamba_state, dt_proj back to the channels;
+     mamba_dt_norms: RMSNorms on dt, B and C (Jamba) */
+  int64_t mamba_inner, mamba_dt_rank;
+  int mamba_dt_norms;
   int64_t sliding_window;            /* 0 when no layer is sliding */
   int chunked_window;                /* sliding layers attend within fixed chunks of
                                         sliding_window tokens, not a sliding window
@@ -158,7 +169,8 @@ typedef struct nd_layer_group {
   int64_t ffn_size;         /* dense groups: their MLP width (nd_layer_ffn_size); else 0 */
 } nd_layer_group;
 
-/* Zeroes m and sets the defaults: RMSNorm, 2 norms per layer, final norm, gated MLP, RoPE. */
+/* Zeroes m and sets the defaults: RMSNorm, 2 norms per layer, final norm, gated MLP, RoPE,
+** Mamba-2's gated norm. */
 void nd_model_init (nd_model_spec *m);
 
 /*
@@ -221,7 +233,8 @@ void nd_model_outer_params (const nd_model_spec *m, int64_t *first, int64_t *las
 */
 int nd_model_groups (const nd_model_spec *m, nd_layer_group *out, int max);
 
-/* Names: "full", "sliding", "linear", "mla", "mamba", "none"; "dense", "moe", "none";
+/* Names: "full", "sliding", "linear", "mla", "mamba", "none", "mamba1", "hybrid"; "dense",
+** "moe", "none";
 ** "rope", "learned", "none";
 ** "rmsnorm", "layernorm". NULL when out of range. */
 const char *nd_attention_name (int kind);

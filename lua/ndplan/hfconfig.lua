@@ -18,6 +18,7 @@ local MAX_LAYERS = 1024  -- include/ndplan/model.h ND_MAX_LAYERS
 local families = require "ndplan.hfconfig_families"
 local reader = require "ndplan.hfconfig_reader"
 local nas = require "ndplan.hfconfig_nas"
+local hybrid = require "ndplan.hfconfig_hybrid"
 local FAMILIES, TEXT_TOWER = families.FAMILIES, families.TEXT_TOWER
 
 local LAYER_TYPES = {full_attention = "full", sliding_attention = "sliding",
@@ -207,12 +208,22 @@ local function read_mamba(r, s)
   local what = "an integer (the Mamba-2 layers need it)"
   s.mamba_heads = r:int({"mamba_num_heads", "mamba_n_heads"}, what, 1)
   -- Nemotron-H's mixer is mamba_num_heads x mamba_head_dim wide and never reads expand
-  -- (Nemotron-3-Nano: 64 x 64 = 4096, not 2 x 2688); Granite 4's is expand x hidden_size
+  -- (Nemotron-3-Nano: 64 x 64 = 4096, not 2 x 2688); Granite 4's is expand x hidden_size;
+  -- Falcon-H1's is mamba_d_ssm (FalconH1Config's default: 1024)
   local expand = not r.traits.heads_width and r:int({"expand", "mamba_expand"})
-  if r:raw("mamba_d_head") == "auto" and expand then  -- Granite 4: the inner width's share
+  local d_ssm = r.traits.d_ssm and r:int("mamba_d_ssm", nil, 1)
+  local width = d_ssm or (expand and expand * s.hidden_size)
+  if r:raw("mamba_d_head") == "auto" and width then  -- the inner width's share
     r.seen.mamba_d_head = true
-    s.mamba_head_dim = expand * s.hidden_size // s.mamba_heads
+    s.mamba_head_dim = width // s.mamba_heads
   else s.mamba_head_dim = r:int({"mamba_head_dim", "mamba_d_head"}, what, 1) end
+  if d_ssm then
+    if d_ssm ~= s.mamba_heads * s.mamba_head_dim then
+      r:fail("mamba_n_heads (%d) x mamba_d_head (%d) must be mamba_d_ssm (%d)", s.mamba_heads,
+             s.mamba_head_dim, d_ssm)
+    end
+    expand = nil
+  end
   s.mamba_state = r:int({"ssm_state_size", "mamba_d_state"}, what, 1)
   s.mamba_groups = r:int({"n_groups", "mamba_n_groups"}, what, 1)
   s.mamba_conv = r:int({"conv_kernel", "mamba_d_conv"}, what, 1)
@@ -220,6 +231,13 @@ local function read_mamba(r, s)
   local conv_bias = r:bool({"use_conv_bias", "mamba_conv_bias"})
   s.mamba_conv_bias = conv_bias ~= false  -- the config classes default it to true
   s.mamba_proj_bias = r:bool({"mamba_proj_bias", "use_bias"}) or false
+  if r.traits.d_ssm then  -- Falcon-H1: the gated norm is optional, out_proj's bias its own
+    s.mamba_norm = r:bool("mamba_rms_norm") == true  -- FalconH1Config: false
+    if (r:bool("projectors_bias") or false) ~= s.mamba_proj_bias then
+      r:fail("projectors_bias and mamba_proj_bias differ (the mixer's out_proj and in_proj"
+             .. " biases): ndplan prices both or neither")
+    end
+  end
   if expand and expand * s.hidden_size ~= s.mamba_heads * s.mamba_head_dim then
     r:fail("mamba_num_heads (%d) x mamba_head_dim (%d) must be expand (%d) x hidden_size (%d)",
            s.mamba_heads, s.mamba_head_dim, expand, s.hidden_size)
@@ -423,6 +441,7 @@ local function convert(r, opts)
   local L = s.num_layers
   local attention, mlp
   if traits.pattern then attention, mlp = pattern_kinds(r, L)
+  elseif traits.hybrid then attention, mlp = hybrid.kinds(r, s, traits, L)
   elseif traits.nas then attention, mlp = nas.kinds(r, s, L)  -- sets the MLP widths
   else
     attention, mlp = attention_kinds(r, s, traits, L), mlp_kinds(r, s, traits, L)
@@ -436,7 +455,8 @@ local function convert(r, opts)
   end
   s.attention, s.mlp = attention, mlp
   if uses.linear then read_linear(r, s, traits) end
-  if uses.mamba then read_mamba(r, s) end
+  if uses.mamba or uses.hybrid then read_mamba(r, s) end
+  if uses.mamba1 then hybrid.read_mamba1(r, s) end
   if uses.moe and s.num_experts == 0 then
     r:missing({"n_routed_experts", "num_experts"}, "an integer: the MoE layers need experts")
   end
@@ -460,6 +480,8 @@ local function convert(r, opts)
     if traits.ffn_4h then s.ffn_size = 4 * s.hidden_size
     elseif traits.hybrid_ffn then  -- Granite 4 without experts: the shared MLP is dense
       s.ffn_size = r:int("shared_intermediate_size", "an integer: the width of the MLPs", 1)
+    elseif traits.same_width then  -- Jamba: the dense MLPs are as wide as an expert
+      s.ffn_size = r:int("intermediate_size", "an integer: the width of the MLPs", 1)
     elseif traits.moe == "llama4" and per_expert then
       s.ffn_size = dense_width or r:missing("intermediate_size_mlp", "an integer: the width"
                                             .. " of the dense layers")

@@ -11,7 +11,9 @@
 -- in when a published config leaves a field out; norm = "layernorm" without the rest of gpt;
 -- qk_norm_field, router_bias_field = the boolean field that switches q/k norms or the
 -- router's bias on; heads_width = the Mamba-2 width is heads x head_dim (expand unread);
--- mtp_modules = MiniMax's use_mtp / num_mtp_modules are reported, not priced.
+-- mtp_modules = MiniMax's use_mtp / num_mtp_modules are reported, not priced; hybrid = the
+-- stack follows Falcon-H1's or Jamba's rule (hfconfig_hybrid); d_ssm = the Mamba-2 width is
+-- mamba_d_ssm; same_width = dense MLPs as wide as an expert (intermediate_size).
 local M = {}
 
 local DEEPSEEK = {tie = false, moe = "deepseek"}
@@ -111,9 +113,29 @@ M.FAMILIES = {
                       no_cost = {"embedding_multiplier", "logits_scaling",
                                  "residual_multiplier", "attention_multiplier",
                                  "position_embedding_type", "mamba_n_layers"}},
-  -- refused by name: what their layers do is not a kind ndplan prices
-  falcon_h1 = {refuse = "Falcon-H1 runs attention and Mamba-2 side by side in every layer"},
-  jamba = {refuse = "Jamba's mixers are Mamba-1 (ndplan prices Mamba-2)"},
+  -- Falcon-H1: attention and a Mamba-2 mixer side by side in every layer, then a dense MLP
+  -- (hfconfig_hybrid); muP multipliers scale activations only. mamba_use_mlp,
+  -- mlp_expansion_factor and attn_layer_indices are saved by TII's configs but read by
+  -- neither transformers' FalconH1Config nor its model (the MLP is intermediate_size wide)
+  falcon_h1 = {tie = false, hybrid = "falcon_h1", d_ssm = true,
+               -- FalconH1Config's defaults for the mixer fields a config leaves out
+               defaults = {mamba_d_ssm = 1024, mamba_n_heads = 128, mamba_d_head = "auto",
+                           mamba_n_groups = 1, mamba_d_state = 256, mamba_d_conv = 4,
+                           mamba_chunk_size = 256},
+               no_cost = {"lm_head_multiplier", "embedding_multiplier", "mlp_multipliers",
+                          "key_multiplier", "attention_out_multiplier",
+                          "attention_in_multiplier", "ssm_multipliers", "ssm_in_multiplier",
+                          "ssm_out_multiplier", "mamba_norm_before_gate", "time_step_min",
+                          "time_step_max", "time_step_limit", "time_step_floor",
+                          "num_logits_to_keep", "mamba_use_mlp", "mlp_expansion_factor",
+                          "attn_layer_indices"}},
+  -- Jamba: Mamba-1 mixers with attention every attn_layer_period-th layer, MoE every
+  -- expert_layer_period-th (hfconfig_hybrid); no positional encoding
+  jamba = {tie = false, hybrid = "jamba", moe = "per_expert", same_width = true,
+           position = "none",
+           defaults = {num_experts = 16, num_experts_per_tok = 2},  -- JambaConfig's
+           no_cost = {"use_mamba_kernels", "num_logits_to_keep",
+                      "calc_logits_for_entire_prompt"}},
   gpt2 = {tie = true, gpt = true, position = "learned"},
   gpt_neox = {tie = false, gpt = true, position = "rope"},
   opt = {tie = true, gpt = true, position = "learned", position_offset = 2},

@@ -232,6 +232,46 @@ static void expect_invalid (nd_model_spec *m, const char *prefix, const char *wh
         what, err, prefix);
 }
 
+/* Jamba's Mamba-1 mixer and Falcon-H1's attention beside a Mamba-2 mixer, by hand */
+static void test_ssm_kinds (void) {
+  nd_model_spec m;
+  nd_layer_buckets b;
+  int64_t h = 1024, E = 2048, N = 16, R = 64, K = 4, inner = 8 * 64, bc = 2 * 128;
+  int64_t attn = 2 * h * 8 * 128 + 2 * h * 2 * 128;
+  nd_model_init(&m);
+  strcpy(m.name, "ssm");
+  m.hidden_size = h; m.num_layers = 2; m.num_heads = 8; m.num_kv_heads = 2; m.head_dim = 128;
+  m.ffn_size = 4096; m.vocab_size = 1000;
+  m.mamba_inner = E; m.mamba_state = N; m.mamba_conv = K; m.mamba_dt_rank = R;
+  m.mamba_conv_bias = 1; m.mamba_dt_norms = 1;
+  nd_model_default_stack(&m);
+  m.layer[0].attention = ND_ATTN_MAMBA1;
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "a Mamba-1 stack validates");
+  nd_layer_params(&m, 0, &b);
+  /* in_proj (x, z); conv and bias; x_proj to dt, B, C; dt_proj and bias; A_log; D; out */
+  CHECK_EQ(b.attention, h * 2 * E + E * K + E + E * (R + 2 * N) + R * E + E + E * N + E + E * h,
+           "mamba1 mixer");
+  CHECK_EQ(b.norms, 2 * h + R + 2 * N, "two layer norms and the dt, B, C norms");
+  CHECK(strcmp(nd_layer_kind_name(ND_ATTN_MAMBA1, ND_MLP_DENSE), "mamba1-dense") == 0,
+        "mamba1 name");
+  m.mamba_dt_rank = 0;
+  expect_invalid(&m, "mamba_dt_rank:", "a Mamba-1 layer without its dt rank");
+  m.mamba_dt_rank = R;
+  m.layer[0].attention = ND_ATTN_HYBRID;
+  expect_invalid(&m, "mamba_heads:", "a hybrid layer without its mixer");
+  m.mamba_heads = 8; m.mamba_head_dim = 64; m.mamba_state = 128; m.mamba_groups = 1;
+  m.mamba_chunk = 128; m.mamba_norm = 0;
+  CHECK(nd_model_validate(&m, NULL, 0) == 0, "a hybrid stack validates");
+  nd_layer_params(&m, 0, &b);
+  /* attention, then in_proj to z, x, B, C, dt; conv and bias; dt_bias, A_log, D; out_proj;
+     no gated norm */
+  CHECK_EQ(b.attention, attn + h * (2 * inner + bc + 8) + (inner + bc) * (K + 1) + 3 * 8
+                        + inner * h, "attention beside a Mamba-2 mixer");
+  CHECK_EQ(b.norms, 2 * h, "the two layer norms, shared by both mixers");
+  CHECK(strcmp(nd_layer_kind_name(ND_ATTN_HYBRID, ND_MLP_DENSE), "hybrid-dense") == 0,
+        "hybrid name");
+}
+
 static void test_validation (void) {
   nd_model_spec m;
   llama31_8b(&m); m.num_kv_heads = 6;
@@ -365,6 +405,7 @@ int main (void) {
   test_deepseek();
   test_gpt3();
   test_hybrid();
+  test_ssm_kinds();
   test_nas();
   test_validation();
   test_kinds();

@@ -6,7 +6,8 @@ local MODELS = {"llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "qwen2.5-72b", "
   "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b",
   "qwen3-next-80b-a3b", "gemma3-12b", "gpt3-175b", "megatron-22b", "mt-nlg-530b", "megatron-1t",
   "llama4-scout", "llama4-maverick", "gemma2-9b", "nemotron-h-56b", "minimax-m1", "deepseek-v3.2",
-  "kimi-k2", "nemotron-super-49b", "glm4.5", "glm4.5-air", "nemotron-ultra-253b"}
+  "kimi-k2", "nemotron-super-49b", "glm4.5", "glm4.5-air", "nemotron-ultra-253b", "jamba-v0.1",
+  "falcon-h1-7b"}
 
 describe("ndplan models", function()
   it("lists every bundled model with its parameter count", function()

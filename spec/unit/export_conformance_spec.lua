@@ -146,8 +146,11 @@ local function megatron_problems(text, want)
   end
   -- --moe-layer-freq is a Python list expression, one entry per layer (a:253)
   if o["--moe-layer-freq"] then
-    local d, m = o["--moe-layer-freq"][1]:match("^%(%[0%]%*(%d+)%+%[1%]%*(%d+)%)$")
-    if not d or tonumber(d) + tonumber(m) ~= L then bad("--moe-layer-freq %s over %s layers", o["--moe-layer-freq"][1], L) end
+    local f = o["--moe-layer-freq"][1]
+    local d, m = f:match("^%(%[0%]%*(%d+)%+%[1%]%*(%d+)%)$")
+    local n = d and tonumber(d) + tonumber(m)
+    if not d and f:match("^%[[01,]+%]$") then n = #f:gsub("[^01]", "") end  -- every layer's bit
+    if n ~= L then bad("--moe-layer-freq %s over %s layers", f, L) end
   end
   -- the world: tp x pp x cp divides it (megatron/core/parallel_state.py:815-823), and so
   -- does etp x ep x pp (874-883); the global batch divides over mbs x dp

@@ -166,14 +166,6 @@ describe("more families", function()
     assert.are.equal(1024, m.ffn_size)
   end)
 
-  it("refuses Falcon-H1 and Jamba by name", function()
-    for _, t in ipairs({"falcon_h1", "jamba"}) do
-      local m, err = nd.model({model_type = t, hidden_size = 1024, num_hidden_layers = 2,
-                               num_attention_heads = 8, vocab_size = 1000})
-      assert.is_nil(m)
-      assert.matches("model_type '" .. t .. "': .* which ndplan does not price yet", err)
-    end
-  end)
 end)
 
 describe("MiniMax's attn_type_list", function()

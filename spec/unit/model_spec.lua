@@ -117,6 +117,10 @@ local REFERENCE = {
   ["llama4-scout"] = (function() local t, a = llama4(16, 1) return {total = t, active = a} end)(),
   ["llama4-maverick"] = (function() local t, a = llama4(128, 2) return {total = t, active = a} end)(),
   ["nemotron-h-56b"] = {total = nemotron_h_56b()},
+  -- by hand in model_hybrid_ssm_spec (Jamba-v0.1: the Hub's 51.57B, its card "52B" / "12B
+  -- active"; Falcon-H1-7B: 7.59B in the technical report's Table 1)
+  ["jamba-v0.1"] = {total = 51570323328, active = 12110311296},
+  ["falcon-h1-7b"] = {total = 7585513568},
   -- Hugging Face model page of nvidia/Llama-3_3-Nemotron-Super-49B-v1: "Model size 49.9B
   -- params" (ndplan: 49.867B, 0.07% under the rounded figure)
   ["nemotron-super-49b"] = {total = 49.9 * B},

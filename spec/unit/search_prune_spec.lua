@@ -12,7 +12,7 @@ require("ndplan.stack").DEFAULT = "none"
 local MODELS = {"llama3.1-8b", "llama3.1-70b", "qwen3-32b", "gemma2-9b", "gemma3-12b",
                 "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "nemotron-h-56b",
                 "gpt-oss-120b", "megatron-22b", "deepseek-v3", "llama4-scout", "minimax-m1",
-                "qwen3-235b-a22b", "gpt3-175b"}
+                "qwen3-235b-a22b", "gpt3-175b", "jamba-v0.1", "falcon-h1-7b"}
 local DEVICES = {"h100", "a100-80gb", "h800", "b200", "mi300x"}
 local RECOMPUTE = {"auto", {"none", "selective", "full"}, "none", "full", "per_layer",
                    "megatron", {"none", "per_layer"}}

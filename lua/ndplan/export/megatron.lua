@@ -266,14 +266,21 @@ local function model_flags(ctx)
     if s.shared_ffn_size and s.shared_ffn_size > 0 then
       add("--moe-shared-expert-intermediate-size", s.shared_ffn_size)
     end
-    -- which layers are MoE, as the Python-list string §2.2 shows for first-k-dense
-    local dense, moe = 0, 0
+    -- which layers are MoE, as the Python-list string §2.2 shows for first-k-dense; any
+    -- other order (Llama 4's, Jamba's interleaving) as the list of every layer's 0 or 1,
+    -- which the flag evaluates the same way (arguments.py moe_freq_type)
+    local dense, moe, each, ordered = 0, 0, {}, true
     for _, run in ipairs(m:layers()) do
       if not run.mtp then
-        if run.kind:match("moe") then moe = moe + run.count else dense = dense + run.count end
+        local bit = run.kind:match("moe") and 1 or 0
+        if bit == 0 and moe > 0 then ordered = false end
+        if bit == 1 then moe = moe + run.count else dense = dense + run.count end
+        for _ = 1, run.count do each[#each + 1] = bit end
       end
     end
-    if dense > 0 then add("--moe-layer-freq", string.format("([0]*%d+[1]*%d)", dense, moe)) end
+    if dense > 0 and ordered then
+      add("--moe-layer-freq", string.format("([0]*%d+[1]*%d)", dense, moe))
+    elseif dense > 0 then add("--moe-layer-freq", "[" .. table.concat(each, ",") .. "]") end
   end
   if ctx.mtp > 0 then add("--mtp-num-layers", ctx.mtp) end
   add("--max-position-embeddings", s.max_position, "--vocab-size", s.vocab_size)
@@ -417,6 +424,19 @@ function M.render(plan, opts)
   if not st.flash_attention then
     unsaid[#unsaid + 1] = {field = "flash_attention", plan = "false",
                            why = "no flag in §2.2; Megatron-Core uses fused attention"}
+  end
+  -- pretrain_gpt.py builds layers of attention (full, windowed or MLA) and an MLP; the
+  -- other mixers and the sublayer-less layers are not what its flags build
+  local other = {}
+  for _, g in ipairs(ctx.model and ctx.model:layers() or {}) do
+    local a = g.attention
+    if (a ~= "full" and a ~= "sliding" and a ~= "mla" or g.mlp == "none") and not other[g.kind] then
+      other[g.kind], other[#other + 1] = true, g.kind
+    end
+  end
+  if #other > 0 then
+    unsaid[#unsaid + 1] = {field = "layers", plan = table.concat(other, ", "),
+                           why = "pretrain_gpt.py builds attention-and-MLP layers only"}
   end
   local parallel = {"--tensor-model-parallel-size", said.tp, "--pipeline-model-parallel-size", said.pp}
   local function add(list, ...) for _, v in ipairs({...}) do list[#list + 1] = v end end
