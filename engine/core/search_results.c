@@ -186,8 +186,18 @@ void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *ove
 }
 
 void nd_search_results_finish (nd_search_results *r) {
+  nd_search_row *shrunk;
   qsort(r->best, (size_t)r->nbest, sizeof *r->best, cmp_best);
   if (r->nbest > r->keep) r->nbest = r->keep;
+  /* what the walk needed and the ranking does not: the cut's scratch, the rows past the
+     kept ones (half of best, up to 1,000 rows x 272 bytes by default) */
+  free(r->keys); r->keys = NULL;
+  if (r->nbest < r->cap
+      && (shrunk = (nd_search_row *)realloc(r->best, (size_t)(r->nbest > 0 ? r->nbest : 1)
+                                                     * sizeof *r->best)) != NULL) {
+    r->best = shrunk;
+    r->cap = r->nbest;
+  }
 }
 
 int nd_search_results_points (const nd_search_results *r, unsigned long long stride,
