@@ -179,7 +179,8 @@ static void update_kth (nd_search_results *r) {
 */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut) {
   if (r->nbest >= r->keep && r->nbest != r->kth_at && r->keys) update_kth(r);
-  *time_cut = !r->rank_by_time || r->csv ? HUGE_VAL : r->kth;
+  /* results.csv holds the fitting rows priced under the cut, unless it wants every row */
+  *time_cut = !r->rank_by_time || (r->csv && r->csv_all) ? HUGE_VAL : r->kth;
   if (r->csv && r->csv_all) *over_cut = HUGE_VAL;
   else if (r->keep_miss == 0) *over_cut = -HUGE_VAL;
   else *over_cut = r->nmiss == r->keep_miss ? r->miss[r->nmiss - 1].over : HUGE_VAL;
