@@ -30,6 +30,10 @@
    (some 150 KB per thread for its three kinds). */
 #define PRICE_CACHE_ENTRIES 128
 
+/* The layer prices the lower bounds keep per thread, shared by the recipes walked (each its
+   own bounds): search_bound.c says what they buy. */
+#define BOUND_CACHE_BYTES ((size_t)1 << 20)
+
 
 static const char *const dim_names[ND_DIM_COUNT] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
@@ -342,7 +346,8 @@ static void new_bounds (const walker *w, nd_bound **b) {
     nd_strategy base = p->base;
     base.precision = (nd_recipe_id)rv[i];
     b[rv[i]] = nd_bound_new(w->m, w->dev, w->job, w->costs, &base,
-                            p->budget > 0 ? p->budget : w->dev->hbm_bytes);
+                            p->budget > 0 ? p->budget : w->dev->hbm_bytes,
+                            BOUND_CACHE_BYTES / (size_t)n);
   }
 }
 

@@ -43,12 +43,11 @@
 
 #define BOUND_KINDS ND_MAX_LAYER_KINDS  /* distinct kinds (nd_layer_kind_equal) */
 /* Groups of layer prices kept: sets of GROUP_WAYS, least recently used replaced first, as
-   many as GROUP_BYTES of prices hold (at most MAX_GROUPS). The walk visits a tp's groups
-   once per pp (pp's loop is outside cp's, mbs', ep's and etp's): DeepSeek-V3 on 2,048
-   devices has up to 3,400 per tp, 18,000 in all; 512 direct-mapped slots priced 155,000
-   groups, 4,096 in sets of 4 price about 73,000. */
+   many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one set).
+   The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
+   etp's): DeepSeek-V3 on 2,048 devices has up to 3,400 per tp, 18,000 in all; 512
+   direct-mapped slots priced 155,000 groups, 4,096 in sets of 4 price about 73,000. */
 #define GROUP_WAYS 4
-#define GROUP_BYTES (1 << 20)
 #define MAX_GROUPS 4096
 
 /* One layer kind's prices in a group. */
@@ -101,7 +100,8 @@ static int same_kind (const nd_layer_kind *a, const nd_layer_kind *b) {
 }
 
 nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                        const nd_costs *costs, const nd_strategy *base, double budget) {
+                        const nd_costs *costs, const nd_strategy *base, double budget,
+                        size_t cache_bytes) {
   nd_bound *b;
   int i, k, total = (int)(m->num_layers + m->mtp_layers);
   if (total < 1 || total > ND_MAX_LAYERS) return NULL;
@@ -119,7 +119,7 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
   }
   b->sets = 1;
   while (b->sets * 2 * GROUP_WAYS <= MAX_GROUPS
-         && (size_t)b->sets * 2 * GROUP_WAYS * b->nkinds * sizeof(kind_price) <= GROUP_BYTES)
+         && (size_t)b->sets * 2 * GROUP_WAYS * b->nkinds * sizeof(kind_price) <= cache_bytes)
     b->sets *= 2;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
   b->slot = (group *)calloc((size_t)b->sets * GROUP_WAYS, sizeof *b->slot);
