@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ndplan/estimate.h"
@@ -37,6 +38,7 @@ const char *nd_group_name (int group) {
 /* One layer kind, priced for one device and one micro-batch. */
 typedef struct layer_cost {
   int ready;
+  int passed;                      /* pass below is priced (a cached kind may lack it) */
   double act[ND_RECOMPUTE_COUNT];  /* activation bytes held per micro-batch */
   double gemm_s, core_s, mem_s;    /* forward: GEMMs, attention core, element-wise */
   double cast_s;                   /* forward: casting the FP8 GEMMs' inputs */
@@ -94,7 +96,8 @@ typedef struct ctx {
                           recipe's precision (nd_strategy_layer_quantized) */
   const nd_kind_index *kinds;  /* the layers' kinds: the model's, else own */
   int stages;          /* pricing stages: each kind's pass costs too (pass_costs) */
-  layer_cost kind[KIND_SLOTS];
+  layer_cost *kind;    /* the kinds' prices: own_kind, or a cache entry's (use_cache) */
+  layer_cost own_kind[KIND_SLOTS];
   nd_kind_index own;   /* numbered per call for a model without m->kinds */
 } ctx;
 
@@ -512,7 +515,10 @@ static layer_cost *price_kind (ctx *x, int layer) {
   double act_all, tp_bytes;
   int identity = k->attention == ND_ATTN_NONE && k->mlp == ND_MLP_NONE;
   nd_layer_buckets pb;
-  if (lc->ready) return lc;
+  if (lc->ready) {
+    if (x->stages && !lc->passed) { pass_costs(x, lc); lc->passed = 1; }
+    return lc;
+  }
   memset(lc, 0, sizeof *lc);
   if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a, 0);
   else if (k->attention == ND_ATTN_MAMBA1) price_mamba1(x, lc, &a);
@@ -596,7 +602,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   lc->gather_bytes = x->c->weight_bytes * (lc->p_dense + lc->p_expert)
                    + (x->w.gather - x->c->weight_bytes) * (lc->q_dense + lc->q_expert);
   lc->launch = identity ? 0.0 : 1.0;
-  if (x->stages) pass_costs(x, lc);
+  if (x->stages) { pass_costs(x, lc); lc->passed = 1; }
   lc->ready = 1;
   return lc;
 }
@@ -893,7 +899,8 @@ static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
                       const nd_job *job, const nd_strategy *st, const nd_costs *costs) {
   int i;
   memset(x, 0, offsetof(ctx, kind));
-  for (i = 0; i < KIND_SLOTS; i++) x->kind[i].ready = 0;
+  for (i = 0; i < KIND_SLOTS; i++) x->own_kind[i].ready = 0;
+  x->kind = x->own_kind;
   x->m = m; x->dev = dev; x->job = job; x->st = st; x->c = costs;
   if (m->kinds.count != 0) x->kinds = &m->kinds;  /* numbered once per model */
   else {
@@ -954,6 +961,110 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   }
   place_groups(x_);
   return 0;
+}
+
+/* ---- the price cache (nd_price_cache) ------------------------------------------------ */
+
+/* What a kind's price reads of the strategy (price_kind and setup's fields it uses): the
+   degrees of the layer's own groups (tp, cp, ep, etp; placed independently of dp and pp),
+   the tokens per rank (mbs), SP, the recipe and ZeRO's gather widths (nd_recipe_widths_of)
+   and the switches. dp, pp, vpp, the layout, the schedule and the recompute modes are
+   read only by the stage sums. */
+typedef struct price_key {
+  int tp, cp, mbs, ep, etp, sp, zero, precision, flash, tp_overlap, param_gather;
+  unsigned ops;
+} price_key;
+
+#define CACHE_WAYS 4  /* entries of a set, replaced least recently used first */
+
+typedef struct price_entry {
+  price_key key;
+  unsigned long long used;   /* the cache's clock at its last use; 0: empty */
+  layer_cost *kind;          /* its kinds' prices (count of them) */
+} price_entry;
+
+struct nd_price_cache {
+  const nd_model_spec *m;    /* what the entries were priced for */
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_costs *costs;
+  int sets, count;           /* sets of CACHE_WAYS entries; kinds per entry */
+  unsigned long long clock;
+  price_entry *e;            /* sets x CACHE_WAYS */
+  layer_cost *prices;        /* sets x CACHE_WAYS x count */
+};
+
+nd_price_cache *nd_price_cache_new (int entries) {
+  nd_price_cache *pc = (nd_price_cache *)calloc(1, sizeof *pc);
+  int sets = 1;
+  if (!pc) return NULL;
+  while (sets * 2 * CACHE_WAYS <= entries) sets *= 2;
+  pc->sets = sets;
+  pc->e = (price_entry *)calloc((size_t)sets * CACHE_WAYS, sizeof *pc->e);
+  if (!pc->e) { free(pc); return NULL; }
+  return pc;
+}
+
+void nd_price_cache_free (nd_price_cache *pc) {
+  if (!pc) return;
+  free(pc->e);
+  free(pc->prices);
+  free(pc);
+}
+
+/* Empties the cache for another model, device, job or costs; 0, or -1 (no room). */
+static int cache_bind (nd_price_cache *pc, const ctx *x) {
+  int n = pc->sets * CACHE_WAYS, i, count = x->kinds->count;
+  if (count != pc->count || !pc->prices) {
+    free(pc->prices);
+    pc->prices = (layer_cost *)malloc((size_t)n * (size_t)count * sizeof *pc->prices);
+    pc->count = pc->prices ? count : 0;
+    if (!pc->prices) return -1;
+  }
+  for (i = 0; i < n; i++) {
+    pc->e[i].used = 0;
+    pc->e[i].kind = pc->prices + (size_t)i * count;
+  }
+  pc->m = x->m; pc->dev = x->dev; pc->job = x->job; pc->costs = x->c;
+  return 0;
+}
+
+/*
+** Points x's kind prices at the cache's entry for its strategy (x set up), a new entry
+** (empty) if none is there. Without a cache, or for a model whose kinds are numbered per
+** call, x keeps its own.
+*/
+static void use_cache (ctx *x, nd_price_cache *pc) {
+  const nd_strategy *st = x->st;
+  price_key k;
+  price_entry *set, *e;
+  unsigned h = 2166136261u;
+  const int *w;
+  int i, n;
+  if (!pc || x->kinds != &x->m->kinds || x->kinds->count <= 0) return;
+  if ((pc->m != x->m || pc->dev != x->dev || pc->job != x->job || pc->costs != x->c
+       || pc->count != x->kinds->count || !pc->prices) && cache_bind(pc, x) != 0)
+    return;
+  memset(&k, 0, sizeof k);
+  k.tp = st->tp; k.cp = st->cp; k.mbs = st->mbs; k.ep = st->ep; k.etp = st->etp;
+  k.sp = st->sp; k.zero = st->zero; k.precision = (int)st->precision;
+  k.flash = st->flash_attention; k.tp_overlap = st->tp_comm_overlap;
+  k.param_gather = st->param_gather; k.ops = st->selective_ops;
+  w = (const int *)&k;
+  n = (int)(sizeof k / sizeof *w);
+  for (i = 0; i < n; i++) h = (h ^ (unsigned)w[i]) * 16777619u;
+  set = pc->e + (size_t)(h & (unsigned)(pc->sets - 1)) * CACHE_WAYS;
+  e = set;
+  for (i = 0; i < CACHE_WAYS; i++) {
+    if (set[i].used && memcmp(&set[i].key, &k, sizeof k) == 0) { e = &set[i]; break; }
+    if (set[i].used < e->used) e = &set[i];  /* the least recently used (an empty one) */
+  }
+  if (i == CACHE_WAYS) {  /* not there: replace e */
+    e->key = k;
+    for (i = 0; i < pc->count; i++) e->kind[i].ready = 0;
+  }
+  e->used = ++pc->clock;
+  x->kind = e->kind;
 }
 
 /* What the stages of one run share and what they add up to (nd_estimate_run). */
@@ -1242,6 +1353,12 @@ static void step_totals (const ctx *x, const run_sums *r, nd_estimate *out) {
 int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                      nd_strategy *st, const nd_costs *costs, nd_estimate *out,
                      char *err, size_t errlen) {
+  return nd_estimate_run_cached(m, dev, job, st, costs, NULL, out, err, errlen);
+}
+
+int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                            nd_strategy *st, const nd_costs *costs, nd_price_cache *pc,
+                            nd_estimate *out, char *err, size_t errlen) {
   ctx x;
   run_sums r;
   stage_sum ss;
@@ -1251,6 +1368,7 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
+  use_cache(&x, pc);
   x.stages = 1;
   memset(out, 0, sizeof *out - sizeof out->stage);
   p = st->pp;
@@ -1273,26 +1391,16 @@ int nd_estimate_run (const nd_model_spec *m, const nd_device *dev, const nd_job 
   return 0;
 }
 
-int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                       nd_strategy *st, const nd_costs *costs, int layer,
-                       nd_layer_estimate *out, char *err, size_t errlen) {
-  ctx x;
-  layer_cost *lc;
+/* Layer `layer`'s figures from its kind's prices (x set up for the strategy). */
+static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
+  const nd_costs *costs = x->c;
+  layer_cost *lc = price_kind(x, layer);
   int i;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
-  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
-  if (layer < 0 || layer >= m->num_layers + m->mtp_layers) {
-    snprintf(err, errlen, "layer: %d is not a layer of the model", layer);
-    return -1;
-  }
-  init_ctx(&x, m, dev, job, st, costs);
-  if (setup(&x, err, errlen) != 0) return -1;
-  lc = price_kind(&x, layer);
   for (i = 0; i < ND_RECOMPUTE_COUNT; i++) {
     out->activations[i] = lc->act[i];
-    out->recompute_s[i] = recompute_time(&x, lc, i);
+    out->recompute_s[i] = recompute_time(x, lc, i);
     if (i == ND_RECOMPUTE_FULL)  /* the repeated forward's TP and EP traffic */
-      out->recompute_s[i] += comm_shown(&x, fwd_work(lc), lc->tp_s, 1.0)
+      out->recompute_s[i] += comm_shown(x, fwd_work(lc), lc->tp_s, 1.0)
                            + lc->ep_s * exposed_share(costs, costs->ep_overlap);
   }
   {  /* every set of switches, each from the set without its lowest switch */
@@ -1311,13 +1419,37 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
                                                                   : kept;
     }
   }
-  out->forward_s = layer_pass(&x, fwd_work(lc), lc->launch);
-  out->backward_s = layer_pass(&x, lc->bwd_s, 2.0 * lc->launch);
+  out->forward_s = layer_pass(x, fwd_work(lc), lc->launch);
+  out->backward_s = layer_pass(x, lc->bwd_s, 2.0 * lc->launch);
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;
   out->params = lc->p_dense + lc->p_expert;
   out->params_expert = lc->p_expert;
   out->flops_token = lc->flops_token;
+}
+
+int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                       nd_strategy *st, const nd_costs *costs, int layer,
+                       nd_layer_estimate *out, char *err, size_t errlen) {
+  return nd_estimate_layers(m, dev, job, st, costs, NULL, 1, &layer, out, err, errlen);
+}
+
+int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
+                        const int *layers, nd_layer_estimate *out, char *err, size_t errlen) {
+  ctx x;
+  int i;
+  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
+  for (i = 0; i < n; i++)
+    if (layers[i] < 0 || layers[i] >= m->num_layers + m->mtp_layers) {
+      snprintf(err, errlen, "layer: %d is not a layer of the model", layers[i]);
+      return -1;
+    }
+  init_ctx(&x, m, dev, job, st, costs);
+  if (setup(&x, err, errlen) != 0) return -1;
+  use_cache(&x, pc);
+  for (i = 0; i < n; i++) layer_out(&x, layers[i], &out[i]);
   return 0;
 }

@@ -47,7 +47,8 @@ static void collect (int layer, int chunk, void *ud) {
 static const nd_layer_estimate *layer_costs (kind_costs *kc, const nd_model_spec *m,
                                              const nd_device *dev, const nd_job *job,
                                              const nd_strategy *st, const nd_costs *costs,
-                                             int i, int *slot, char *err, size_t errlen) {
+                                             nd_price_cache *pc, int i, int *slot, char *err,
+                                             size_t errlen) {
   int k;
   nd_strategy copy;
   for (k = 0; k < kc->n; k++)
@@ -57,7 +58,8 @@ static const nd_layer_estimate *layer_costs (kind_costs *kc, const nd_model_spec
     return NULL;
   }
   copy = *st;
-  if (nd_estimate_layer(m, dev, job, &copy, costs, i, &kc->est[kc->n], err, errlen) != 0)
+  if (nd_estimate_layers(m, dev, job, &copy, costs, pc, 1, &i, &kc->est[kc->n], err,
+                         errlen) != 0)
     return NULL;
   kc->kind[kc->n] = m->layer[i];
   *slot = kc->n;
@@ -551,6 +553,7 @@ struct nd_recompute_ws {
   unsigned char *picked;
   double *va, *vr;
   nd_estimate *alt;             /* a whole-model mode against the plan (offload share) */
+  nd_price_cache *pc;           /* the caller's layer prices (nd_recompute_ws_cache), or NULL */
 };
 
 nd_recompute_ws *nd_recompute_ws_new (void) {
@@ -558,9 +561,12 @@ nd_recompute_ws *nd_recompute_ws_new (void) {
   if (w) {
     memset(&w->sc, 0, sizeof w->sc);
     w->opts = NULL; w->nopts = NULL; w->picked = NULL; w->va = w->vr = NULL; w->alt = NULL;
+    w->pc = NULL;
   }
   return w;
 }
+
+void nd_recompute_ws_cache (nd_recompute_ws *w, nd_price_cache *pc) { w->pc = pc; }
 
 void nd_recompute_ws_free (nd_recompute_ws *w) {
   if (!w) return;
@@ -637,8 +643,8 @@ static int plan_ends (plan_run *pr) {
   pr->trial = *pr->st;
   pr->trial.per_layer = 0;
   pr->trial.recompute = ND_RECOMPUTE_FULL;
-  if (nd_estimate_run(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, out, pr->err,
-                      pr->errlen) != 0) return -1;
+  if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, pr->w->pc, out,
+                      pr->err, pr->errlen) != 0) return -1;
   pr->p = out->stages;
   ws->kc.n = 0;
   if (pr->variants) {
@@ -659,8 +665,8 @@ static int plan_ends (plan_run *pr) {
   pr->trial = *pr->st;
   pr->trial.per_layer = 0;
   pr->trial.recompute = ND_RECOMPUTE_NONE;
-  if (nd_estimate_run(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, out, pr->err,
-                      pr->errlen) != 0) return -1;
+  if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, pr->w->pc, out,
+                      pr->err, pr->errlen) != 0) return -1;
   for (s = 0; s < pr->p; s++) {
     pr->none_peak[s] = out->stage[s].peak;
     pr->base_compute[s] = out->stage[s].fwd_s + out->stage[s].bwd_s;  /* what hides offload */
@@ -694,7 +700,7 @@ static int stage_line (plan_run *pr, stage_plan *sp) {
     /* priced from the strategy as given: a resolved interleaved layout would not
        resolve again */
     const nd_layer_estimate *le = layer_costs(&ws->kc, pr->m, pr->dev, pr->job, pr->st,
-                                              pr->costs, list->layer[i], &sp->slot[i],
+                                              pr->costs, pr->w->pc, list->layer[i], &sp->slot[i],
                                               pr->err, pr->errlen);
     int md;
     if (!le) return -1;
@@ -1005,8 +1011,8 @@ static int plan_finish (plan_run *pr) {
     memcpy(given.layer_ops, pr->trial.layer_ops, sizeof given.layer_ops);
     pr->trial = given;
   }
-  if (nd_estimate_run(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, out, pr->err,
-                      pr->errlen) != 0) return -1;
+  if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, pr->w->pc, out,
+                      pr->err, pr->errlen) != 0) return -1;
   if (out->peak > budget * (1.0 + 1e-9)) {  /* the linear model above is exact: a bug */
     snprintf(pr->err, pr->errlen, "recompute: internal error, plan peaks at %.3f GiB over a "
              "%.3f GiB budget", gib(out->peak), gib(budget));
@@ -1031,8 +1037,8 @@ static int plan_finish (plan_run *pr) {
       /* one mode for every layer: none of the given per-layer switch sets or offload */
       memset(uniform.layer_ops, 0, sizeof uniform.layer_ops);
       memset(uniform.layer_offload, 0, sizeof uniform.layer_offload);
-      if (nd_estimate_run(pr->m, pr->dev, pr->job, &uniform, pr->costs, alt, pr->err,
-                          pr->errlen) != 0) continue;
+      if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &uniform, pr->costs, pr->w->pc, alt,
+                          pr->err, pr->errlen) != 0) continue;
       if (md == ND_RECOMPUTE_FULL) {
         for (s = 0; s < p; s++) full_rec[s] = alt->stage[s].recompute_s;
         priced_full = 1;

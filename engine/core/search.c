@@ -24,6 +24,16 @@
    so the walk sees the same cuts at every -j (and prunes the same candidates). */
 #define CUT_LAG 16
 
+/* Layer-kind price groups a pricing thread keeps (nd_price_cache): candidates are priced in
+   walk order, and the degrees the prices depend on change in the loops outside pp's, so
+   those of nearby candidates repeat; 128 keep about 70% of DeepSeek-V3's on 2,048 devices
+   (some 150 KB per thread for its three kinds). */
+#define PRICE_CACHE_ENTRIES 128
+
+/* The layer prices the lower bounds keep per thread, shared by the recipes walked (each its
+   own bounds): search_bound.c says what they buy. */
+#define BOUND_CACHE_BYTES ((size_t)1 << 20)
+
 
 static const char *const dim_names[ND_DIM_COUNT] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
@@ -281,7 +291,8 @@ static int out_of_memory (const char *err) { return strstr(err, "out of memory")
    allocation that failed is out of memory (the walk stops on it); the walk checked
    everything else, so any other failure is counted as out of bounds. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
-                            nd_recompute_plan *plan, nd_recompute_ws *rws) {
+                            nd_recompute_plan *plan, nd_recompute_ws *rws,
+                            nd_price_cache *pc) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   int method, num_layers;
   char err[128];  /* not shown: the code says why (read for out of memory only) */
@@ -300,7 +311,8 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
     if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
     return method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
-  if (nd_estimate_run(w->m, w->dev, w->job, st, w->costs, e, err, sizeof err) == 0) return -1;
+  if (nd_estimate_run_cached(w->m, w->dev, w->job, st, w->costs, pc, e, err, sizeof err) == 0)
+    return -1;
   return out_of_memory(err) ? ND_REFUSE_NO_MEMORY : ND_REFUSE_BOUNDS;
 }
 
@@ -311,6 +323,7 @@ typedef struct worker_scratch {
   nd_estimate e;
   nd_recompute_plan plan;
   nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
+  nd_price_cache *pc;      /* layer-kind prices shared by the candidates it prices */
   nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
                                        (NULL: none; the layer prices depend on the recipe) */
 } worker_scratch;
@@ -333,7 +346,8 @@ static void new_bounds (const walker *w, nd_bound **b) {
     nd_strategy base = p->base;
     base.precision = (nd_recipe_id)rv[i];
     b[rv[i]] = nd_bound_new(w->m, w->dev, w->job, w->costs, &base,
-                            p->budget > 0 ? p->budget : w->dev->hbm_bytes);
+                            p->budget > 0 ? p->budget : w->dev->hbm_bytes,
+                            BOUND_CACHE_BYTES / (size_t)n);
   }
 }
 
@@ -349,6 +363,12 @@ static worker_scratch *new_scratch (const walker *w) {
   ws->st = ws->chk = p->base;
   memset(ws->bound, 0, sizeof ws->bound);
   if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
+  if (!(ws->pc = nd_price_cache_new(PRICE_CACHE_ENTRIES))) {
+    nd_recompute_ws_free(ws->rws);
+    free(ws);
+    return NULL;
+  }
+  nd_recompute_ws_cache(ws->rws, ws->pc);
   if (!p->exhaustive) new_bounds(w, ws->bound);  /* NULL (a model the bounds do not
                                                     cover): every candidate is priced */
   return ws;
@@ -357,6 +377,7 @@ static worker_scratch *new_scratch (const walker *w) {
 static void free_scratch (worker_scratch *ws) {
   if (!ws) return;
   nd_recompute_ws_free(ws->rws);
+  nd_price_cache_free(ws->pc);
   free_bounds(ws->bound);
   free(ws);
 }
@@ -375,6 +396,14 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     if (w->p->stop && *w->p->stop) break;
     if (s->flag[i] != CAND_READY) {  /* the walk's checks, on this thread */
       nd_candidate *c = &s->cand[i];
+      /* a per-layer plan whose none twin fits: the twin passed the same checks (the same
+         degrees; load_candidate gives per_layer none's strategy), so this one would too and
+         is filtered out below; its checks are not run again */
+      if (s->flag[i] == CAND_UNCHECKED && c->recompute == ND_SEARCH_PER_LAYER
+          && twin_fit(w, s->index[i])) {
+        s->late[ND_REFUSE_FILTERED]++;
+        continue;
+      }
       why = check(w, &ws->chk, c);
       if (why < 0 && s->flag[i] == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
         s->equivalent++;
@@ -390,7 +419,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
       }
     }
     load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
-    why = price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws);
+    why = price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws, ws->pc);
     if (why >= 0) {
       s->late[why]++;
       continue;

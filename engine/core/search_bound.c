@@ -32,7 +32,7 @@
 **
 ** Layer prices depend on tp, cp, mbs, ep, etp and sp (and the search's fixed schedule,
 ** precision and costs), not on pp, vpp, ZeRO or the layout: they are priced once per such
-** group (a small direct-mapped cache) and summed per stage through prefix counts of each
+** group (a set-associative cache) and summed per stage through prefix counts of each
 ** layer kind. The search's equality spec (pruned against exhaustive walks) holds this.
 */
 #include <math.h>
@@ -42,7 +42,13 @@
 #include "search_bound.h"
 
 #define BOUND_KINDS ND_MAX_LAYER_KINDS  /* distinct kinds (nd_layer_kind_equal) */
-#define CACHE_SLOTS 512     /* groups of layer prices kept */
+/* Groups of layer prices kept: sets of GROUP_WAYS, least recently used replaced first, as
+   many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one set).
+   The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
+   etp's): DeepSeek-V3 on 2,048 devices has up to 3,400 per tp, 18,000 in all; 512
+   direct-mapped slots priced 155,000 groups, 4,096 in sets of 4 price about 73,000. */
+#define GROUP_WAYS 4
+#define MAX_GROUPS 4096
 
 /* One layer kind's prices in a group. */
 typedef struct kind_price {
@@ -54,6 +60,7 @@ typedef struct kind_price {
 typedef struct group {
   int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
   int ok;           /* 0: the estimator refused a layer (no bound) */
+  unsigned long long used;  /* the bound's clock at its last use */
   kind_price *k;    /* nkinds entries */
 } group;
 
@@ -81,8 +88,10 @@ struct nd_bound {
   int nkinds, total;
   int rep[BOUND_KINDS];            /* a layer of each kind */
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
-  group slot[CACHE_SLOTS];
-  kind_price *prices;              /* CACHE_SLOTS x nkinds */
+  int sets;                        /* of GROUP_WAYS groups */
+  unsigned long long clock;
+  group *slot;                     /* sets x GROUP_WAYS */
+  kind_price *prices;              /* sets x GROUP_WAYS x nkinds */
   memo memo[2];                     /* the last stage sums, by sp */
 };
 
@@ -91,7 +100,8 @@ static int same_kind (const nd_layer_kind *a, const nd_layer_kind *b) {
 }
 
 nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                        const nd_costs *costs, const nd_strategy *base, double budget) {
+                        const nd_costs *costs, const nd_strategy *base, double budget,
+                        size_t cache_bytes) {
   nd_bound *b;
   int i, k, total = (int)(m->num_layers + m->mtp_layers);
   if (total < 1 || total > ND_MAX_LAYERS) return NULL;
@@ -107,21 +117,27 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
       b->rep[b->nkinds++] = i;
     }
   }
+  b->sets = 1;
+  while (b->sets * 2 * GROUP_WAYS <= MAX_GROUPS
+         && (size_t)b->sets * 2 * GROUP_WAYS * b->nkinds * sizeof(kind_price) <= cache_bytes)
+    b->sets *= 2;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
-  b->prices = (kind_price *)calloc((size_t)CACHE_SLOTS * b->nkinds, sizeof *b->prices);
-  if (!b->prefix || !b->prices) { nd_bound_free(b); return NULL; }
+  b->slot = (group *)calloc((size_t)b->sets * GROUP_WAYS, sizeof *b->slot);
+  b->prices = (kind_price *)calloc((size_t)b->sets * GROUP_WAYS * b->nkinds, sizeof *b->prices);
+  if (!b->prefix || !b->slot || !b->prices) { nd_bound_free(b); return NULL; }
   for (i = 0; i < total; i++) {
     int *row = b->prefix + (size_t)i * b->nkinds, *next = row + b->nkinds;
     memcpy(next, row, (size_t)b->nkinds * sizeof *row);
     for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) next[k]++;
   }
-  for (i = 0; i < CACHE_SLOTS; i++) b->slot[i].k = b->prices + (size_t)i * b->nkinds;
+  for (i = 0; i < b->sets * GROUP_WAYS; i++) b->slot[i].k = b->prices + (size_t)i * b->nkinds;
   return b;
 }
 
 void nd_bound_free (nd_bound *b) {
   if (!b) return;
   free(b->prefix);
+  free(b->slot);
   free(b->prices);
   free(b);
 }
@@ -138,51 +154,53 @@ static void load_degrees (nd_strategy *d, const nd_strategy *s) {
   d->explicit_layout = ND_LAYOUT_RESOLVED;
 }
 
-/* Prices each layer kind for the group of st. */
+/* Prices each layer kind for the group of st (one set-up for all of them). */
 static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
   int k, md;
   char err[8];
-  g->ok = 1;
+  nd_layer_estimate le[BOUND_KINDS];
+  load_degrees(&b->st, st);
+  g->ok = nd_estimate_layers(b->m, b->dev, b->job, &b->st, b->costs, NULL, b->nkinds, b->rep,
+                             le, err, sizeof err) == 0;
   for (k = 0; k < b->nkinds && g->ok; k++) {
-    nd_layer_estimate le;
     kind_price *kp = &g->k[k];
     double shown;
-    load_degrees(&b->st, st);
-    if (nd_estimate_layer(b->m, b->dev, b->job, &b->st, b->costs, b->rep[k], &le, err,
-                          sizeof err) != 0) {
-      g->ok = 0;
-      break;
-    }
     /* the forward's TP and EP traffic that shows, as the full mode repeats it */
-    shown = le.recompute_s[ND_RECOMPUTE_FULL] - le.forward_s;
+    shown = le[k].recompute_s[ND_RECOMPUTE_FULL] - le[k].forward_s;
     if (!(shown > 0.0)) shown = 0.0;
     kp->t[ND_RECOMPUTE_COUNT] = HUGE_VAL;
     kp->act[ND_RECOMPUTE_COUNT] = HUGE_VAL;
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
-      double rec = le.recompute_s[md] > 0.0 ? le.recompute_s[md] : 0.0;
-      kp->t[md] = le.forward_s + le.backward_s + shown + rec;
-      kp->act[md] = le.activations[md];
+      double rec = le[k].recompute_s[md] > 0.0 ? le[k].recompute_s[md] : 0.0;
+      kp->t[md] = le[k].forward_s + le[k].backward_s + shown + rec;
+      kp->act[md] = le[k].activations[md];
       if (kp->t[md] < kp->t[ND_RECOMPUTE_COUNT]) kp->t[ND_RECOMPUTE_COUNT] = kp->t[md];
       if (kp->act[md] < kp->act[ND_RECOMPUTE_COUNT]) kp->act[ND_RECOMPUTE_COUNT] = kp->act[md];
     }
-    kp->pe = le.params_expert;
-    kp->pd = le.params - le.params_expert;
+    kp->pe = le[k].params_expert;
+    kp->pd = le[k].params - le[k].params_expert;
   }
 }
 
 static group *group_of (nd_bound *b, const nd_strategy *st) {
   int key[6], i;
   unsigned h = 2166136261u;
-  group *g;
+  group *g, *set;
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
   key[5] = st->sp ? 1 : 0;
   for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
-  g = &b->slot[h % CACHE_SLOTS];
-  if (memcmp(g->key, key, sizeof key) != 0) {
+  set = &b->slot[(size_t)(h & (unsigned)(b->sets - 1)) * GROUP_WAYS];
+  g = set;
+  for (i = 0; i < GROUP_WAYS; i++) {
+    if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }
+    if (set[i].used < g->used) g = &set[i];  /* the least recently used (an empty one) */
+  }
+  if (i == GROUP_WAYS) {  /* not kept: g is priced again for this group */
     for (i = 0; i < 2; i++) if (b->memo[i].g == g) b->memo[i].g = NULL;  /* its sums go */
     memcpy(g->key, key, sizeof key);
     price_group(b, g, st);
   }
+  g->used = ++b->clock;
   return g;
 }
 

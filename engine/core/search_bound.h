@@ -10,10 +10,12 @@
 
 typedef struct nd_bound nd_bound;
 
-/* The bounds of one search whose per-layer and Megatron plans fit `budget` bytes per device
-   (NULL: out of memory, or a model the bounds do not cover). */
+/* The bounds of one search whose per-layer and Megatron plans fit `budget` bytes per device,
+   keeping up to cache_bytes of layer prices (NULL: out of memory, or a model the bounds do
+   not cover). */
 nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                        const nd_costs *costs, const nd_strategy *base, double budget);
+                        const nd_costs *costs, const nd_strategy *base, double budget,
+                        size_t cache_bytes);
 void nd_bound_free (nd_bound *b);
 
 /*

@@ -179,15 +179,26 @@ static void update_kth (nd_search_results *r) {
 */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut) {
   if (r->nbest >= r->keep && r->nbest != r->kth_at && r->keys) update_kth(r);
-  *time_cut = !r->rank_by_time || r->csv ? HUGE_VAL : r->kth;
+  /* results.csv holds the fitting rows priced under the cut, unless it wants every row */
+  *time_cut = !r->rank_by_time || (r->csv && r->csv_all) ? HUGE_VAL : r->kth;
   if (r->csv && r->csv_all) *over_cut = HUGE_VAL;
   else if (r->keep_miss == 0) *over_cut = -HUGE_VAL;
   else *over_cut = r->nmiss == r->keep_miss ? r->miss[r->nmiss - 1].over : HUGE_VAL;
 }
 
 void nd_search_results_finish (nd_search_results *r) {
+  nd_search_row *shrunk;
   qsort(r->best, (size_t)r->nbest, sizeof *r->best, cmp_best);
   if (r->nbest > r->keep) r->nbest = r->keep;
+  /* what the walk needed and the ranking does not: the cut's scratch, the rows past the
+     kept ones (half of best, up to 1,000 rows x 272 bytes by default) */
+  free(r->keys); r->keys = NULL;
+  if (r->nbest < r->cap
+      && (shrunk = (nd_search_row *)realloc(r->best, (size_t)(r->nbest > 0 ? r->nbest : 1)
+                                                     * sizeof *r->best)) != NULL) {
+    r->best = shrunk;
+    r->cap = r->nbest;
+  }
 }
 
 int nd_search_results_points (const nd_search_results *r, unsigned long long stride,

@@ -169,6 +169,30 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
                        nd_strategy *st, const nd_costs *costs, int layer,
                        nd_layer_estimate *out, char *err, size_t errlen);
 
+/*
+** Layer-kind prices kept across estimates (a search's worker: one cache per thread, never
+** shared). A kind's price depends on tp, cp, mbs, ep, etp, sp, ZeRO (its gather widths), the
+** precision recipe and the strategy's switches (flash attention, selective ops, TP overlap,
+** parameter gather), not on dp, pp, vpp, the layout, the schedule or the recompute modes:
+** an estimate given a cache reuses what an earlier one priced under the same values, with
+** the same bits. A cache holds the prices of one model, device, job and costs, whose
+** contents must not change while it is used (a call with others empties it); `entries`
+** bounds what it holds (least recently used go first). NULL: out of memory.
+*/
+typedef struct nd_price_cache nd_price_cache;
+nd_price_cache *nd_price_cache_new (int entries);
+void nd_price_cache_free (nd_price_cache *pc);
+
+/* nd_estimate_run with a cache (pc NULL: none). */
+int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                            nd_strategy *st, const nd_costs *costs, nd_price_cache *pc,
+                            nd_estimate *out, char *err, size_t errlen);
+
+/* n layers (layers[i] into out[i]) under one strategy, set up once (pc: as above). */
+int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
+                        const int *layers, nd_layer_estimate *out, char *err, size_t errlen);
+
 /* Micro-batches whose activations stage s holds at its peak (fractional when interleaved). */
 double nd_inflight (const nd_strategy *st, int s);
 

@@ -53,6 +53,9 @@ int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const n
 typedef struct nd_recompute_ws nd_recompute_ws;
 nd_recompute_ws *nd_recompute_ws_new (void);
 void nd_recompute_ws_free (nd_recompute_ws *ws);
+/* The planner's estimates through pc (ndplan/estimate.h; kept by the caller, which frees it
+   after ws's last run; NULL: none). */
+void nd_recompute_ws_cache (nd_recompute_ws *ws, nd_price_cache *pc);
 int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
                               const nd_job *job, nd_strategy *st, const nd_costs *costs,
                               double budget, unsigned modes, nd_recompute_plan *plan,

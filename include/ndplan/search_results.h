@@ -34,7 +34,7 @@ typedef struct nd_search_results {
      before the walk) */
   int keep, keep_miss;
   FILE *csv;                  /* NULL: no results.csv; else rows are written as delivered */
-  int csv_all;                /* 1: every priced row into csv; 0: the fitting ones */
+  int csv_all;                /* 1: every row, no time cut; 0: the fitting rows priced */
   int rank_by_time;           /* 1: the objective is the step time (the time cut applies) */
   nd_dim_set post_dp, post_mb;/* DP and MB lists (auto: no post-filter) */
   int max_points;             /* the point sample's size (0: none) */
@@ -82,8 +82,9 @@ void nd_search_results_keep (nd_search_results *r, const nd_search_row *row);
 void nd_search_results_drop (nd_search_results *r);
 
 /* The walk's cuts (nd_search_hooks.cuts): the time cut is the keep-th best step time so
-   far, when the objective is the step time and csv does not want every fitting row; the
-   over cut keeps the nearest misses exact (+HUGE_VAL when csv wants every row). */
+   far, when the objective is the step time and csv does not want every row (csv_all: csv
+   then holds the fitting rows the cut left to price); the over cut keeps the nearest misses
+   exact (+HUGE_VAL when csv wants every row). */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut);
 
 /* After the walk: best in ranking order, cut to keep. */

@@ -85,6 +85,46 @@ describe("ndplan search", function()
     os.execute("rm -rf " .. R.quote(dir))
   end)
 
+  it("writes the fitting rows the step-time bound left to price, every row with --all-rows", function()
+    -- issue 18: results.csv by default holds the priced fitting rows (the step-time cut
+    -- applies); --all-rows prices without it, so it holds more fitting rows, and each
+    -- default row is one of them, byte for byte
+    local args = {"search", "-m", "llama3.1-70b", "-A", "h100", "-d", "64", "-b", "512",
+                  "--seq-len", "4096", "--recompute", "auto", "-j", "1", "-t", "3"}
+    local function csv_of(extra)
+      local dir = tempdir()
+      local a = {table.unpack(args)}
+      a[#a + 1] = "-o"; a[#a + 1] = dir
+      if extra then a[#a + 1] = extra end
+      local r = R.run(a)
+      assert.equal(0, r.code, r.err)
+      local rows, fits = {}, 0
+      local csv = assert(read(dir .. "/results.csv"))
+      local header = csv:match("^[^\n]+")
+      local col = 0
+      for name in header:gmatch("[^,]+") do col = col + 1 if name == "fits" then break end end
+      for line in csv:gmatch("[^\n]+") do
+        if line ~= header then
+          local f, i = nil, 0
+          for v in line:gmatch("[^,]*") do i = i + 1 if i == col then f = v break end end
+          if f == "true" then fits = fits + 1; rows[line:match("^%d+")] = line end
+        end
+      end
+      os.execute("rm -rf " .. R.quote(dir))
+      return r, rows, fits
+    end
+    local r1, rows1, fit1 = csv_of(nil)
+    local r2, rows2, fit2 = csv_of("--all-rows")
+    assert.equal(tonumber(r1.out:match("(%d+) fit")), fit1)
+    assert.equal(tonumber(r2.out:match("(%d+) fit")), fit2)
+    assert.is_true(tonumber(r1.out:match("(%d+) pruned by the step%-time bound")) > 0, r1.out)
+    assert.is_nil(r2.out:match("[1-9]%d* pruned by the step%-time bound"), r2.out)
+    assert.is_true(fit1 < fit2, string.format("%d default rows, %d with --all-rows", fit1, fit2))
+    for index, line in pairs(rows1) do assert.equal(rows2[index], line) end
+    -- the ranking is the same either way
+    assert.equal(r1.out:match("\n(%s+1%s[^\n]+)"), r2.out:match("\n(%s+1%s[^\n]+)"))
+  end)
+
   it("exits 3 and shows the nearest misses when nothing fits", function()
     local r = R.run(with("-M", "10GiB"))
     assert.equal(3, r.code)
