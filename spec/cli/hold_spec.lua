@@ -514,6 +514,18 @@ describe("small ones (issue 17)", function()
       for _ = 1, 3 do assert.equal(first.out, R.run(a).out) end
     end
   end)
+
+  it("recompute_plot_groups.json is the same bytes from run to run", function()
+    local texts = {}
+    for i = 1, 3 do
+      local out = dir .. "/run" .. i
+      local r = R.run(job("recompute", {"--zero", "3", "-M", "40GB", "-o", out}))
+      assert.equal(0, r.code, r.err)
+      texts[i] = assert(R.read(out .. "/recompute_plot_groups.json"))
+    end
+    assert.equal(texts[1], texts[2])
+    assert.equal(texts[1], texts[3])
+  end)
 end)
 
 describe("Hugging Face config field errors carry line:col (issue 17)", function()
