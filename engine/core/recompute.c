@@ -159,7 +159,7 @@ static int knapsack (int n, int K, double *a, const double *r, double room,
 ** answer is the front's last point within the room. No rounding to buckets.
 */
 typedef struct front_point {
-  double mem, time;
+  double mem, time, hide;   /* bytes, seconds, of which compute (what hides host copies) */
   int parent;               /* index in the previous merged front (-1 for the first kind) */
   short b, c;               /* this kind's selective and full counts */
 } front_point;
@@ -187,8 +187,10 @@ static void prune (front *f) {
   f->n = k;
 }
 
-/* The front of n identical layers with per-layer bytes m[3] and seconds t[3]. */
-static int kind_front (int n, const double *m, const double *t, unsigned modes, front *out) {
+/* The front of n identical layers with per-layer bytes m[3] and seconds t[3] (h[3] of them
+   compute). */
+static int kind_front (int n, const double *m, const double *t, const double *h,
+                       unsigned modes, front *out) {
   int b, c, k = 0, max = (n + 1) * (n + 2) / 2;
   out->pt = (front_point *)malloc((size_t)max * sizeof *out->pt);
   if (!out->pt) return -1;
@@ -201,6 +203,7 @@ static int kind_front (int n, const double *m, const double *t, unsigned modes, 
         continue;
       out->pt[k].mem = a * m[0] + b * m[1] + c * m[2];
       out->pt[k].time = b * t[1] + c * t[2];
+      out->pt[k].hide = b * h[1] + c * h[2];
       out->pt[k].parent = -1;
       out->pt[k].b = (short)b;
       out->pt[k].c = (short)c;
@@ -215,30 +218,33 @@ static int kind_front (int n, const double *m, const double *t, unsigned modes, 
 ** What a stage's choice costs. Without offload: its recompute seconds. With an offload
 ** share, the copies of what the layers keep to host and back also run on the stage, hidden
 ** behind its compute (which recompute lengthens) up to offload_overlap:
-**   cost = d*R + max(0, k1*M - k0 - O*d*R)
-** R: recompute seconds of the layers, M: their weighted bytes, d: DualPipe's 1/2.
+**   cost = d*R + max(0, k1*M - k0 - O*d*C)
+** R: recompute seconds of the layers (the repeated forward's TP and EP traffic included),
+** C: of which compute (what hides copies in estimate.c's stage time: the traffic does not),
+** M: their weighted bytes, d: DualPipe's 1/2.
 */
 /* Per-layer offload (ND_PLAN_OFFLOAD) adds k2*F + lat2 for F offloaded weighted bytes. */
 typedef struct stage_cost { int offload; double d, k1, k0, O, k2, lat2; } stage_cost;
 
-static double cost_of (const stage_cost *sc, double mem, double rec, double off) {
+static double cost_of (const stage_cost *sc, double mem, double rec, double hide, double off) {
   double exposed;
   if (!sc || !sc->offload) return rec;
   exposed = sc->k1 * mem + sc->k2 * off + (off > 0.0 ? sc->lat2 : 0.0) - sc->k0
-          - sc->O * sc->d * rec;
+          - sc->O * sc->d * hide;
   return sc->d * rec + (exposed > 0.0 ? exposed : 0.0);
 }
 
 /*
 ** n identical layers in `room`, after other kinds that took base_mem bytes and base_rec
-** seconds: for each count c of full layers, the fewest selective ones that fit (bytes fall
-** linearly with them), the rest kept; with offload every selective count is tried, as
-** keeping less also copies less. Returns the least cost and writes b, c; HUGE_VAL when
-** nothing fits.
+** seconds (base_hide of them compute): for each count c of full layers, the fewest
+** selective ones that fit (bytes fall linearly with them), the rest kept; with offload
+** every selective count is tried, as keeping less also copies less. t: seconds per mode,
+** h: of which compute. Returns the least cost and writes b, c; HUGE_VAL when nothing fits.
 */
-static double single_kind (int n, const double *m, const double *t, unsigned modes, double room,
-                           double base_mem, double base_rec, const stage_cost *cost,
-                           double m_off, int *best_b, int *best_c, int *best_o) {
+static double single_kind (int n, const double *m, const double *t, const double *h,
+                           unsigned modes, double room, double base_mem, double base_rec,
+                           double base_hide, const stage_cost *cost, double m_off,
+                           int *best_b, int *best_c, int *best_o) {
   int c, has_none = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_NONE)) != 0;
   int has_sel = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_SELECTIVE)) != 0;
   int has_full = (modes & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)) != 0;
@@ -272,7 +278,8 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
       for (; b <= b_last; b++) {
         double mem = (rest - b) * m[0] + b * m[1] + c * m[2] + o * m_off, score;
         if (mem > limit) continue;
-        score = cost_of(cost, base_mem + mem, base_rec + b * t[1] + c * t[2], o * m_off);
+        score = cost_of(cost, base_mem + mem, base_rec + b * t[1] + c * t[2],
+                        base_hide + b * h[1] + c * h[2], o * m_off);
         if (score < best) { best = score; *best_b = b; *best_c = c; *best_o = o; }
       }
     }
@@ -282,12 +289,14 @@ static double single_kind (int n, const double *m, const double *t, unsigned mod
 
 /*
 ** Several kinds: every combination of the smaller kinds' counts (when there are few), the
-** largest kind solved alone in what is left; modes[k] the modes kind k may take. Returns
-** 0 with the cost in *cost_out, 1 when nothing fits, -1 when the combinations are too many.
+** largest kind solved alone in what is left; modes[k] the modes kind k may take, h the
+** compute part of t. Returns 0 with the cost in *cost_out, 1 when nothing fits, -1 when the
+** combinations are too many.
 */
 #define COMBOS_MAX 4096
 static int enumerate_counts (int nkinds, const int *kinds, const double *m, const double *t,
-                             const unsigned *modes, double room, const stage_cost *cost,
+                             const double *h, const unsigned *modes, double room,
+                             const stage_cost *cost,
                              const double *m_off, int counts[][ND_RECOMPUTE_COUNT],
                              int *offloaded, double *cost_out) {
   int big = 0, k, idx[MAX_KINDS], cur_b[MAX_KINDS], cur_c[MAX_KINDS];
@@ -299,7 +308,7 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
   if (combos > COMBOS_MAX) return -1;
   memset(idx, 0, sizeof idx);
   for (;;) {  /* odometer over (b, c) of every kind but the largest */
-    double mem = 0.0, time = 0.0, rest;
+    double mem = 0.0, time = 0.0, hide = 0.0, rest;
     int ok = 1, bb = 0, cc = 0, oo = 0;
     for (k = 0; k < nkinds && ok; k++) {
       int n = kinds[k], b = 0, c = 0, i = idx[k], a;
@@ -312,12 +321,14 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
           || (c && !(modes[k] & ND_RECOMPUTE_MASK(ND_RECOMPUTE_FULL)))) ok = 0;
       mem += a * m[3 * k] + b * m[3 * k + 1] + c * m[3 * k + 2];
       time += b * t[3 * k + 1] + c * t[3 * k + 2];
+      hide += b * h[3 * k + 1] + c * h[3 * k + 2];
       cur_b[k] = b; cur_c[k] = c;
     }
     if (ok) {
       /* the largest kind may offload (the others keep to recompute modes) */
-      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, modes[big], room - mem, mem, time,
-                         cost, m_off ? m_off[big] : 0.0, &bb, &cc, &oo);
+      rest = single_kind(kinds[big], m + 3 * big, t + 3 * big, h + 3 * big, modes[big],
+                         room - mem, mem, time, hide, cost, m_off ? m_off[big] : 0.0, &bb, &cc,
+                         &oo);
       if (rest < best) {
         best = rest;
         keep_o = oo;
@@ -347,18 +358,23 @@ static int enumerate_counts (int nkinds, const int *kinds, const double *m, cons
 
 /*
 ** Chooses the counts per kind for one stage: kinds[k] layers of kind k with costs m, t
-** (3 per kind), modes[k] the modes kind k may take. Writes counts[k][mode]. Returns 0, 1
-** when nothing fits, -1 when the fronts grow past FRONT_MAX (the caller falls back to the
-** bucket DP) or memory runs out.
+** (3 per kind; h the compute part of t), modes[k] the modes kind k may take. Writes
+** counts[k][mode] and the choice's cost (cost_of) in *cost_out. The front does not depend
+** on the room: a larger room only offers more of its points. Returns 0, 1 when nothing
+** fits, -1 when the fronts grow past FRONT_MAX (the caller falls back to the bucket DP) or
+** memory runs out.
 */
 static int choose_counts (int nkinds, const int *kinds, const double *m, const double *t,
-                          const unsigned *modes, double room, int counts[][ND_RECOMPUTE_COUNT]) {
+                          const double *h, const unsigned *modes, double room,
+                          const stage_cost *cost, int counts[][ND_RECOMPUTE_COUNT],
+                          double *cost_out) {
   front level[MAX_KINDS];
   int k, i, j, best = -1, rc = -1;
   memset(level, 0, sizeof level);
   for (k = 0; k < nkinds; k++) {
     front kf;
-    if (kinds[k] > 32767 || kind_front(kinds[k], m + 3 * k, t + 3 * k, modes[k], &kf) != 0) goto done;
+    if (kinds[k] > 32767 || kind_front(kinds[k], m + 3 * k, t + 3 * k, h + 3 * k, modes[k], &kf) != 0)
+      goto done;
     if (k == 0) { level[0] = kf; continue; }
     if ((double)level[k - 1].n * kf.n > FRONT_MAX) { free(kf.pt); goto done; }
     level[k].pt = (front_point *)malloc((size_t)level[k - 1].n * kf.n * sizeof *level[k].pt);
@@ -369,14 +385,21 @@ static int choose_counts (int nkinds, const int *kinds, const double *m, const d
         *q = kf.pt[j];
         q->mem += level[k - 1].pt[i].mem;
         q->time += level[k - 1].pt[i].time;
+        q->hide += level[k - 1].pt[i].hide;
         q->parent = i;
       }
     free(kf.pt);
     prune(&level[k]);
   }
-  {
+  {  /* without copies the last point within the room is the fastest; with them, the
+        cheapest of the points within it (keeping more also copies more) */
     const front *last = &level[nkinds - 1];
-    for (i = 0; i < last->n && last->pt[i].mem <= room * (1.0 + 1e-12); i++) best = i;
+    double least = HUGE_VAL;
+    for (i = 0; i < last->n && last->pt[i].mem <= room * (1.0 + 1e-12); i++) {
+      double c = cost_of(cost, last->pt[i].mem, last->pt[i].time, last->pt[i].hide, 0.0);
+      if (c <= least) { least = c; best = i; }
+    }
+    *cost_out = least;
   }
   if (best < 0) { rc = 1; goto done; }
   for (k = nkinds - 1; k >= 0; k--) {  /* walk back through the merges */
@@ -440,30 +463,32 @@ static int capped_modes (int nk, const double *km, double w, unsigned modes, dou
 ** over the layers one by one. What a plan rebuilds for its first backward (the working
 ** set) is that of its heaviest (kind, mode): each distinct amount is tried as a cap, the
 ** (kind, mode) pairs rebuilding more left out and the amount reserved. km, kt: bytes
-** (times w) and seconds per kind and mode; a, r: the same per layer (slot[i] its kind,
-** kind_of[k] the slot of local kind k). Returns 0 with by_kind set, 2 with counts[slot]
-** set (the DP), 1 when nothing fits, -1 when memory runs out.
+** (times w) and seconds per kind and mode, kh the compute of kt; a, r: the same per layer
+** (slot[i] its kind, kind_of[k] the slot of local kind k); choices compare by cost_of.
+** Returns 0 with by_kind set, 2 with counts[slot] set (the DP), 1 when nothing fits, -1
+** when memory runs out.
 */
-static int fallback (int nk, const int *kinds, const double *km, const double *kt, double w,
-                     unsigned modes, double room, int n, const int *slot, const int *kind_of,
+static int fallback (int nk, const int *kinds, const double *km, const double *kt,
+                     const double *kh, const stage_cost *sc_cost, double w, unsigned modes,
+                     double room, int n, const int *slot, const int *kind_of,
                      const double *a, const double *r, scratch *sc, unsigned char *chosen,
                      unsigned char *picked, int by_kind[][ND_RECOMPUTE_COUNT],
                      int counts[][ND_RECOMPUTE_COUNT]) {
   double caps[ND_RECOMPUTE_COUNT * MAX_KINDS], best = HUGE_VAL;
-  int ncaps = working_caps(nk, km, w, modes, caps), c, k, md, i, got = 1, use_dp = 0;
+  int ncaps = working_caps(nk, km, w, modes, caps), c, md, i, got = 1, use_dp = 0;
   int cand[MAX_KINDS][ND_RECOMPUTE_COUNT];
   double *ap;
   for (c = 0; c < ncaps && !use_dp; c++) {
     unsigned kmodes[MAX_KINDS];
     int rc;
     capped_modes(nk, km, w, modes, caps[c], kmodes);
-    rc = choose_counts(nk, kinds, km, kt, kmodes, room - caps[c], cand);
+    double cost = HUGE_VAL;
+    rc = choose_counts(nk, kinds, km, kt, kh, kmodes, room - caps[c], sc_cost, cand, &cost);
     if (rc < 0) use_dp = 1;  /* fronts too large */
-    else if (rc == 0) {
-      double cost = 0.0;
-      for (k = 0; k < nk; k++)
-        for (md = 0; md < ND_RECOMPUTE_COUNT; md++) cost += cand[k][md] * kt[3 * k + md];
-      if (cost < best) { best = cost; memcpy(by_kind, cand, (size_t)nk * sizeof cand[0]); got = 0; }
+    else if (rc == 0 && cost < best) {
+      best = cost;
+      memcpy(by_kind, cand, (size_t)nk * sizeof cand[0]);
+      got = 0;
     }
   }
   if (!use_dp) return got;
@@ -475,16 +500,23 @@ static int fallback (int nk, const int *kinds, const double *km, const double *k
   got = 1;
   for (c = 0; c < ncaps; c++) {
     unsigned kmodes[MAX_KINDS];
-    double cost = 0.0;
+    double cost, mem = 0.0, rec = 0.0, hide = 0.0;
+    int local_of[ND_MAX_LAYERS];
     capped_modes(nk, km, w, modes, caps[c], kmodes);
     for (i = 0; i < n; i++) {
       int local = 0;
       while (local < nk - 1 && kind_of[local] != slot[i]) local++;
+      local_of[i] = local;
       for (md = 0; md < ND_RECOMPUTE_COUNT; md++)
         ap[i * 3 + md] = kmodes[local] & ND_RECOMPUTE_MASK(md) ? a[i * 3 + md] : HUGE_VAL;
     }
     if (knapsack(n, 3, ap, r, room - caps[c], sc, picked) != 0) continue;
-    for (i = 0; i < n; i++) cost += r[i * 3 + picked[i]];
+    for (i = 0; i < n; i++) {
+      mem += a[i * 3 + picked[i]];
+      rec += r[i * 3 + picked[i]];
+      hide += kh[3 * local_of[i] + picked[i]];
+    }
+    cost = cost_of(sc_cost, mem, rec, hide, 0.0);
     if (cost < best) { best = cost; memcpy(chosen, picked, (size_t)n); got = 2; }
   }
   free(ap);
@@ -763,7 +795,7 @@ static int stage_counts (plan_run *pr, stage_plan *sp) {
   int s = sp->s, dual = pr->dual, i, k;
   int nk = 0, kinds[MAX_KINDS], got, kind_of[MAX_KINDS], by_kind[MAX_KINDS][ND_RECOMPUTE_COUNT];
   int offloaded[MAX_KINDS];
-  double km[3 * MAX_KINDS], kt[3 * MAX_KINDS];
+  double km[3 * MAX_KINDS], kt[3 * MAX_KINDS], kh[3 * MAX_KINDS];
   stage_cost cost = {0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   double m_off[MAX_KINDS];
   memset(sp->off_left, 0, sizeof sp->off_left);
@@ -779,7 +811,10 @@ static int stage_counts (plan_run *pr, stage_plan *sp) {
       for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
         km[3 * local + md] = a[i * 3 + md];
         kt[3 * local + md] = r[i * 3 + md];
+        kh[3 * local + md] = r[i * 3 + md];
       }
+      /* what hides host copies is compute: full's repeated forward without its traffic */
+      kh[3 * local + ND_RECOMPUTE_FULL] = ws->kc.est[sp->slot[i]].forward_s;
     }
     kinds[local]++;
   }
@@ -830,7 +865,7 @@ static int stage_counts (plan_run *pr, stage_plan *sp) {
       if (capped_modes(nk, km, w / wd, modes, caps[c], kmodes) && !(st->offload > 0.0)
           && !cost.offload) continue;
       memset(alt_off, 0, sizeof alt_off);
-      solved = enumerate_counts(nk, kinds, km, kt, kmodes, budget - fixed - caps[c], &cost,
+      solved = enumerate_counts(nk, kinds, km, kt, kh, kmodes, budget - fixed - caps[c], &cost,
                                 m_off, alt, alt_off, &c_alt);
       if (solved < 0) { got = -1; break; }  /* too many combinations: the fallbacks */
       if (solved == 0 && c_alt < c_best) {
@@ -840,8 +875,8 @@ static int stage_counts (plan_run *pr, stage_plan *sp) {
         got = 0;
       }
     }
-    if (got < 0) got = fallback(nk, kinds, km, kt, w / wd, modes, budget - fixed, list->n,
-                                sp->slot, kind_of, a, r, &pr->w->sc, ws->chosen, ws->picked3,
+    if (got < 0) got = fallback(nk, kinds, km, kt, kh, &cost, w / wd, modes, budget - fixed,
+                                list->n, sp->slot, kind_of, a, r, &pr->w->sc, ws->chosen, ws->picked3,
                                 by_kind, sp->counts);
   }
   if (got == 0) {

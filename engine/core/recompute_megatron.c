@@ -6,7 +6,8 @@
 ** stage -- of each model chunk with VPP -- with one N everywhere (--recompute-method block
 ** --recompute-num-layers N). Block N recomputes more as N grows, so its peak only falls and
 ** its time only grows with N: the smallest N that fits is found by bisection, and the
-** fastest fitting form wins. The same rule as lua/ndplan/block_plan.lua on a fixed layout,
+** fastest fitting form wins. With an offload share the time need not grow with N (what a
+** layer recomputes it no longer copies to host and back): every fitting N is priced. The same rule as lua/ndplan/block_plan.lua on a fixed layout,
 ** in C so that the search can rank every candidate by what Megatron can run.
 */
 #include <math.h>
@@ -160,7 +161,8 @@ int nd_recompute_megatron_choose (const nd_model_spec *m, const nd_device *dev,
   }
   /* block N for N = 1 .. the largest group less one (N = the largest is uniform): the
      smallest N that fits, by bisection (its peak only falls as N grows); with balance every
-     fitting N, as each balances differently */
+     fitting N, as each balances differently, and with an offload share, as a larger N copies
+     less (the fastest fitting N, so that a larger budget never gives a slower plan) */
   lo = 1;
   hi = most - 1;
   if (hi >= 1) {
@@ -171,7 +173,7 @@ int nd_recompute_megatron_choose (const nd_model_spec *m, const nd_device *dev,
         if (price_block(x, mid, &fits, err, errlen) != 0) goto done;
         if (fits) hi = mid; else lo = mid + 1;
       }
-      for (i = lo; i <= (balance ? most - 1 : lo); i++) {
+      for (i = lo; i <= (balance || st->offload > 0.0 ? most - 1 : lo); i++) {
         if (price_block(x, i, &fits, err, errlen) != 0) goto done;
         keep(x, ND_MEGATRON_BLOCK, i, balance);
       }

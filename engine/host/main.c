@@ -33,10 +33,17 @@ static lua_State *globalL = NULL;
 ** Interrupts: the signal handler only arms a hook; the hook raises inside the VM.
 ** ===================================================================
 */
+/* The hook stays armed until the top-level call ends (nd_docall, fail_handler): a pcall in
+   the library that catches "interrupted!" does not end the stop, the next instruction raises
+   again (an early Ctrl-C, caught by a pcall while a command started up, was lost and the
+   search ran to its end: 216 s under ASan). */
 static void stop_hook (lua_State *L, lua_Debug *ar) {
   (void)ar;
-  lua_sethook(L, NULL, 0, 0);
   luaL_error(L, "interrupted!");
+}
+
+static void stop_end (lua_State *L) {
+  if (lua_gethook(L) == stop_hook) lua_sethook(L, NULL, 0, 0);
 }
 
 /* SIGTERM, SIGHUP and a second Ctrl-C: the temporary files go, then the signal's default
@@ -119,6 +126,7 @@ static int last_exit_code = 1;  /* exit code of the last nd.fail error */
 
 /* Reads the exit code from an nd.fail error table (left below the message). */
 static int fail_handler (lua_State *L) {
+  stop_end(L);  /* the error reached the top: its message may call __tostring */
   if (lua_istable(L, 1)) {
     lua_Integer code;
     lua_getfield(L, 1, "exit");
@@ -140,6 +148,7 @@ int nd_docall (lua_State *L, int narg, int nres) {
   signal(SIGINT, on_interrupt);
   status = lua_pcall(L, narg, nres, base);
   signal(SIGINT, on_terminate);
+  stop_end(L);
   lua_remove(L, base);
   return status;
 }

@@ -84,7 +84,12 @@ function M.stage(dir, opts)
     if not cfiles.kind(d) then
       cfiles.temp(d, "folder")
       local made, merr = cfiles.mkdir(d)
-      if not made then cfiles.untemp(d); return nil, merr end
+      if not made then  -- named as the folder the user gave, with the reason
+        cfiles.untemp(d)
+        local why = tostring(merr):sub(1, #d + 2) == d .. ": " and tostring(merr):sub(#d + 3)
+                    or tostring(merr)
+        return nil, dir .. ": cannot write into it: " .. why
+      end
       st.dir = d
       return st
     end

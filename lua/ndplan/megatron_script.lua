@@ -33,6 +33,11 @@ local function reader(parsed)
     if not n then fail(parsed.last[flag], string.format("expected an integer, got '%s'", s)) end
     return n
   end
+  function r.count(flag)  -- a degree: an integer of at least 1
+    local n = r.int(flag)
+    if n ~= nil and n < 1 then fail(parsed.last[flag], string.format("expected an integer >= 1, got %d", n)) end
+    return n
+  end
   function r.list(flag)
     local o = parsed.last[flag]
     return o and o.values or nil
@@ -69,8 +74,8 @@ local function from_parsed(parsed)
     num_experts = r.int("--num-experts"), top_k = r.int("--moe-router-topk"),
     moe_ffn_size = r.int("--moe-ffn-hidden-size"), mtp_layers = r.int("--mtp-num-layers") or 0,
   }
-  local tp = r.int("--tensor-model-parallel-size") or 1
-  local pp = r.int("--pipeline-model-parallel-size") or 1
+  local tp = r.count("--tensor-model-parallel-size") or 1
+  local pp = r.count("--pipeline-model-parallel-size") or 1
   local st = {
     tp = tp, pp = pp, cp = r.int("--context-parallel-size") or 1,
     ep = r.int("--expert-model-parallel-size") or 1,

@@ -67,7 +67,17 @@ end
 
 -- ticks(lo, hi [, n]) -> array of round values covering [lo, hi] with about n intervals;
 -- steps of 1, 2, 2.5 or 5 times a power of ten. The last tick is >= hi.
+-- An axis from lo to hi: finite numbers (an infinite or NaN end made the tick loops below run
+-- forever, growing memory: issue 17's report with an infinite budget).
+local function finite_axis(lo, hi)
+  if not (type(lo) == "number" and type(hi) == "number" and lo - lo == 0 and hi - hi == 0) then
+    error(string.format("plots: an axis from %s to %s: expected finite numbers", tostring(lo),
+                        tostring(hi)), 3)
+  end
+end
+
 function M.ticks(lo, hi, n)
+  finite_axis(lo, hi)
   n = n or 5
   if hi <= lo then hi = lo + 1 end
   local raw = (hi - lo) / n
@@ -88,6 +98,8 @@ end
 
 -- log_ticks(lo, hi) -> 1, 2, 5 times powers of ten from below lo to above hi (lo > 0)
 function M.log_ticks(lo, hi)
+  finite_axis(lo, hi)
+  if not (lo > 0) then error("plots: a log axis from " .. lo .. ": expected above 0", 2) end
   local out = {}
   local e = math.floor(math.log(lo, 10))
   while true do

@@ -182,6 +182,68 @@ describe("a run's files in -o DIR are all or nothing (issue 17)", function()
   end)
 end)
 
+describe("an -o the run cannot write into (issue 17)", function()
+  local dir
+  before_each(function() dir = R.tmpdir() end)
+  after_each(function() os.execute("chmod -R u+w " .. R.quote(dir) .. "; rm -rf " .. R.quote(dir)) end)
+  local function put(name, text)
+    local f = assert(io.open(dir .. "/" .. name, "wb")); f:write(text); f:close()
+  end
+  local function esc(s) return (s:gsub("%p", "%%%0")) end
+
+  -- A read-only folder is writable to root (the suite's usual user): the run goes as nobody
+  -- (setpriv, util-linux, Essential in Debian) into a folder root owns; as another user the
+  -- folder is made read-only instead. Skipped, saying why, when neither can be arranged.
+  local function as_unprivileged(words)
+    local cmd = {}
+    for i, w in ipairs(words) do cmd[i] = R.quote(w) end
+    local line = '"$NDPLAN" ' .. table.concat(cmd, " ")
+    local uid = R.sh("id -u").out:match("%d+")
+    if uid ~= "0" then
+      assert(os.execute("chmod 555 " .. R.quote(dir)))
+      return R.sh(line)
+    end
+    local probe = R.sh('setpriv --reuid=65534 --regid=65534 --clear-groups "$NDPLAN" --version')
+    if probe.code ~= 0 then return nil, "setpriv cannot run ndplan as nobody: " .. probe.err end
+    return R.sh("setpriv --reuid=65534 --regid=65534 --clear-groups " .. line)
+  end
+
+  it("a read-only folder is named with the reason, and the earlier files stay", function()
+    put("results.csv", "earlier\n")
+    local runs = {
+      {"search", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--stack", "none", "-t", "2", "-o", dir},
+      {"recompute", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--tp", "8", "--stack", "none", "-o", dir},
+      {"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--tp", "8", "--stack", "none", "--plot", dir},
+    }
+    for _, words in ipairs(runs) do
+      local r, why = as_unprivileged(words)
+      if not r then pending(why) return end
+      assert.equal(1, r.code, words[1] .. ": " .. r.err)
+      -- it named the staging folder inside, or the temp file, without the reason
+      assert.matches("^ndplan: output directory: " .. esc(dir)
+                     .. ": cannot write into it: Permission denied\n$", r.err)
+      assert.same({"results.csv"}, R.listing(dir))
+      assert.equal("earlier\n", R.read(dir .. "/results.csv"))
+    end
+  end)
+
+  it("a path under a regular file (ENOTDIR) names that file and why", function()
+    put("plain", "a file\n")
+    for _, words in ipairs({
+      {"search", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--stack", "none", "-t", "2", "-o"},
+      {"recompute", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--tp", "8", "--stack", "none", "-o"},
+      {"estimate", "-m", "llama3.1-8b", "-d", "8", "-b", "8", "--tp", "8", "--stack", "none", "--plot"}}) do
+      words[#words + 1] = dir .. "/plain/out"
+      local r = R.run(words)
+      assert.equal(1, r.code, words[1] .. ": " .. r.err)
+      assert.matches("^ndplan: output directory: " .. esc(dir)
+                     .. "/plain: exists and is not a folder\n$", r.err)
+      assert.equal("a file\n", R.read(dir .. "/plain"))
+      assert.same({"plain"}, R.listing(dir))
+    end
+  end)
+end)
+
 describe("the host's exit code (issue 17)", function()
   it("an error table with exit 256 (0 to the shell) exits 1", function()
     local r = R.run({"-e", "error({exit = 256, message = 'x'})"})
@@ -318,6 +380,15 @@ describe("the Megatron script reader holds (issue 17)", function()
     return R.sh('timeout 60 "$NDPLAN" estimate --stack none --from-megatron ' .. R.quote(path))
   end
 
+  it("--pipeline-model-parallel-size 0 with VPP is named (it was \"attempt to perform 'n%%0'\")", function()
+    local path = script("GPT_ARGS+=(--pipeline-model-parallel-size 0 "
+                        .. "--num-layers-per-virtual-pipeline-stage 2)\n")
+    local r = from(path)
+    assert.equal(1, r.code, r.err)
+    assert.matches(":%d+: %-%-pipeline%-model%-parallel%-size: expected an integer >= 1, got 0\n$", r.err)
+    one_line(r)
+  end)
+
   it("reads a 20,000-line script in linear time (each word recounted its line: over 120 s)", function()
     local lines = {}
     for i = 1, 20000 do lines[i] = "X" .. i .. "=--foo" .. i end
@@ -379,6 +450,38 @@ describe("small ones (issue 17)", function()
     end
   end)
 
+  it("-j 4294967297 is refused (it ran one thread, read modulo 2^32)", function()
+    local r = R.run(job("search", {"-j", "4294967297", "-t", "1"}))
+    assert.equal(1, r.code, r.err)
+    assert.matches("^ndplan: jobs: expected 1 to 256, got 4294967297\n$", r.err)
+  end)
+
+  it("search --zero 4 and --pp 512 name the bound (they ended as 'no strategy fits: 0 tested')", function()
+    for _, case in ipairs({{{"--zero", "4"}, "zero 4 over the search's bound of 3"},
+                           {{"--pp", "512"}, "pp 512 over the search's bound of 8"}}) do
+      local r = R.run(job("search", case[1]))
+      assert.equal(2, r.code, r.err)
+      assert.matches("^ndplan: pinned degrees refused %(degree out of bounds%): "
+                     .. case[2]:gsub("%p", "%%%0"), r.err)
+      one_line(r)
+    end
+  end)
+
+  it("--pp 8 --vpp 1000000000 names the chunks in 64 bits (it printed pp*vpp = -589934592)", function()
+    local r = R.run(job("estimate", {"--pp", "8", "--vpp", "1000000000"}))
+    assert.equal(1, r.code)
+    assert.matches("pp%*vpp = 8000000000 chunks over 512", r.err)
+    one_line(r)
+  end)
+
+  it("--timeout 1e-300 times out without a negative time", function()
+    local r = R.run(job("search", {"--policy", "cheapest", "--timeout", "1e-300"}))
+    assert.equal(1, r.code)
+    assert.matches("^ndplan: policy error in [%a_]+: timed out", r.err)
+    assert.is_nil(r.err:find("-%d"), r.err)
+    one_line(r)
+  end)
+
   it("a UTF-8 byte order mark before JSON or YAML is read past (it was rejected)", function()
     local fields = {model_type = "llama", hidden_size = 256, num_hidden_layers = 2,
                     num_attention_heads = 4, intermediate_size = 512, vocab_size = 1000}
@@ -410,6 +513,18 @@ describe("small ones (issue 17)", function()
       assert.is_true(first.code == 0, first.err)
       for _ = 1, 3 do assert.equal(first.out, R.run(a).out) end
     end
+  end)
+
+  it("recompute_plot_groups.json is the same bytes from run to run", function()
+    local texts = {}
+    for i = 1, 3 do
+      local out = dir .. "/run" .. i
+      local r = R.run(job("recompute", {"--zero", "3", "-M", "40GB", "-o", out}))
+      assert.equal(0, r.code, r.err)
+      texts[i] = assert(R.read(out .. "/recompute_plot_groups.json"))
+    end
+    assert.equal(texts[1], texts[2])
+    assert.equal(texts[1], texts[3])
   end)
 end)
 

@@ -285,17 +285,31 @@ end}
   end)
 
   it("ends on a second Ctrl-C even while a hook is stuck inside one C call", function()
+    -- The signals wait for the hook's marker on stderr: a fixed sleep raced a slow start
+    -- (ASan on a loaded machine), when the first Ctrl-C came before the hook ran and ended
+    -- the search cleanly (exit 1) before the second. The pattern is built before the marker,
+    -- so after it only the call into string.match is left, which runs far past LIMIT.
     local path = policy([[return {objective = function()
-  return #string.rep("a", 40):match(string.rep(".-", 30) .. "b")
+  local s, p = string.rep("a", 40), string.rep(".-", 30) .. "b"
+  print("ready: stuck in one C call")
+  return #s:match(p)
 end}
 ]])
-    local r = R.sh(string.format("$NDPLAN search -m llama3.1-8b -d 8 -b 8 --policy %s & pid=$!; "
+    local err = fresh_path()
+    local r = R.sh(string.format("$NDPLAN search -m llama3.1-8b -d 8 -b 8 --policy %s 2>%s & pid=$!; "
                                  .. "(sleep %d; kill -KILL $pid) 2>/dev/null & guard=$!; "
-                                 .. "sleep 1; kill -INT $pid; sleep 0.5; kill -INT $pid; "
-                                 .. "wait $pid; echo \"exit $?\"; kill $guard", R.quote(path),
-                                 LIMIT))
-    assert.equal(130, tonumber(r.out:match("exit (%d+)")))  -- killed by SIGINT, not by timeout
+                                 .. "i=0; until grep -q '^ready' %s 2>/dev/null || [ $i -ge %d ]; "
+                                 .. "do sleep 0.1; i=$((i+1)); done; "
+                                 .. "sleep 0.2; kill -INT $pid; sleep 0.5; kill -INT $pid; "
+                                 .. "wait $pid; echo \"exit $?\"; kill $guard",
+                                 R.quote(path), R.quote(err), LIMIT, R.quote(err), LIMIT * 10))
+    local log = io.open(err, "rb")
+    local text = log and log:read("a") or ""
+    if log then log:close() end
+    assert.matches("^ready: stuck in one C call\n", text)  -- the hook was running
+    assert.equal(130, tonumber(r.out:match("exit (%d+)")), text)  -- SIGINT, not the guard's KILL
     os.remove(path)
+    os.remove(err)
   end)
 end)
 

@@ -153,6 +153,29 @@ describe("ndplan.svg", function()
     assert.equal("100", svg.num(100.004))
   end)
 
+  it("an axis with an infinite or NaN end is an error, never an endless loop (issue 17)", function()
+    -- a report with an infinite budget looped in the candidates chart's ticks (~400 MB/s);
+    -- a count hook ends a loop that a regression would make endless
+    local base = require "ndplan.plots_base"
+    local function bounded(f, ...)
+      debug.sethook(function() error("looped past 10^7 instructions") end, "", 1e7)
+      local ok, err = pcall(f, ...)
+      debug.sethook()
+      return ok, err
+    end
+    for _, range in ipairs({{0, math.huge}, {0, 0 / 0}, {-math.huge, 1}}) do
+      local ok, err = bounded(base.ticks, range[1], range[2])
+      assert.is_false(ok)
+      assert.matches("expected finite numbers", err)
+    end
+    local ok, err = bounded(base.log_ticks, 1, math.huge)
+    assert.is_false(ok)
+    assert.matches("expected finite numbers", err)
+    ok, err = bounded(plots.candidates, {{step_time_s = 1, peak_bytes = GiB, fits = true}}, math.huge)
+    assert.is_false(ok)
+    assert.matches("expected finite numbers", err)
+  end)
+
   it("refuses NaN and infinities", function()
     assert.has_error(function() svg.num(0 / 0) end)
     assert.has_error(function() svg.num(math.huge) end)
