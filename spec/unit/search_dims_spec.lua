@@ -203,21 +203,25 @@ describe("the search walks HSDP's shard group", function()
   end)
 end)
 
+-- The first strategy the search walks under each layout label, on pp stages (one device
+-- each, four sequences per stage).
+local function walked_layouts(pp)
+  local _, info = run({pp = pp, vpp = 1, tp = 1, cp = 1, zero = 1, devices = pp,
+                       global_batch = 4 * pp})
+  local seen = {}
+  for i = 1, #info.results do
+    local s = info.results[i].strategy
+    seen[s.layout] = seen[s.layout] or s
+  end
+  return seen
+end
+
 describe("the search walks Megatron's accounting flags", function()
   -- 32 layers over PP 3: uneven; 32 + 1 = 33 = 3 x 11 with either flag alone (Megatron
   -- takes each on its own: transformer_config.py:2370-2415 at d98e8a6), 32 + 2 = 34 with
   -- both does not divide. The embedding's split is the even one (the short chunk first), so
   -- the walk labels it by the flag; the loss's (the short chunk last) is its own candidate.
-  local function walked()
-    local _, info = run({pp = 3, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 3,
-                         global_batch = 12})
-    local seen = {}
-    for i = 1, #info.results do
-      local s = info.results[i].strategy
-      seen[s.layout] = seen[s.layout] or s
-    end
-    return seen
-  end
+  local function walked() return walked_layouts(3) end
 
   it("walks each flag set Megatron accepts as its own labelled variant", function()
     local seen = walked()
@@ -270,16 +274,7 @@ describe("the search walks first/last-stage offsets", function()
   -- hold ceil(32 / 5) = 7, the first and last share the other 11 (Megatron's
   -- --decoder-first/last-pipeline-num-layers, transformer_config.py:2294-2366 at d98e8a6):
   -- first_last the first stage lighter (5 + 7x3 + 6), first_last_loss the last (6 + 7x3 + 5)
-  local function walked()
-    local _, info = run({pp = 5, vpp = 1, tp = 1, cp = 1, zero = 1, devices = 5,
-                         global_batch = 20})
-    local seen = {}
-    for i = 1, #info.results do
-      local s = info.results[i].strategy
-      seen[s.layout] = seen[s.layout] or s
-    end
-    return seen
-  end
+  local function walked() return walked_layouts(5) end
 
   it("walks each end lighter as its own labelled variant, with Megatron's flags", function()
     local seen = walked()
