@@ -941,7 +941,7 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   {  /* SP all-gathers: a quantized recipe's element and block-scale bytes, the share
         tp_gather_quantized of them (row-wise scaling casts after the gather), else 16 bits */
     double ab = x_->c->activation_bytes, q = ab;
-    if (x_->quant && strcmp(rec->scaling, "rowwise") != 0)
+    if (x_->quant && rec != nd_recipe_get(ND_RECIPE_FP8_ROWWISE))
       q = rec->element_bytes + (rec->block > 0 ? rec->scale_bytes / rec->block : 0.0);
     x_->tp_gather = ab + x_->c->tp_gather_quantized * (q - ab);
   }

@@ -45,6 +45,13 @@ local function range(lo, hi, step)
   return out
 end
 
+-- A budget sweep whose plans never slow down as the budget grows, at least 3 of them fitting.
+local function assert_monotone(args, budgets)
+  local times = steps(args, budgets)
+  assert.is_nil(first_slower(budgets, times))
+  assert.is_true(fits(budgets, times) >= 3)
+end
+
 describe("a larger budget with an offload share", function()
   it("per layer: recompute hides host copies with its compute, not its TP traffic", function()
     -- the planner credited the repeated forward's TP all-gathers with hiding copies, which
@@ -54,9 +61,7 @@ describe("a larger budget with an offload share", function()
                   seq_len = 16384, tp = 8, pp = 8, vpp = 2, cp = 2, dp = 16, mbs = 1, zero = 1,
                   offload = 0.75, recompute = "per_layer", stack = "none"}
     local budgets = range(6, 9, 0.25)
-    local times = steps(args, budgets)
-    assert.is_nil(first_slower(budgets, times))
-    assert.is_true(fits(budgets, times) >= 3)
+    assert_monotone(args, budgets)
   end)
 
   it("per layer, long stages of several kinds: the merged fronts price the copies", function()
@@ -68,9 +73,7 @@ describe("a larger budget with an offload share", function()
                   offload = 1, recompute = "per_layer", stack = "megatron-core",
                   recompute_modes = {"none", "selective", "full"}}
     local budgets = range(74, 84, 1)
-    local times = steps(args, budgets)
-    assert.is_nil(first_slower(budgets, times))
-    assert.is_true(fits(budgets, times) >= 3)
+    assert_monotone(args, budgets)
   end)
 
   it("Megatron forms: the fastest block N that fits, not the smallest", function()
@@ -80,9 +83,7 @@ describe("a larger budget with an offload share", function()
                   seq_len = 2048, tp = 1, pp = 2, dp = 2, mbs = 1, zero = 0, offload = 0.75,
                   recompute = "megatron", stack = "megatron-core"}
     local budgets = range(100, 120, 1)
-    local times = steps(args, budgets)
-    assert.is_nil(first_slower(budgets, times))
-    assert.is_true(fits(budgets, times) >= 3)
+    assert_monotone(args, budgets)
   end)
 end)
 

@@ -23,6 +23,16 @@ local function config(blocks)
           rms_norm_eps = 1e-5, block_configs = bc}
 end
 
+-- The search's ranked rows as JSON, pruned or exhaustive.
+local function ranked_rows(a, exhaustive)
+  local search = require "ndplan.search"
+  a.exhaustive = exhaustive
+  local ranked = assert(nd.search(a))
+  local out = {}
+  for i = 1, #ranked do out[i] = search.encode_json(ranked[i]) end
+  return out
+end
+
 describe("Nemotron NAS block_configs", function()
   it("rounds 2/3 x ffn_mult x hidden up to a multiple of 256 (DeciLM's rule)", function()
     assert.are.equal(28672, nas.ffn_width(5.25, 8192))   -- 28672 exactly
@@ -150,36 +160,22 @@ describe("Nemotron NAS block_configs", function()
   end)
 
   it("prunes the search exactly: the ranking of the exhaustive search (issue 18)", function()
-    local search = require "ndplan.search"
     local a = {model = "nemotron-super-49b", device = "h100", devices = 16, global_batch = 64,
                seq_len = 2048, recompute = {"none", "full"}, keep = 10, top = 1, jobs = 1,
                stack = "none"}
-    local function rows(exhaustive)
-      a.exhaustive = exhaustive
-      local ranked = assert(nd.search(a))
-      local out = {}
-      for i = 1, #ranked do out[i] = search.encode_json(ranked[i]) end
-      return out
-    end
+    local function rows(exhaustive) return ranked_rows(a, exhaustive) end
     local pruned = rows(false)
     assert.is_true(#pruned > 0)
     assert.are.same(rows(true), pruned)
   end)
 
   it("prunes exactly with identity blocks: their zero prices bound nothing away", function()
-    local search = require "ndplan.search"
     local cfg = config({{2, 2.0}, {false, false}, {false, 1.0}, {2, 4.0}, {false, false},
                         {false, false}, {2, 1.0}, {false, 2.0}})
     local a = {model = assert(nd.model(cfg)), device = "h100", devices = 8, global_batch = 16,
                seq_len = 1024, recompute = {"none", "full"}, keep = 20, top = 20, jobs = 1,
                stack = "none"}
-    local function rows(exhaustive)
-      a.exhaustive = exhaustive
-      local ranked = assert(nd.search(a))
-      local out = {}
-      for i = 1, #ranked do out[i] = search.encode_json(ranked[i]) end
-      return out
-    end
+    local function rows(exhaustive) return ranked_rows(a, exhaustive) end
     local pruned = rows(false)
     assert.are.equal(20, #pruned)
     assert.are.same(rows(true), pruned)
