@@ -37,8 +37,8 @@ M.DEVICE_FIELDS = {
 }
 -- Stack-wide costs: name, bounds.
 M.COST_FIELDS = {
-  {name = "dp_overlap", lo = 0, hi = 1},
-  {name = "tp_overlap", lo = 0, hi = 1},
+  {name = "dp_overlap", lo = 0, hi = 1, dp = true},  -- ZeRO 0-2 gradient reduction
+  {name = "tp_overlap", lo = 0, hi = 1, tp = true},
   {name = "tp_overlap_on", lo = 0, hi = 1, tpo = true},
   {name = "ep_overlap", lo = 0, hi = 1, moe = true},
   {name = "cp_overlap", lo = 0, hi = 1, cp = true},
@@ -55,6 +55,8 @@ local function lin_map(lo, hi)
 end
 
 -- The parameters this set of cases can inform.
+-- A cost no case informs (tp_overlap without TP runs, dp_overlap where every run is
+-- FSDP) is not fitted and not written: the default applies.
 local function parameters(cases, start)
   local devices, has = {}, {fp8 = {}, bf16 = {}, rowwise = {}, moe = false, cp = false}
   for _, c in ipairs(cases) do
@@ -65,7 +67,12 @@ local function parameters(cases, start)
     if (c.strategy.ep or 1) > 1 or c.moe then has.moe = true end
     if (c.strategy.cp or 1) > 1 then has.cp = true end
     if c.strategy.tp_comm_overlap then has.tpo = true end
-    if (c.strategy.zero or 0) >= 3 then has.fsdp = true end
+    if (c.strategy.zero or 0) >= 3 then has.fsdp = true
+    elseif (c.strategy.dp or (c.job.devices or 1)
+            // ((c.strategy.tp or 1) * (c.strategy.pp or 1) * (c.strategy.cp or 1))) > 1 then
+      has.dp = true
+    end
+    if (c.strategy.tp or 1) > 1 then has.tp = true end
     if (c.strategy.vpp or 1) > 1 then has.interleaved = true end
     if c.strategy.precision == "fp8:rowwise" then has.rowwise[c.device_name] = true end
   end
@@ -89,7 +96,8 @@ local function parameters(cases, start)
   end
   for _, f in ipairs(M.COST_FIELDS) do
     if (not f.moe or has.moe) and (not f.cp or has.cp) and (not f.tpo or has.tpo)
-       and (not f.fsdp or has.fsdp) and (not f.interleaved or has.interleaved) then
+       and (not f.fsdp or has.fsdp) and (not f.interleaved or has.interleaved)
+       and (not f.dp or has.dp) and (not f.tp or has.tp) then
       local to_x, to_z = lin_map(f.lo, f.hi)
       local s = start.costs[f.name]
       params[#params + 1] = {cost = f.name, to_x = to_x, z0 = to_z(s or (f.lo + f.hi) / 2)}
