@@ -29,7 +29,7 @@ local spec = {
     {name = "output", short = "o", arg = "FILE", help = "the override file (default: <device>-calibrated.yaml)"},
     {name = "name", arg = "NAME", help = "device name in the file (default: <device name>-calibrated)"},
     {name = "profile", arg = "NAME", help = "fit a stack profile NAME instead: every device's efficiencies and the stack's costs at once (-o FILE.yaml; use with --stack NAME)"},
-    {name = "hold-out", arg = "PATTERN", help = "with --profile: runs whose group, label or release matches stay out of the fit and are reported"},
+    {name = "hold-out", arg = "PATTERN[,...]", help = "with --profile: runs whose group, label or release matches (any of the comma-separated Lua patterns) stay out of the fit and are reported"},
     {name = "hold-out-every", arg = "N", help = "with --profile: every N-th run (in table order) stays out of the fit and is reported"},
     {name = "memory-band", arg = "SHARE", help = "with --profile: the memory estimate's error bound the profile states (the search ranks within it)"},
     {name = "fallback", arg = "DEVICE", help = "with --profile: the fitted device whose efficiencies devices without a fit use"},

@@ -264,12 +264,16 @@ end
 
 -- Whether a case is held out: its group, label, release or year matches the pattern (a Lua
 -- pattern), or it is the every-th case of the list (index i).
-local function held(c, pattern, every, i)
+-- Whether case c (the i-th) stays out of the fit: every `every`-th, or one whose group,
+-- label, release or year matches one of the comma-separated Lua patterns of `patterns`.
+local function held(c, patterns, every, i)
   if every and i % every == 0 then return true end
-  if not pattern then return false end
-  for _, text in ipairs({c.group or "", c.label or "", c.version or "",
-                         c.year and tostring(c.year) or ""}) do
-    if text:find(pattern) then return true end
+  if not patterns then return false end
+  for pattern in patterns:gmatch("[^,]+") do
+    for _, text in ipairs({c.group or "", c.label or "", c.version or "",
+                           c.year and tostring(c.year) or ""}) do
+      if text:find(pattern) then return true end
+    end
   end
   return false
 end

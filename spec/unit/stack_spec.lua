@@ -130,6 +130,25 @@ describe("fitting a profile", function()
     assert.are.equal(16, r.held_rows)
     assert.are.equal(32, r.fit_rows)
     assert.is_true(r.held.mape < 3, string.format("held-out MAPE %.2f%%", r.held.mape))
+    -- a comma-separated list holds out what any of its patterns matches
+    r = assert(SF.run{name = "fit", cases = cs, device = dev, hold_out = "qwen3,^llama3%.1%-8b$",
+                      max_evals = 50})
+    assert.are.equal(32, r.held_rows)
+    assert.are.equal(16, r.fit_rows)
+  end)
+
+  it("fits no cost that no run informs", function()
+    local cs = {}
+    for _, c in ipairs(cases()) do
+      if c.strategy.tp == 1 then c.strategy.zero = 3; cs[#cs + 1] = c end  -- FSDP, no TP
+    end
+    local dev = assert(nd.device("h100"))
+    SF.price(cs, truth, function() return dev end)
+    for _, c in ipairs(cs) do c.measured_s = c.predicted_s end
+    local r = assert(SF.run{name = "fit", cases = cs, device = dev, max_evals = 100})
+    assert.is_nil(r.profile.costs.tp_overlap)
+    assert.is_nil(r.profile.costs.dp_overlap)
+    assert.is_number(r.profile.costs.zero3_overlap)
   end)
 
   it("writes a profile that loads back with its residuals", function()
