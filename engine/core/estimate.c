@@ -512,7 +512,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   layer_cost *lc = &x->kind[kind_slot(x, layer)];
   act_parts a = {0, 0, 0, 0, 0};
   double T = x->T, t = x->st->tp, h = (double)m->hidden_size, ab = x->c->activation_bytes;
-  double act_all, tp_bytes;
+  double act_all, tp_bytes, whole = 0.0;
   int identity = k->attention == ND_ATTN_NONE && k->mlp == ND_MLP_NONE;
   nd_layer_buckets pb;
   if (lc->ready) {
@@ -543,11 +543,20 @@ static layer_cost *price_kind (ctx *x, int layer) {
   act_all = a.rep * x->r + a.dev + a.core;
   if (x->quant && x->c->fp8_saved_bytes < ab)  /* TE saves FP8 GEMMs' inputs as FP8 */
     act_all -= (ab - x->c->fp8_saved_bytes) * (a.in_rep * x->r + a.in_dev);
+  if (x->r < 1.0 && x->c->sp_gather_kept > 0.0) {
+    /* DTensor TP keeps the gathered norm outputs whole (the rest of the sequence beside
+       the shard); they go with the norms when those are recomputed, which then gather
+       them again (below) */
+    double w = x->quant && x->c->fp8_saved_bytes < ab ? x->c->fp8_saved_bytes : ab;
+    whole = x->c->sp_gather_kept * w * a.in_rep * (1.0 - x->r);
+    act_all += whole;
+  }
   lc->act[ND_RECOMPUTE_NONE] = act_all;
   /* the layer input only; an identity layer (no sublayers: no FLOPs, no parameters, nothing
      kept) hands its input on as its output, the tensor the next layer keeps */
   lc->act[ND_RECOMPUTE_FULL] = identity ? 0.0 : ab * T * h * x->r;
-  lc->mem_s = x->c->memory_ops * (act_all - a.core) / x->hbm + lc->core_mem_s;
+  /* (element-wise traffic: the kept gathers are written by the all-gather either way) */
+  lc->mem_s = x->c->memory_ops * (act_all - a.core - whole) / x->hbm + lc->core_mem_s;
   lc->bwd_s = 2.0 * lc->gemm_s + lc->core_bwd_s + 2.0 * lc->mem_s + lc->cast_bwd_s;
   /* selective switches: the attention core only matters without flash attention (flash
      keeps no scores and recomputes them anyway); norms and activation functions repeat
@@ -558,6 +567,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
     lc->op_flops[ND_OP_ATTN_CORE] = lc->core_flops_token;
   }
   lc->op_time[ND_OP_NORMS] = x->c->memory_ops * lc->op_bytes[ND_OP_NORMS] / x->hbm;
+  lc->op_bytes[ND_OP_NORMS] += whole;
   lc->op_time[ND_OP_ACT] = x->c->memory_ops * lc->op_bytes[ND_OP_ACT] / x->hbm;
   {
     double dropped = 0.0;
@@ -579,8 +589,12 @@ static layer_cost *price_kind (ctx *x, int layer) {
     double one = x->st->sp ? nd_allgather_time(&x->fabric, g, x->tp_gather * T * h)
                              + nd_reducescatter_time(&x->fabric, g, tp_bytes)
                            : nd_allreduce_time(&x->fabric, g, tp_bytes);
-    lc->tp_s += blocks * one * exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
-                                                                          : x->c->tp_overlap);
+    double shown = exposed_share(x->c, x->st->tp_comm_overlap ? x->c->tp_overlap_on
+                                                              : x->c->tp_overlap);
+    lc->tp_s += blocks * one * shown;
+    if (whole > 0.0)  /* recomputed norms under DTensor TP: their all-gathers run again */
+      lc->op_time[ND_OP_NORMS] += x->c->sp_gather_kept * blocks * shown
+                                * nd_allgather_time(&x->fabric, g, x->tp_gather * T * h);
   }
   /* context parallelism: ring exchange of K and V, cp-1 steps */
   /* (the Mamba mixers price their own CP all-to-alls; beside attention, on top of it) */
@@ -1146,8 +1160,10 @@ static double stage_memory (const ctx *x, const run_sums *r, int s, const stage_
      layer activations sits in host memory; the one being computed stays */
   off_copy = inflight > 1.0 ? st->offload * (ss->act - ss->act_off) + ss->act_off : 0.0;
   se->activations = (ss->act + extra_act) * inflight - off_copy * (inflight - 1.0);
-  if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron) */
-    se->activations += 4.0 * x->T * h * x->r + costs->logits_bytes * x->T * x->vocab / st->tp;
+  if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron); the head's
+                    gathered input kept whole under DTensor TP */
+    se->activations += 4.0 * x->T * h * x->r + costs->logits_bytes * x->T * x->vocab / st->tp
+                     + costs->sp_gather_kept * ab * x->T * h * (1.0 - x->r);
   /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
      and the working set of recompute: when warm-up ends, the first backward rebuilds
      one layer's dropped activations for one micro-batch on top of all that is held */

@@ -45,6 +45,7 @@ static const nd_field cost_fields[] = {
   COST(zero3_weight_copy, 1.0, 1, "share", "1: ZeRO-3 shards a working weight copy beside the master (Megatron-FSDP, DeepSpeed); 0: FSDP2's fp32 shard is the parameter"),
   COST(pp_overlap, 0.0, 1, "share", "pipeline p2p hidden where the schedule overlaps it (interleaved, DualPipe)"),
   COST(tp_gather_quantized, 1.0, 1, "share", "sequence-parallel all-gathers of quantized recipes sent quantized (TE, torchao tensor-wise TP; row-wise scaling gathers 16 bits)"),
+  COST(sp_gather_kept, 0.0, 1, "share", "1: a column-parallel linear's all-gathered SP input kept at full sequence for the backward (DTensor TP, torchtitan); 0: its shard kept, gathered again (Megatron)"),
   COST(fp8_amax_bytes, 2.0, 64, "bytes", "HBM bytes per element of current scaling's amax pass before each cast (read bf16; TE docs)"),
   /* a rate: above 0 (a GEMM takes time) */
   {"fp8_block_gemm_rate", offsetof(nd_costs, fp8_block_gemm_rate), 0.9, 0.0, 1, 1, "share",

@@ -69,6 +69,11 @@ typedef struct nd_costs {
                                row-parallel one) before gathering it, torchao's tensor-wise
                                float8 TP too; reduce-scatters stay in 16 bits (1; 0: all
                                gathers in 16 bits) */
+  double sp_gather_kept;    /* share of the sequence-parallel all-gathered input of a
+                               column-parallel linear (the norm's output, the head's input)
+                               that autograd keeps at full sequence for the backward: DTensor
+                               TP (torchtitan) saves the gathered tensor (1); Megatron keeps
+                               its shard and gathers it again in the backward (0) */
   double zero3_weight_copy; /* ZeRO-3 keeps a sharded working copy of the weights besides
                                the master shard (Megatron-FSDP, DeepSpeed: 1); 0 when the
                                master shard is the parameter and the working width exists

@@ -115,3 +115,38 @@ describe("HSDP: ZeRO over a shard group, replicated", function()
     assert.matches("dp_shard 3 must divide dp 8", why, 1, true)
   end)
 end)
+
+-- DTensor tensor parallelism (torchtitan): the sequence-parallel all-gather before a
+-- column-parallel linear is a tensor autograd keeps for the weight gradient, so the gathered
+-- norm output stays whole; Megatron keeps its shard and gathers it again in the backward.
+-- On the model above at TP 4 with SP, one micro-batch of T = 1024 tokens: a layer keeps two
+-- gathered inputs (attention, MLP), 2 T h elements of which 3/4 lie beside the shard; the
+-- last stage's head keeps its gathered input too (T h, 3/4 more).
+describe("sequence parallelism's gathered inputs (sp_gather_kept)", function()
+  local T = 1024
+  local function tp4(extra)
+    local args = {model = model, device = "h100", devices = 8, global_batch = 8, seq_len = T,
+                  tp = 4, sp = true, pp = 2, mbs = 1}
+    for k, v in pairs(extra or {}) do args[k] = v end
+    return assert(nd.estimate(args))
+  end
+  it("keeps the whole gathered inputs: 2 bytes x 2 T h x 3/4 per layer, T h x 3/4 at the head", function()
+    local megatron, dtensor = tp4(), tp4{costs = {sp_gather_kept = 1}}
+    for i, s in ipairs(megatron.stages) do
+      local d = dtensor.stages[i]
+      local per_mb = 6 * 2 * 2 * T * H * 3 / 4 + (i == 2 and 2 * T * H * 3 / 4 or 0)
+      assert.near((d.activations - s.activations) / per_mb, d.inflight, 1e-9)
+      assert.equal(s.weights, d.weights)
+    end
+  end)
+  it("drops them with the norms under selective recompute, which then pays their gathers again", function()
+    local ops = {"norms"}
+    local base = tp4{recompute = "selective", selective_ops = ops}
+    local kept = tp4{recompute = "selective", selective_ops = ops, costs = {sp_gather_kept = 1}}
+    assert.near(base.stages[1].activations, kept.stages[1].activations, 1e-6)
+    assert.is_true(kept.time_parts_s.recompute > base.time_parts_s.recompute)
+    -- without recompute they cost memory, not time
+    local none, none_kept = tp4(), tp4{costs = {sp_gather_kept = 1}}
+    assert.near(none.step_time_s, none_kept.step_time_s, 1e-12)
+  end)
+end)
