@@ -262,8 +262,6 @@ function M.render(profile, header)
   return table.concat(out, "\n") .. "\n"
 end
 
--- Whether a case is held out: its group, label, release or year matches the pattern (a Lua
--- pattern), or it is the every-th case of the list (index i).
 -- Whether case c (the i-th) stays out of the fit: every `every`-th, or one whose group,
 -- label, release or year matches one of the comma-separated Lua patterns of `patterns`.
 local function held(c, patterns, every, i)
