@@ -1,8 +1,8 @@
 -- ndplan calibrate: fit a device's efficiencies to measured step times, write an override file
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
-local V = require "ndplan.validate"
-local C = require "ndplan.calibrate"
+local json = require "ndplan.io.json"
+local V = require "ndplan.fit.validate"
+local C = require "ndplan.fit.calibrate"
 
 local spec = {
   name = "calibrate",
@@ -133,7 +133,7 @@ end
 local held_out = opts.check and cli.check(C.table_cases(dir, opts.check))
 
 if opts.profile then  -- a stack profile: every field at once, per device and stack-wide
-  local SF = require "ndplan.stack_fit"
+  local SF = require "ndplan.fit.stack_fit"
   local r = cli.check(SF.run{name = opts.profile, cases = cases, device = device,
                              hold_out = opts["hold-out"], fallback = opts.fallback,
                              hold_out_every = positive_int("hold-out-every"),
@@ -155,8 +155,8 @@ if opts.profile then  -- a stack profile: every field at once, per device and st
     cli.fail(string.format("calibrate: the fit's MAPE is %s on %s: not written; check the measured "
                            .. "step times", tostring(m), table.concat(sources, ", ")))
   end
-  cli.check(require("ndplan.files").write_atomic(path, SF.render(r.profile, header)))
-  cli.check(require("ndplan.stack").load(path))
+  cli.check(require("ndplan.io.files").write_atomic(path, SF.render(r.profile, header)))
+  cli.check(require("ndplan.config.stack").load(path))
   if opts.json then
     io.write(json.encode({schema = "ndplan.calibrate.profile/1", name = opts.profile, output = path,
                           fit = r.fit, held_out = r.held, evaluations = r.evals, cpu_s = r.cpu_s}), "\n")

@@ -1,6 +1,6 @@
 -- ndplan devices: list the bundled devices with their compute, memory and links
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 local units = require "ndplan.c.units"
 
 local spec = {
@@ -17,7 +17,7 @@ local opts = cli.parse(spec, {...})
 if not opts then return end
 
 if opts.recipes then  -- the core's recipe table, as --precision takes it
-  local recipes = require("ndplan.device").recipes()
+  local recipes = require("ndplan.config.device").recipes()
   if opts.json then
     local list = {}
     for i, r in ipairs(recipes) do list[i] = r end

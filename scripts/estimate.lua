@@ -1,6 +1,6 @@
 -- ndplan estimate: price one strategy: memory per pipeline stage and step time
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 local units = require "ndplan.c.units"
 
 local scli = require "ndplan.strategy"
@@ -24,10 +24,10 @@ local args, model = scli.args(spec, argv, opts)
 local r = scli.estimate(args)
 
 if opts.plot then  -- the charts and report.html together or not at all
-  local files = require "ndplan.files"
+  local files = require "ndplan.io.files"
   local stage, serr = files.stage(opts.plot:gsub("(.)/+$", "%1"), {manifest = false})
   if not stage then cli.fail("output directory: " .. tostring(serr)) end
-  local wrote, err = require("ndplan.report").estimate_report(stage.dir, r)
+  local wrote, err = require("ndplan.out.report").estimate_report(stage.dir, r)
   if not wrote then
     err = stage:final_text(tostring(err))
     stage:abort()
@@ -42,5 +42,5 @@ if opts.json then
   return
 end
 
-io.write(require("ndplan.summary").estimate(r, model), "\n")
+io.write(require("ndplan.out.summary").estimate(r, model), "\n")
 if not r.fits then os.exit(cli.EXIT_NO_FIT) end

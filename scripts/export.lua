@@ -1,7 +1,7 @@
 -- ndplan export: write trainer config files (Megatron, torchtitan, DeepSpeed, MindFormers, HyperParallel)
 local cli = require "ndplan.cli"
 local export = require "ndplan.export"
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 local units = require "ndplan.c.units"
 local scli = require "ndplan.strategy"
 

@@ -1,6 +1,6 @@
 -- ndplan info: summarise one model: family, layer stack by kind, parameter breakdown
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 
 local spec = {
   name = "info",

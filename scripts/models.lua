@@ -1,6 +1,6 @@
 -- ndplan models: list the bundled models with their size and layer stack
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 
 local spec = {
   name = "models",

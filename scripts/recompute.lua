@@ -1,7 +1,7 @@
 -- ndplan recompute: per-layer recompute of one strategy under the budget, and its potentials
 local cli = require "ndplan.cli"
-local files = require "ndplan.files"
-local json = require "ndplan.json"
+local files = require "ndplan.io.files"
+local json = require "ndplan.io.json"
 local units = require "ndplan.c.units"
 local scli = require "ndplan.strategy"
 local plans = require "ndplan.plan"
@@ -96,7 +96,7 @@ if opts["output-dir"] then
   local wrote, werr = stage:write("recompute_plot_groups.json",
                                   json.encode(recompute.plot_data(groups)) .. "\n")
   if not wrote then fail(werr) end
-  local plotted, perr = require("ndplan.report").recompute_report(stage.dir, r,
+  local plotted, perr = require("ndplan.out.report").recompute_report(stage.dir, r,
                                                                   recompute.plot_data(groups))
   if not plotted then fail(perr) end
   local committed, cerr = stage:commit()

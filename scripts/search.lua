@@ -1,7 +1,7 @@
 -- ndplan search: every valid strategy priced, what fits ranked by step time (or a policy)
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
-local files = require "ndplan.files"
+local json = require "ndplan.io.json"
+local files = require "ndplan.io.files"
 local units = require "ndplan.c.units"
 local core = require "ndplan.c.search"
 local search = require "ndplan.search"
@@ -413,7 +413,7 @@ if out_dir then
   doc.model_warnings = model:warnings()  -- the loader's report: what it assumed or did not read
   write_out("search.json", search.encode_json(doc) .. "\n")
   -- the potentials of the top per-layer configurations, the charts and report.html
-  local outs = require "ndplan.search_outputs"
+  local outs = require "ndplan.out.search_outputs"
   local potentials, plot_data = outs.potentials(doc.results, info)
   if potentials then
     local okc, cerr = pcall(require("ndplan.recompute").write_csv, potentials,
@@ -422,7 +422,7 @@ if out_dir then
     write_out("recompute_plot_groups.json", json.encode(plot_data) .. "\n")
   end
   -- the chart's candidates: the search's sample of the rows it wrote to results.csv
-  local okr2, rep_err = require("ndplan.report").search_report(stage.dir, doc.results,
+  local okr2, rep_err = require("ndplan.out.report").search_report(stage.dir, doc.results,
     outs.points(info.results, doc.results, info.priced), info.budget_bytes,
     plot_data, {priced = info.priced, fit = info.fit})
   if not okr2 then fail_out(tostring(rep_err)) end
@@ -469,11 +469,11 @@ else
     for _, w in ipairs(info.warnings or {}) do io.stderr:write("ndplan: warning: ", w, "\n") end
   end
   if ranked then
-    out[#out + 1] = require("ndplan.summary").search_table(ranked, info)
+    out[#out + 1] = require("ndplan.out.summary").search_table(ranked, info)
   end
   if verbosity >= 1 then say("%s", search.counts_line(info)) end
   if ranked and verbosity >= 1 then  -- what the ranking rests on (issue 14)
-    local a = require "ndplan.assumptions"
+    local a = require "ndplan.fit.assumptions"
     for _, l in ipairs(a.lines(doc and doc.assumptions or a.report(ranked, info))) do
       say("%s", l)
     end

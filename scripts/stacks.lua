@@ -1,7 +1,7 @@
 -- ndplan stacks: list the bundled stack profiles with the residuals of their fits
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
-local stack = require "ndplan.stack"
+local json = require "ndplan.io.json"
+local stack = require "ndplan.config.stack"
 
 local spec = {
   name = "stacks",

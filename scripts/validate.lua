@@ -1,7 +1,7 @@
 -- ndplan validate: compare predicted step times with published measured runs
 local cli = require "ndplan.cli"
-local json = require "ndplan.json"
-local V = require "ndplan.validate"
+local json = require "ndplan.io.json"
+local V = require "ndplan.fit.validate"
 
 local spec = {
   name = "validate",

@@ -2,7 +2,7 @@
 ** repl.c -- the interactive loop, behaving like Lua 5.4's: a line is first tried as an
 ** expression and its values printed; an incomplete statement reads continuation lines;
 ** prompts come from _PROMPT and _PROMPT2; complete entries go to the history when line
-** editing (libedit) is built in. Lua's ndplan.repl supplies the rest: the global help,
+** editing (libedit) is built in. Lua's ndplan.cli.repl supplies the rest: the global help,
 ** how values print (an estimate as its CLI summary), Tab completion and the history file.
 */
 #define _POSIX_C_SOURCE 200809L
@@ -92,7 +92,7 @@ static char *read_line (const char *prompt) {
   return b;
 }
 
-/* ndplan.repl's setup(): {show, complete, history}, kept in the registry */
+/* ndplan.cli.repl's setup(): {show, complete, history}, kept in the registry */
 static int repl_ref = LUA_NOREF;
 static char history_path[4096];
 
@@ -120,7 +120,7 @@ static void drop_found (void) {
   nfound = ifound = 0;
 }
 
-/* readline's generator: the candidates ndplan.repl's complete() gave, one per call */
+/* readline's generator: the candidates ndplan.cli.repl's complete() gave, one per call */
 static char *next_found (const char *text, int state) {
   (void)text;
   if (state == 0) ifound = 0;
@@ -153,10 +153,10 @@ static char **complete_word (const char *text, int start, int end) {
 }
 #endif
 
-/* Loads ndplan.repl and runs its setup (protected: a REPL without it still works). */
+/* Loads ndplan.cli.repl and runs its setup (protected: a REPL without it still works). */
 static int setup_call (lua_State *L) {
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "ndplan.repl");
+  lua_pushliteral(L, "ndplan.cli.repl");
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "setup");
   lua_call(L, 0, 1);
@@ -167,7 +167,7 @@ static void repl_setup (lua_State *L) {
   lua_pushcfunction(L, setup_call);
   if (lua_pcall(L, 0, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
     fprintf(stderr, "ndplan: the REPL runs without help and completion: %s\n",
-            lua_isstring(L, -1) ? lua_tostring(L, -1) : "ndplan.repl.setup returned no table");
+            lua_isstring(L, -1) ? lua_tostring(L, -1) : "ndplan.cli.repl.setup returned no table");
     lua_pop(L, 1);
     return;
   }
@@ -280,7 +280,7 @@ static int loadline (lua_State *L) {
 }
 
 /*
-** Prints whatever values the entry returned: through ndplan.repl's show (an estimate as its
+** Prints whatever values the entry returned: through ndplan.cli.repl's show (an estimate as its
 ** CLI summary, a search's ranked list as its table), else through the global print.
 */
 static void print_results (lua_State *L) {

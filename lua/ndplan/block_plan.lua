@@ -66,7 +66,7 @@ end
 function M.megatron(args, budget, opts)
   opts = opts or {}
   if type(budget) == "string" then
-    local bytes, err = require("ndplan.grammar").size(budget)
+    local bytes, err = require("ndplan.io.grammar").size(budget)
     if not bytes then return nil, "budget: " .. tostring(err) end
     budget = bytes
   end

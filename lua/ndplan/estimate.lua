@@ -39,7 +39,7 @@ end
 -- nd.model and nd.device's loaders (their caches), found once
 local LOADERS = {}
 local function loader(kind)
-  LOADERS[kind] = require("ndplan." .. kind).load
+  LOADERS[kind] = require("ndplan.config." .. kind).load
   return LOADERS[kind]
 end
 
@@ -48,7 +48,7 @@ end
 -- a model the loader had to assume anything about is refused.
 function M.resolve(kind, x, opts)
   if kind == "model" and opts and opts.strict and x ~= nil then
-    return require("ndplan.model").load(x, {strict = true})
+    return require("ndplan.config.model").load(x, {strict = true})
   end
   if type(x) == "string" or type(x) == "table" and getmetatable(x) == nil then
     return (LOADERS[kind] or loader(kind))(x)
@@ -102,7 +102,7 @@ function M.check_bytes(name, v, default)
   local bytes = v
   if type(v) == "string" then
     local err
-    bytes, err = require("ndplan.grammar").size(v)
+    bytes, err = require("ndplan.io.grammar").size(v)
     if not bytes then return nil, name .. ": " .. err end
   end
   if type(bytes) ~= "number" or not (bytes > 0 and bytes < math.huge) then
@@ -118,7 +118,7 @@ end
 -- (args.stack: a name, a path, a table or "none"; default megatron-core) applied to the
 -- device's efficiencies and under the caller's costs.
 function M.with_stack(args, device)
-  local stack = require "ndplan.stack"
+  local stack = require "ndplan.config.stack"
   local s, err = stack.shared(args.stack)  -- the cached profile: only read here
   if err then return nil, "stack: " .. err end
   return stack.apply(s, device, args.costs)
@@ -131,7 +131,7 @@ local applied = setmetatable({}, {__mode = "k"})  -- profile -> device -> {devic
 local stack_lib
 local function stacked(args, device)
   if args.costs ~= nil then return M.with_stack(args, device) end
-  local stack = stack_lib or require "ndplan.stack"
+  local stack = stack_lib or require "ndplan.config.stack"
   stack_lib = stack
   local s, err = stack.shared(args.stack)
   if err then return nil, "stack: " .. err end
@@ -158,7 +158,7 @@ local stack_module
 local band_of = setmetatable({}, {__mode = "k"})  -- info -> "precision/moe" -> band | false
 local function add_band(result, moe, strategy, info)
   if not info then return end
-  local stack = stack_module or require "ndplan.stack"
+  local stack = stack_module or require "ndplan.config.stack"
   stack_module = stack
   local precision = strategy.precision or "bf16"
   local per = band_of[info]

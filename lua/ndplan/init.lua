@@ -9,13 +9,13 @@ local nd = {
 
 -- nd.model(x [, {strict = true}]): a bundled name, a config.json/.yaml path, a directory
 -- holding config.json or a table -> model | nil, message (strict: no assumption allowed)
-function nd.model(x, opts) return require("ndplan.model").load(x, opts) end
+function nd.model(x, opts) return require("ndplan.config.model").load(x, opts) end
 -- nd.models(): sorted names of the bundled models
-function nd.models() return require("ndplan.model").names() end
+function nd.models() return require("ndplan.config.model").names() end
 -- nd.device(x): a bundled name, a YAML path or a table -> device | nil, message
-function nd.device(x) return require("ndplan.device").load(x) end
+function nd.device(x) return require("ndplan.config.device").load(x) end
 -- nd.devices(): sorted names of the bundled devices
-function nd.devices() return require("ndplan.device").names() end
+function nd.devices() return require("ndplan.config.device").names() end
 
 -- nd.estimate{model=, device=, devices=, global_batch=, seq_len=, tp=, ...}
 --   -> result | nil, message: memory per stage and step time of one strategy
@@ -29,11 +29,11 @@ function nd.search(args) return require("ndplan.search").search(args) end
 
 -- Data and small languages: nd.json, nd.yaml, nd.grammar, nd.units.
 local lazy = {
-  json = "ndplan.json",
-  yaml = "ndplan.yaml",
-  grammar = "ndplan.grammar",
+  json = "ndplan.io.json",
+  yaml = "ndplan.io.yaml",
+  grammar = "ndplan.io.grammar",
   units = "ndplan.c.units",
-  files = "ndplan.files",
+  files = "ndplan.io.files",
   cli = "ndplan.cli",
 }
 

@@ -89,13 +89,16 @@ local SAFE_GLOBALS = {"assert", "error", "ipairs", "next", "pairs", "select", "t
                       "getmetatable", "_VERSION"}
 local SAFE_LIBS = {"math", "string", "table", "utf8"}
 local DROP = {string = {dump = true}, math = {randomseed = true}}
--- bundled pure modules a sandboxed require may load (copies), with the fields it sees
+-- bundled pure modules a sandboxed require may load (copies), with the fields it sees;
+-- policies name them as the README documents (ndplan.json is the library's ndplan.io.json)
 local ALLOWED = {
   ["ndplan.grammar"] = true,
   ["ndplan.c.units"] = true,
   ["ndplan.json"] = {"decode", "encode", "null"},
   ["ndplan.yaml"] = {"decode", "null"},
 }
+local MODULE = {["ndplan.grammar"] = "ndplan.io.grammar", ["ndplan.json"] = "ndplan.io.json",
+                ["ndplan.yaml"] = "ndplan.io.yaml"}
 
 -- deep copy of plain data and functions, raw (no metamethod runs), without metatables
 local function copy(v, seen)
@@ -110,7 +113,7 @@ end
 
 local function module_copy(name)
   local fields = ALLOWED[name]
-  local m = require(name)
+  local m = require(MODULE[name] or name)
   if fields == true then return copy(m) end
   local out = {}
   for _, k in ipairs(fields) do out[k] = m[k] end
@@ -253,7 +256,7 @@ function M.load(x, unsafe, limits)
   local chunk, err, origin
   local kind = require("ndplan.c.files").kind(x)
   if kind and kind ~= "directory" then  -- a file, read as one: a FIFO or device is refused
-    local text, rerr = require("ndplan.files").read(x)
+    local text, rerr = require("ndplan.io.files").read(x)
     if not text then return nil, "policy " .. rerr end
     text = text:gsub("^#[^\n]*", "", 1)  -- a first line "#!..." skipped, as loadfile does
     if unsafe then chunk, err = load(text, "@" .. x, "t")

@@ -446,7 +446,7 @@ end
 
 -- write_csv(potentials, path) -> true: recompute_potentials.csv (see ndplan.recompute_csv)
 function M.write_csv(potentials, path)
-  return require("ndplan.recompute_csv").write(potentials, path)
+  return require("ndplan.out.recompute_csv").write(potentials, path)
 end
 
 return M

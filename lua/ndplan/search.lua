@@ -351,7 +351,7 @@ function M.bounds_line(info)
 end
 
 -- encode_json(value) -> JSON text, the same bytes from run to run (ndplan.json.encode)
-function M.encode_json(value) return require("ndplan.json").encode(value) end
+function M.encode_json(value) return require("ndplan.io.json").encode(value) end
 
 -- json_doc(ranked, info) -> the ndplan.search/1 document
 function M.json_doc(ranked, info)
@@ -373,7 +373,7 @@ function M.json_doc(ranked, info)
     warnings = #info.warnings > 0 and info.warnings or nil,
     results = results,
     nearest_misses = #ranked == 0 and misses or nil,
-    assumptions = require("ndplan.assumptions").report(ranked, info),
+    assumptions = require("ndplan.fit.assumptions").report(ranked, info),
   }
 end
 

@@ -65,7 +65,7 @@ M.OPTIONS = {
 -- check_precision(flag, value): a usage error naming the flag and the accepted names
 function M.check_precision(flag, value)
   if value == nil then return nil end
-  local names = require("ndplan.device").recipe_names()
+  local names = require("ndplan.config.device").recipe_names()
   for _, n in ipairs(names) do if n == value then return value end end
   cli.fail(string.format("--%s: expected %s or %s, got '%s'", flag,
                          table.concat(names, ", ", 1, #names - 1), names[#names], value),
@@ -75,7 +75,7 @@ end
 -- config_recipes(path, v): a search configuration's precision: a recipe name, a list of them or a comma list as
 -- --precision takes; one recipe or the list, else a failure naming the file and the entry.
 function M.config_recipes(path, v)
-  local names = require("ndplan.device").recipe_names()
+  local names = require("ndplan.config.device").recipe_names()
   local known = {}
   for _, n in ipairs(names) do known[n] = true end
   local expected = table.concat(names, ", ", 1, #names - 1) .. " or " .. names[#names]
@@ -152,7 +152,7 @@ end
 -- --from-megatron first (command-line options win), then checks and converts; bad values
 -- stop with a usage error naming the flag.
 function M.args(spec, argv, opts)
-  if opts["from-megatron"] then require("ndplan.megatron_script").fill_options(spec, argv, opts) end
+  if opts["from-megatron"] then require("ndplan.config.megatron_script").fill_options(spec, argv, opts) end
   for _, name in ipairs({"model", "devices", "global-batch-size"}) do
     if opts[name] == nil then
       cli.fail(string.format("option '--%s' is required (see 'ndplan %s --help')", name, spec.name),
@@ -270,7 +270,7 @@ function M.args(spec, argv, opts)
   end
   if opts.costs then args.costs = cli.parse_costs(opts.costs) end
   args.stack = opts.stack
-  local _, serr = require("ndplan.stack").load(args.stack)
+  local _, serr = require("ndplan.config.stack").load(args.stack)
   if serr then cli.fail("--stack: " .. serr, cli.EXIT_USAGE) end
   return args, model
 end

@@ -3,7 +3,7 @@ local R = dofile("spec/support/run.lua")
 local cjson = require "cjson"
 require "ndplan"  -- installs the searcher of the bundled modules
 local export = require "ndplan.export"
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local FIXTURE = "spec/fixtures/megatron_llama_pretrain.sh"
 

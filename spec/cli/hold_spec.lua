@@ -257,7 +257,7 @@ describe("atomic writes (issue 17)", function()
   it("a failed rename names the target and the reason, and leaves no temporary", function()
     local dir = R.tmpdir()
     assert(os.execute("mkdir " .. R.quote(dir .. "/x.txt")))
-    local r = R.run({"-e", "print(require('ndplan.files').write_atomic(" .. string.format("%q", dir .. "/x.txt")
+    local r = R.run({"-e", "print(require('ndplan.io.files').write_atomic(" .. string.format("%q", dir .. "/x.txt")
                      .. ", 'hi'))"})
     assert.equal(0, r.code, r.err)
     assert.equal("nil\t" .. dir .. "/x.txt: cannot put in place: Is a directory\n", r.out)
@@ -356,7 +356,7 @@ describe("bounded work (issue 17)", function()
     assert.matches("group pattern '[^']+' has 30 repetitions %(%*, %+, %-, %?%); at most 3", r.err)
     one_line(r)
     require("ndplan")  -- the module installs the searcher of its bundled library
-    local V = require("ndplan.validate")
+    local V = require("ndplan.fit.validate")
     assert.equal("t", (V.table_spec("t:^[48]gpu")))          -- the README's examples still pass
     assert.equal("t", (V.table_spec("t:^2gpu.-x")))
     assert.is_nil((V.table_spec("t:[%]-]+x*y?z-")))           -- a ] and - inside a set are not counted

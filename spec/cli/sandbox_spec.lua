@@ -74,7 +74,7 @@ end}
   it("refuses require of ndplan.c.bundle (a chunk in the real environment)", function()
     local marker = fresh_path()
     local path = policy(string.format([[
-local files = require("ndplan.c.bundle").load("lua/ndplan/files.lua")()
+local files = require("ndplan.c.bundle").load("lua/ndplan/io/files.lua")()
 files.write_atomic(%q, "pwned")
 return {}
 ]], marker))
@@ -104,7 +104,7 @@ return {}
              .. '"vocab_size": 1000}'
   local READS = {
     {"ndplan.files.read", "key: SECRET\n", ".yaml",
-     "local t = require('ndplan.files').read(%q) error(t and t:match('SECRET') and 'READ-OK')"},
+     "local t = require('ndplan.io.files').read(%q) error(t and t:match('SECRET') and 'READ-OK')"},
     {"nd.yaml.load_file", "key: SECRET\n", ".yaml",
      "local d = nd.yaml.load_file(%q) error(d and d.key == 'SECRET' and 'READ-OK')"},
     {"nd.model(PATH)", MODEL, ".json", "local m, e = nd.model(%q) error(m and 'READ-OK' or e)"},
@@ -128,7 +128,7 @@ return {}
   end
 
   local WRITES = {
-    {"ndplan.files.write_atomic", "require('ndplan.files').write_atomic(%q, 'gone')"},
+    {"ndplan.files.write_atomic", "require('ndplan.io.files').write_atomic(%q, 'gone')"},
     {"ndplan.c.files.mkdir", "require('ndplan.c.files').mkdir(%q .. '.d')"},
     {"nd.search{csv = PATH}", "nd.search{model = 'llama3.1-8b', device = 'h100', devices = 8, "
        .. "global_batch = 8, seq_len = 4096, tp = 1, pp = 1, csv = %q}"},

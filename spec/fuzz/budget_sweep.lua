@@ -6,7 +6,7 @@
 -- Prints one line of counts, the counts per planner, then (SHOW=1) the first pair of each
 -- strategy that had one.
 local nd = require "ndplan"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 
 local argv = {...}
 local seed = math.tointeger(tonumber(argv[1])) or 1

@@ -6,7 +6,7 @@
 #include "fuzz_lua.h"
 
 static const char driver[] =
-  "local g = require 'ndplan.grammar'\n"
+  "local g = require 'ndplan.io.grammar'\n"
   "local function check(name, v, err)\n"
   "  if v == nil and type(err) ~= 'string' then\n"
   "    fuzz_fail(name .. ': nil without a message')\n"

@@ -6,7 +6,7 @@
 #include "fuzz_lua.h"
 
 static const char driver[] =
-  "local json = require 'ndplan.json'\n"
+  "local json = require 'ndplan.io.json'\n"
   "local h100 = assert(nd.device('h100'))\n"
   "return function(data)\n"
   "  local cfg, err = json.decode(data, 'fuzz.json')\n"

@@ -37,7 +37,7 @@ static const char driver[] =
   "local getmt, traceback = debug.getmetatable, debug.traceback\n"
   "-- warm up what nd's functions load lazily, before the snapshot\n"
   "for _, k in ipairs({'json', 'yaml', 'grammar', 'units', 'files', 'cli'}) do local _ = nd[k] end\n"
-  "for _, m in ipairs({'ndplan.model', 'ndplan.device', 'ndplan.estimate', 'ndplan.hfconfig',\n"
+  "for _, m in ipairs({'ndplan.config.model', 'ndplan.config.device', 'ndplan.estimate', 'ndplan.config.hfconfig',\n"
   "                    'ndplan.search', 'ndplan.block_plan'}) do require(m) end\n"
   "assert(nd.model('llama3.1-8b')); assert(nd.device('h100'))\n"
   "policy.sandbox()\n"

@@ -6,7 +6,7 @@
 #include "fuzz_lua.h"
 
 static const char driver[] =
-  "local yaml = require 'ndplan.yaml'\n"
+  "local yaml = require 'ndplan.io.yaml'\n"
   "return function(data)\n"
   "  local with_marks = #data % 2 == 1\n"
   "  local v, marks = yaml.decode(data, 'fuzz.yaml', with_marks)\n"

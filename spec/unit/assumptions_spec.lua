@@ -2,7 +2,7 @@
 -- profile does not calibrate, the winner's step time at each end of their ranges, and which
 -- plan overtakes it there -- checked against nd.estimate at those values.
 local nd = require "ndplan"
-local A = require "ndplan.assumptions"
+local A = require "ndplan.fit.assumptions"
 local search = require "ndplan.search"
 
 local ARGS = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 64,
@@ -55,9 +55,9 @@ describe("the assumption report", function()
             if f.kind == "cost" then
               args.costs = {[f.name] = f[side]}
             else  -- the profile's device with the one field moved
-              local stack = require "ndplan.stack"
+              local stack = require "ndplan.config.stack"
               local dev, costs = stack.apply(stack.load(info.stack), info.device_obj, info.costs)
-              args.device = assert(require("ndplan.device").with_efficiency(dev, {[f.name] = f[side]}))
+              args.device = assert(require("ndplan.config.device").with_efficiency(dev, {[f.name] = f[side]}))
               args.stack, args.costs = "none", costs
             end
             return assert(nd.estimate(args)).step_time_s

@@ -6,7 +6,7 @@ local export = require "ndplan.export"
 local block_plan = require "ndplan.block_plan"
 -- These specs check the estimators' mechanics on the device files alone (no stack profile:
 -- its fitted efficiencies and costs are checked by validate_spec and stack_spec).
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local function merge(...)
   local out = {}

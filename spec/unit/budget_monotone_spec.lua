@@ -125,7 +125,7 @@ describe("budget monotonicity over seeded random strategies", function()
         cases = cases + #budgets
         if fitted >= 2 then configs = configs + 1 end
         local slower = first_slower(budgets, times)
-        assert.is_nil(slower, slower and (require("ndplan.json").encode(a) .. ": " .. slower))
+        assert.is_nil(slower, slower and (require("ndplan.io.json").encode(a) .. ": " .. slower))
       end
     end
     -- measured: 139 strategies that fit at two budgets or more, 13,413 budgets priced

@@ -1,10 +1,10 @@
 -- Calibration: the bounded least-squares optimiser, fits that recover known efficiencies
 -- from synthetic "measurements", the user CSV of runs and the override file.
 local nd = require "ndplan"
-local C = require "ndplan.calibrate"
+local C = require "ndplan.fit.calibrate"
 -- These specs check the estimators' mechanics on the device files alone (no stack profile:
 -- its fitted efficiencies and costs are checked by validate_spec and stack_spec).
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local function rel(got, want) return math.abs(got - want) / math.abs(want) end
 

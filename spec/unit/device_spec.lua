@@ -1,6 +1,6 @@
 -- ndplan.device: the bundled catalog, YAML device files, Lua tables and the userdata.
 require "ndplan"
-local device = require "ndplan.device"
+local device = require "ndplan.config.device"
 
 local tmpfiles = {}
 

@@ -4,7 +4,7 @@ local nd = require "ndplan"
 local core = require "ndplan.c.estimate"
 -- These specs check the estimators' mechanics on the device files alone (no stack profile:
 -- its fitted efficiencies and costs are checked by validate_spec and stack_spec).
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local function gpt(layers, hidden, heads)
   return assert(nd.model{model_type = "gpt2", n_layer = layers, n_embd = hidden,

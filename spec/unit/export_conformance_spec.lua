@@ -7,11 +7,11 @@
 local nd = require "ndplan"
 local export = require "ndplan.export"
 local flags = require "ndplan.export.flags"
-local json = require "ndplan.json"
-local yaml = require "ndplan.yaml"
-local script = require "ndplan.megatron_script"
+local json = require "ndplan.io.json"
+local yaml = require "ndplan.io.yaml"
+local script = require "ndplan.config.megatron_script"
 
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 ---------------------------------------------------------------------------------------------
 -- Megatron-LM d98e8a6. a = megatron/training/arguments.py, tc = megatron/core/transformer/
@@ -565,13 +565,13 @@ local DIALECTS = {megatron = {"d98e8a6"}, torchtitan = {"main", "v0.2.2"}, deeps
 local function write(name, dialect, case)
   local dir = os.tmpname()
   os.remove(dir)
-  assert(require("ndplan.files").mkdir_p(dir))
+  assert(require("ndplan.io.files").mkdir_p(dir))
   local outs = assert(export.write(dir, {name}, case.plan, function(args)
     args.device, args.max_mem = case.device, case.budget
     return nd.estimate(args)
   end, {[name] = dialect}))
   local o = outs[1]
-  local text = require("ndplan.files").read(o.path)
+  local text = require("ndplan.io.files").read(o.path)
   os.remove(o.path)
   os.remove(dir)
   return o, text
@@ -698,7 +698,7 @@ describe("trainer conformance", function()
       assert.is_nil(o.refused)
       local _, opts = megatron_problems(text, {devices = case.plan.job.devices,
                                                global_batch = case.plan.job.global_batch})
-      local cfg = require("ndplan.model").config(m)
+      local cfg = require("ndplan.config.model").config(m)
       for _, d in ipairs(MEGATRON.defaults) do
         local flag, default, src, of = d[1], d[2], d[3], d[4]
         local model_value = of(cfg)

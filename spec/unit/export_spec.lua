@@ -4,7 +4,7 @@
 local nd = require "ndplan"
 local export = require "ndplan.export"
 local flags = require "ndplan.export.flags"
-local script = require "ndplan.megatron_script"
+local script = require "ndplan.config.megatron_script"
 
 local function plan_of(args)
   local r = assert(nd.estimate(args))

@@ -3,7 +3,7 @@
 -- (reshard_after_forward off, its default under PP), or gathered for every micro-batch and
 -- freed after its forward (on). Memory per stage worked by hand on a small model.
 local nd = require "ndplan"
-require("ndplan.stack").DEFAULT = "none"  -- the device file alone: byte widths as documented
+require("ndplan.config.stack").DEFAULT = "none"  -- the device file alone: byte widths as documented
 
 -- 12 Llama-style layers, h 256, 4 heads of 64 (no GQA), gated MLP of 1024, untied head of
 -- a 1024-token vocabulary. A layer holds q, k, v, o (4 h^2), gate, up, down (3 h ffn) and two

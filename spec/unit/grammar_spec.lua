@@ -1,6 +1,6 @@
 -- ndplan.grammar: sizes, rates, times, FLOP counts, dimension lists, recompute specs.
 require "ndplan"
-local g = require "ndplan.grammar"
+local g = require "ndplan.io.grammar"
 
 local function err_of(f, ...)
   local v, err = f(...)

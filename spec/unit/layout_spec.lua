@@ -3,7 +3,7 @@
 -- forms of per-chunk layouts (what each says exactly, and what it rounds).
 local nd = require "ndplan"
 local export = require "ndplan.export"
-local script = require "ndplan.megatron_script"
+local script = require "ndplan.config.megatron_script"
 
 local job = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
              seq_len = 8192, tp = 8, sp = true, zero = 1}

@@ -3,9 +3,9 @@
 -- fields on first read; nothing a caller changes reaches the next call.
 require "ndplan"
 local nd = require "ndplan"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 local files = require "ndplan.c.files"
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local function write(path, text)
   local f = assert(io.open(path, "wb"))

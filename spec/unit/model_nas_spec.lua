@@ -3,7 +3,7 @@
 -- the total against the model page, the stack by kind and width, FLOPs per token of an
 -- attention + MLP block and of an MLP-only block by hand, and the refusals by name.
 local nd = require "ndplan"
-local nas = require "ndplan.hfconfig_nas"
+local nas = require "ndplan.config.hfconfig_nas"
 local core = require "ndplan.c.estimate"
 
 local B = 1e9

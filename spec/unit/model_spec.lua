@@ -1,7 +1,7 @@
 -- The model layer: bundled models against published parameter totals, layer stacks, the
 -- HF config mapping of each family, and the error paths of ndplan.model.load.
 require "ndplan"
-local model = require "ndplan.model"
+local model = require "ndplan.config.model"
 local cmodel = require "ndplan.c.model"
 
 local B = 1e9
@@ -443,7 +443,7 @@ describe("ndplan.model", function()
     end)
 
     it("reads a YAML model file through ndplan.yaml", function()
-      local ok, yaml = pcall(require, "ndplan.yaml")
+      local ok, yaml = pcall(require, "ndplan.io.yaml")
       if not ok or type(yaml) ~= "table" or not yaml.load_file then
         pending("ndplan.yaml is not available yet")
         return

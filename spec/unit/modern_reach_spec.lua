@@ -5,8 +5,8 @@
 -- own, the candidate whose re-priced chunk layout is the one nd.estimate resolved for the
 -- row. A row the walk does not reach is reported with the reason.
 require "ndplan"
-local V = require "ndplan.validate"
-local VM = require "ndplan.validate_modern"
+local V = require "ndplan.fit.validate"
+local VM = require "ndplan.fit.validate_modern"
 local search = require "ndplan.search"
 
 local dir = V.default_dir()
@@ -69,7 +69,7 @@ describe("today's measured runs (modern_runs.csv) in the strategy space", functi
     pending("validation data not found at " .. dir .. "; skipped")
     return
   end
-  require("ndplan.stack").DEFAULT = "none"  -- each case names its own stack
+  require("ndplan.config.stack").DEFAULT = "none"  -- each case names its own stack
   -- every complete row, measured step time or not: the layout is what is checked
   local cases, skipped = assert(VM.cases(dir, {unmeasured = true}))
   cases = V.run(cases)

@@ -1,7 +1,7 @@
 -- Rules kept once (issue 12's drift bugs): the estimator and the search give the same answer
 -- from the same core rule.
 local nd = require "ndplan"
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 describe("one rule, one answer", function()
   it("names every schedule the core knows when one is wrong, in nd.estimate and nd.search", function()

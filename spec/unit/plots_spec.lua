@@ -2,10 +2,10 @@
 -- (spec/golden/*.svg, regenerate with NDPLAN_UPDATE_GOLDEN=1 and check them by eye),
 -- well-formedness, finite numbers, lines where the input puts them, and byte stability.
 require "ndplan"
-local svg = require "ndplan.svg"
-local plots = require "ndplan.plots"
-local pipeline = require "ndplan.plots_pipeline"
-local report = require "ndplan.report"
+local svg = require "ndplan.out.svg"
+local plots = require "ndplan.out.plots"
+local pipeline = require "ndplan.out.plots_pipeline"
+local report = require "ndplan.out.report"
 local recompute = require "ndplan.recompute"
 
 local GiB = 2 ^ 30
@@ -156,7 +156,7 @@ describe("ndplan.svg", function()
   it("an axis with an infinite or NaN end is an error, never an endless loop (issue 17)", function()
     -- a report with an infinite budget looped in the candidates chart's ticks (~400 MB/s);
     -- a count hook ends a loop that a regression would make endless
-    local base = require "ndplan.plots_base"
+    local base = require "ndplan.out.plots_base"
     local function bounded(f, ...)
       debug.sethook(function() error("looped past 10^7 instructions") end, "", 1e7)
       local ok, err = pcall(f, ...)

@@ -162,7 +162,7 @@ describe("the sandbox's environment", function()
     env.require("ndplan.grammar").size = nil
     assert.is_function(string.format)
     assert.is_function(require("ndplan.c.units").bytes)
-    assert.is_function(require("ndplan.grammar").size)
+    assert.is_function(require("ndplan.io.grammar").size)
     assert.equal("string", getmetatable(""))
   end)
 end)

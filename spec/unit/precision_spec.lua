@@ -2,9 +2,9 @@
 -- count on a small model, param gather, the BF16 layers, and the refusal of recipes a
 -- device has no peak for.
 local nd = require "ndplan"
-local device = require "ndplan.device"
+local device = require "ndplan.config.device"
 -- The recipes' widths on the device files alone (a stack profile sets quant_cache: stack_spec).
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 -- A 12-layer Llama-style decoder small enough to count by hand: h = 256, 4 heads of 64
 -- (no GQA), gated MLP of 1024, no biases. Per layer the linear layers hold q, k, v, o:

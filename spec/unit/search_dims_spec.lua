@@ -4,7 +4,7 @@
 -- carry Megatron's accounting flags. Mechanics, not fidelity: the stack is none.
 local nd = require "ndplan"
 local search = require "ndplan.search"
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local JOB = {model = "llama3.1-8b", device = "h100", devices = 16, global_batch = 64,
              seq_len = 2048, recompute = "none", top = 5, keep = 100000, jobs = 1,

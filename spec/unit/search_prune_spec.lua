@@ -7,7 +7,7 @@
 -- says so (pruned by time, pruned by memory, which stays "over memory").
 local nd = require "ndplan"
 local search = require "ndplan.search"
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local MODELS = {"llama3.1-8b", "llama3.1-70b", "qwen3-32b", "gemma2-9b", "gemma3-12b",
                 "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "nemotron-h-56b",

@@ -2,7 +2,7 @@
 -- post-filter, determinism across thread counts, and policy hooks that fail.
 local nd = require "ndplan"
 -- The search's mechanics on the device files alone (stack profiles: stack_spec, validate_spec).
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 -- A small dense model: 8 heads (8 KV heads), 4 layers.
 local small = assert(nd.model{model_type = "llama", hidden_size = 512, num_hidden_layers = 4,

@@ -1,7 +1,7 @@
 -- Stack profiles: loading, applying to a device and costs, the bands, and the fitter.
 local nd = require "ndplan"
-local stack = require "ndplan.stack"
-local SF = require "ndplan.stack_fit"
+local stack = require "ndplan.config.stack"
+local SF = require "ndplan.fit.stack_fit"
 
 describe("stack profiles", function()
   it("lists the bundled profiles and loads each", function()
@@ -73,7 +73,7 @@ end)
 
 describe("fitting a profile", function()
   it("weighs runs by a soft-L1 loss: quadratic near zero, about linear far off", function()
-    local SF = require "ndplan.stack_fit"
+    local SF = require "ndplan.fit.stack_fit"
     local d = SF.ROBUST_SCALE
     for _, r in ipairs({-1, -0.3, -0.01, 0, 0.01, 0.3, 1}) do
       local want = 2 * d * d * (math.sqrt(1 + (r / d) ^ 2) - 1)

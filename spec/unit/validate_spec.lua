@@ -1,7 +1,7 @@
 -- The validation harness itself (metrics) and, where the published tables are present
 -- beside the checkout (../shared/validation), the floors the estimators must beat on them.
 local nd = require "ndplan"
-local V = require "ndplan.validate"
+local V = require "ndplan.fit.validate"
 
 describe("validation metrics", function()
   it("spearman is 1 for the same order, -1 for the reverse and handles ties", function()
@@ -108,7 +108,7 @@ describe("step-time floors on the published runs (issue 3: MAPE <= 10% per table
   -- floor is the stack's, not the device's. Fitted on the 2-GPU rows only, it must carry
   -- over to the 4- and 8-GPU rows it never saw.
   it("vtrain_single after fitting kernel_overhead on its 2-GPU rows, checked on the others", function()
-    local C = require "ndplan.calibrate"
+    local C = require "ndplan.fit.calibrate"
     local fit = assert(C.fit{device = a100, fields = {"kernel_overhead"},
                              cases = assert(V.cases(dir, "vtrain_single:^2gpu"))})
     local held = V.cases(dir, "vtrain_single:^[48]gpu")
@@ -151,7 +151,7 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
   end
 
   it("reads a Megatron MoE row's blank expert TP as the TP size, as Megatron does", function()
-    local VM = require "ndplan.validate_modern"
+    local VM = require "ndplan.fit.validate_modern"
     assert.equal(4, VM.default_etp("megatron-core", 4, true))
     assert.equal(1, VM.default_etp("megatron-core", 4, false))  -- dense: no experts
     assert.equal(1, VM.default_etp("torchtitan", 4, true))
@@ -223,7 +223,7 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
   end)
 
   it("dates Megatron-Core releases by their tags", function()
-    local VM = require "ndplan.validate_modern"
+    local VM = require "ndplan.fit.validate_modern"
     assert.are.equal(2024, VM.release_year("Megatron-Core r0.8.0 (figure legend)"))
     assert.are.equal(2025, VM.release_year("Megatron-Core v0.12.1"))
     assert.are.equal(2024, VM.release_year("NeMo container 24.09"))
@@ -231,7 +231,7 @@ describe("today's stacks with the bundled profiles (modern_runs.csv)", function(
   end)
 
   it("the stacks of the other trainers: a fit on half their runs holds on the other half (<= 12%)", function()
-    local SF = require "ndplan.stack_fit"
+    local SF = require "ndplan.fit.stack_fit"
     for _, stack in ipairs({"llm%-foundry", "maxtext", "paxml"}) do
       local r = assert(SF.run{name = "half", cases = assert(V.cases(dir, "modern_runs:^" .. stack .. "/")),
                               hold_out_every = 2, max_evals = 600})

@@ -3,7 +3,7 @@
 -- core, and the core against the list the copy held (so neither can drift unseen).
 local nd = require "ndplan"
 local core = require "ndplan.c.estimate"
-require("ndplan.stack").DEFAULT = "none"
+require("ndplan.config.stack").DEFAULT = "none"
 
 local names = core.names()
 
@@ -48,7 +48,7 @@ describe("the core's name lists", function()
   end)
 
   it("are what the library iterates", function()
-    local pb = require "ndplan.plots_base"
+    local pb = require "ndplan.out.plots_base"
     assert.same(names.memory_parts, pb.MEMORY_PARTS)
     assert.same(names.time_parts, pb.TIME_PARTS)
     assert.same(names.dims, require("ndplan.search").DIMS)
@@ -138,7 +138,7 @@ describe("the cost descriptors", function()
 end)
 
 describe("the efficiency descriptors", function()
-  local device = require "ndplan.device"
+  local device = require "ndplan.config.device"
 
   it("are the fields a device file takes, in its units", function()
     local h100 = assert(nd.device("h100"))
@@ -161,7 +161,7 @@ describe("the efficiency descriptors", function()
   end)
 
   it("give calibrate its fittable fields, as calibrate.lua used to list them", function()
-    local C = require "ndplan.calibrate"
+    local C = require "ndplan.fit.calibrate"
     assert.same({
       {name = "gemm", kind = "fraction", lo = 0.01, hi = 1, scale = 0.01},
       {name = "gemm_half_size", kind = "flop", lo = 0, hi = 1e13, scale = 1e6},
@@ -189,7 +189,7 @@ describe("calibrate's CSV columns", function()
     f:write("model,devices,global_batch,seq_len,pp,schedule,step_time_s\n",
             "llama3.1-8b,8,64,2048,2,dualpipe,1.5\n")
     f:close()
-    local cases, err = require("ndplan.calibrate").read_runs(path)
+    local cases, err = require("ndplan.fit.calibrate").read_runs(path)
     os.remove(path)
     assert.is_nil(err)
     assert.equal("dualpipe", cases[1].strategy.schedule)

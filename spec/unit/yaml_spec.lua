@@ -1,6 +1,6 @@
 -- ndplan.yaml: the libyaml binding and its Lua wrapper.
 require "ndplan"
-local yaml = require "ndplan.yaml"
+local yaml = require "ndplan.io.yaml"
 
 local function decode(text) return yaml.decode(text, "t.yaml") end
 

@@ -14,7 +14,7 @@
 -- turn recompute on (a note says how). AutoTP does not split activations along the sequence
 -- (sp rounds to off).
 local export = require "ndplan.export"
-local json = require "ndplan.json"
+local json = require "ndplan.io.json"
 
 local M = {}
 

@@ -6,7 +6,7 @@
 -- command substitutions and arithmetic stay unresolved, and using one as a flag's value is
 -- an error the caller reports with the file, line and flag.
 local lpeg = require "lpeg"
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local P, R, S, C, Cc, Ct, Cp = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Ct, lpeg.Cp
 

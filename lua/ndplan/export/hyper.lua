@@ -17,7 +17,7 @@
 -- own there, not ranks borrowed from DP as ndplan prices it: plans with EP are refused.
 -- The trainer drops MTP layers (§1.2). Precision is the model's torch_dtype (bf16 or fp16).
 local export = require "ndplan.export"
-local yaml = require "ndplan.yaml"
+local yaml = require "ndplan.io.yaml"
 
 local M = {}
 

@@ -448,7 +448,7 @@ local function per_layer_widths(plan)
 end
 
 function M.write(dir, formats, plan, price, dialects)
-  local files = require "ndplan.files"
+  local files = require "ndplan.io.files"
   local units = require "ndplan.c.units"
   local outputs = {}
   local widths = per_layer_widths(plan)

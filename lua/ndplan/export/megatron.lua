@@ -21,7 +21,7 @@
 -- carries the torchrun line and what the user still supplies.
 local export = require "ndplan.export"
 local flags = require "ndplan.export.flags"
-local script = require "ndplan.megatron_script"
+local script = require "ndplan.config.megatron_script"
 
 local M = {}
 
@@ -299,7 +299,7 @@ end
 -- grouped GEMMs (850) over the all-to-all dispatcher (891, default allgather). Read from
 -- the config the model was built from (ndplan.model.config); none when it has none.
 function M.fidelity_flags(ctx)
-  local cfg = require("ndplan.model").config(ctx.plan.model)
+  local cfg = require("ndplan.config.model").config(ctx.plan.model)
   local out = {}
   local function add(...) for _, v in ipairs({...}) do out[#out + 1] = v end end
   local s = ctx.model and ctx.model:spec()

@@ -14,7 +14,7 @@
 -- optimizer is one switch, priced as ZeRO-1: ZeRO-2/3 round to it. Precision is bf16 or fp16
 -- (compute_dtype); GPipe, zero-bubble and DualPipe schedules round to 1F1B.
 local export = require "ndplan.export"
-local yaml = require "ndplan.yaml"
+local yaml = require "ndplan.io.yaml"
 
 local M = {}
 
@@ -88,7 +88,7 @@ function M.render(plan, opts)
   local ctx, err = export.context(plan)
   if not ctx then return nil, err end
   local dialect = opts and opts.dialect or M.DIALECTS[1]
-  local cfg = require("ndplan.model").config(plan.model)
+  local cfg = require("ndplan.config.model").config(plan.model)
   local mcore = dialect == "mcore" and cfg and M.MCORE[cfg.model_type]
   if dialect == "mcore" and not mcore then
     return export.refuse("mindformers", string.format("MindFormers' mcore yaml trains qwen3 "

@@ -1,7 +1,7 @@
 -- Published measured training runs as test cases for the estimators: each table of
 -- ../shared/validation (read from there, never copied) becomes a list of cases
 -- {label, group, model, job, strategy, costs, measured_s}; metrics compare predictions.
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local M = {}
 
@@ -28,7 +28,7 @@ end
 -- data_dir(dir) -> dir | nil, message when it holds no validation table
 function M.data_dir(dir)
   dir = dir or M.default_dir()
-  if require("ndplan.files").kind(dir) ~= "directory" then
+  if require("ndplan.io.files").kind(dir) ~= "directory" then
     return nil, string.format("no validation data at %s (give --data DIR or set NDPLAN_VALIDATION)", dir)
   end
   return dir
@@ -227,7 +227,7 @@ end
 
 -- memory_cases(dir, name) -> array of memory cases | nil, message
 function M.memory_cases(dir, name)
-  if name == "megatron_memory" then return require("ndplan.validate_modern").memory_cases(dir) end
+  if name == "megatron_memory" then return require("ndplan.fit.validate_modern").memory_cases(dir) end
   if name ~= "korthikanti2022_memory" then
     return nil, "unknown memory validation table '" .. tostring(name) .. "'"
   end
@@ -250,7 +250,7 @@ function M.run_memory(cases, device, stack)
   end
   for _, c in ipairs(cases) do
     c.model_obj = c.model_obj or assert(nd.model(c.model))
-    local dev = c.device_name and require("ndplan.validate_modern").device(c.device_name) or device
+    local dev = c.device_name and require("ndplan.fit.validate_modern").device(c.device_name) or device
     local r, why = price(c, dev, c.strategy)
     local layer, lwhy, base, bwhy = true, nil, true, nil
     if c.baseline then  -- ratios of one layer priced alone (Korthikanti's Figure 7)
@@ -331,7 +331,7 @@ function M.cases(dir, spec)
   if not t then return nil, "unknown validation table '" .. name .. "'" end
   local out = {}
   if name == "modern_runs" then
-    local all, err = require("ndplan.validate_modern").cases(dir)
+    local all, err = require("ndplan.fit.validate_modern").cases(dir)
     if not all then return nil, err end
     for _, c in ipairs(all) do
       if not pattern or c.group:find(pattern) then out[#out + 1] = c end
@@ -392,7 +392,7 @@ function M.stack_for(c, stack)
   if stack then return stack end
   if c.stack then
     local own, era, era_year = false, nil, nil
-    for _, n in ipairs(require("ndplan.stack").names()) do
+    for _, n in ipairs(require("ndplan.config.stack").names()) do
       if n == c.stack then own = true end
       local y = n:sub(1, #c.stack + 1) == c.stack .. "-" and tonumber(n:sub(#c.stack + 2))
       if y and c.year and y >= c.year and (not era_year or y < era_year) then
@@ -410,7 +410,7 @@ end
 function M.run(cases, device, extra_costs, stack)
   local nd = require "ndplan"
   for _, c in ipairs(cases) do
-    local dev = c.device_name and require("ndplan.validate_modern").device(c.device_name) or device
+    local dev = c.device_name and require("ndplan.fit.validate_modern").device(c.device_name) or device
     local args = {device = dev, costs = {}, stack = M.stack_for(c, stack)}
     for k, v in pairs(c.strategy) do args[k] = v end
     for k, v in pairs(c.job) do args[k] = v end

@@ -1,8 +1,8 @@
 -- The pipeline timeline of one nd.estimate result: rows are stages, blocks are forward (F),
 -- recompute (R) and backward (B) passes of each micro-batch, placed by simulating the
 -- schedule's order on each stage with its data dependencies between stages.
-local svg = require "ndplan.svg"
-local base = require "ndplan.plots_base"
+local svg = require "ndplan.out.svg"
+local base = require "ndplan.out.plots_base"
 local warmup = require("ndplan.c.estimate").warmup  -- the core's rule (nd_pipeline_warmup)
 
 local M = {}

@@ -3,7 +3,7 @@
 -- {label, group, stack, device, model, job, strategy, costs, measured_s}, priced as a user
 -- would price it: the row's stated strategy, recompute as stated (none where unknown).
 -- Groups are (stack, device, precision). The architectures come from modern_models.json.
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local M = {}
 
@@ -11,7 +11,7 @@ M.FILE = "modern_runs.csv"
 M.MODELS = "modern_models.json"
 
 -- read_csv: ndplan.validate's (RFC 4180 quoting: the notes column holds commas and quotes)
-function M.read_csv(path) return require("ndplan.validate").read_csv(path) end
+function M.read_csv(path) return require("ndplan.fit.validate").read_csv(path) end
 
 local function int(v) return math.tointeger(tonumber(v)) end
 local function num(v) return tonumber(v) end

@@ -22,8 +22,8 @@
 -- label and group (text; Spearman is taken within a group).
 local core = require "ndplan.c.estimate"
 local cdev = require "ndplan.c.device"
-local files = require "ndplan.files"
-local V = require "ndplan.validate"
+local files = require "ndplan.io.files"
+local V = require "ndplan.fit.validate"
 
 local M = {}
 
@@ -282,7 +282,7 @@ end
 local CELL = {
   schedule = one_of(core.names().schedules),
   recompute = one_of(core.names().recompute),
-  precision = one_of(require("ndplan.device").recipe_names()),
+  precision = one_of(require("ndplan.config.device").recipe_names()),
   count = whole(1, math.maxinteger, "a positive whole number"),
   zero = whole(0, 3, "a ZeRO stage 0, 1, 2 or 3"),
   seconds = function(s)
@@ -579,11 +579,11 @@ end
 -- first (its base resolved from the current folder) and checks every fitted value survives
 -- the 4-digit rounding; only then is the file written, atomically.
 function M.write(path, text, base_from_cwd, values)
-  local yaml = require "ndplan.yaml"
+  local yaml = require "ndplan.io.yaml"
   local doc, derr = yaml.decode(text, path)
   if doc == nil then return nil, derr end
   doc.base = base_from_cwd
-  local dev, err = require("ndplan.device").load(doc)
+  local dev, err = require("ndplan.config.device").load(doc)
   if not dev then return nil, "the calibrated file does not load back: " .. err end
   local eff = dev:totable().efficiency
   for k, v in pairs(values) do

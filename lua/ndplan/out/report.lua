@@ -5,9 +5,9 @@
 --   report.estimate_report(dir, result)                    (ndplan estimate --plot)
 --   report.recompute_report(dir, result, plot_data)        (ndplan recompute -o)
 --   report.search_report(dir, ranked, points, budget, plot_data_or_nil)  (ndplan search -o)
-local files = require "ndplan.files"
-local plots = require "ndplan.plots"
-local base = require "ndplan.plots_base"
+local files = require "ndplan.io.files"
+local plots = require "ndplan.out.plots"
+local base = require "ndplan.out.plots_base"
 
 local M = {}
 

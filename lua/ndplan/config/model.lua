@@ -13,9 +13,9 @@
 -- model:warnings() (what the loader had to assume), model.source (where it came from).
 local bundle = require "ndplan.c.bundle"
 local cmodel = require "ndplan.c.model"
-local json = require "ndplan.json"
-local hfconfig = require "ndplan.hfconfig"
-local loaded = require "ndplan.loaded"
+local json = require "ndplan.io.json"
+local hfconfig = require "ndplan.config.hfconfig"
+local loaded = require "ndplan.config.loaded"
 
 local M = {}
 
@@ -23,7 +23,7 @@ local DIR = "examples/models"
 local NAME_MAX = 63  -- ND_NAME_MAX - 1
 
 function M.names()
-  return require("ndplan.files").bundled_names(DIR, "json")
+  return require("ndplan.io.files").bundled_names(DIR, "json")
 end
 
 local function bundled_name(x)
@@ -48,7 +48,7 @@ end
 
 local function decode_file(path)
   if path:lower():match("%.ya?ml$") then
-    return require("ndplan.yaml").load_file(path)  -- loaded only when a YAML file comes
+    return require("ndplan.io.yaml").load_file(path)  -- loaded only when a YAML file comes
   end
   return json.load_file(path)
 end
@@ -91,13 +91,13 @@ end
 local function with_position(path, msg)
   local key = msg:sub(#path + 1):match("^: field '([%w_]+)'")
   if not key then return msg end
-  local text = require("ndplan.files").read(path)
+  local text = require("ndplan.io.files").read(path)
   if not text then return msg end
   local at = text:find('"' .. key .. '"%s*:') or text:find("\n%s*" .. key .. "%s*:")
                                               or (text:find("^%s*" .. key .. "%s*:") and 1)
   if not at then return msg end
   if text:sub(at, at) == "\n" then at = text:find(key, at, true) end
-  local line, col = require("ndplan.files").line_col(text, at)
+  local line, col = require("ndplan.io.files").line_col(text, at)
   return string.format("%s:%d:%d%s", path, line, col, msg:sub(#path + 1))
 end
 

@@ -10,8 +10,8 @@ in the shortest form that reads back to the same double (lua-cjson's encode keep
 significant digits and orders object keys by hash, so only strings go through it).
 ]]
 local R = require "ndplan.recompute"
-local json = require "ndplan.json"
-local files = require "ndplan.files"
+local json = require "ndplan.io.json"
+local files = require "ndplan.io.files"
 
 local M = {}
 
@@ -107,7 +107,7 @@ end
 function M.ensure_parent(path)
   local parent = path:match("^(.*)/[^/]*$")
   if parent == nil or parent == "" then return true end
-  local ok, err = require("ndplan.files").mkdir_p(parent)
+  local ok, err = require("ndplan.io.files").mkdir_p(parent)
   if not ok then error(string.format("cannot create folder for %s: %s", path, tostring(err)), 0) end
   return true
 end

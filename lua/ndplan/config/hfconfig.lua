@@ -15,10 +15,10 @@ local M = {}
 
 local MAX_LAYERS = 1024  -- include/ndplan/model.h ND_MAX_LAYERS
 
-local families = require "ndplan.hfconfig_families"
-local reader = require "ndplan.hfconfig_reader"
-local nas = require "ndplan.hfconfig_nas"
-local hybrid = require "ndplan.hfconfig_hybrid"
+local families = require "ndplan.config.hfconfig_families"
+local reader = require "ndplan.config.hfconfig_reader"
+local nas = require "ndplan.config.hfconfig_nas"
+local hybrid = require "ndplan.config.hfconfig_hybrid"
 local FAMILIES, TEXT_TOWER = families.FAMILIES, families.TEXT_TOWER
 
 local LAYER_TYPES = {full_attention = "full", sliding_attention = "sliding",

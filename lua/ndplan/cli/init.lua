@@ -23,7 +23,7 @@ end
 -- bytes, with a unit) fails with EXIT_USAGE naming the flag: "--max-mem: ... did you mean 80GiB?"
 function M.size(flag, text)
   if text == nil then return nil end
-  local bytes, err = require("ndplan.grammar").size(text)
+  local bytes, err = require("ndplan.io.grammar").size(text)
   if not bytes then M.fail("--" .. flag .. ": " .. err, M.EXIT_USAGE) end
   return bytes
 end

@@ -5,7 +5,7 @@
 -- (ndplan.calibrate.least_squares). Cases are validate's: {model, job, strategy, costs,
 -- measured_s, device_name, group}. The profile it returns carries its residuals: per device
 -- (runs, MAPE, bias) and per regime (precision / dense or MoE), the step-time bands.
-local calibrate = require "ndplan.calibrate"
+local calibrate = require "ndplan.fit.calibrate"
 
 local M = {}
 
@@ -61,7 +61,7 @@ local function parameters(cases, start)
   local devices, has = {}, {fp8 = {}, bf16 = {}, rowwise = {}, moe = false, cp = false}
   for _, c in ipairs(cases) do
     devices[c.device_name] = true
-    local fam = require("ndplan.stack").family(c.strategy.precision)
+    local fam = require("ndplan.config.stack").family(c.strategy.precision)
     if fam ~= "bf16" and fam ~= "fp16" then has.fp8[c.device_name] = true
     else has.bf16[c.device_name] = true end
     if (c.strategy.ep or 1) > 1 or c.moe then has.moe = true end
@@ -130,7 +130,7 @@ end
 -- price(cases, profile) -> residuals (log ratios), priced count
 function M.price(cases, profile, device_of)
   local nd = require "ndplan"
-  local stack = require("ndplan.stack")
+  local stack = require("ndplan.config.stack")
   local s = assert(stack.load(profile))
   local r = {}
   for _, c in ipairs(cases) do
@@ -200,7 +200,7 @@ function M.attach_residuals(profile, cases, devices)
     for _, c in ipairs(cases) do
       if c.device_name == d then
         mine[#mine + 1] = c
-        local key = require("ndplan.stack").family(c.strategy.precision) .. "/"
+        local key = require("ndplan.config.stack").family(c.strategy.precision) .. "/"
                     .. (c.moe and "moe" or "dense")
         regimes[key] = regimes[key] or {}
         table.insert(regimes[key], c)
@@ -285,7 +285,7 @@ function M.run(o)
   local own = o.device and o.device.name:lower()
   local function device_of(name)
     if name == nil or name == own then return o.device end
-    return require("ndplan.validate_modern").device(name)
+    return require("ndplan.fit.validate_modern").device(name)
   end
   local fit_cases, held_cases = {}, {}
   for i, c in ipairs(o.cases) do

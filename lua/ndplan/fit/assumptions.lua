@@ -3,7 +3,7 @@
 -- the winner's step time at each end of that field's range and whether the winner changes
 -- there. The ranges are the physical bounds the profile fit uses (ndplan.stack_fit's
 -- COST_FIELDS and DEVICE_FIELDS): one list of what a stack can calibrate, and its bounds.
-local stack_fit = require "ndplan.stack_fit"
+local stack_fit = require "ndplan.fit.stack_fit"
 local estimate = require "ndplan.estimate"
 
 local M = {}
@@ -45,7 +45,7 @@ M.UNFITTED = {
 -- fields(info) -> the fields the run rests on: {name, kind = "cost" | "efficiency", lo, hi,
 -- from = the fallback device whose fit is scaled, why}, and the profile
 function M.fields(info)
-  local stack = require "ndplan.stack"
+  local stack = require "ndplan.config.stack"
   local profile = stack.load(info.stack)
   local entry, used, missing
   if profile then entry, used, missing = profile:entry(info.device_obj) end
@@ -82,7 +82,7 @@ local function moved(row, info, base_device, base_costs, field, value)
   args.device = base_device
   if field.kind == "cost" then args.costs[field.name] = value
   else
-    local dev, err = require("ndplan.device").with_efficiency(base_device, {[field.name] = value})
+    local dev, err = require("ndplan.config.device").with_efficiency(base_device, {[field.name] = value})
     if not dev then return nil, err end
     args.device = dev
   end
@@ -95,7 +95,7 @@ end
 function M.report(ranked, info)
   if not ranked or #ranked == 0 then return nil end
   local fields, profile = M.fields(info)
-  local stack = require "ndplan.stack"
+  local stack = require "ndplan.config.stack"
   local base_device, base_costs = stack.apply(profile, info.device_obj, info.costs)
   local n = math.min(#ranked, M.CONTENDERS)
   for _, f in ipairs(fields) do

@@ -10,7 +10,7 @@
 --           stage_body = {body layers per stage} | nil, devices_error = message | nil}
 --   model_config(info) -> HF-style config table for nd.model | nil, message
 local flags = require "ndplan.export.flags"
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local M = {}
 

@@ -67,8 +67,8 @@ nd.search{..., policy = {setup = fn, admit = fn, objective = fn, rank = fn, done
 objective(estimate) -> the number to minimise (nil drops it). A headroom policy lowers
 opts.budget_bytes in setup. The README ("Policies") lists every field each hook is given.]]},
   {"plots", "SVG charts and the HTML report", [[
-require("ndplan.plots").stage_memory(r), .time_breakdown(r), .pipeline(r) -> SVG text;
-require("ndplan.report").write(dir, {title=, summary_rows=, charts=, tables=}).]]},
+require("ndplan.out.plots").stage_memory(r), .time_breakdown(r), .pipeline(r) -> SVG text;
+require("ndplan.out.report").write(dir, {title=, summary_rows=, charts=, tables=}).]]},
   {"export", "trainer configs from a plan", [[
 require("ndplan.export").export(name, plan) -> text, notes, rounded strategy; names:
 megatron, torchtitan, deepspeed, mindformers, hyper. `ndplan export -f NAME ...` writes them.]]},

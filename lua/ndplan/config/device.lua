@@ -29,9 +29,9 @@
 -- number is taken as SI (bytes, bytes/s, seconds).
 local cdev = require "ndplan.c.device"
 local bundle = require "ndplan.c.bundle"
-local grammar = require "ndplan.grammar"
-local yaml = require "ndplan.yaml"
-local loaded = require "ndplan.loaded"
+local grammar = require "ndplan.io.grammar"
+local yaml = require "ndplan.io.yaml"
+local loaded = require "ndplan.config.loaded"
 
 local M = {}
 
@@ -372,7 +372,7 @@ end
 
 -- names() -> sorted names of the bundled devices
 function M.names()
-  return require("ndplan.files").bundled_names(CATALOG, "yaml")
+  return require("ndplan.io.files").bundled_names(CATALOG, "yaml")
 end
 
 -- new(canonical) -> device | nil, message: from SI fields (what dev:totable() returns).

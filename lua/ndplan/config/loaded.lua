@@ -5,7 +5,7 @@
 -- drops the entry when any differs. Bundled files embedded in the binary never change; under
 -- $NDPLAN_ROOT they are files like any other.
 --
---   local cache = require("ndplan.loaded").new()
+--   local cache = require("ndplan.config.loaded").new()
 --   local deps = {}; loaded.watch(deps, path)  -- before reading path
 --   cache:put(key, object, deps); cache:get(key) -> object | nil
 --

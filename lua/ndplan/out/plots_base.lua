@@ -1,6 +1,6 @@
 -- What every ndplan chart shares: the palette, axis ticks, axes with labels, legends and
 -- short number formats. The charts themselves are in ndplan.plots and ndplan.plots_pipeline.
-local svg = require "ndplan.svg"
+local svg = require "ndplan.out.svg"
 
 local M = {}
 

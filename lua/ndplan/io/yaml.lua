@@ -7,7 +7,7 @@
 -- cjson.null). Aliases are deep copies of their anchor (bounded, so a "billion laughs"
 -- document fails instead of exhausting memory); merge keys (`<<`) are refused.
 local cyaml = require "ndplan.c.yaml"
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local M = {}
 

@@ -5,8 +5,8 @@
 --   candidates(points, budget)    every priced candidate: step time against peak memory
 --   potentials(plot_data)         ndplan.recompute.plot_data groups: score per plan
 --   pipeline(result)              the schedule's timeline (ndplan.plots_pipeline)
-local svg = require "ndplan.svg"
-local base = require "ndplan.plots_base"
+local svg = require "ndplan.out.svg"
+local base = require "ndplan.out.plots_base"
 
 local M = {}
 local P = base.PALETTE
@@ -464,6 +464,6 @@ function M.potentials(plot_data)
   return doc:finish()
 end
 
-M.pipeline = function(result) return require("ndplan.plots_pipeline").pipeline(result) end
+M.pipeline = function(result) return require("ndplan.out.plots_pipeline").pipeline(result) end
 
 return M

@@ -1,6 +1,6 @@
 -- JSON through lua-cjson, with errors that name the file, line and column.
 local cjson = require "cjson.safe"
-local files = require "ndplan.files"
+local files = require "ndplan.io.files"
 
 local M = {}
 

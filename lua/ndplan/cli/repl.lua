@@ -3,7 +3,7 @@
 -- and where the history file lives.
 local M = {}
 
-local TOPICS = require "ndplan.help"
+local TOPICS = require "ndplan.cli.help"
 local BY_NAME = {}
 for _, t in ipairs(TOPICS) do BY_NAME[t[1]] = t end
 
@@ -57,7 +57,7 @@ end
 -- describe(v [, info]) -> the text the REPL prints for one value (info: the search's, when
 -- it came along with ranked rows)
 local function describe(v, info)
-  local summary = require "ndplan.summary"
+  local summary = require "ndplan.out.summary"
   if is_estimate(v) then
     local ok, text = pcall(summary.estimate, v)
     if ok then return text end
@@ -160,7 +160,7 @@ function M.history_file()
   if env ~= nil then return env ~= "" and env or nil end
   local state = os.getenv("XDG_STATE_HOME")
   if state and state ~= "" then
-    local ok = require("ndplan.files").mkdir_p(state .. "/ndplan")
+    local ok = require("ndplan.io.files").mkdir_p(state .. "/ndplan")
     if ok then return state .. "/ndplan/history" end
   end
   local home = os.getenv("HOME")

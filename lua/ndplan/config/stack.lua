@@ -19,8 +19,8 @@
 -- the costs with the profile's under the caller's own (the caller's win). "none" is no profile:
 -- the device file's efficiencies and the estimators' default costs.
 local bundle = require "ndplan.c.bundle"
-local yaml = require "ndplan.yaml"
-local loaded = require "ndplan.loaded"
+local yaml = require "ndplan.io.yaml"
+local loaded = require "ndplan.config.loaded"
 
 local M = {}
 
@@ -33,7 +33,7 @@ end
 
 -- names() -> sorted names of the bundled profiles
 function M.names()
-  return require("ndplan.files").bundled_names(M.CATALOG, "yaml")
+  return require("ndplan.io.files").bundled_names(M.CATALOG, "yaml")
 end
 
 local Stack = {}
@@ -162,7 +162,7 @@ function M.apply(stack, device, costs)
     local mine = applied[stack] or setmetatable({}, {__mode = "k"})
     applied[stack] = mine
     if not mine[device] then
-      local dev, err = require("ndplan.device").with_efficiency(device, entry.efficiency,
+      local dev, err = require("ndplan.config.device").with_efficiency(device, entry.efficiency,
                                                                 stack.source)
       if not dev then return nil, err end
       mine[device] = dev
