@@ -13,7 +13,7 @@
 #include <lauxlib.h>
 
 #include "bundle.h"
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 
 static const char *override_root (void) {
   const char *root = getenv(NDPLAN_ROOT_ENV);

@@ -23,7 +23,7 @@
 #include "ndplan/device.h"
 #include "ndplan/fields.h"
 #include "ndplan/precision.h"
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "ndplan/units.h"
 #include "ldevice.h"
 

@@ -15,7 +15,7 @@
 #include "ndplan/layout.h"
 #include "ndplan/recompute.h"
 #include "ndplan/search.h"
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
 #include "lmodel.h"

@@ -20,7 +20,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 
 /* mkdir(path) -> true | nil, message. An existing folder is success. */
 static int f_mkdir (lua_State *L) {

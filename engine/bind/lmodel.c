@@ -17,7 +17,7 @@
 #include <lauxlib.h>
 
 #include "ndplan/model.h"
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "lmodel.h"  /* ND_MODEL_MT, shared with the bindings that take a model */
 
 /* {======================================================================

@@ -26,7 +26,7 @@
 #include "ndplan/fields.h"
 #include "ndplan/search.h"
 #include "ndplan/search_results.h"
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
 #include "lmodel.h"

@@ -5,7 +5,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "ndplan/units.h"
 
 /* bytes(n [, "binary"|"decimal"]) -> "80.0 GiB"; binary is the default */

@@ -30,7 +30,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 
 #define READER_MT "ndplan.yaml.reader"
 #define MAX_DEPTH 200            /* nesting bound: keeps C recursion and the Lua stack small */

@@ -6,7 +6,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 
 static const luaL_Reg bindings[] = {
   {"ndplan.c.bundle", luaopen_ndplan_bundle},

@@ -18,7 +18,7 @@
 #include <lua-lpeg.h>
 #include <lua-cjson.h>
 
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "ndplan/version.h"
 #include "host.h"
 

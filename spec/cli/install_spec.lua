@@ -21,10 +21,10 @@ describe("install", function()
     for _, p in ipairs({"bin/ndplan", "lib/libndplan.a", "lib/lua/5.4/ndplan.so",
                         "lib/pkgconfig/ndplan.pc", "include/ndplan/estimate.h",
                         "include/ndplan/version.h", "share/bash-completion/completions/ndplan",
-                        "share/ndplan/lua/ndplan/init.lua"}) do
+                        "share/ndplan/lua/ndplan/init.lua", "share/ndplan/lua/ndplan/io/json.lua"}) do
       assert.is_true(exists(prefix .. "/" .. p), p)
     end
-    assert.is_false(exists(prefix .. "/include/ndplan/ndplan_lua.h"))  -- the host's, not the API
+    assert.is_false(exists(prefix .. "/include/ndplan/ndplan_lua.h"))  -- the bindings', not the API
   end)
 
   it("installs the man page when help2man is present", function()

@@ -22,7 +22,7 @@
 #include <lua-lpeg.h>
 #include <lua-cjson.h>
 
-#include "ndplan/ndplan_lua.h"
+#include "ndplan_lua.h"
 #include "fuzz_lua.h"
 
 int luaopen_cjson_safe (lua_State *L);  /* exported by lua-cjson, not in its header */

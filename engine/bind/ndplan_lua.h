@@ -1,5 +1,6 @@
 /*
-** The Lua bindings of ndplan: one opener per binding file (engine/bind/).
+** The Lua bindings of ndplan: one opener per binding file (engine/bind/). Not part of the
+** installed C API (include/ndplan/): the bindings, module.c and the host include it.
 ** luaopen_ndplan assembles the `ndplan` module: it registers every binding in
 ** package.preload as "ndplan.c.<name>", installs the searcher for the bundled Lua library
 ** and runs lua/ndplan/init.lua. Include lua.h before this header.
