@@ -1,5 +1,6 @@
 -- ndplan calibrate: fit a device's efficiencies to measured step times, write an override file
 local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local json = require "ndplan.io.json"
 local V = require "ndplan.fit.validate"
 local C = require "ndplan.fit.calibrate"
@@ -211,9 +212,9 @@ if not (finite(result.after.mape) and finite(result.after.max_abs)) then
                          .. "the measured step times", tostring(result.after.mape),
                          tostring(result.after.max_abs), table.concat(sources, ", ")))
 end
-local text = C.render(result, {base = base_in_file, name = name, sources = table.concat(sources, ", "),
+local rendered = C.render(result, {base = base_in_file, name = name, sources = table.concat(sources, ", "),
                                held_out = held_text})
-cli.check(C.write(output, text, device_arg, result.values))
+cli.check(C.write(output, rendered, device_arg, result.values))
 
 if opts.json then
   local function s(x)
@@ -252,7 +253,7 @@ for _, f in ipairs(result.fields) do
                      note = f.no_effect and "no effect on these runs: kept"
                             or f.flat and "no effect near the fit: kept" or f.at_bound and "at a bound" or ""}
 end
-out[#out + 1] = (cli.format_table({
+out[#out + 1] = (text.format_table({
   {key = "field", title = "  field"}, {key = "before", title = "before", align = "right"},
   {key = "after", title = "after", align = "right"}, {key = "bounds", title = "bounds"},
   {key = "note", title = "note"},

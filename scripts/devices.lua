@@ -1,7 +1,8 @@
 -- ndplan devices: list the bundled devices with their compute, memory and links
 local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local json = require "ndplan.io.json"
-local units = require "ndplan.c.units"
+local units = nd.units
 
 local spec = {
   name = "devices",
@@ -26,7 +27,7 @@ if opts.recipes then  -- the core's recipe table, as --precision takes it
     return
   end
   local function num(v, r) return r.element_bytes > 0 and string.format("%.4g", v) or "-" end
-  io.write(cli.format_table({
+  io.write(text.format_table({
     {key = "name", title = "recipe"},
     {key = "gemm_precision", title = "GEMMs at"},
     {key = "element_bytes", title = "B/elem", align = "right", fmt = num},
@@ -61,7 +62,7 @@ end
 
 local function rate(v) return v and units.bytes(v, "decimal") .. "/s" or "-" end
 local function tflops(v) return v and v > 0 and string.format("%.0f", v / 1e12) or "-" end
-io.write(cli.format_table({
+io.write(text.format_table({
   {key = "key", title = "device"},
   {key = "peak_flops", title = "bf16 TF/s", align = "right",
    fmt = function(v) return tflops(v and v.bf16) end},

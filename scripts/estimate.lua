@@ -1,9 +1,9 @@
 -- ndplan estimate: price one strategy: memory per pipeline stage and step time
 local cli = require "ndplan.cli"
 local json = require "ndplan.io.json"
-local units = require "ndplan.c.units"
+local units = nd.units
 
-local scli = require "ndplan.strategy"
+local scli = require "ndplan.cli.options"
 
 local spec = {
   name = "estimate",

@@ -2,8 +2,8 @@
 local cli = require "ndplan.cli"
 local export = require "ndplan.export"
 local files = require "ndplan.io.files"
-local units = require "ndplan.c.units"
-local scli = require "ndplan.strategy"
+local units = nd.units
+local scli = require "ndplan.cli.options"
 
 -- The model, device, job and strategy options are estimate's (scripts/estimate.lua).
 local spec = {

@@ -1,5 +1,6 @@
 -- ndplan info: summarise one model: family, layer stack by kind, parameter breakdown
 local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local json = require "ndplan.io.json"
 
 local spec = {
@@ -62,9 +63,9 @@ for _, g in ipairs(groups) do
     break
   end
 end
-say("params    %s total, %s active", cli.count(p.total), cli.count(p.active))
+say("params    %s total, %s active", text.count(p.total), text.count(p.active))
 if p.total_with_mtp and p.total_with_mtp ~= p.total then
-  say("          %s with the MTP module(s)", cli.count(p.total_with_mtp))
+  say("          %s with the MTP module(s)", text.count(p.total_with_mtp))
 end
 local per_kind, order = {}, {}
 for _, g in ipairs(groups) do
@@ -76,8 +77,8 @@ for i, k in ipairs(order) do order[i] = per_kind[k] .. " " .. k end
 say("kinds     %s", table.concat(order, ", "))
 say("")
 say("layer stack:")
-local rows = cli.stack_rows(groups)
-out[#out + 1] = (cli.format_table({
+local rows = text.stack_rows(groups)
+out[#out + 1] = (text.format_table({
   {key = "layers", title = "  layers"}, {key = "count", title = "count", align = "right"},
   {key = "kind", title = "kind"},
 }, rows):gsub("\n$", ""):gsub("([^\n]+)", "  %1"))
@@ -96,9 +97,9 @@ for _, k in ipairs({"embedding", "attention", "dense_mlp", "routed_experts", "sh
   parts[#parts + 1] = {part = label, params = v,
                        share = p.total_with_mtp > 0 and 100 * v / p.total_with_mtp or 0}
 end
-out[#out + 1] = (cli.format_table({
+out[#out + 1] = (text.format_table({
   {key = "part", title = "part"},
-  {key = "params", title = "params", align = "right", fmt = cli.count},
+  {key = "params", title = "params", align = "right", fmt = text.count},
   {key = "share", title = "share", align = "right",
    fmt = function(v) return string.format("%.1f%%", v) end},
 }, parts):gsub("\n$", ""):gsub("([^\n]+)", "  %1"))

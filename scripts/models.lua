@@ -1,5 +1,6 @@
 -- ndplan models: list the bundled models with their size and layer stack
 local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local json = require "ndplan.io.json"
 
 local spec = {
@@ -30,7 +31,7 @@ if opts.json then
   return
 end
 
-io.write(cli.format_table({
+io.write(text.format_table({
   {key = "name", title = "model"},
   {key = "family", title = "family"},
   {key = "layers", title = "layers", align = "right"},
@@ -40,6 +41,6 @@ io.write(cli.format_table({
   {key = "experts", title = "experts", align = "right",
    fmt = function(v, r) return v > 0 and string.format("%d top-%d", v, r.top_k) or "-" end},
   {key = "vocab", title = "vocab", align = "right"},
-  {key = "total", title = "params", align = "right", fmt = cli.count},
-  {key = "active", title = "active", align = "right", fmt = cli.count},
+  {key = "total", title = "params", align = "right", fmt = text.count},
+  {key = "active", title = "active", align = "right", fmt = text.count},
 }, rows))

@@ -1,9 +1,10 @@
 -- ndplan recompute: per-layer recompute of one strategy under the budget, and its potentials
 local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local files = require "ndplan.io.files"
 local json = require "ndplan.io.json"
-local units = require "ndplan.c.units"
-local scli = require "ndplan.strategy"
+local units = nd.units
+local scli = require "ndplan.cli.options"
 local plans = require "ndplan.plan"
 local recompute = require "ndplan.recompute"
 
@@ -65,7 +66,7 @@ if opts.trainer == "megatron" then
     require("ndplan.estimate").pin_layout(targs, r.strategy.stage_layers)
   end
   local stated = false  -- a schedule Megatron has no flag for runs as 1f1b (the core's list)
-  for _, n in ipairs(scli.NAMES.megatron_schedules) do stated = stated or n == r.strategy.schedule end
+  for _, n in ipairs(require("ndplan.strategy").NAMES.megatron_schedules) do stated = stated or n == r.strategy.schedule end
   if not stated then targs.schedule = "1f1b" end
   local tr, desc = block_plan.megatron(targs, r.budget_bytes)
   trainer = {trainer = "megatron", fits = tr ~= nil, schedule = targs.schedule}
@@ -134,7 +135,7 @@ for s, st in ipairs(r.stages) do
   rows[s] = {stage = s - 1, layers = st.layers, peak = st.peak,
              saved = first.stage_savings[s] or 0}
 end
-out[#out + 1] = cli.format_table({
+out[#out + 1] = text.format_table({
   {key = "stage", title = "stage", align = "right"},
   {key = "layers", title = "layers", align = "right"},
   {key = "peak", title = "peak", align = "right", fmt = function(v) return units.bytes(v, "binary") end},
@@ -169,7 +170,7 @@ for i, p in ipairs(sequence) do
   prows[i] = {step = i - 1, changed = #changed > 0 and table.concat(changed, ",") or "-",
               full = recompute.full_layers(p), memory = p.memory * 2 ^ 20, score = p.score}
 end
-out[#out + 1] = cli.format_table({
+out[#out + 1] = text.format_table({
   {key = "step", title = "step", align = "right"},
   {key = "changed", title = "changed layer", align = "right"},
   {key = "full", title = "full layers", align = "right"},

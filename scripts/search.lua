@@ -2,7 +2,7 @@
 local cli = require "ndplan.cli"
 local json = require "ndplan.io.json"
 local files = require "ndplan.io.files"
-local units = require "ndplan.c.units"
+local units = nd.units
 local core = require "ndplan.c.search"
 local search = require "ndplan.search"
 
@@ -220,7 +220,7 @@ if opts["search-config"] then
     declared.recompute = "declared"
   end
   if doc.precision ~= nil then  -- a recipe, a list of them (each walked) or "bf16,fp8:mxfp8"
-    args.precision = require("ndplan.strategy").config_recipes(path, doc.precision)
+    args.precision = require("ndplan.cli.options").config_recipes(path, doc.precision)
   end
   config_line = true
 end
@@ -265,17 +265,17 @@ args.schedule = opts.schedule
 if opts.precision and opts.precision:find(",") then  -- a list of recipes, each walked
   args.precision = {}
   for w in opts.precision:gmatch("[^,%s]+") do
-    args.precision[#args.precision + 1] = require("ndplan.strategy").check_precision("precision", w)
+    args.precision[#args.precision + 1] = require("ndplan.cli.options").check_precision("precision", w)
   end
 elseif opts.precision then
-  args.precision = require("ndplan.strategy").check_precision("precision", opts.precision)
+  args.precision = require("ndplan.cli.options").check_precision("precision", opts.precision)
 end  -- else the configuration's, if any
 args.dp_shard = dim_value("dp-shard", opts["dp-shard"]) or args.dp_shard
 args.dp_replicate = dim_value("dp-replicate", opts["dp-replicate"]) or args.dp_replicate
 args.fp8_param_gather = opts["fp8-param-gather"] or nil
 if opts["no-flash"] then args.flash_attention = false end
 if opts["tp-comm-overlap"] then args.tp_comm_overlap = true end
-if opts["selective-ops"] then args.selective_ops = require("ndplan.strategy").ops("selective-ops", opts["selective-ops"]) end
+if opts["selective-ops"] then args.selective_ops = require("ndplan.cli.options").ops("selective-ops", opts["selective-ops"]) end
 if opts.costs then args.costs = cli.parse_costs(opts.costs) end
 args.stack = opts.stack
 if opts["memory-band"] then

@@ -1,5 +1,6 @@
 -- ndplan stacks: list the bundled stack profiles with the residuals of their fits
 local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local json = require "ndplan.io.json"
 local stack = require "ndplan.config.stack"
 
@@ -52,7 +53,7 @@ if opts.json then
   return
 end
 local function pct(v) return type(v) == "number" and string.format("%.1f%%", v) or "" end
-io.write(cli.format_table({
+io.write(text.format_table({
   {key = "stack", title = "stack"}, {key = "device", title = "device"},
   {key = "runs_all", title = "runs", align = "right"}, {key = "regime", title = "regime"},
   {key = "runs", title = "runs", align = "right"},

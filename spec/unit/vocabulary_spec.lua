@@ -52,9 +52,8 @@ describe("the core's name lists", function()
     assert.same(names.memory_parts, pb.MEMORY_PARTS)
     assert.same(names.time_parts, pb.TIME_PARTS)
     assert.same(names.dims, require("ndplan.search").DIMS)
-    local strategy = require "ndplan.strategy"
     local help = {}
-    for _, o in ipairs(strategy.OPTIONS) do help[o.name] = o.help end
+    for _, o in ipairs(require("ndplan.cli.options").OPTIONS) do help[o.name] = o.help end
     assert.equal("1f1b, interleaved, gpipe, zb or dualpipe", help.schedule)
     assert.matches(table.concat(names.ops, ","), help["selective-ops"], 1, true)
   end)

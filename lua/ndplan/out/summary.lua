@@ -1,7 +1,7 @@
 -- Plain-text summaries of results, as the commands print them: ndplan estimate's (memory
 -- per stage, time parts, the per-layer plan, the topology) and ndplan search's ranked table.
 -- The REPL prints results with them too.
-local cli = require "ndplan.cli"
+local text = require "ndplan.out.text"
 local units = require "ndplan.c.units"
 
 local M = {}
@@ -60,7 +60,7 @@ function M.estimate(r, model)
     local v = r.time_parts_s[k]
     if v > 0 then parts[#parts + 1] = {part = k, t = v, share = 100 * v / r.step_time_s} end
   end
-  out[#out + 1] = (cli.format_table({
+  out[#out + 1] = (text.format_table({
     {key = "part", title = "  time part"},
     {key = "t", title = "seconds", align = "right", fmt = function(v) return units.seconds(v) end},
     {key = "share", title = "share", align = "right", fmt = function(v) return string.format("%.1f%%", v) end},
@@ -69,7 +69,7 @@ function M.estimate(r, model)
   say("memory    peak %s on stage %d of %d, budget %s: %s", gib(r.peak_memory_bytes),
       r.heaviest_stage, #r.stages, gib(r.budget_bytes),
       r.fits and "fits" or ("over by " .. gib(r.over_bytes)))
-  out[#out + 1] = (cli.format_table({
+  out[#out + 1] = (text.format_table({
     {key = "stage", title = "stage", align = "right"},
     {key = "layers", title = "layers", align = "right"},
     {key = "inflight", title = "in flight", align = "right", fmt = function(v) return string.format("%.4g", v) end},
@@ -168,7 +168,7 @@ function M.search_table(ranked, info)
     cols[#cols + 1] = {key = "objective", title = info.objective_label, align = "right",
                        fmt = function(v) return string.format(fmt, v) end}
   end
-  return (cli.format_table(cols, ranked):gsub("\n$", ""))
+  return (text.format_table(cols, ranked):gsub("\n$", ""))
 end
 
 return M
