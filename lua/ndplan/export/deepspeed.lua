@@ -39,20 +39,8 @@ function M.ds_world(st, devices)
   return devices
 end
 
--- An ordered JSON writer: {{key, value}, ...} objects keep their order, for people to read.
-local function encode(v, indent)
-  indent = indent or ""
-  if type(v) == "table" and v.object then
-    local inner, parts = indent .. "  ", {}
-    for _, kv in ipairs(v.object) do
-      parts[#parts + 1] = inner .. json.encode(kv[1]) .. ": " .. encode(kv[2], inner)
-    end
-    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
-  end
-  return json.encode(v)
-end
-
-local function object(...) return {object = {...}} end
+-- Objects keep their members' order, one per line, for people to read (ndplan.io.json).
+local function object(...) return json.object({...}) end
 
 function M.render(plan, opts)
   local ctx, err = export.context(plan)
@@ -154,7 +142,8 @@ function M.render(plan, opts)
       {"synchronize_checkpoint_boundary", false}, {"profile", false})}
   end
   local notes, rounded = export.finish(ctx, said, why, unsaid)
-  return encode({object = doc}) .. "\n", notes, rounded, {dialect = dialect_label(dialect)}
+  return json.encode(json.object(doc), {indent = "  "}) .. "\n", notes, rounded,
+         {dialect = dialect_label(dialect)}
 end
 
 -- parse(text) -> strategy, job (through ndplan.json)

@@ -25,58 +25,88 @@ end
 M.null = cjson.null
 M.MAX_DEPTH = 200  -- nesting of an encoded value (deeper: a cycle, or not a document)
 
--- encode(value) -> JSON text with object keys sorted, so that a document is the same bytes
--- from run to run (Lua's table order is not; lua-cjson follows it); numbers keep 17
--- significant digits, so figures round-trip; NaN and infinities are null.
+-- The one JSON writer of ndplan: every document is the same bytes from run to run. Object
+-- keys are sorted (Lua's table order is not stable; lua-cjson follows it), unless the object
+-- is M.object{{key, value}, ...}, which keeps the order given (for files people read). By
+-- default numbers keep 17 significant digits, so figures round-trip; {shortest = true}
+-- writes each in the fewest digits (15 to 17) that read back to the same double. NaN and
+-- infinities are null. {indent = "  "} puts each member of an object or array on its own
+-- line; the default is compact.
+local ORDERED = {__name = "ndplan.json.object"}
+
+-- object(members) -> an object that encodes its {key, value} pairs in the order given
+function M.object(members) return setmetatable(members, ORDERED) end
+
+-- shortest(x) -> the text of a finite number: integral values without a fraction, others
+-- in the fewest significant digits that read back exactly
+function M.shortest(x)
+  if math.type(x) == "integer" then return tostring(x) end
+  if x == math.floor(x) and math.abs(x) < 2^63 then return tostring(math.tointeger(x)) end
+  for digits = 15, 17 do
+    local s = string.format("%." .. digits .. "g", x)
+    if tonumber(s) == x then return s end
+  end
+end
+
+local function number(v, shortest)
+  if v ~= v or v == math.huge or v == -math.huge then return "null" end
+  if shortest then return M.shortest(v) end
+  if math.type(v) == "integer" then return string.format("%d", v) end
+  if v == math.floor(v) and math.abs(v) < 2^53 then return string.format("%.0f", v) end
+  return string.format("%.17g", v)
+end
+
 local NAMED = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\t'] = '\\t', ['\r'] = '\\r'}
-local function encode(v, out, depth)
+local function encode(v, out, depth, opts)
   local t = type(v)
   if depth > M.MAX_DEPTH then
     error(string.format("json.encode: nested deeper than %d (a cycle?)", M.MAX_DEPTH), 0)
   end
   if v == nil or v == M.null then out[#out + 1] = "null"
   elseif t == "boolean" then out[#out + 1] = tostring(v)
-  elseif t == "number" then
-    if math.type(v) == "integer" then out[#out + 1] = string.format("%d", v)
-    elseif v ~= v or v == math.huge or v == -math.huge then out[#out + 1] = "null"
-    elseif v == math.floor(v) and math.abs(v) < 2^53 then out[#out + 1] = string.format("%.0f", v)
-    else out[#out + 1] = string.format("%.17g", v) end
+  elseif t == "number" then out[#out + 1] = number(v, opts.shortest)
   elseif t == "string" then
     out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
       return NAMED[c] or string.format("\\u%04x", c:byte())
     end) .. '"'
   elseif t == "table" then
-    local n = #v
-    if n > 0 or next(v) == nil then
-      out[#out + 1] = "["
-      for i = 1, n do
-        if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out, depth + 1)
-      end
-      out[#out + 1] = "]"
-    else
-      local keys = {}
+    local ordered, n, keys = getmetatable(v) == ORDERED, #v, nil
+    local array = not ordered and (n > 0 or next(v) == nil)
+    if not ordered and not array then  -- a plain object: its keys sorted
+      keys = {}
       for k in pairs(v) do keys[#keys + 1] = tostring(k) end
       table.sort(keys)
-      out[#out + 1] = "{"
-      for i, k in ipairs(keys) do
-        if i > 1 then out[#out + 1] = "," end
-        encode(k, out, depth + 1)
-        out[#out + 1] = ":"
-        local val = v[k]
-        if val == nil then val = v[math.tointeger(tonumber(k))] end
-        encode(val, out, depth + 1)
-      end
-      out[#out + 1] = "}"
+      n = #keys
     end
+    if n == 0 then out[#out + 1] = array and "[]" or "{}"; return end
+    local inner = opts.indent and "\n" .. string.rep(opts.indent, depth + 1)
+    out[#out + 1] = array and "[" or "{"
+    for i = 1, n do
+      if i > 1 then out[#out + 1] = "," end
+      if inner then out[#out + 1] = inner end
+      local key, val
+      if ordered then key, val = v[i][1], v[i][2]
+      elseif keys then
+        key, val = keys[i], v[keys[i]]
+        if val == nil then val = v[math.tointeger(tonumber(key))] end
+      else val = v[i] end
+      if key ~= nil then
+        encode(tostring(key), out, depth + 1, opts)
+        out[#out + 1] = inner and ": " or ":"
+      end
+      encode(val, out, depth + 1, opts)
+    end
+    if inner then out[#out + 1] = "\n" .. string.rep(opts.indent, depth) end
+    out[#out + 1] = array and "]" or "}"
   else
     error("json.encode: cannot encode a " .. t, 0)
   end
 end
 
-function M.encode(value)
+-- encode(value [, {shortest =, indent =}]) -> JSON text
+function M.encode(value, opts)
   local out = {}
-  encode(value, out, 0)
+  encode(value, out, 0, opts or {})
   return table.concat(out)
 end
 

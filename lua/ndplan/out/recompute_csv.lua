@@ -5,9 +5,8 @@ order), changed_layer, full_layers, memory_mb, score, recompute_mode, recompute_
 layer_recompute, stage_memory_mb, stage_savings, plan_scope.
 
 The text is byte-stable: RFC 4180 quoting (a field holding a comma, a quote or a line break
-is quoted, its quotes doubled), "\n" line ends, JSON with keys in a fixed order, and numbers
-in the shortest form that reads back to the same double (lua-cjson's encode keeps only 14
-significant digits and orders object keys by hash, so only strings go through it).
+is quoted, its quotes doubled), "\n" line ends, JSON through ndplan.io.json with keys in a
+fixed order, and numbers in the shortest form that reads back to the same double.
 ]]
 local R = require "ndplan.recompute"
 local json = require "ndplan.io.json"
@@ -15,43 +14,15 @@ local files = require "ndplan.io.files"
 
 local M = {}
 
-local function is_finite(x)
-  return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge
-end
-
--- number_text(x): integral values without a fraction, others in the fewest digits that
--- read back exactly; non-finite numbers as nan, inf, -inf.
+-- number_text(x): a CSV cell's number, in the shortest form that reads back exactly
+-- (ndplan.io.json's); non-finite numbers as nan, inf, -inf.
 function M.number_text(x)
-  if math.type(x) == "integer" then return tostring(x) end
   if x ~= x then return "nan" end
   if x == math.huge then return "inf" elseif x == -math.huge then return "-inf" end
-  if x == math.floor(x) and math.abs(x) < 2^63 then return tostring(math.tointeger(x)) end
-  for digits = 15, 17 do
-    local s = string.format("%." .. digits .. "g", x)
-    if tonumber(s) == x then return s end
-  end
+  return json.shortest(x)
 end
 
-local function json_scalar(v)
-  if v == nil or v == json.null then return "null" end
-  if type(v) == "number" then return is_finite(v) and M.number_text(v) or "null" end
-  if type(v) == "boolean" then return tostring(v) end
-  return json.encode(tostring(v))
-end
-
-local function json_array(values)
-  local out = {}
-  for i, v in ipairs(values) do out[i] = json_scalar(v) end
-  return "[" .. table.concat(out, ",") .. "]"
-end
-
--- An object from an ordered list of {key, text already encoded}.
-local function json_object(pairs_in_order)
-  local out = {}
-  for i, kv in ipairs(pairs_in_order) do out[i] = json.encode(kv[1]) .. ":" .. kv[2] end
-  return "{" .. table.concat(out, ",") .. "}"
-end
-
+local SHORTEST = {shortest = true}
 -- The trainer's layers, keys ordered by their first layer: {"0-2":"full","5":"off"}
 local function layers_json(layers)
   local keys = {}
@@ -62,8 +33,8 @@ local function layers_json(layers)
     return a < b
   end)
   local kv = {}
-  for i, k in ipairs(keys) do kv[i] = {k, json_scalar(layers[k])} end
-  return json_object(kv)
+  for i, k in ipairs(keys) do kv[i] = {k, layers[k]} end
+  return json.encode(json.object(kv), SHORTEST)
 end
 
 -- One record per range: first, count, kind, mode, recompute ("full", "none" or the list of
@@ -77,18 +48,17 @@ local function ranges_json(plan)
     local mode = R.normalise_mode(r.mode)
     local ops = R.recomputed_ops(r.option)
     local recompute
-    if mode == "full" then recompute = json_scalar("full")
-    elseif mode == "off" then recompute = json_scalar("none")
-    elseif #ops > 0 then recompute = json_array(ops)
-    else recompute = json_scalar("selective") end
-    local kv = {{"first", json_scalar(r.first)}, {"count", json_scalar(r.count)},
-                {"kind", json_scalar(r.kind)}, {"mode", json_scalar(mode)},
+    if mode == "full" then recompute = "full"
+    elseif mode == "off" then recompute = "none"
+    elseif #ops > 0 then recompute = ops
+    else recompute = "selective" end
+    local kv = {{"first", r.first}, {"count", r.count}, {"kind", r.kind}, {"mode", mode},
                 {"recompute", recompute}}
     local bytes = R.offload_bytes(r)
-    if bytes > 0 then kv[#kv + 1] = {"offload_bytes", json_scalar(bytes)} end
-    records[i] = json_object(kv)
+    if bytes > 0 then kv[#kv + 1] = {"offload_bytes", bytes} end
+    records[i] = json.object(kv)
   end
-  return "[" .. table.concat(records, ",") .. "]"
+  return json.encode(records, SHORTEST)
 end
 
 -- RFC 4180: quote a field holding a comma, a quote or a line break; double its quotes.
@@ -162,8 +132,8 @@ function M.text(potentials)
         cell(mode),
         layers and layers_json(layers) or "",
         per_layer and ranges_json(plan) or "",
-        plan.stage_memory and json_array(plan.stage_memory) or "",
-        plan.stage_savings and json_array(plan.stage_savings) or "",
+        plan.stage_memory and json.encode(plan.stage_memory, SHORTEST) or "",
+        plan.stage_savings and json.encode(plan.stage_savings, SHORTEST) or "",
         R.plan_scope(plan),
       }) do
         row[#row + 1] = v
