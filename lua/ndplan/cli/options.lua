@@ -65,40 +65,6 @@ function M.check_precision(flag, value)
            cli.EXIT_USAGE)
 end
 
--- config_recipes(path, v): a search configuration's precision: a recipe name, a list of them or a comma list as
--- --precision takes; one recipe or the list, else a failure naming the file and the entry.
-function M.config_recipes(path, v)
-  local names = require("ndplan.config.device").recipe_names()
-  local known = {}
-  for _, n in ipairs(names) do known[n] = true end
-  local expected = table.concat(names, ", ", 1, #names - 1) .. " or " .. names[#names]
-  local list, where = {}, {}
-  if type(v) == "string" then
-    for w in v:gmatch("[^,%s]+") do list[#list + 1] = w; where[#list] = "precision" end
-  elseif type(v) == "table" then
-    for k in pairs(v) do
-      if math.type(k) ~= "integer" or k < 1 or k > #v then
-        cli.fail(string.format("%s: precision: expected a recipe or a list of recipes, got a "
-                               .. "mapping", path))
-      end
-    end
-    for i, x in ipairs(v) do list[i] = x; where[i] = string.format("precision[%d]", i) end
-  else
-    cli.fail(string.format("%s: precision: expected a recipe or a list of recipes, got %s",
-                           path, type(v) == "nil" and "nothing" or tostring(v)))
-  end
-  if #list == 0 then
-    cli.fail(path .. ": precision: expected a recipe or a list of recipes, got an empty list")
-  end
-  for i, x in ipairs(list) do
-    if type(x) ~= "string" or not known[x] then
-      cli.fail(string.format("%s: %s: expected %s, got %s", path, where[i], expected,
-                             type(x) == "string" and "'" .. x .. "'" or tostring(x)))
-    end
-  end
-  return #list == 1 and list[1] or list
-end
-
 -- options(own) -> the command's own options followed by the shared ones
 function M.options(own)
   local out = {}

@@ -171,4 +171,68 @@ function M.search_table(ranked, info)
   return (text.format_table(cols, ranked):gsub("\n$", ""))
 end
 
+-- search_text(ranked, info, ctx) -> what `ndplan search` prints without --json (no final
+-- newline): the job line, the configuration's Parallelism line, the bounds, the ranked table,
+-- the counts, the assumptions, the model's warnings, the export lines and, when nothing fits
+-- or at verbosity 2, the nearest misses. ctx = {verbosity, config_line, declared, doc (the
+-- search.json document when -o wrote one), model, export_lines, fail_msg, args (nd.search's)}
+function M.search_text(ranked, info, ctx)
+  local search = require "ndplan.search"
+  local out = {}
+  local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  if ctx.verbosity >= 1 then
+    say("%s on %d x %s, global batch %d x %d tokens, budget %s per device%s, policy %s",
+        info.model, info.job.devices, info.device, info.job.global_batch, info.job.seq_len,
+        gib(info.device_budget_bytes or info.budget_bytes or 0),
+        (info.device_budget_bytes and info.budget_bytes ~= info.device_budget_bytes)
+          and string.format(", ranked within %s (memory band %.1f%%)", gib(info.budget_bytes),
+                            100 * (info.memory_band or 0)) or "",
+        tostring(info.policy))
+    if ctx.config_line then
+      local parts = {}
+      for _, d in ipairs(search.DIMS) do
+        local v = info.space[d]
+        local state
+        if v == "auto" then state = ctx.declared[d] and "searched (auto)" or "searched (not declared)"
+        elseif type(v) == "table" then
+          local s = {}
+          for i, x in ipairs(v) do s[i] = tostring(x) end
+          state = "searched over [" .. table.concat(s, ", ") .. "]"
+        else state = string.format("fixed %s (%s)", tostring(v), ctx.declared[d] or "default") end
+        parts[#parts + 1] = d .. "=" .. state
+      end
+      say("Parallelism: %s", table.concat(parts, "; "))
+    end
+    say("%s", search.bounds_line(info))
+  end
+  if ranked then
+    out[#out + 1] = M.search_table(ranked, info)
+  end
+  if ctx.verbosity >= 1 then say("%s", search.counts_line(info)) end
+  if ranked and ctx.verbosity >= 1 then  -- what the ranking rests on (issue 14)
+    local a = require "ndplan.fit.assumptions"
+    for _, l in ipairs(a.lines(ctx.doc and ctx.doc.assumptions or a.report(ranked, info))) do
+      say("%s", l)
+    end
+  end
+  for _, w in ipairs(ctx.model:warnings()) do say("model %s: %s", ctx.model.name, w) end
+  for _, l in ipairs(ctx.export_lines or {}) do say("%s", l) end
+  if not ranked or ctx.verbosity >= 2 then
+    if ctx.fail_msg then say("%s", ctx.fail_msg) end
+    if #info.misses > 0 then say("nearest misses:") end
+    for _, r in ipairs(info.misses) do
+      local s = r.strategy
+      -- the walked recipe and shard group, when the search walks them
+      local extra = (type(ctx.args.precision) == "table" and " " .. s.precision or "")
+                    .. ((ctx.args.dp_shard or ctx.args.dp_replicate)
+                        and " dp_shard " .. s.dp_shard .. " dp_replicate " .. s.dp_replicate or "")
+      say("  dp %d tp %d pp %d vpp %d cp %d ep %d etp %d sp %s zero %d mbs %d mb %d %s%s%s: peak %s, over by %s",
+          s.dp, s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.sp and "on" or "off", s.zero, s.mbs, s.mb,
+          s.recompute, (s.layout or "even") ~= "even" and " layout " .. s.layout or "", extra,
+          gib(r.peak_memory_bytes), gib(r.over_bytes))
+    end
+  end
+  return table.concat(out, "\n")
+end
+
 return M
