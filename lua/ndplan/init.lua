@@ -1,5 +1,9 @@
 -- The ndplan module: what `require "ndplan"` returns, and the REPL's global `nd`.
 -- Submodules load on first use, so `ndplan models` does not pay for the YAML loader.
+-- The library beside this file is grouped by concern (README, Layout): pricing and searching
+-- here (estimate, search, policy, strategy, plan, recompute, block_plan), io/ (json, yaml,
+-- files, grammar), config/ (model, device, stack, search, ...), out/ (text, charts, report),
+-- fit/ (validate, calibrate), export/ (trainer files) and cli/ (the command-line layer).
 local bundle = require "ndplan.c.bundle"
 
 local nd = {
