@@ -47,7 +47,7 @@ if not info then fail_out(fail_msg) end
 -- Files in -o DIR, written into the stage: results.csv was streamed there by the core.
 local doc, export_lines, export_refused
 if out_dir then
-  doc, export_lines, export_refused = require("ndplan.out.search_files").write(stage, ranked,
+  doc, export_lines, export_refused = require("ndplan.out.output_dir").search(stage, ranked,
     info, model, {formats = ctx.export_formats, dialects = ctx.dialects, args = args})
   if not doc then fail_out(export_lines) end
 end

@@ -118,4 +118,37 @@ function M.megatron(args, budget, opts)
   return r, desc
 end
 
+-- trainer_plan(args, r) -> what `ndplan recompute --trainer megatron` reports for the
+-- estimate r of args: the fastest plan Megatron-LM can state under r's budget, on r's layout
+-- (its own with layout = "balanced"), on a schedule Megatron has a flag for (one it has none
+-- for runs as 1f1b, as ndplan export rounds it at pp > 1), and what stating it costs:
+-- {trainer, fits, schedule, method, num_layers, flags, description, layer_recompute,
+-- stage_layers, step_time_s, peak_memory_bytes, cost_s, cost_pct} or, when none fits,
+-- {trainer, fits = false, schedule, message}
+function M.trainer_plan(args, r)
+  local targs = {}
+  for k, v in pairs(args) do targs[k] = v end
+  if (r.strategy.vpp or 1) <= 1 then
+    require("ndplan.estimate").pin_layout(targs, r.strategy.stage_layers)
+  end
+  local stated = false  -- a schedule Megatron has no flag for runs as 1f1b (the core's list)
+  for _, n in ipairs(require("ndplan.strategy").NAMES.megatron_schedules) do
+    stated = stated or n == r.strategy.schedule
+  end
+  if not stated then targs.schedule = "1f1b" end
+  local tr, desc = M.megatron(targs, r.budget_bytes)
+  local trainer = {trainer = "megatron", fits = tr ~= nil, schedule = targs.schedule}
+  if tr then
+    trainer.method, trainer.num_layers, trainer.flags = desc.method, desc.num_layers, desc.flags
+    trainer.description = M.describe(desc)
+    trainer.layer_recompute, trainer.stage_layers = desc.layer_recompute, desc.stage_layers
+    trainer.step_time_s, trainer.peak_memory_bytes = tr.step_time_s, tr.peak_memory_bytes
+    trainer.cost_s = tr.step_time_s - r.step_time_s
+    trainer.cost_pct = 100 * trainer.cost_s / r.step_time_s
+  else
+    trainer.message = desc
+  end
+  return trainer
+end
+
 return M

@@ -235,4 +235,88 @@ function M.search_text(ranked, info, ctx)
   return table.concat(out, "\n")
 end
 
+-- recompute_doc(r, first, sequence, trainer) -> the document `ndplan recompute --json`
+-- prints (ndplan.recompute/1): the estimate r, its plan first (ndplan.plan), the potentials
+-- sequence and the trainer's plan (ndplan.block_plan.trainer_plan) or nil
+function M.recompute_doc(r, first, sequence, trainer)
+  local R = require "ndplan.recompute"
+  local steps_out = {}
+  for i, p in ipairs(sequence) do
+    steps_out[i] = {step = i - 1, score_s = p.score, memory_mib = p.memory,
+                    full_layers = R.full_layers(p),
+                    changed_layers = i > 1 and R.changed_layers(sequence[i - 1], p) or nil,
+                    layer_recompute = p.layer_recompute}
+  end
+  return {schema = "ndplan.recompute/1", estimate = r, plan = first, potentials = steps_out,
+          trainer_plan = trainer}
+end
+
+-- recompute_text(r, first, sequence, trainer) -> what `ndplan recompute` prints (no final
+-- newline): the plan's layers, its stages against full recompute, the trainer's plan and
+-- the potentials
+function M.recompute_text(r, first, sequence, trainer)
+  local R = require "ndplan.recompute"
+  local out = {}
+  local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  say("%s on %d x %s, budget %s: step time %s, peak %s on stage %d", r.model, r.job.devices,
+      r.device, units.bytes(r.budget_bytes, "binary"), units.seconds(r.step_time_s),
+      units.bytes(r.peak_memory_bytes, "binary"), r.heaviest_stage)
+  say("")
+  for _, rg in ipairs(first.ranges) do
+    local last = rg.first + rg.count - 1
+    say("layers %s (%s): %s", rg.count > 1 and (rg.first .. "-" .. last) or tostring(rg.first),
+        rg.kind, rg.mode == "selective" and ("selective " .. table.concat(rg.option.switches, "+"))
+        or rg.mode)
+  end
+  say("")
+  local rows = {}
+  for s, st in ipairs(r.stages) do
+    rows[s] = {stage = s - 1, layers = st.layers, peak = st.peak,
+               saved = first.stage_savings[s] or 0}
+  end
+  out[#out + 1] = text.format_table({
+    {key = "stage", title = "stage", align = "right"},
+    {key = "layers", title = "layers", align = "right"},
+    {key = "peak", title = "peak", align = "right", fmt = function(v) return units.bytes(v, "binary") end},
+    {key = "saved", title = "saved vs full", align = "right", fmt = function(v) return units.seconds(v) end},
+  }, rows):gsub("\n$", "")
+  if trainer then
+    say("")
+    if trainer.fits then
+      local list = {}
+      for i, f in ipairs(trainer.flags) do list[i] = tostring(f) end
+      say("megatron: %s (%s)%s", trainer.description,
+          #list > 0 and table.concat(list, " ") or "no recompute flags",
+          trainer.schedule and ", schedule 1f1b" or "")
+      if trainer.stage_layers and r.strategy.stage_layers
+         and table.concat(trainer.stage_layers, ",") ~= table.concat(r.strategy.stage_layers, ",") then
+        say("  layers per stage %s (the plan's: %s)", table.concat(trainer.stage_layers, ","),
+            table.concat(r.strategy.stage_layers, ","))
+      end
+      say("  step time %s, peak %s", units.seconds(trainer.step_time_s),
+          units.bytes(trainer.peak_memory_bytes, "binary"))
+      say("  cost of stating it in Megatron: %s%s per step (%+.1f%%) against the per-layer plan",
+          trainer.cost_s < 0 and "-" or "+", units.seconds(math.abs(trainer.cost_s)), trainer.cost_pct)
+    else
+      say("megatron: %s", trainer.message)
+    end
+  end
+  say("")
+  say("potentials: one more layer fully recomputed per step (%d steps)", #sequence - 1)
+  local prows = {}
+  for i, p in ipairs(sequence) do
+    local changed = i > 1 and R.changed_layers(sequence[i - 1], p) or {}
+    prows[i] = {step = i - 1, changed = #changed > 0 and table.concat(changed, ",") or "-",
+                full = R.full_layers(p), memory = p.memory * 2 ^ 20, score = p.score}
+  end
+  out[#out + 1] = text.format_table({
+    {key = "step", title = "step", align = "right"},
+    {key = "changed", title = "changed layer", align = "right"},
+    {key = "full", title = "full layers", align = "right"},
+    {key = "memory", title = "peak", align = "right", fmt = function(v) return units.bytes(v, "binary") end},
+    {key = "score", title = "step time", align = "right", fmt = function(v) return units.seconds(v) end},
+  }, prows):gsub("\n$", "")
+  return table.concat(out, "\n")
+end
+
 return M

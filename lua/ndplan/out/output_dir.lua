@@ -1,8 +1,10 @@
--- The files `ndplan search -o DIR` writes beside results.csv (which the core streams there):
--- memory_parts.csv, time_parts.csv, search.json, the potentials of the top per-layer
--- configurations (recompute_potentials.csv, recompute_plot_groups.json), the charts and
--- report.html, and with --export the winner's trainer configs. Everything goes into a
--- stage (ndplan.io.files.stage), put in place by the caller once the run succeeds.
+-- The files of `-o DIR`: what `ndplan search` writes beside results.csv (which the core
+-- streams there): memory_parts.csv, time_parts.csv, search.json, the potentials of the top
+-- per-layer configurations (recompute_potentials.csv, recompute_plot_groups.json), the
+-- charts and report.html, and with --export the winner's trainer configs; and what
+-- `ndplan recompute` writes: the potentials, their plot groups, the charts and report.html.
+-- Everything goes into a stage (ndplan.io.files.stage), put in place by the caller once the
+-- run succeeds.
 local json = require "ndplan.io.json"
 local search = require "ndplan.search"
 local TIME_PARTS = require("ndplan.strategy").NAMES.time_parts
@@ -29,10 +31,10 @@ function M.parts_csv(results)
   return table.concat(mem, "\n") .. "\n", table.concat(tim, "\n") .. "\n"
 end
 
--- write(stage, ranked, info, model, exports) -> doc, export_lines, export_refused |
+-- search(stage, ranked, info, model, exports) -> doc, export_lines, export_refused |
 -- nil, message. doc is search.json's document; exports = {formats, dialects, args} (the
 -- search's arguments) or nil; export_lines name the files as they will be once committed.
-function M.write(stage, ranked, info, model, exports)
+function M.search(stage, ranked, info, model, exports)
   local doc = search.json_doc(ranked or {}, info)
   local mem, tim = M.parts_csv(doc.results)
   local ok, err = stage:write("memory_parts.csv", mem)
@@ -64,6 +66,20 @@ function M.write(stage, ranked, info, model, exports)
     for i, l in ipairs(lines) do export_lines[i] = stage:final_text(l) end
   end
   return doc, export_lines, export_refused
+end
+
+-- recompute(stage, r, potentials, groups) -> true | nil, message: recompute_potentials.csv,
+-- recompute_plot_groups.json and the charts with report.html of the estimate r, its
+-- potentials ({{rank, dimensions, plans}}) and their plot groups (ndplan.recompute)
+function M.recompute(stage, r, potentials, groups)
+  local R = require "ndplan.recompute"
+  local ok, err = pcall(R.write_csv, potentials, stage.dir .. "/recompute_potentials.csv")
+  if not ok then return nil, tostring(err) end
+  ok, err = stage:write("recompute_plot_groups.json", json.encode(R.plot_data(groups)) .. "\n")
+  if not ok then return nil, err end
+  ok, err = require("ndplan.out.report").recompute_report(stage.dir, r, R.plot_data(groups))
+  if not ok then return nil, err end
+  return true
 end
 
 return M
