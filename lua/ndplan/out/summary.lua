@@ -319,4 +319,101 @@ function M.recompute_text(r, first, sequence, trainer)
   return table.concat(out, "\n")
 end
 
+-- fit_stats(x) -> "N runs, MAPE m%, bias b%" of a stack fit's summary, or "-"
+function M.fit_stats(x)
+  return x and string.format("%d runs, MAPE %.1f%%, bias %+.1f%%", x.runs, x.mape or 0,
+                             x.bias or 0) or "-"
+end
+
+local function pct(v) return v and string.format("%.1f%%", v) or "-" end
+
+-- held_out_line(checks) -> "Held-out MAPE: t a% -> b%, ..." for a calibrated file's header,
+-- or nil without held-out tables
+function M.held_out_line(checks)
+  if #checks == 0 then return nil end
+  local parts = {}
+  for _, ch in ipairs(checks) do
+    parts[#parts + 1] = string.format("%s %s -> %s", ch.name, pct(ch.before.mape), pct(ch.after.mape))
+  end
+  return "Held-out MAPE: " .. table.concat(parts, ", ") .. "."
+end
+
+-- profile_text(r, name, sources, path) -> what `ndplan calibrate --profile NAME` prints (no
+-- final newline) for ndplan.fit.stack_fit.run's r, written to path
+function M.profile_text(r, name, sources, path)
+  local st, out = M.fit_stats, {}
+  out[#out + 1] = string.format("fitted stack %s on %s: %s; %d evaluations, %.1f s CPU", name,
+                                table.concat(sources, ", "), st(r.fit), r.evals, r.cpu_s)
+  if r.held then
+    out[#out + 1] = "held out  " .. st(r.held)
+    for _, g in ipairs(r.held_groups) do out[#out + 1] = string.format("  %-32s %s", g.group, st(g)) end
+  end
+  out[#out + 1] = string.format("wrote %s (--stack %s in every command)", path, path)
+  return table.concat(out, "\n")
+end
+
+-- calibrate_doc(fit, s) -> the document `ndplan calibrate --json` prints (ndplan.calibrate/1)
+-- for ndplan.cli.calibrate's fit and settings s
+function M.calibrate_doc(fit, s)
+  local result, checks, cpu_s, name = fit.result, fit.checks, fit.cpu_s, fit.name
+  local device, base_in_file, output, sources = s.device, s.base_in_file, s.output, s.sources
+  local function stats(x)
+    return {rows = x.n, refused = x.refused, mape_pct = x.mape, max_abs_pct = x.max_abs,
+            spearman_min = x.spearman_min}
+  end
+  local doc = {schema = "ndplan.calibrate/1", device = device.name, base = base_in_file,
+               name = name, output = output, sources = sources, rows = result.rows,
+               used_rows = result.used_rows, every = result.every, refused = result.refused,
+               evaluations = result.evals, iterations = result.iterations,
+               stopped = result.reason, cpu_s = cpu_s, fields = {},
+               before = stats(result.before), after = stats(result.after), held_out = {}}
+  for i, f in ipairs(result.fields) do
+    doc.fields[i] = {name = f.name, before = f.before, after = f.after, lower = f.lo,
+                     upper = f.hi, at_bound = f.at_bound or false, no_effect = f.no_effect or false,
+                     flat = f.flat or false}
+  end
+  for i, ch in ipairs(checks) do
+    doc.held_out[i] = {name = ch.name, before = stats(ch.before), after = stats(ch.after)}
+  end
+  return doc
+end
+
+-- calibrate_text(fit, s) -> what `ndplan calibrate` prints (no final newline)
+function M.calibrate_text(fit, s)
+  local C = require "ndplan.fit.calibrate"
+  local result, checks, cpu_s = fit.result, fit.checks, fit.cpu_s
+  local device, output, sources = s.device, s.output, s.sources
+  local out = {}
+  local function say(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  say("calibrated %s on %s: %d runs%s%s", device.name, table.concat(sources, ", "), result.rows,
+      result.every > 1 and string.format(" (every %d-th used: %d, --max-rows)", result.every,
+                                         result.used_rows) or "",
+      result.refused > 0 and string.format(", %d refused by the estimator and left out", result.refused) or "")
+  local rows = {}
+  for _, f in ipairs(result.fields) do
+    rows[#rows + 1] = {field = f.name, before = C.format_value(f.name, f.before),
+                       after = C.format_value(f.name, f.after),
+                       bounds = C.format_value(f.name, f.lo) .. ".." .. C.format_value(f.name, f.hi),
+                       note = f.no_effect and "no effect on these runs: kept"
+                              or f.flat and "no effect near the fit: kept" or f.at_bound and "at a bound" or ""}
+  end
+  out[#out + 1] = (text.format_table({
+    {key = "field", title = "  field"}, {key = "before", title = "before", align = "right"},
+    {key = "after", title = "after", align = "right"}, {key = "bounds", title = "bounds"},
+    {key = "note", title = "note"},
+  }, rows):gsub("\n$", ""):gsub("([^\n]+)", "  %1"))
+  local b, a = result.before, result.after
+  say("fit set   MAPE %s -> %s   max %s -> %s   Spearman min %s -> %s", pct(b.mape), pct(a.mape),
+      pct(b.max_abs), pct(a.max_abs), b.spearman_min and string.format("%.3f", b.spearman_min) or "-",
+      a.spearman_min and string.format("%.3f", a.spearman_min) or "-")
+  say("optimiser %d estimator evaluations of the fit set, %d iterations, %s; %.1f s CPU",
+      result.evals, result.iterations, result.reason, cpu_s)
+  for _, ch in ipairs(checks) do
+    say("held out  %-22s %4d rows  MAPE %s -> %s   max %s -> %s", ch.name, ch.rows,
+        pct(ch.before.mape), pct(ch.after.mape), pct(ch.before.max_abs), pct(ch.after.max_abs))
+  end
+  say("wrote %s (ndplan validate -A %s)", output, output)
+  return table.concat(out, "\n")
+end
+
 return M
