@@ -33,11 +33,7 @@ local opts = cli.parse(spec, argv)
 if not opts then return end
 local args, model = scli.args(spec, argv, opts)
 if args.recompute == nil and args.layer_recompute == nil then args.recompute = "per_layer" end
-local steps
-if opts.steps then
-  steps = math.tointeger(tonumber(opts.steps))
-  if not steps or steps < 0 then cli.fail("--steps: expected a non-negative integer", cli.EXIT_USAGE) end
-end
+local steps = cli.integer("steps", opts.steps)
 
 if opts.trainer and opts.trainer ~= "megatron" then
   cli.fail("--trainer: expected megatron, got '" .. opts.trainer .. "'", cli.EXIT_USAGE)

@@ -16,12 +16,7 @@ local function lua_files(dir)
   return out
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local function read(path) return assert(R.read(path), path) end
 
 -- lua/ndplan/a/b.lua -> ndplan.a.b; lua/ndplan/a/init.lua -> ndplan.a
 local function module_name(path)

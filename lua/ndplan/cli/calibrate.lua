@@ -51,15 +51,7 @@ function M.settings(opts)
     cli.fail("give --table NAMES and/or --csv FILE (see 'ndplan calibrate --help')", cli.EXIT_USAGE)
   end
 
-  local function positive_int(name)
-    local v = opts[name]
-    if v == nil then return nil end
-    local n = math.tointeger(tonumber(v))
-    if not n or n < 1 then
-      cli.fail(string.format("--%s: expected a positive whole number, got '%s'", name, v), cli.EXIT_USAGE)
-    end
-    return n
-  end
+  local function positive_int(name) return cli.integer(name, opts[name], 1) end
 
   local fields
   if opts.fields then

@@ -29,6 +29,18 @@ function M.size(flag, text)
   return bytes
 end
 
+-- integer(flag, text [, least]) -> the whole number text states, or nil for nil; below least
+-- (0 by default) or not a whole number fails with EXIT_USAGE naming the flag.
+function M.integer(flag, text, least)
+  if text == nil then return nil end
+  local n = math.tointeger(tonumber(text))
+  if not n or n < (least or 0) then
+    M.fail(string.format("--%s: expected a %s, got '%s'", flag, (least or 0) >= 1
+                         and "positive whole number" or "non-negative integer", text), M.EXIT_USAGE)
+  end
+  return n
+end
+
 -- check(value, message, ...): value, or fail with the message of a `nil, message` return.
 function M.check(value, message, ...)
   if value == nil then M.fail(message or "failed") end

@@ -118,15 +118,7 @@ function M.args(spec, argv, opts)
                cli.EXIT_USAGE)
     end
   end
-  local function int(name)
-    local v = opts[name]
-    if v == nil then return nil end
-    local n = math.tointeger(tonumber(v))
-    if not n or n < 0 then
-      cli.fail(string.format("--%s: expected a non-negative integer, got '%s'", name, v), cli.EXIT_USAGE)
-    end
-    return n
-  end
+  local function int(name) return cli.integer(name, opts[name]) end
   if opts["max-mem"] then  -- a budget is finite and above 0 (0 is no "unlimited")
     local _, err = require("ndplan.estimate").check_bytes("--max-mem", opts["max-mem"])
     if err then cli.fail(err, cli.EXIT_USAGE) end

@@ -69,12 +69,7 @@ M.SPEC = {
 
 local function usage(msg) cli.fail(msg, cli.EXIT_USAGE) end
 
-local function int(name, v)
-  if v == nil then return nil end
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 0 then usage(string.format("--%s: expected a non-negative integer, got '%s'", name, v)) end
-  return n
-end
+local int = cli.integer
 
 -- "8", "1,2,4", "auto" -> a pinned value, a list, or "auto"
 local function dim_value(name, text)
