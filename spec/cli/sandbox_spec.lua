@@ -215,6 +215,9 @@ end}
     local path = policy([[
 local g = require("ndplan.grammar")
 local budget = assert(g.size("70GiB"))
+-- the library's ndplan.io.json and ndplan.io.yaml, under the names policies use
+assert(require("ndplan.json").encode({b = 1, a = {2}}) == '{"a":[2],"b":1}')
+assert(require("ndplan.yaml").decode("k: [1, 2]\n").k[2] == 2)
 local m = assert(nd.model("llama3.1-8b"))
 assert(nd.estimate{model = m, device = "h100", devices = 8, global_batch = 8, seq_len = 4096})
 return {setup = function(job, opts) opts.budget_bytes = budget end}
