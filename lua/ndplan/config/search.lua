@@ -23,13 +23,13 @@ local function recipes(path, v)
     for k in pairs(v) do
       if math.type(k) ~= "integer" or k < 1 or k > #v then
         fail(string.format("%s: precision: expected a recipe or a list of recipes, got a "
-                               .. "mapping", path))
+                           .. "mapping", path))
       end
     end
     for i, x in ipairs(v) do list[i] = x; where[i] = string.format("precision[%d]", i) end
   else
     fail(string.format("%s: precision: expected a recipe or a list of recipes, got %s",
-                           path, type(v) == "nil" and "nothing" or tostring(v)))
+                       path, type(v) == "nil" and "nothing" or tostring(v)))
   end
   if #list == 0 then
     fail(path .. ": precision: expected a recipe or a list of recipes, got an empty list")
@@ -37,7 +37,7 @@ local function recipes(path, v)
   for i, x in ipairs(list) do
     if type(x) ~= "string" or not known[x] then
       fail(string.format("%s: %s: expected %s, got %s", path, where[i], expected,
-                             type(x) == "string" and "'" .. x .. "'" or tostring(x)))
+                         type(x) == "string" and "'" .. x .. "'" or tostring(x)))
     end
   end
   return #list == 1 and list[1] or list
@@ -69,7 +69,7 @@ function M.read(path)
       local v = field(t, key, "number", where)
       if v ~= nil and not (math.tointeger(v) and v >= 1 and v <= 0x7fffffff) then
         fail(string.format("%s: %s.%s: expected a whole number from 1 to 2147483647, got %s",
-                               path, where, key, tostring(v)))
+                           path, where, key, tostring(v)))
       end
       return math.tointeger(v)
     end
@@ -107,7 +107,7 @@ function M.read(path)
         local raw = constraint.memory_limit_gb
         if raw == nil then raw = cluster.device_memory_gb end
         fail(string.format("%s: memory limit: expected a finite number of GB above 0 (or a "
-                               .. "size with its unit), got %s", path, tostring(raw)))
+                           .. "size with its unit), got %s", path, tostring(raw)))
       end
       args.max_mem = limit
     end
@@ -122,7 +122,7 @@ function M.read(path)
         fail(path .. ": parallelism.fsdp: give zero: 0-3 (and dp_shard or dp_replicate for HSDP)")
       end
       if not d then fail(string.format("%s: parallelism.%s: unknown dimension (expected %s)", path,
-                                           tostring(k), "dp, tp, pp, cp, ep, etp, vpp, micro_batch_num, micro_batch_size, sp, zero, dp_shard, dp_replicate")) end
+                                       tostring(k), "dp, tp, pp, cp, ep, etp, vpp, micro_batch_num, micro_batch_size, sp, zero, dp_shard, dp_replicate")) end
       if v == "auto" then args[d] = "auto"
       elseif type(v) == "table" then
         for _, x in ipairs(v) do
@@ -133,7 +133,7 @@ function M.read(path)
         args[d] = #v == 1 and v[1] or v
       elseif d == "sp" and type(v) == "boolean" or math.type(v) == "integer" then args[d] = v
       else fail(string.format("%s: parallelism.%s: expected an integer, a list or auto, got %s",
-                                  path, k, tostring(v))) end
+                              path, k, tostring(v))) end
       declared[d] = "declared"
     end
     if doc.recompute ~= nil then
