@@ -110,6 +110,13 @@ static double exposed_share (const nd_costs *c, double overlap) {
   return 1.0 - overlap + overlap * c->overlap_sm_share;
 }
 
+/* Bytes per logit element held at a loss: a vocabulary split over TP may take the
+   trainer's vocabulary-parallel loss, with its own transients (logits_bytes_tp). */
+static double loss_bytes (const ctx *x) {
+  return x->st->tp > 1 && x->c->logits_bytes_tp > 0.0 ? x->c->logits_bytes_tp
+                                                      : x->c->logits_bytes;
+}
+
 /* A GEMM of a linear layer, at the strategy's precision. */
 static double gemm_time (const ctx *x, double flops) {
   double eff;
@@ -536,7 +543,7 @@ static layer_cost *price_kind (ctx *x, int layer) {
   if (k->mtp) {  /* DeepSeek MTP: two norms, the 2h concatenation, its own logits */
     a.rep += 4 * ab * T * h;
     lc->gemm_s += lin(x, lc, 1, T, 2 * h, h / t) + gemm16_time(x, 2 * T * h * x->vocab / t);
-    a.dev += x->c->logits_bytes * T * x->vocab / t;
+    a.dev += loss_bytes(x) * T * x->vocab / t;
     lc->flops_token += 2 * 2 * h * h + 2 * h * x->vocab;
   }
   /* bytes held per micro-batch under each mode */
@@ -1162,7 +1169,7 @@ static double stage_memory (const ctx *x, const run_sums *r, int s, const stage_
   se->activations = (ss->act + extra_act) * inflight - off_copy * (inflight - 1.0);
   if (last_end)  /* fp32 logits and their gradient, one micro-batch (Megatron); the head's
                     gathered input kept whole under DTensor TP */
-    se->activations += 4.0 * x->T * h * x->r + costs->logits_bytes * x->T * x->vocab / st->tp
+    se->activations += 4.0 * x->T * h * x->r + loss_bytes(x) * x->T * x->vocab / st->tp
                      + costs->sp_gather_kept * ab * x->T * h * (1.0 - x->r);
   /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
      and the working set of recompute: when warm-up ends, the first backward rebuilds

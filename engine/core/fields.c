@@ -40,6 +40,7 @@ static const nd_field cost_fields[] = {
   COST(step_overhead, 0.0, 3600, "seconds", "per-step host work beyond the model (set by a stack)"),
   COST(alloc_fragmentation, 0.0, 1, "share", "allocator reserve beyond the live bytes (set by a stack)"),
   COST(logits_bytes, 4.0, 64, "bytes", "bytes per logit element at the loss (fp32)"),
+  COST(logits_bytes_tp, 0.0, 64, "bytes", "the same with the vocabulary split over TP where the trainer's loss differs (PyTorch loss_parallel: 16); 0: as logits_bytes"),
   COST(fp8_saved_bytes, 1.0, 64, "bytes", "bytes per FP8 GEMM input kept for the backward (TE: FP8)"),
   COST(quant_cache, 1.0, 1, "share", "the recipe's quantized weight copies kept (TE: all)"),
   COST(zero3_weight_copy, 1.0, 1, "share", "1: ZeRO-3 shards a working weight copy beside the master (Megatron-FSDP, DeepSpeed); 0: FSDP2's fp32 shard is the parameter"),

@@ -51,6 +51,10 @@ typedef struct nd_costs {
   double logits_bytes;      /* bytes per logit element held at the loss (Megatron's fp32
                                cross entropy: 4; with the bf16 logits and the fp32 softmax
                                kept beside the fp32 copy: up to 10) */
+  double logits_bytes_tp;   /* the same when TP splits the vocabulary, where a trainer's
+                               vocabulary-parallel loss differs (PyTorch's loss_parallel, as
+                               torchtitan runs it: 16, four fp32 tensors at its backward's
+                               peak); 0: as logits_bytes (Megatron's one cross entropy) */
   double fp8_saved_bytes;   /* bytes per element of an FP8 GEMM's input kept for the backward
                                (Transformer Engine keeps the FP8 copy: 1) */
   double alloc_fragmentation; /* bytes the caching allocator reserves beyond the live ones,

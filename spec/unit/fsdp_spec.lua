@@ -150,3 +150,22 @@ describe("sequence parallelism's gathered inputs (sp_gather_kept)", function()
     assert.near(none.step_time_s, none_kept.step_time_s, 1e-12)
   end)
 end)
+
+-- A vocabulary-parallel loss of its own (logits_bytes_tp): PyTorch's loss_parallel, which
+-- torchtitan runs whenever TP splits the vocabulary, holds four fp32 tensors of the local
+-- logits at its backward's peak; without TP the trainer's plain loss keeps logits_bytes.
+describe("the loss with the vocabulary split over TP (logits_bytes_tp)", function()
+  local T = 1024
+  local function est(tp, extra)
+    local args = {model = model, device = "h100", devices = 8, global_batch = 8, seq_len = T,
+                  tp = tp, sp = tp > 1, pp = 2, mbs = 1, costs = {logits_bytes = 12}}
+    for k, v in pairs(extra or {}) do args.costs[k] = v end
+    return assert(nd.estimate(args))
+  end
+  it("holds (16 - 12) bytes more per local logit on the last stage only, and only with TP", function()
+    local base, tp16 = est(4), est(4, {logits_bytes_tp = 16})
+    assert.near(tp16.stages[2].activations - base.stages[2].activations, 4 * T * V / 4, 1e-6)
+    assert.equal(base.stages[1].activations, tp16.stages[1].activations)
+    assert.equal(est(1).stages[2].activations, est(1, {logits_bytes_tp = 16}).stages[2].activations)
+  end)
+end)
