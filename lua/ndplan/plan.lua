@@ -222,14 +222,28 @@ local function next_potential(args, model, current, kept, full)
     end
     order[i] = {v = v, index = i, score = score, memory = peak == peak and peak or math.huge}
   end
-  table.sort(order, function(a, b)
+  local function before(a, b)
     if a.score ~= b.score then return a.score < b.score end
     if a.memory ~= b.memory then return a.memory < b.memory end
     return a.index < b.index
-  end)
+  end
+  local function try(o)
+    return recompute.keep_potential(current, kept, {as_plan(result_of(o.v), model, full)})
+  end
+  -- the first in that order nearly always qualifies: found in one pass, the rest sorted
+  -- only when it does not
+  local first = order[1]
+  for i = 2, #order do
+    if before(order[i], first) then first = order[i] end
+  end
+  local nxt = first and try(first)
+  if nxt then return nxt end
+  table.sort(order, before)
   for _, o in ipairs(order) do
-    local nxt = recompute.keep_potential(current, kept, {as_plan(result_of(o.v), model, full)})
-    if nxt then return nxt end
+    if o ~= first then
+      nxt = try(o)
+      if nxt then return nxt end
+    end
   end
   return recompute.keep_potential(current, kept, {})  -- nothing qualifies (checks current)
 end

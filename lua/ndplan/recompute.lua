@@ -146,7 +146,12 @@ function M.validate_ranges(plan)
     end
     spans[#spans + 1] = {first = r.first, last = r.first + r.count - 1}
   end
-  table.sort(spans, function(a, b) return a.first < b.first end)
+  for i = 2, #spans do  -- plans state their ranges in layer order: sorted only when not
+    if spans[i].first < spans[i - 1].first then
+      table.sort(spans, function(a, b) return a.first < b.first end)
+      break
+    end
+  end
   for i = 2, #spans do
     local a, b = spans[i - 1], spans[i]
     if b.first <= a.last then
@@ -163,17 +168,28 @@ end
 function M.layer_modes(plan)
   if not M.has_ranges(plan) then return nil end
   M.validate_ranges(plan)
-  local layers, indices = {}, {}
-  for _, r in ipairs(plan.ranges) do
-    local setting = {kind = r.kind, mode = MODE_NAME[r.mode], offload_bytes = M.offload_bytes(r),
-                     ops = M.recomputed_ops(r.option)}
-    for i = r.first, r.first + r.count - 1 do
-      i = math.tointeger(i)
-      layers[i] = setting
-      indices[#indices + 1] = i
+  -- the ranges in layer order (they do not overlap, so the layers come out ascending)
+  local ranges = plan.ranges
+  for k = 2, #ranges do
+    if ranges[k].first < ranges[k - 1].first then
+      local sorted = {}
+      for j, r in ipairs(ranges) do sorted[j] = r end
+      table.sort(sorted, function(a, b) return a.first < b.first end)
+      ranges = sorted
+      break
     end
   end
-  table.sort(indices)
+  local layers, indices, n = {}, {}, 0
+  for _, r in ipairs(ranges) do
+    local setting = {kind = r.kind, mode = MODE_NAME[r.mode], offload_bytes = M.offload_bytes(r),
+                     ops = M.recomputed_ops(r.option)}
+    local first = math.tointeger(r.first)
+    for i = first, first + math.tointeger(r.count) - 1 do
+      layers[i] = setting
+      n = n + 1
+      indices[n] = i
+    end
+  end
   return layers, indices
 end
 
@@ -270,9 +286,27 @@ end
 
 local NO_KIND = {}  -- stands for a nil kind in count keys
 
--- Same dimensions and the same setting on every stated layer.
+-- The stated layers and the fully recomputed ones, counted over a plan's ranges (validated
+-- ones do not overlap, so plans that differ in either count differ on some layer), or nil
+-- when a range has no numeric count (layer_modes then says what is wrong).
+local function range_counts(plan)
+  if not M.has_ranges(plan) then return nil end
+  local stated, full = 0, 0
+  for _, r in ipairs(plan.ranges) do
+    if type(r) ~= "table" or type(r.count) ~= "number" then return nil end
+    stated = stated + r.count
+    if MODE_NAME[r.mode] == "full" then full = full + r.count end
+  end
+  return stated, full
+end
+
+-- Same dimensions and the same setting on every stated layer. The plans are ones
+-- keep_potential validated (kept ones when they were kept).
 local function same_plan(a, b)
   if not M.same_dimensions(a, b) then return false end
+  local sa, fa = range_counts(a)
+  local sb, fb = range_counts(b)
+  if sa and sb and (sa ~= sb or fa ~= fb) then return false end  -- no layer expanded
   local la, ia = M.layer_modes(a)
   local lb, ib = M.layer_modes(b)
   if not la or not lb then return false end

@@ -169,22 +169,26 @@ end
 -- pareto_front(points) -> the fitting points no other fitting point beats on both step time
 -- and memory, by ascending memory (so descending step time)
 function M.pareto_front(points)
-  local fit = {}
+  local fit, n = {}, 0
   for i, p in ipairs(points) do
-    if p.fits and base.finite(p.step_time_s) and base.finite(p.peak_bytes) then
-      fit[#fit + 1] = {p = p, i = i}
+    local t, m = p.step_time_s, p.peak_bytes
+    if p.fits and base.finite(t) and base.finite(m) then
+      n = n + 1
+      fit[n] = {m, t, i, p}  -- the sort keys at hand: thousands of points
     end
   end
   table.sort(fit, function(a, b)
-    if a.p.peak_bytes ~= b.p.peak_bytes then return a.p.peak_bytes < b.p.peak_bytes end
-    if a.p.step_time_s ~= b.p.step_time_s then return a.p.step_time_s < b.p.step_time_s end
-    return a.i < b.i
+    local ma, mb = a[1], b[1]
+    if ma ~= mb then return ma < mb end
+    local ta, tb = a[2], b[2]
+    if ta ~= tb then return ta < tb end
+    return a[3] < b[3]
   end)
   local front, best = {}, math.huge
   for _, f in ipairs(fit) do
-    if f.p.step_time_s < best then
-      front[#front + 1] = f.p
-      best = f.p.step_time_s
+    if f[2] < best then
+      front[#front + 1] = f[4]
+      best = f[2]
     end
   end
   return front
