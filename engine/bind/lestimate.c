@@ -790,10 +790,12 @@ static int lazy_pairs (lua_State *L) {
 }
 
 /* Pushes the result of estimate e; the model and the device are the userdata at 1 and 2. */
-static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
-                         const nd_costs *c) {
+void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
+                       const nd_costs *c, int model, int device) {
   lazy_result *r;
   int n = e->stages;
+  model = lua_absindex(L, model);
+  device = lua_absindex(L, device);
   lua_createtable(L, 0, 20);
   lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
   nd_setnum(L, "step_time_s", e->step_time);
@@ -818,14 +820,20 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   r->stages = n;
   r->built = 0;
   memcpy(r->stage, e->stage, (size_t)n * sizeof r->stage[0]);
-  lua_pushvalue(L, 1); lua_setiuservalue(L, -2, 1);
-  lua_pushvalue(L, 2); lua_setiuservalue(L, -2, 2);
+  lua_pushvalue(L, model); lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, device); lua_setiuservalue(L, -2, 2);
   lua_rawseti(L, -2, 1);
   lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
   lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
   lua_pushliteral(L, "ndplan.estimate"); lua_setfield(L, -2, "__metatable");
   lua_setmetatable(L, -2);
+}
+
+/* The result of an entry point: model and device are its arguments 1 and 2. */
+static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
+                         const nd_costs *c) {
+  nd_push_estimate(L, e, st, c, 1, 2);
 }
 
 /* The arguments every entry point shares: model, device, job and strategy at 1-4. */
@@ -1076,6 +1084,18 @@ static unsigned read_modes (lua_State *L, int t) {
   return modes;
 }
 
+void nd_push_plan_fields (lua_State *L, const nd_recompute_plan *plan,
+                          const nd_model_spec *m, const nd_device *dev, int stages) {
+  int i, n = (int)(m->num_layers + m->mtp_layers), any = 0;
+  setnums(L, "stage_savings_s", plan->stage_savings, stages);
+  setnums(L, "stage_need_bytes", plan->stage_need, stages);
+  for (i = 0; i < n; i++) any = any || plan->offload_bytes[i] > 0.0;
+  if (any) {  /* bytes per micro-batch each offloaded layer sends to host */
+    setnums(L, "layer_offload_bytes", plan->offload_bytes, n);
+    nd_setnum(L, "host_link_bandwidth", dev->host_link.bandwidth);
+  }
+}
+
 /*
 ** plan(model, device, job, strategy, budget [, costs [, modes]]) -> the estimate of the
 ** strategy with per-layer recompute chosen under `budget` bytes (strategy.layer_recompute,
@@ -1088,7 +1108,6 @@ static int e_plan (lua_State *L) {
   char err[256];
   double budget = luaL_checknumber(L, 5);
   unsigned modes = read_modes(L, 7);
-  int i;
   luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
   read_call(L, 6, &a);
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
@@ -1097,16 +1116,7 @@ static int e_plan (lua_State *L) {
                             sizeof err) != 0)
     return push_refusal(L, err);
   push_result(L, e, a.st, &a.costs);
-  setnums(L, "stage_savings_s", plan->stage_savings, e->stages);
-  setnums(L, "stage_need_bytes", plan->stage_need, e->stages);
-  {
-    int n = (int)(a.m->num_layers + a.m->mtp_layers), any = 0;
-    for (i = 0; i < n; i++) any = any || plan->offload_bytes[i] > 0.0;
-    if (any) {  /* bytes per micro-batch each offloaded layer sends to host */
-      setnums(L, "layer_offload_bytes", plan->offload_bytes, n);
-      nd_setnum(L, "host_link_bandwidth", a.dev->host_link.bandwidth);
-    }
-  }
+  nd_push_plan_fields(L, plan, a.m, a.dev, e->stages);
   return 1;
 }
 
@@ -1143,6 +1153,13 @@ static void push_form (lua_State *L, int method, int num_layers) {
   nd_setint(L, "num_layers", num_layers);
 }
 
+void nd_push_megatron_field (lua_State *L, const nd_megatron_choice *c, int balance) {
+  push_form(L, c->method, c->num_layers);
+  nd_setint(L, "priced", c->priced);
+  if (balance) nd_setint(L, "layout_moves", c->moves);
+  lua_setfield(L, -2, "megatron");
+}
+
 /*
 ** megatron(model, device, job, strategy, budget [, costs [, balance]]) -> the estimate of the
 ** fastest recompute Megatron-LM can state that fits `budget` bytes (strategy.layer_recompute
@@ -1170,10 +1187,7 @@ static int e_megatron (lua_State *L) {
     return 3;
   }
   push_result(L, e, a.st, &a.costs);
-  push_form(L, c.method, c.num_layers);
-  nd_setint(L, "priced", c.priced);
-  if (balance) nd_setint(L, "layout_moves", c.moves);
-  lua_setfield(L, -2, "megatron");
+  nd_push_megatron_field(L, &c, balance);
   return 1;
 }
 

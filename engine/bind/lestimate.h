@@ -7,6 +7,7 @@
 #define NDPLAN_BIND_LESTIMATE_H
 
 #include "ndplan/estimate.h"
+#include "ndplan/recompute.h"
 
 /* Fills c with the defaults, then the table at index t (nil: none); raises on an unknown
    name or a value that is not a number. */
@@ -36,6 +37,19 @@ void nd_push_layout_flags (lua_State *L, const nd_strategy *st);
 
 /* Adds "a, b, c <last> d" for a NULL-terminated list of names to b. */
 void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last);
+
+/* Pushes nd.estimate's result table of an estimate (its fields built on first read) for
+   the strategy st priced under costs c, holding the model and device at stack indices
+   model and device. */
+void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
+                       const nd_costs *c, int model, int device);
+/* Adds a per-layer plan's fields to the result on top: stage_savings_s, stage_need_bytes
+   and, when a layer offloads, layer_offload_bytes and host_link_bandwidth. */
+void nd_push_plan_fields (lua_State *L, const nd_recompute_plan *plan,
+                          const nd_model_spec *m, const nd_device *dev, int stages);
+/* Adds the Megatron form chosen (result.megatron = {method, num_layers, priced
+   [, layout_moves]}) to the result on top. */
+void nd_push_megatron_field (lua_State *L, const nd_megatron_choice *c, int balance);
 
 /* t[k] = v for the table on top of the stack. */
 void nd_setnum (lua_State *L, const char *k, double v);

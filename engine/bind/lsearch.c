@@ -48,7 +48,9 @@ typedef struct results {
   nd_job job;
   double budget;
   double elapsed;             /* wall seconds of the walk and pricing */
-} results;
+  nd_search_params p;         /* the walk's own, for results:detail (stop: not used) */
+  nd_costs costs;             /* the costs it priced with */
+} results;                    /* user values: 1 the model, 2 the device */
 
 /* State of one run, reachable from the core's hooks. */
 typedef struct run_state {
@@ -839,6 +841,72 @@ static int res_points (lua_State *L) {
   return 1;
 }
 
+/* The kept row (ranked, or the post-filter's fallback) at walk index `index` (1-based, as
+   row.index), or NULL. */
+static const nd_search_row *kept_row (const results *res, lua_Integer index) {
+  int i;
+  for (i = 0; i < res->r.nbest; i++)
+    if ((lua_Integer)res->r.best[i].index + 1 == index) return &res->r.best[i];
+  if (res->r.has_fallback && (lua_Integer)res->r.fallback.index + 1 == index)
+    return &res->r.fallback;
+  return NULL;
+}
+
+/*
+** results:detail(index [, device [, costs]]) -> the nd.estimate result of the kept row at
+** walk index `index` (row.index), priced again as the walk priced it: the search's base
+** strategy, budget and costs, a per-layer plan among the walk's modes
+** (ND_SEARCH_PLAN_MODES, with stage_savings_s and stage_need_bytes), the Megatron form
+** (result.megatron) or the whole-model mode | nil, reason. device and costs (a device and
+** named costs, as nd.estimate takes them) price it on other figures instead. An index no
+** kept row has raises.
+*/
+static int res_detail (lua_State *L) {
+  results *res = check_results(L, 1);
+  const nd_search_row *row = kept_row(res, luaL_checkinteger(L, 2));
+  const nd_model_spec *m;
+  const nd_device *dev;
+  nd_costs costs = res->costs;
+  nd_strategy *st;
+  nd_estimate *e;
+  nd_recompute_plan *plan = NULL;
+  nd_megatron_choice mc;
+  char err[256];
+  int rc, rec;
+  luaL_argcheck(L, row != NULL, 2, "the walk index of a kept row");
+  lua_settop(L, 4);
+  lua_getiuservalue(L, 1, 1);                                /* 5: the model */
+  if (lua_isnoneornil(L, 3)) lua_getiuservalue(L, 1, 2);     /* 6: the device */
+  else lua_pushvalue(L, 3);
+  m = nd_checkmodel(L, 5);
+  dev = nd_checkdevice(L, 6);
+  if (!lua_isnoneornil(L, 4)) nd_read_costs(L, 4, &costs);
+  st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);  /* GC-owned scratch */
+  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  rec = row->c.recompute;
+  nd_candidate_strategy(&row->c, &res->p.base, (int)m->num_layers, st);
+  if (rec >= ND_SEARCH_PER_LAYER) st->recompute = ND_RECOMPUTE_NONE;  /* the planner's */
+  if (rec == ND_SEARCH_PER_LAYER) {
+    plan = (nd_recompute_plan *)lua_newuserdatauv(L, sizeof *plan, 0);
+    rc = nd_recompute_plan_run(m, dev, &res->job, st, &costs, res->p.budget,
+                               ND_SEARCH_PLAN_MODES, plan, e, err, sizeof err);
+  } else if (rec == ND_SEARCH_MEGATRON) {
+    rc = nd_recompute_megatron_choose(m, dev, &res->job, st, &costs, res->p.budget, 0, e, &mc,
+                                      err, sizeof err);
+  } else {
+    rc = nd_estimate_run(m, dev, &res->job, st, &costs, e, err, sizeof err);
+  }
+  if (rc != 0) {
+    luaL_pushfail(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  nd_push_estimate(L, e, st, &costs, 5, 6);
+  if (plan) nd_push_plan_fields(L, plan, m, dev, e->stages);
+  if (rec == ND_SEARCH_MEGATRON) nd_push_megatron_field(L, &mc, 0);
+  return 1;
+}
+
 /* results:fallback() -> the best row the post-filter removed, or nil */
 static int res_fallback (lua_State *L) {
   results *res = check_results(L, 1);
@@ -890,9 +958,12 @@ static int s_run (lua_State *L) {
   p = (nd_search_params *)lua_newuserdatauv(L, sizeof *p, 0);  /* 6: GC-owned */
   nd_search_params_init(p);
   read_space(L, 4, p);
-  res = (results *)lua_newuserdatauv(L, sizeof *res, 0);       /* 7 */
+  res = (results *)lua_newuserdatauv(L, sizeof *res, 2);       /* 7 */
   memset(res, 0, sizeof *res);
   luaL_setmetatable(L, RESULTS_MT);
+  lua_pushvalue(L, 1); lua_setiuservalue(L, 7, 1);
+  lua_pushvalue(L, 2); lua_setiuservalue(L, 7, 2);
+  res->costs = costs;
   read_job(L, 3, &res->job);
   lua_getfield(L, 5, "budget");
   p->budget = res->budget = luaL_optnumber(L, -1, dev->hbm_bytes);
@@ -947,6 +1018,8 @@ static int s_run (lua_State *L) {
   hooks.ud = &rs;
   hooks.price_equivalent = rs.objective_idx != 0;
   /* Ctrl-C and the deadline: the core checks the flag between candidates */
+  res->p = *p;
+  res->p.stop = NULL;
   p->stop = &interrupted;
   guard_enter(L, deadline, heap > 0.0 ? (heap < 1e18 ? (size_t)heap : (size_t)1 << 60) : 0, &sv);
   guard.searching = 1;
@@ -1054,19 +1127,6 @@ static int s_time_parts (lua_State *L) {
   return 1;
 }
 
-/* plan_modes() -> the modes a per-layer plan of the walk chooses from
-   (ND_SEARCH_PLAN_MODES), as nd.estimate's recompute_modes */
-static int s_plan_modes (lua_State *L) {
-  int r, n = 0;
-  lua_newtable(L);
-  for (r = 0; r < ND_RECOMPUTE_COUNT; r++)
-    if (ND_SEARCH_PLAN_MODES & (1u << r)) {
-      lua_pushstring(L, nd_recompute_name((nd_recompute)r));
-      lua_rawseti(L, -2, ++n);
-    }
-  return 1;
-}
-
 /* cores() -> the processors online (the default of -j) */
 static int s_cores (lua_State *L) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1079,6 +1139,7 @@ static const luaL_Reg res_methods[] = {
   {"misses", res_misses},
   {"fallback", res_fallback},
   {"points", res_points},
+  {"detail", res_detail},
   {NULL, NULL}
 };
 
@@ -1088,7 +1149,6 @@ static const luaL_Reg funcs[] = {
   {"pinned", s_pinned},
   {"stderr_is_terminal", s_stderr_is_terminal},
   {"cores", s_cores},
-  {"plan_modes", s_plan_modes},
   {"time_parts", s_time_parts},
   {"guard", s_guard},
   {"tripped", s_tripped},

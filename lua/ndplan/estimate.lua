@@ -335,6 +335,15 @@ function M.estimate(args)
     result, why = core.run(model, device, job, strategy, costs, in_place and NOT_STRATEGY or nil)
   end
   if not result then return nil, why, least end
+  return M.finish(result, model, device, job, budget, sinfo, strategy)
+end
+
+-- finish(result, model, device, job, budget, sinfo, strategy) -> result with what
+-- nd.estimate adds to the core's: the budget and whether it fits, the names, the job, the
+-- stack profile's name and step-time band (sinfo: the profile's info, nil for none) and
+-- the TP warning. strategy: the precision and tp it was priced with (result.strategy is
+-- built only when read).
+function M.finish(result, model, device, job, budget, sinfo, strategy)
   local facts = model_facts(model)
   local peak = result.peak_memory_bytes
   local dname = device_facts(device).name
@@ -349,8 +358,6 @@ function M.estimate(args)
     rawset(result, "stack", {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note})
     add_band(result, facts.moe, strategy, sinfo)
   end
-  -- the strategy's tp as the binding read it (1 when absent): result.strategy is built
-  -- only when read
   local tp = strategy.tp
   if tp ~= nil and facts.kv_heads and tp ~= 1 then
     local wasted = M.tp_warning(math.tointeger(tp), facts.kv_heads)

@@ -275,26 +275,21 @@ function M.search(args)
   info.costs = args.costs
   info.stack = args.stack
   info.stack_info = sinfo and {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note}
+  info.stack_applied = sinfo  -- the profile's own info (its step-time bands)
   info.model_obj, info.device_obj = model, device
   return ranked, info
 end
 
 -- detail(row, info) -> the full `ndplan estimate --json` document of a ranked row, priced
--- again from the row (ndplan.strategy.row_args) with the row's recompute.
--- priced_args(row, info) -> the nd.estimate arguments of a ranked row as the walk priced it:
--- its strategy and recompute, a per-layer plan from the walk's own modes (the core's
--- ND_SEARCH_PLAN_MODES: one set of selective switches; ndplan recompute refines it)
-function M.priced_args(row, info)
-  local args = require("ndplan.strategy").row_args(row.strategy, info)
-  args.recompute = row.strategy.recompute
-  if args.recompute == "per_layer" then args.recompute_modes = core.plan_modes() end
-  return args
-end
-
+-- again by the search's results (results:detail: the walk's own strategy, budget, costs and
+-- recompute modes) with what nd.estimate adds (ndplan.estimate.finish).
 function M.detail(row, info)
-  local args = M.priced_args(row, info)
-  local r, why = estimate.estimate(args)
+  local r, why = info.results:detail(row.index)
   if not r then error("search: re-pricing rank " .. tostring(row.rank) .. " failed: " .. why) end
+  local job = info.job
+  estimate.finish(r, info.model_obj, info.device_obj,
+                  {devices = job.devices, global_batch = job.global_batch, seq_len = job.seq_len},
+                  info.budget_bytes, info.stack_applied, row.strategy)
   r.rank = row.rank
   r.strategy.layout = row.strategy.layout  -- the layout variant the walk priced
   r.objective = row.objective

@@ -73,20 +73,19 @@ function M.fields(info)
   return out, profile
 end
 
--- The estimate arguments of a ranked row with one field moved to `value`.
+-- A ranked row priced again as the search priced it (results:detail) with one field moved
+-- to `value` -> result (with fits) | nil
 local function moved(row, info, base_device, base_costs, field, value)
-  local args = require("ndplan.search").priced_args(row, info)
-  args.stack = "none"  -- the profile is already in base_device and base_costs
-  args.costs = {}
-  for k, v in pairs(base_costs or {}) do args.costs[k] = v end
-  args.device = base_device
-  if field.kind == "cost" then args.costs[field.name] = value
+  local costs, device = {}, base_device
+  for k, v in pairs(base_costs or {}) do costs[k] = v end
+  if field.kind == "cost" then costs[field.name] = value
   else
-    local dev, err = require("ndplan.config.device").with_efficiency(base_device, {[field.name] = value})
-    if not dev then return nil, err end
-    args.device = dev
+    device = require("ndplan.config.device").with_efficiency(base_device, {[field.name] = value})
+    if not device then return nil end
   end
-  return args
+  local r = info.results:detail(row.index, device, costs)
+  return r and estimate.finish(r, info.model_obj, device, info.job, info.budget_bytes, nil,
+                               row.strategy)
 end
 
 -- report(ranked, info) -> {stack, contenders, without_effect (fields that move nothing),
@@ -103,8 +102,7 @@ function M.report(ranked, info)
     for _, side in ipairs({"lo", "hi"}) do
       local best_s, best_rank
       for i = 1, n do
-        local args = moved(ranked[i], info, base_device, base_costs, f, f[side])
-        local r = args and estimate.estimate(args)
+        local r = moved(ranked[i], info, base_device, base_costs, f, f[side])
         if r and r.fits then
           if i == 1 then f.winner_s[side] = r.step_time_s end
           if not best_s or r.step_time_s < best_s then best_s, best_rank = r.step_time_s, ranked[i].rank end
