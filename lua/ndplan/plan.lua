@@ -59,23 +59,32 @@ end
 -- layer_modes(result, n) -> per-layer plan modes, 1-based
 local function layer_modes(strategy, n)
   local modes = {}
+  local per_layer, whole = strategy.layer_recompute, strategy.recompute
   for i = 1, n do
-    local m = strategy.layer_recompute and strategy.layer_recompute[i] or strategy.recompute
+    local m = per_layer and per_layer[i] or whole
     modes[i] = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
   end
   return modes
 end
 
+-- The layer kinds of a model (immutable), found once: the potentials build many plans.
+local kinds_of = setmetatable({}, {__mode = "k"})
+
 -- from_estimate(result, model [, savings]) -> plan. result is an nd.estimate result.
 function M.from_estimate(result, model, savings)
-  local kinds = M.kinds(model)
-  local modes = layer_modes(result.strategy, #kinds)
+  local kinds = kinds_of[model]
+  if not kinds then
+    kinds = M.kinds(model)
+    kinds_of[model] = kinds
+  end
+  local strategy = result.strategy
+  local modes = layer_modes(strategy, #kinds)
   local off = result.layer_offload_bytes or {}
   local ranges = {}
   for i = 1, #kinds do
     local last = ranges[#ranges]
     local bytes = off[i] or 0
-    local sw = switches(modes[i], result.strategy, i)
+    local sw = switches(modes[i], strategy, i)
     if last and last.kind == kinds[i] and last.mode == modes[i] and last.offload_bytes == bytes
        and same_switches(last.option.switches, sw) then
       last.count = last.count + 1

@@ -302,11 +302,11 @@ end
 
 -- Same dimensions and the same setting on every stated layer. The plans are ones
 -- keep_potential validated (kept ones when they were kept).
-local function same_plan(a, b)
-  if not M.same_dimensions(a, b) then return false end
+-- sb, fb: range_counts(b).
+local function same_plan(a, b, sb, fb)
   local sa, fa = range_counts(a)
-  local sb, fb = range_counts(b)
   if sa and sb and (sa ~= sb or fa ~= fb) then return false end  -- no layer expanded
+  if not M.same_dimensions(a, b) then return false end
   local la, ia = M.layer_modes(a)
   local lb, ib = M.layer_modes(b)
   if not la or not lb then return false end
@@ -333,8 +333,10 @@ local function one_more_full(current, candidate)
   for n, i in ipairs(ic) do
     local before, after = lc[i], ln[i]
     if inew[n] ~= i or after.kind ~= before.kind then return false end
-    add(before.kind, before.mode, -1)
-    add(after.kind, after.mode, 1)
+    if after.mode ~= before.mode then  -- the same kind and mode count nothing
+      add(before.kind, before.mode, -1)
+      add(after.kind, after.mode, 1)
+    end
   end
   local gained, lost = nil, nil
   for kind, modes in pairs(delta) do
@@ -362,8 +364,9 @@ function M.keep_potential(current, kept, plans)
     if M.has_ranges(plan) and M.same_dimensions(current, plan) and not M.offloads(plan)
         and one_more_full(current, plan) then
       local seen = false
+      local stated, full = range_counts(plan)
       for _, k in ipairs(kept) do
-        if same_plan(k, plan) then seen = true; break end
+        if same_plan(k, plan, stated, full) then seen = true; break end
       end
       if not seen then
         kept[#kept + 1] = plan

@@ -169,26 +169,29 @@ end
 -- pareto_front(points) -> the fitting points no other fitting point beats on both step time
 -- and memory, by ascending memory (so descending step time)
 function M.pareto_front(points)
-  local fit, n = {}, 0
+  -- sorted by (memory, step time, input order), a point is on the front when it is faster
+  -- than every point before it: of the points sharing a memory figure only the first can
+  -- be, so one per distinct figure is kept, and those figures sort as plain numbers
+  local first, mems = {}, {}
   for i, p in ipairs(points) do
     local t, m = p.step_time_s, p.peak_bytes
     if p.fits and base.finite(t) and base.finite(m) then
-      n = n + 1
-      fit[n] = {m, t, i, p}  -- the sort keys at hand: thousands of points
+      local f = first[m]
+      if not f then
+        mems[#mems + 1] = m
+        first[m] = p
+      elseif t < f.step_time_s then
+        first[m] = p  -- ties in step time keep the earlier point
+      end
     end
   end
-  table.sort(fit, function(a, b)
-    local ma, mb = a[1], b[1]
-    if ma ~= mb then return ma < mb end
-    local ta, tb = a[2], b[2]
-    if ta ~= tb then return ta < tb end
-    return a[3] < b[3]
-  end)
+  table.sort(mems)
   local front, best = {}, math.huge
-  for _, f in ipairs(fit) do
-    if f[2] < best then
-      front[#front + 1] = f[4]
-      best = f[2]
+  for _, m in ipairs(mems) do
+    local p = first[m]
+    if p.step_time_s < best then
+      front[#front + 1] = p
+      best = p.step_time_s
     end
   end
   return front

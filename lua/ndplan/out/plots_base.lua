@@ -37,7 +37,7 @@ function M.time_colour(part)
 end
 
 function M.finite(x)
-  return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge
+  return type(x) == "number" and x - x == 0  -- NaN and the infinities give NaN
 end
 
 -- short(x) -> a number in at most 4 significant digits, no exponent below 1e6
