@@ -1247,7 +1247,7 @@ static const char *precision_name (int i) { return nd_precision_name((nd_precisi
 static const char *dim_name (int i) { return nd_dim_name((nd_dim)i); }
 
 /* Pushes the descriptor rows as an array of {name, default, lo, hi, lo_open, unit, doc
-   [, fit_lo, fit_hi, fit_scale]}. */
+   [, fit_lo, fit_hi, fit_scale] [, stack_lo, stack_hi]}. */
 static void push_fields (lua_State *L, const nd_field *f, int n) {
   int i;
   lua_createtable(L, n, 0);
@@ -1264,6 +1264,10 @@ static void push_fields (lua_State *L, const nd_field *f, int n) {
       nd_setnum(L, "fit_lo", f[i].fit_lo);
       nd_setnum(L, "fit_hi", f[i].fit_hi);
       nd_setnum(L, "fit_scale", f[i].fit_scale);
+    }
+    if (f[i].stack_hi > 0.0) {
+      nd_setnum(L, "stack_lo", f[i].stack_lo);
+      nd_setnum(L, "stack_hi", f[i].stack_hi);
     }
     lua_rawseti(L, -2, i + 1);
   }

@@ -9,8 +9,10 @@
 #include "ndplan/estimate.h"
 #include "ndplan/fields.h"
 
-#define COST(f, dflt, hi, unit, doc) \
-  {#f, offsetof(nd_costs, f), dflt, 0.0, hi, 0, unit, 0.0, 0.0, 0.0, doc}
+/* COST_FIT: a cost a stack profile fits, within [slo, shi] */
+#define COST_FIT(f, dflt, hi, unit, slo, shi, doc) \
+  {#f, offsetof(nd_costs, f), dflt, 0.0, hi, 0, unit, 0.0, 0.0, 0.0, slo, shi, doc}
+#define COST(f, dflt, hi, unit, doc) COST_FIT(f, dflt, hi, unit, 0.0, 0.0, doc)
 
 /*
 ** The costs, with their defaults (sources in ndplan/estimate.h and the comments here) and
@@ -23,40 +25,44 @@ static const nd_field cost_fields[] = {
   COST(optimizer_bytes, 8.0, 64, "bytes", "optimizer states per parameter (Adam: two fp32 moments)"),
   COST(activation_bytes, 2.0, 64, "bytes", "bytes per stored activation element (bf16)"),
   COST(dropout, 0.0, 1, "share", "1: dropout masks kept (modern recipes train without)"),
-  COST(capacity_factor, 1.0, 64, "factor", "MoE tokens per expert over the balanced share (dropless)"),
-  COST(dp_overlap, 1.0, 1, "share", "DP gradient reduction hidden (Megatron --overlap-grad-reduce)"),
-  COST(tp_overlap, 0.0, 1, "share", "TP communication hidden behind GEMMs (exposed)"),
-  COST(tp_overlap_on, 0.8, 1, "share", "the same with TP comm overlap on (assumed until a stack fits it)"),
-  COST(cp_overlap, 1.0, 1, "share", "ring-attention KV exchange hidden behind the attention core"),
-  COST(ep_overlap, 0.0, 1, "share", "MoE all-to-all hidden (exposed)"),
-  COST(zero3_overlap, 1.0, 1, "share", "ZeRO-3 parameter gathers hidden (prefetched)"),
+  COST_FIT(capacity_factor, 1.0, 64, "factor", 1, 2, "MoE tokens per expert over the balanced share (dropless)"),
+  COST_FIT(dp_overlap, 1.0, 1, "share", 0, 1, "DP gradient reduction hidden (Megatron --overlap-grad-reduce)"),
+  COST_FIT(tp_overlap, 0.0, 1, "share", 0, 1, "TP communication hidden behind GEMMs (exposed)"),
+  COST_FIT(tp_overlap_on, 0.8, 1, "share", 0, 1, "the same with TP comm overlap on (assumed until a stack fits it)"),
+  COST_FIT(cp_overlap, 1.0, 1, "share", 0, 1, "ring-attention KV exchange hidden behind the attention core"),
+  COST_FIT(ep_overlap, 0.0, 1, "share", 0, 1, "MoE all-to-all hidden (exposed)"),
+  COST_FIT(zero3_overlap, 1.0, 1, "share", 0, 1, "ZeRO-3 parameter gathers hidden (prefetched)"),
   COST(zero3_flat_ring, 0.0, 1, "share", "1: ZeRO-3 collectives as one flat ring on one NIC share"),
-  COST(overlap_sm_share, 20.0 / 132.0, 0.99, "share", "compute units overlapped communication takes (DeepSeek-V3, H800)"),
+  COST_FIT(overlap_sm_share, 20.0 / 132.0, 0.99, "share", 0, 0.5, "compute units overlapped communication takes (DeepSeek-V3, H800)"),
   COST(ep_node_dedup, 1.0, 1, "share", "1: one copy of a token per destination node (DeepEP)"),
   COST(memory_ops, 2.0, 64, "factor", "element-wise bytes moved per stored activation byte"),
   COST(optimizer_traffic, 32.0, 1024, "bytes", "HBM bytes per updated parameter in the optimizer step"),
   COST(offload_overlap, 1.0, 1, "share", "compute hiding activation copies to host (own stream)"),
   COST(fp8_cast_bytes, 4.0, 64, "bytes", "HBM bytes per element cast to FP8 (read bf16, write fp8 and transpose)"),
-  COST(step_overhead, 0.0, 3600, "seconds", "per-step host work beyond the model (set by a stack)"),
+  COST_FIT(step_overhead, 0.0, 3600, "seconds", 0, 0.5, "per-step host work beyond the model (set by a stack)"),
   COST(alloc_fragmentation, 0.0, 1, "share", "allocator reserve beyond the live bytes (set by a stack)"),
   COST(logits_bytes, 4.0, 64, "bytes", "bytes per logit element at the loss (fp32)"),
   COST(logits_bytes_tp, 0.0, 64, "bytes", "the same with the vocabulary split over TP where the trainer's loss differs (PyTorch loss_parallel: 16); 0: as logits_bytes"),
   COST(fp8_saved_bytes, 1.0, 64, "bytes", "bytes per FP8 GEMM input kept for the backward (TE: FP8)"),
   COST(quant_cache, 1.0, 1, "share", "the recipe's quantized weight copies kept (TE: all)"),
   COST(zero3_weight_copy, 1.0, 1, "share", "1: ZeRO-3 shards a working weight copy beside the master (Megatron-FSDP, DeepSpeed); 0: FSDP2's fp32 shard is the parameter"),
-  COST(pp_overlap, 0.0, 1, "share", "pipeline p2p hidden where the schedule overlaps it (interleaved, DualPipe)"),
+  COST_FIT(pp_overlap, 0.0, 1, "share", 0, 1, "pipeline p2p hidden where the schedule overlaps it (interleaved, DualPipe)"),
   COST(tp_gather_quantized, 1.0, 1, "share", "sequence-parallel all-gathers of quantized recipes sent quantized (TE, torchao tensor-wise TP; row-wise scaling gathers 16 bits)"),
   COST(sp_gather_kept, 0.0, 1, "share", "1: a column-parallel linear's all-gathered SP input kept at full sequence for the backward (DTensor TP, torchtitan); 0: its shard kept, gathered again (Megatron)"),
   COST(fp8_amax_bytes, 2.0, 64, "bytes", "HBM bytes per element of current scaling's amax pass before each cast (read bf16; TE docs)"),
   /* a rate: above 0 (a GEMM takes time) */
   {"fp8_block_gemm_rate", offsetof(nd_costs, fp8_block_gemm_rate), 0.9, 0.0, 1, 1, "share",
-   0.0, 0.0, 0.0, "blockwise-scaled FP8 GEMM rate over per-tensor FP8's (scales applied in the "
+   0.0, 0.0, 0.0, 0.0, 0.0, "blockwise-scaled FP8 GEMM rate over per-tensor FP8's (scales applied in the "
    "main loop on Hopper; assumed)"},
 };
 #undef COST
+#undef COST_FIT
 
+/* EFF_FIT: an efficiency a stack profile fits (per device), within [slo, shi] */
+#define EFF_FIT(f, dflt, lo, open, hi, unit, flo, fhi, fscale, slo, shi, doc) \
+  {#f, offsetof(nd_efficiency, f), dflt, lo, hi, open, unit, flo, fhi, fscale, slo, shi, doc}
 #define EFF(f, dflt, lo, open, hi, unit, flo, fhi, fscale, doc) \
-  {#f, offsetof(nd_efficiency, f), dflt, lo, hi, open, unit, flo, fhi, fscale, doc}
+  EFF_FIT(f, dflt, lo, open, hi, unit, flo, fhi, fscale, 0.0, 0.0, doc)
 
 /*
 ** The efficiencies. Defaults: scale_up 0.65, scale_out 0.9 from Calculon's NVLink and
@@ -64,9 +70,14 @@ static const nd_field cost_fields[] = {
 ** streaming kernels on A100/H100; kernel_overhead 20 us assumed (~10 kernels of ~2 us
 ** launch/sync per layer per pass); the quantized and attention fractions as gemm until a
 ** device file or stack profile says. Fit bounds: calibrate's (lua/ndplan/calibrate.lua).
+** Stack bounds (EFF_FIT, COST_FIT: what a stack profile's fit may reach): GEMMs 0.3-0.95 of
+** peak in 16 bits, 0.2-0.95 quantized; FlashAttention-2/3's forward reaches 0.35-0.75 of
+** peak, so 0.3-0.85; shares of hidden communication 0-1; overlapped communication takes
+** at most half the compute units; the per-step overhead at most 0.5 s; a MoE capacity
+** factor 1-2.
 */
 static const nd_field efficiency_fields[] = {
-  EFF(gemm, 0.8, 0.0, 1, 1.0, "fraction", 0.01, 1, 0.01,
+  EFF_FIT(gemm, 0.8, 0.0, 1, 1.0, "fraction", 0.01, 1, 0.01, 0.3, 0.95,
       "best fraction of peak FLOP/s, reached by large GEMMs"),
   EFF(gemm_half_size, ND_DERIVED, 0.0, 0, INFINITY, "flop", 0, 1e13, 1e6,
       "GEMM FLOPs at which efficiency is gemm/2 (default: 1 us of work at bf16 peak)"),
@@ -78,11 +89,11 @@ static const nd_field efficiency_fields[] = {
       "bus-bandwidth fraction on the scale-out network"),
   EFF(kernel_overhead, 20e-6, 0.0, 0, INFINITY, "time", 0, 0.01, 1e-7,
       "launch and synchronisation seconds per layer per pass"),
-  EFF(gemm_fp8, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0,
+  EFF_FIT(gemm_fp8, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0, 0.2, 0.95,
       "best fraction of a quantized format's peak (FP8, MXFP8, FP4)"),
-  EFF(gemm_fp8_rowwise, 0.0, 0.0, 0, 1.0, "fraction", 0, 0, 0,
+  EFF_FIT(gemm_fp8_rowwise, 0.0, 0.0, 0, 1.0, "fraction", 0, 0, 0, 0.2, 0.95,
       "the same for row-wise scaled FP8 GEMMs (torchao rowwise; 0: as gemm_fp8)"),
-  EFF(attn_fwd, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0,
+  EFF_FIT(attn_fwd, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0, 0.3, 0.85,
       "fraction of the 16-bit peak the fused attention forward reaches"),
   EFF(attn_bwd, 0.8, 0.0, 1, 1.0, "fraction", 0, 0, 0,
       "the same in the attention backward"),
@@ -90,6 +101,7 @@ static const nd_field efficiency_fields[] = {
       "keys per query at which attention efficiency is halved (0: no size effect)"),
 };
 #undef EFF
+#undef EFF_FIT
 
 const nd_field *nd_cost_fields (int *n) {
   *n = (int)(sizeof cost_fields / sizeof cost_fields[0]);

@@ -16,7 +16,9 @@
 ** above lo), and are finite. `unit` is the file kind the Lua library parses (device files:
 ** "fraction", "flop", "time", "keys"; costs: "bytes", "share", "factor", "seconds").
 ** fit_lo/fit_hi/fit_scale are calibrate's default bounds and the scale below which its
-** log mapping turns linear; fit_hi 0: not a calibrated field.
+** log mapping turns linear; fit_hi 0: not a calibrated field. stack_lo/stack_hi are the
+** physical bounds a stack profile's fit keeps the field within (lua/ndplan/stack_fit.lua;
+** the assumptions report's range for an uncalibrated one); stack_hi 0: no profile fits it.
 */
 typedef struct nd_field {
   const char *name;
@@ -26,6 +28,7 @@ typedef struct nd_field {
   int lo_open;
   const char *unit;
   double fit_lo, fit_hi, fit_scale;
+  double stack_lo, stack_hi;
   const char *doc;
 } nd_field;
 

@@ -99,6 +99,27 @@ int main (void) {
               && f[i].fit_scale > 0.0, "efficiency.%s fit bounds", f[i].name);
   }
 
+  /* stack bounds (what a profile's fit may reach) lie inside the valid range, of both
+     tables, and a default within them (where there is one) is one a profile may keep */
+  {
+    const nd_field *tables[2];
+    int counts[2], t, bounded = 0;
+    tables[0] = nd_cost_fields(&counts[0]);
+    tables[1] = nd_efficiency_fields(&counts[1]);
+    for (t = 0; t < 2; t++)
+      for (i = 0; i < counts[t]; i++) {
+        const nd_field *row = &tables[t][i];
+        if (row->stack_hi == 0.0) {
+          CHECK(row->stack_lo == 0.0, "%s: stack_lo without stack_hi", row->name);
+          continue;
+        }
+        bounded++;
+        CHECK(row->stack_lo >= row->lo && row->stack_hi <= row->hi && row->stack_lo < row->stack_hi
+              && (!row->lo_open || row->stack_lo > row->lo), "%s stack bounds", row->name);
+      }
+    CHECK(bounded == 14, "the profile fits 10 costs and 4 efficiencies, got %d", bounded);
+  }
+
   /* gemm_half_size: derived from the bf16 peak until given */
   {
     nd_device d;

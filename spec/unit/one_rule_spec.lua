@@ -36,4 +36,28 @@ describe("one rule, one answer", function()
     a.etp = 4
     assert.is_truthy(nd.estimate(a))
   end)
+
+  it("fits a stack profile within the core's stack bounds, every bounded field and no other",
+     function()
+    local fit = require "ndplan.fit.stack_fit"
+    local names = require("ndplan.c.estimate").names()
+    for kind, list in pairs({costs = fit.COST_FIELDS, efficiency = fit.DEVICE_FIELDS}) do
+      local core_bounds, n = {}, 0
+      for _, f in ipairs(names[kind]) do
+        if f.stack_hi then core_bounds[f.name] = {f.stack_lo, f.stack_hi}; n = n + 1 end
+      end
+      assert.equal(n, #list)
+      for _, f in ipairs(list) do assert.same(core_bounds[f.name], {f.lo, f.hi}) end
+    end
+    -- the assumptions report's ranges for what a profile leaves uncalibrated are the same
+    local fields = require("ndplan.fit.assumptions").fields({stack = "none", device_obj =
+                                                         assert(nd.device("h100"))})
+    local cost = {}
+    for _, f in ipairs(names.costs) do cost[f.name] = f end
+    for _, f in ipairs(fields) do
+      if f.kind == "cost" and cost[f.name].stack_hi then
+        assert.same({cost[f.name].stack_lo, cost[f.name].stack_hi}, {f.lo, f.hi})
+      end
+    end
+  end)
 end)

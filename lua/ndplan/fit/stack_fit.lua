@@ -28,26 +28,48 @@ function M.robust(r)
   return r < 0 and -math.sqrt(rho) or math.sqrt(rho)
 end
 
--- Per-device fields: name, bounds, and whether only FP8 rows inform it.
-M.DEVICE_FIELDS = {
-  {name = "gemm", lo = 0.3, hi = 0.95},
-  {name = "gemm_fp8", lo = 0.2, hi = 0.95, fp8 = true},
-  {name = "gemm_fp8_rowwise", lo = 0.2, hi = 0.95, rowwise = true},
-  {name = "attn_fwd", lo = 0.3, hi = 0.85},  -- FlashAttention-2/3 reach 0.35-0.75 of peak
-}
--- Stack-wide costs: name, bounds.
-M.COST_FIELDS = {
-  {name = "dp_overlap", lo = 0, hi = 1, dp = true},  -- ZeRO 0-2 gradient reduction
-  {name = "tp_overlap", lo = 0, hi = 1, tp = true},
-  {name = "tp_overlap_on", lo = 0, hi = 1, tpo = true},
-  {name = "ep_overlap", lo = 0, hi = 1, moe = true},
-  {name = "cp_overlap", lo = 0, hi = 1, cp = true},
-  {name = "overlap_sm_share", lo = 0, hi = 0.5},
-  {name = "step_overhead", lo = 0, hi = 0.5},
-  {name = "capacity_factor", lo = 1, hi = 2, moe = true},
-  {name = "zero3_overlap", lo = 0, hi = 1, fsdp = true},  -- FSDP/ZeRO-3 prefetch
-  {name = "pp_overlap", lo = 0, hi = 1, interleaved = true},  -- overlapped p2p
-}
+-- The fields a profile fits, in the order of the fit's parameters (its result depends on
+-- it), with which runs inform each; their bounds (lo, hi) are the core's descriptors'
+-- (stack_lo, stack_hi in engine/core/fields.c), and every field with such bounds is here.
+local function bounded(kind, list)
+  local rows, listed = {}, {}
+  for _, f in ipairs(require("ndplan.c.estimate").names()[kind]) do rows[f.name] = f end
+  for _, f in ipairs(list) do
+    local row = rows[f.name]
+    if not (row and row.stack_hi) then
+      error("stack_fit: " .. kind .. "." .. f.name .. " has no stack bounds in the core", 0)
+    end
+    f.lo, f.hi = row.stack_lo, row.stack_hi
+    listed[f.name] = true
+  end
+  for name, row in pairs(rows) do
+    if row.stack_hi and not listed[name] then
+      error("stack_fit: " .. kind .. "." .. name .. " has stack bounds but is not fitted", 0)
+    end
+  end
+  return list
+end
+-- Per-device fields, and whether only FP8 (row-wise) rows inform it.
+M.DEVICE_FIELDS = bounded("efficiency", {
+  {name = "gemm"},
+  {name = "gemm_fp8", fp8 = true},
+  {name = "gemm_fp8_rowwise", rowwise = true},
+  {name = "attn_fwd"},
+})
+-- Stack-wide costs, and which runs inform them (DP at ZeRO 0-2, TP, TP overlap on, MoE, CP,
+-- ZeRO-3 or FSDP, interleaved pipelines).
+M.COST_FIELDS = bounded("costs", {
+  {name = "dp_overlap", dp = true},  -- ZeRO 0-2 gradient reduction
+  {name = "tp_overlap", tp = true},
+  {name = "tp_overlap_on", tpo = true},
+  {name = "ep_overlap", moe = true},
+  {name = "cp_overlap", cp = true},
+  {name = "overlap_sm_share"},
+  {name = "step_overhead"},
+  {name = "capacity_factor", moe = true},
+  {name = "zero3_overlap", fsdp = true},  -- FSDP/ZeRO-3 prefetch
+  {name = "pp_overlap", interleaved = true},  -- overlapped p2p
+})
 
 local function lin_map(lo, hi)
   return function(z) return lo + (hi - lo) * math.max(0, math.min(1, z)) end,
