@@ -260,7 +260,7 @@ end
 -- potentials(args, model, first [, limit]) -> the retained sequence: first, then the
 -- fastest plan with one more full layer at each step (ndplan.recompute.keep_potential),
 -- until none qualifies or `limit` steps.
-function M.potentials(args, model, first, limit)
+local function potentials(args, model, first, limit)
   local recompute = require "ndplan.recompute"
   if recompute.offloads(first) then return {first} end  -- the prior art's rule: none offloaded
   local full_args = {}
@@ -276,6 +276,11 @@ function M.potentials(args, model, first, limit)
     current = nxt
   end
   return kept
+end
+
+-- (each plan's layers expanded once: it is compared at two steps)
+function M.potentials(args, model, first, limit)
+  return require("ndplan.recompute").reading(potentials, args, model, first, limit)
 end
 
 return M

@@ -162,10 +162,27 @@ function M.validate_ranges(plan)
   return plan
 end
 
+-- While a reader runs (M.reading), layer_modes keeps what it found for each plan, so one
+-- that reads many plans it does not change expands each plan's ranges once.
+local memo
+
+-- reading(f, ...) -> f(...), with layer_modes' findings kept until f returns or raises.
+-- f must not change the ranges of a plan it reads.
+function M.reading(f, ...)
+  if memo then return f(...) end
+  memo = setmetatable({}, {__mode = "k"})
+  local r = table.pack(pcall(f, ...))
+  memo = nil
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 -- layer_modes(plan) -> layers, indices | nil (plan not stated per layer)
 -- layers[i] = {kind, mode, offload_bytes, ops} for each stated layer i (from 0), mode
 -- normalised; indices = the stated layer numbers, ascending. Validates the ranges.
 function M.layer_modes(plan)
+  local known = memo and memo[plan]
+  if known then return known[1], known[2] end
   if not M.has_ranges(plan) then return nil end
   M.validate_ranges(plan)
   -- the ranges in layer order (they do not overlap, so the layers come out ascending)
@@ -190,6 +207,7 @@ function M.layer_modes(plan)
       indices[n] = i
     end
   end
+  if memo then memo[plan] = {layers, indices} end
   return layers, indices
 end
 

@@ -492,3 +492,50 @@ describe("write_csv", function()
     assert.is_nil(io.open(base .. "/x/y/out.csv"))
   end)
 end)
+
+describe("reading", function()
+  local function two_kinds()
+    return plan(1, 1, {range(0, 2, "attn", "off"), range(2, 3, "moe", "full")})
+  end
+
+  it("expands each plan's layers once while the reader runs, afresh after", function()
+    local p = two_kinds()
+    local l1, i1, l2, i2 = R.reading(function()
+      local a, b = R.layer_modes(p)
+      local c, d = R.layer_modes(p)
+      return a, b, c, d
+    end)
+    assert.equal(l1, l2)
+    assert.equal(i1, i2)
+    assert.same({0, 1, 2, 3, 4}, i1)
+    assert.equal("full", l1[4].mode)
+    -- after it, a plan read again reflects a change
+    p.ranges[2].mode = "selective"
+    local l3 = R.layer_modes(p)
+    assert.are_not.equal(l1, l3)
+    assert.equal("selective", l3[4].mode)
+  end)
+
+  it("passes the reader's error on and keeps nothing after it", function()
+    local p = two_kinds()
+    local first
+    local ok, err = pcall(R.reading, function()
+      first = R.layer_modes(p)
+      error("reader failed", 0)
+    end)
+    assert.is_false(ok)
+    assert.equal("reader failed", err)
+    assert.are_not.equal(first, (R.layer_modes(p)))
+  end)
+
+  it("gives the CSV and the potentials the text they give without it", function()
+    local cur = plan(2, 10, {range(0, 3, "attn", "off")})
+    local nxt = plan(2.5, 8, {range(0, 1, "attn", "full"), range(1, 2, "attn", "off")})
+    local pots = {{rank = 1, dimensions = DIMS, plans = {cur, nxt}}}
+    local csv = require "ndplan.recompute_csv"
+    local text = csv.text(pots)
+    -- the same rows as reading each plan afresh: changed layer 0, one full layer
+    assert.matches("\n1,1,2,4,2,0,1,", text, 1, true)
+    assert.equal(text, R.reading(csv.text, pots))
+  end)
+end)

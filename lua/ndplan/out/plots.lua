@@ -208,8 +208,10 @@ function M.candidates(points, budget_bytes, opts)
   opts = opts or {}
   local cap = opts.max_points or M.MAX_POINTS
   local valid, fits, counted, fit_count = {}, 0, 0, 0
+  local finite = base.finite
   for _, p in ipairs(points) do
-    if base.finite(p.step_time_s) and base.finite(p.peak_bytes) and p.step_time_s > 0 then
+    local t = p.step_time_s
+    if finite(t) and finite(p.peak_bytes) and t > 0 then
       valid[#valid + 1] = p
       if p.fits then fits = fits + 1 end
       if not p.ranked then  -- a ranked result is also a priced candidate: counted once
@@ -296,13 +298,14 @@ function M.candidates(points, budget_bytes, opts)
 
   for _, group in ipairs({{false, P.misses, "misses"}, {true, P.fits, "fits"}}) do
     doc:open("g", {class = group[3], fill = group[2]})
-    local seen = {}
+    local seen = {}  -- seen[cx][cy]: half pixels (never -0), without a string per point
     for _, p in ipairs(shown) do
       if (p.fits and true or false) == group[1] and not on_front[p] then
         local cx, cy = px(p)
-        local key = cx .. "," .. cy
-        if not seen[key] then
-          seen[key] = true
+        local column = seen[cx]
+        if not column then column = {}; seen[cx] = column end
+        if not column[cy] then
+          column[cy] = true
           doc:add("circle", {cx = cx, cy = cy, r = 2.5})
         end
       end

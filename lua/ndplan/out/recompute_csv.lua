@@ -83,7 +83,7 @@ function M.ensure_parent(path)
 end
 
 -- text(potentials) -> the CSV text; potentials = {{rank, dimensions, plans}, ...}
-function M.text(potentials)
+local function text(potentials)
   local names, seen = {}, {}
   local function dims(plan, config)
     return plan.dimensions or config.dimensions or {}
@@ -144,6 +144,9 @@ function M.text(potentials)
   end
   return table.concat(lines, "\n") .. "\n"
 end
+
+-- (each plan's layers expanded once: a row reads them four times)
+function M.text(potentials) return R.reading(text, potentials) end
 
 -- write(potentials, path) -> true; creates missing parent folders and replaces the file
 -- atomically (a temporary file beside it, renamed into place).
