@@ -115,6 +115,34 @@ int main (void) {
       }
   }
 
+  /* the model states by hand (Llama-3.1-8B, Megatron's mixed precision: bf16 weights, fp32
+     main grads, fp32 master and two Adam moments: 2 + 4 + 12 bytes a parameter), sharded by
+     ZeRO stage k over DP 16: the optimizer from 1, the grads from 2, the weights at 3; and
+     PP 2's stages by hand: the embedding and 16 layers, then 16 layers, the final norm and
+     the head (a layer: attention 41,943,040 + MLP 3 x 4096 x 14336 + two norms of 4096) */
+  {
+    const double total = 8030261248.0, embed = 525336576.0;
+    const double layer = 41943040.0 + 3.0 * 4096 * 14336 + 2 * 4096;
+    int z;
+    for (z = 0; z <= 3; z++) {
+      nd_strategy_init(&st);
+      st.zero = z;
+      CHECK(run(&st, &c, &e, err) == 0, "zero %d: %s", z, err);
+      CHECK(e.stage[0].params == total, "zero %d: %.0f parameters", z, e.stage[0].params);
+      CHECK(e.stage[0].weights == total * 2 / (z >= 3 ? 16 : 1), "zero %d: weights %.0f", z,
+            e.stage[0].weights);
+      CHECK(e.stage[0].grads == total * 4 / (z >= 2 ? 16 : 1), "zero %d: grads %.0f", z,
+            e.stage[0].grads);
+      CHECK(e.stage[0].optimizer == total * 12 / (z >= 1 ? 16 : 1), "zero %d: optimizer %.0f", z,
+            e.stage[0].optimizer);
+    }
+    nd_strategy_init(&st);
+    st.pp = 2;
+    CHECK(run(&st, &c, &e, err) == 0, "pp 2: %s", err);
+    CHECK(e.stage[0].params == embed + 16 * layer && e.stage[1].params == 16 * layer + 4096 + embed,
+          "pp 2 stages hold %.0f and %.0f parameters", e.stage[0].params, e.stage[1].params);
+  }
+
   if (failures) fprintf(stderr, "test_estimate: %d failure(s)\n", failures);
   else printf("test_estimate: all passed\n");
   return failures ? 1 : 0;
