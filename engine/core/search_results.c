@@ -237,6 +237,12 @@ static void put_whole (FILE *f, double x) {
   else fprintf(f, ",%.0f", x);
 }
 
+/* ",%.9g" of x, the same bytes: a time part is often exactly 0 ("0"; -0.0 prints "-0"). */
+static void put_g9 (FILE *f, double x) {
+  if (x == 0.0 && !signbit(x)) fputs(",0", f);
+  else fprintf(f, ",%.9g", x);
+}
+
 int nd_search_csv_row (FILE *f, const nd_search_row *r) {
   const nd_candidate *c = &r->c;
   int i;
@@ -248,7 +254,7 @@ int nd_search_csv_row (FILE *f, const nd_search_row *r) {
   fprintf(f, ",%d,%s", r->heaviest, r->fits ? "true" : "false");
   put_whole(f, r->over);
   for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) put_whole(f, r->mem[i]);
-  for (i = 0; i < ND_T_COUNT; i++) fprintf(f, ",%.9g", r->time_parts[i]);
+  for (i = 0; i < ND_T_COUNT; i++) put_g9(f, r->time_parts[i]);
   fprintf(f, ",%s,%d,%s\n", nd_recipe_get((nd_recipe_id)c->precision)->name, c->dp_shard,
           nd_layout_variant_name(c->layout));  /* the layout last, as before */
   return ferror(f) ? -1 : 0;

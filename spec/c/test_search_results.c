@@ -234,7 +234,8 @@ static void check_csv_and_points (const nd_model_spec *m, const nd_device *d,
   nd_search_results_free(&r);
 }
 
-/* The csv row's whole numbers are printf's %.0f bytes: halves round to even, -0 stays. */
+/* The csv row's whole numbers are printf's %.0f bytes (halves round to even, -0 stays), its
+   time parts its %.9g bytes. */
 static void check_csv_numbers (void) {
   static const double v[] = {0.0, -0.0, 0.5, 1.5, 2.5, 123456789.4999999, 79.6e9, 1e17, 1e300,
                              -3.5, 9007199254740991.0};
@@ -252,6 +253,7 @@ static void check_csv_numbers (void) {
     row.peak = v[i];
     row.over = v[i];
     for (k = 0; k < ND_SEARCH_MEM_PARTS; k++) row.mem[k] = v[i];
+    for (k = 0; k < ND_T_COUNT; k++) row.time_parts[k] = v[i] * 1e-9;
     CHECK(nd_search_csv_row(f, &row) == 0, "write");
     rewind(f);
     n = fread(got, 1, sizeof got - 1, f);
@@ -267,6 +269,13 @@ static void check_csv_numbers (void) {
     for (k = 0; k < 1 + ND_SEARCH_MEM_PARTS; k++) {
       CHECK(strncmp(tail - 1, want, strlen(want)) == 0, "field %d of %.17g: %.30s, printf %s",
             20 + k, v[i], tail - 1, want);
+      tail = strchr(tail, ',') + 1;
+    }
+    /* the time parts: printf's %.9g bytes (0 and -0 among them) */
+    snprintf(want, sizeof want, ",%.9g,", v[i] * 1e-9);
+    for (k = 0; k < ND_T_COUNT; k++) {
+      CHECK(strncmp(tail - 1, want, strlen(want)) == 0, "time part %d of %.17g: %.30s, printf %s",
+            k, v[i] * 1e-9, tail - 1, want);
       tail = strchr(tail, ',') + 1;
     }
   }
