@@ -161,6 +161,7 @@ end
 -- full result is priced (price) only when it is needed. The model, device, costs and
 -- budget are the ones nd.estimate resolves for the plan's arguments (checked against its
 -- price of the plan itself).
+local STRATEGY_KEYS
 local function one_more_full_batch(args, plan)
   local est = require "ndplan.estimate"
   local core = require "ndplan.c.estimate"
@@ -176,7 +177,8 @@ local function one_more_full_batch(args, plan)
   local budget = device and est.budget(device, a.max_mem)
   if not budget then return nil end
   local strategy = {}
-  for _, k in ipairs(core.names().strategy_keys) do strategy[k] = a[k] end
+  STRATEGY_KEYS = STRATEGY_KEYS or core.names().strategy_keys  -- read once: a table per call
+  for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = a[k] end
   local job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}
   local ok, rows = pcall(core.one_more_full, model, device, job, strategy, costs)
   if not ok then return nil end
