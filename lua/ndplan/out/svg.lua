@@ -9,7 +9,10 @@ function M.num(x)
   if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
     error("svg: not a finite number: " .. tostring(x), 2)
   end
-  local s = string.format("%.2f", x):gsub("0+$", ""):gsub("%.$", "")
+  -- "%.2f" ends in a point and two digits: drop a trailing zero, or both and the point
+  local s = string.format("%.2f", x)
+  local n = #s
+  if s:byte(n) == 48 then s = s:sub(1, s:byte(n - 1) == 48 and n - 3 or n - 1) end
   if s == "-0" then s = "0" end
   return s
 end
@@ -38,16 +41,26 @@ end
 
 -- attrs(t) -> ' k="v" ...' in the fixed order; nil values are left out
 function M.attrs(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    local ra, rb = RANK[a] or math.huge, RANK[b] or math.huge
-    if ra ~= rb then return ra < rb end
-    return a < b
-  end)
+  local keys, n = {}, 0
+  for k in pairs(t) do n = n + 1; keys[n] = k end
+  -- an element has a few: insertion sort by (rank, name), no comparator closure per call
+  for i = 2, n do
+    local k = keys[i]
+    local rk = RANK[k] or math.huge
+    local j = i - 1
+    while j >= 1 do
+      local kj = keys[j]
+      local rj = RANK[kj] or math.huge
+      if rj < rk or (rj == rk and kj < k) then break end
+      keys[j + 1] = kj
+      j = j - 1
+    end
+    keys[j + 1] = k
+  end
   local out = {}
-  for _, k in ipairs(keys) do
-    out[#out + 1] = string.format(' %s="%s"', k, attr_value(t[k]))
+  for i = 1, n do
+    local k = keys[i]
+    out[i] = " " .. k .. '="' .. attr_value(t[k]) .. '"'
   end
   return table.concat(out)
 end
