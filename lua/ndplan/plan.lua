@@ -36,6 +36,13 @@ local function same_switches(a, b)
   return true
 end
 
+-- Whether layer i's switches are those of `last` (a range's), built only for selective
+-- layers: full and off always recompute the same (none or the whole layer).
+local function same_as(last, mode, strategy, i)
+  if mode ~= "selective" then return true end  -- the modes agree (the caller checks)
+  return same_switches(last.option.switches, switches(mode, strategy, i))
+end
+
 function M.dimensions(strategy)
   local dims = {}
   for _, d in ipairs(M.DIMENSIONS) do
@@ -84,13 +91,12 @@ function M.from_estimate(result, model, savings)
   for i = 1, #kinds do
     local last = ranges[#ranges]
     local bytes = off[i] or 0
-    local sw = switches(modes[i], strategy, i)
     if last and last.kind == kinds[i] and last.mode == modes[i] and last.offload_bytes == bytes
-       and same_switches(last.option.switches, sw) then
+       and same_as(last, modes[i], strategy, i) then
       last.count = last.count + 1
     else
       ranges[#ranges + 1] = {first = i - 1, count = 1, kind = kinds[i], mode = modes[i],
-                             option = {switches = sw,
+                             option = {switches = switches(modes[i], strategy, i),
                                        link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
                              offload_bytes = bytes}
     end
@@ -224,35 +230,40 @@ local function next_potential(args, model, current, kept, full)
     return r
   end
   if not priced then priced = one_more_full(args, current) end
-  local order = {}
-  for i, v in ipairs(priced) do
+  local function key(i)  -- keep_potential's order: score, memory, then layer order
+    local v = priced[i]
     local score = v.result and v.result.step_time_s or v.step_time_s
     local peak = (v.result and v.result.peak_memory_bytes or v.peak_memory_bytes) / MiB
     if type(score) ~= "number" or score ~= score or score == math.huge or score == -math.huge then
       error(recompute.SORT_ERROR, 0)  -- as keep_potential's sort would
     end
-    order[i] = {v = v, index = i, score = score, memory = peak == peak and peak or math.huge}
+    return score, peak == peak and peak or math.huge
   end
-  local function before(a, b)
-    if a.score ~= b.score then return a.score < b.score end
-    if a.memory ~= b.memory then return a.memory < b.memory end
-    return a.index < b.index
-  end
-  local function try(o)
-    return recompute.keep_potential(current, kept, {as_plan(result_of(o.v), model, full)})
+  local function try(i)
+    return recompute.keep_potential(current, kept, {as_plan(result_of(priced[i]), model, full)})
   end
   -- the first in that order nearly always qualifies: found in one pass, the rest sorted
   -- only when it does not
-  local first = order[1]
-  for i = 2, #order do
-    if before(order[i], first) then first = order[i] end
+  local first, fs, fm = nil, nil, nil
+  for i = 1, #priced do
+    local sc, mem = key(i)
+    if not first or sc < fs or (sc == fs and mem < fm) then first, fs, fm = i, sc, mem end
   end
   local nxt = first and try(first)
   if nxt then return nxt end
-  table.sort(order, before)
+  local order = {}
+  for i = 1, #priced do
+    local sc, mem = key(i)
+    order[i] = {index = i, score = sc, memory = mem}
+  end
+  table.sort(order, function(a, b)
+    if a.score ~= b.score then return a.score < b.score end
+    if a.memory ~= b.memory then return a.memory < b.memory end
+    return a.index < b.index
+  end)
   for _, o in ipairs(order) do
-    if o ~= first then
-      nxt = try(o)
+    if o.index ~= first then
+      nxt = try(o.index)
       if nxt then return nxt end
     end
   end
