@@ -26,6 +26,7 @@
 #include "ndplan/fields.h"
 #include "ndplan/search.h"
 #include "ndplan/search_results.h"
+#include "ndplan/units.h"
 #include "ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
@@ -830,7 +831,7 @@ static int res_points (lua_State *L) {
     const nd_search_point *pt = &res->r.points[i];
     if (pt->n % stride != 0) continue;
     lua_createtable(L, 0, 3);  /* the figures as results.csv states them */
-    snprintf(num, sizeof num, "%.9g", pt->step_time);
+    nd_format_g(num, sizeof num, pt->step_time, 9);
     nd_setnum(L, "step_time_s", strtod(num, NULL));
     snprintf(num, sizeof num, "%.0f", pt->peak);
     nd_setnum(L, "peak_bytes", strtod(num, NULL));

@@ -10,6 +10,7 @@
 #include "ndplan/fields.h"
 #include "ndplan/search_results.h"
 #include "ndplan/strategy.h"
+#include "ndplan/units.h"
 
 int nd_search_row_cmp (const nd_search_row *x, const nd_search_row *y) {
   if (x->key != y->key) return x->key < y->key ? -1 : 1;
@@ -223,40 +224,81 @@ int nd_search_csv_header (FILE *f) {
   return ferror(f) ? -1 : 0;
 }
 
-/* ",%.0f" of x, the same bytes: a whole number below 2^53 (every byte count) is written
-   as an integer after rint (round half to even, as printf rounds); else by printf. */
-static void put_whole (FILE *f, double x) {
-  if (x >= 0.0 && !signbit(x) && x < 9007199254740992.0) {  /* -0.0 prints "-0" */
-    char buf[24], *p = buf + sizeof buf;
-    unsigned long long v = (unsigned long long)rint(x);
-    *--p = '\0';
-    do { *--p = (char)('0' + v % 10); v /= 10; } while (v);
-    *--p = ',';
-    fputs(p, f);
-  }
-  else fprintf(f, ",%.0f", x);
+/* A results.csv line, built in memory and written with one call. A whole-number field
+   takes up to 312 bytes (%.0f of the largest double), any other under 32 (a name, an
+   integer, an nd_format_g figure). */
+typedef struct csv_line {
+  char b[312 * (ND_SEARCH_MEM_PARTS + 2) + 32 * (ND_T_COUNT + 32)];
+  size_t n;
+} csv_line;
+
+static void put_text (csv_line *l, const char *text) {
+  size_t k = strlen(text);
+  memcpy(l->b + l->n, text, k);
+  l->n += k;
 }
 
-/* ",%.9g" of x, the same bytes: a time part is often exactly 0 ("0"; -0.0 prints "-0"). */
-static void put_g9 (FILE *f, double x) {
-  if (x == 0.0 && !signbit(x)) fputs(",0", f);
-  else fprintf(f, ",%.9g", x);
+static void put_digits (csv_line *l, unsigned long long u, int negative) {
+  char buf[24], *p = buf + sizeof buf;
+  *--p = '\0';
+  do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+  if (negative) *--p = '-';
+  put_text(l, p);
+}
+
+/* ",%d" of v */
+static void put_int (csv_line *l, long long v) {
+  l->b[l->n++] = ',';
+  put_digits(l, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v, v < 0);
+}
+
+/* ",%.0f" of x, the same bytes: a whole number below 2^53 (every byte count) is written
+   as an integer after rint (round half to even, as printf rounds); else by printf. */
+static void put_whole (csv_line *l, double x) {
+  if (x >= 0.0 && !signbit(x) && x < 9007199254740992.0) {  /* -0.0 prints "-0" */
+    l->b[l->n++] = ',';
+    put_digits(l, (unsigned long long)rint(x), 0);
+  }
+  else l->n += (size_t)snprintf(l->b + l->n, sizeof l->b - l->n, ",%.0f", x);
+}
+
+/* ",%.{p}g" of x: printf's bytes (nd_format_g); a time part is often exactly 0 */
+static void put_g (csv_line *l, double x, int p) {
+  l->b[l->n++] = ',';
+  if (x == 0.0 && !signbit(x)) l->b[l->n++] = '0';
+  else l->n += (size_t)nd_format_g(l->b + l->n, 32, x, p);
 }
 
 int nd_search_csv_row (FILE *f, const nd_search_row *r) {
   const nd_candidate *c = &r->c;
+  const int ints[] = {c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep, c->etp};
+  csv_line l;
   int i;
-  fprintf(f, "%llu,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%s,%.9g,%.6g,%.6g",
-          r->index + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep, c->etp,
-          c->sp ? "true" : "false", c->zero, c->mbs, c->mb,
-          nd_search_recompute_name(c->recompute), r->step_time, r->tokens_per_s, r->mfu);
-  put_whole(f, r->peak);
-  fprintf(f, ",%d,%s", r->heaviest, r->fits ? "true" : "false");
-  put_whole(f, r->over);
-  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) put_whole(f, r->mem[i]);
-  for (i = 0; i < ND_T_COUNT; i++) put_g9(f, r->time_parts[i]);
-  fprintf(f, ",%s,%d,%s\n", nd_recipe_get((nd_recipe_id)c->precision)->name, c->dp_shard,
-          nd_layout_variant_name(c->layout));  /* the layout last, as before */
+  l.n = 0;
+  put_digits(&l, r->index + 1, 0);
+  for (i = 0; i < (int)(sizeof ints / sizeof ints[0]); i++) put_int(&l, ints[i]);
+  put_text(&l, c->sp ? ",true" : ",false");
+  put_int(&l, c->zero);
+  put_int(&l, c->mbs);
+  put_int(&l, c->mb);
+  l.b[l.n++] = ',';
+  put_text(&l, nd_search_recompute_name(c->recompute));
+  put_g(&l, r->step_time, 9);
+  put_g(&l, r->tokens_per_s, 6);
+  put_g(&l, r->mfu, 6);
+  put_whole(&l, r->peak);
+  put_int(&l, r->heaviest);
+  put_text(&l, r->fits ? ",true" : ",false");
+  put_whole(&l, r->over);
+  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) put_whole(&l, r->mem[i]);
+  for (i = 0; i < ND_T_COUNT; i++) put_g(&l, r->time_parts[i], 9);
+  l.b[l.n++] = ',';
+  put_text(&l, nd_recipe_get((nd_recipe_id)c->precision)->name);
+  put_int(&l, c->dp_shard);
+  l.b[l.n++] = ',';
+  put_text(&l, nd_layout_variant_name(c->layout));  /* the layout last, as before */
+  l.b[l.n++] = '\n';
+  fwrite(l.b, 1, l.n, f);
   return ferror(f) ? -1 : 0;
 }
 

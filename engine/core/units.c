@@ -3,6 +3,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ndplan/units.h"
 
@@ -32,4 +33,81 @@ char *nd_format_seconds (char *buf, size_t size, double s) {
   while (fabs(v) < 1.0 && v != 0.0 && i < 3) { v *= 1000.0; i++; }
   snprintf(buf, size, "%.*f %s", fabs(v) >= 100 ? 0 : fabs(v) >= 10 ? 1 : 2, v, unit[i]);
   return buf;
+}
+
+/* 10^k for k in 0..22: exact doubles. */
+static const double pow10_exact[] = {
+  1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+  1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
+};
+
+/*
+** x scaled by 10^s (|s| <= 22) with one rounding: the product or quotient of x and an exact
+** power of ten, within half an ulp of the exact value.
+*/
+static double scale10 (double x, int s) {
+  return s >= 0 ? x * pow10_exact[s] : x / pow10_exact[-s];
+}
+
+int nd_format_g (char *buf, size_t size, double x, int precision) {
+  char digits[12], *o = buf;
+  double a = fabs(x), y, lo = 0, hi = 0, frac;
+  unsigned long n, top;
+  int e, s, i, len, point, tries;
+  if (precision < 1 || precision > 9 || size < 24 || !(a >= 1e-300 && a <= 1e300))
+    return snprintf(buf, size, "%.*g", precision, x);
+  lo = pow10_exact[precision - 1];
+  hi = pow10_exact[precision];
+  /* e: the decimal exponent of a (log10's guess, corrected so a x 10^(p-1-e) lies in
+     [10^(p-1), 10^p)); too far for exact powers of ten: printf */
+  e = (int)floor(log10(a));
+  for (tries = 0;; tries++) {
+    s = precision - 1 - e;
+    if (s > 22 || s < -22 || tries > 2) return snprintf(buf, size, "%.*g", precision, x);
+    y = scale10(a, s);
+    if (y < lo) e--;
+    else if (y >= hi) e++;
+    else break;
+  }
+  /* y is within 2^-53 y (< 2^-23 for y < 10^9) of a x 10^s: rounding it to an integer gives
+     printf's digits unless its fraction is that close to a half */
+  frac = y - floor(y);
+  if (fabs(frac - 0.5) < 1e-6) return snprintf(buf, size, "%.*g", precision, x);
+  n = (unsigned long)floor(y) + (frac > 0.5);
+  top = (unsigned long)hi;
+  if (n == top) { n /= 10; e++; }  /* 9.99..5 rounds up to the next power of ten */
+  for (i = precision - 1; i >= 0; i--) { digits[i] = (char)('0' + n % 10); n /= 10; }
+  len = precision;
+  if (signbit(x)) *o++ = '-';
+  if (e < -4 || e >= precision) {  /* d.ddde+XX, trailing zeros dropped */
+    while (len > 1 && digits[len - 1] == '0') len--;
+    *o++ = digits[0];
+    if (len > 1) { *o++ = '.'; memcpy(o, digits + 1, (size_t)(len - 1)); o += len - 1; }
+    *o++ = 'e';
+    *o++ = e < 0 ? '-' : '+';
+    i = e < 0 ? -e : e;
+    if (i >= 100) *o++ = (char)('0' + i / 100);
+    *o++ = (char)('0' + i / 10 % 10);
+    *o++ = (char)('0' + i % 10);
+  } else {  /* fixed: precision - 1 - e decimals, trailing zeros and a bare point dropped */
+    point = e + 1;  /* digits before the point (<= 0: leading zeros after "0.") */
+    while (len > point && len > 0 && digits[len - 1] == '0') len--;
+    if (point <= 0) {
+      *o++ = '0';
+      *o++ = '.';
+      for (i = point; i < 0; i++) *o++ = '0';
+      memcpy(o, digits, (size_t)len);
+      o += len;
+    } else {
+      memcpy(o, digits, (size_t)point);
+      o += point;
+      if (len > point) {
+        *o++ = '.';
+        memcpy(o, digits + point, (size_t)(len - point));
+        o += len - point;
+      }
+    }
+  }
+  *o = '\0';
+  return (int)(o - buf);
 }

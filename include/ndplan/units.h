@@ -20,4 +20,13 @@
 char *nd_format_bytes (char *buf, size_t size, double bytes, int binary);
 char *nd_format_seconds (char *buf, size_t size, double seconds);
 
+/*
+** printf's "%.{precision}g" of x (precision 1 to 9; round to nearest, ties to even, as the
+** C library under the default rounding mode), into buf (at least 24 bytes); returns the
+** length. Where x is near enough a tie in its last digit that one double rounding could
+** decide it, and outside 1e-300..1e300, it calls snprintf itself: the bytes are always
+** printf's, most of them without its exact long division (results.csv writes millions).
+*/
+int nd_format_g (char *buf, size_t size, double x, int precision);
+
 #endif
