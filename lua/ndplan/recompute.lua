@@ -164,15 +164,17 @@ end
 
 -- While a reader runs (M.reading), layer_modes keeps what it found for each plan, so one
 -- that reads many plans it does not change expands each plan's ranges once.
-local memo
+-- Equal settings are then one table (shared), so comparing two plans' layers mostly
+-- compares identities.
+local memo, shared_settings
 
 -- reading(f, ...) -> f(...), with layer_modes' findings kept until f returns or raises.
--- f must not change the ranges of a plan it reads.
+-- f must not change the ranges of a plan it reads, nor the settings layer_modes gives.
 function M.reading(f, ...)
   if memo then return f(...) end
-  memo = setmetatable({}, {__mode = "k"})
+  memo, shared_settings = setmetatable({}, {__mode = "k"}), {}
   local r = table.pack(pcall(f, ...))
-  memo = nil
+  memo, shared_settings = nil, nil
   if not r[1] then error(r[2], 0) end
   return table.unpack(r, 2, r.n)
 end
@@ -200,6 +202,13 @@ function M.layer_modes(plan)
   for _, r in ipairs(ranges) do
     local setting = {kind = r.kind, mode = MODE_NAME[r.mode], offload_bytes = M.offload_bytes(r),
                      ops = M.recomputed_ops(r.option)}
+    if shared_settings then
+      local key = (type(setting.kind) == "string" and "s" .. setting.kind or "\1")
+                  .. "\0" .. setting.mode .. "\0" .. string.format("%a", setting.offload_bytes)
+                  .. "\0" .. table.concat(setting.ops, "\0")
+      local known_setting = shared_settings[key]
+      if known_setting then setting = known_setting else shared_settings[key] = setting end
+    end
     local first = math.tointeger(r.first)
     for i = first, first + math.tointeger(r.count) - 1 do
       layers[i] = setting
@@ -213,6 +222,7 @@ end
 
 -- Two layers' settings are the same when kind, mode, recomputed ops and offload agree.
 local function same_setting(a, b)
+  if a == b then return true end
   if a.kind ~= b.kind or a.mode ~= b.mode or a.offload_bytes ~= b.offload_bytes then
     return false
   end

@@ -516,6 +516,17 @@ describe("reading", function()
     assert.equal("selective", l3[4].mode)
   end)
 
+  it("gives equal settings of different plans as one table while it runs", function()
+    local a, b = two_kinds(), two_kinds()
+    b.ranges[2].mode = "selective"
+    local la, lb = R.reading(function() return R.layer_modes(a), R.layer_modes(b) end)
+    assert.equal(la[0], lb[0])             -- attn, off in both
+    assert.are_not.equal(la[4], lb[4])     -- full against selective
+    assert.equal("selective", lb[4].mode)
+    assert.same({2, 3, 4}, R.reading(R.changed_layers, a, b))
+    assert.are_not.equal(R.layer_modes(a)[0], R.layer_modes(b)[0])  -- fresh outside it
+  end)
+
   it("passes the reader's error on and keeps nothing after it", function()
     local p = two_kinds()
     local first
