@@ -909,11 +909,12 @@ static int e_run (lua_State *L) {
 }
 
 /*
-** one_more_full(model, device, job, strategy [, costs]) -> {{layer =, step_time_s =,
-** peak_memory_bytes =}, ...}: a per-layer strategy (layer_recompute given) priced again
-** with each layer that is not fully recomputed turned full (its own selective switches
-** cleared), one entry per variant the estimator prices, in layer order (1-based). The
-** recompute potentials' step (ndplan.plan) in one call instead of one nd.estimate each.
+** one_more_full(model, device, job, strategy [, costs]) -> {layer = {...}, step_time_s =
+** {...}, peak_memory_bytes = {...}}: a per-layer strategy (layer_recompute given) priced
+** again with each layer that is not fully recomputed turned full (its own selective switches
+** cleared), one entry per variant the estimator prices, in layer order (layers 1-based), as
+** columns (a table per variant cost more than reading them). The recompute potentials' step
+** (ndplan.plan) in one call instead of one nd.estimate each.
 */
 static int e_one_more_full (lua_State *L) {
   call_args a;
@@ -929,19 +930,27 @@ static int e_one_more_full (lua_State *L) {
   layers = (int)luaL_len(L, -1);
   lua_pop(L, 1);
   if (layers > ND_MAX_LAYERS) layers = ND_MAX_LAYERS;
-  lua_newtable(L);
+  lua_createtable(L, 0, 3);       /* the result, then its columns above it: */
+  lua_createtable(L, layers, 0);  /* layer */
+  lua_createtable(L, layers, 0);  /* step_time_s */
+  lua_createtable(L, layers, 0);  /* peak_memory_bytes (top) */
   for (i = 0; i < layers; i++) {
     if (a.st->layer_recompute[i] == ND_RECOMPUTE_FULL) continue;
     *v = *a.st;
     v->layer_recompute[i] = ND_RECOMPUTE_FULL;
     v->layer_ops[i] = 0;
     if (nd_estimate_run(a.m, a.dev, &a.job, v, &a.costs, e, err, sizeof err) != 0) continue;
-    lua_createtable(L, 0, 3);
-    nd_setint(L, "layer", i + 1);
-    nd_setnum(L, "step_time_s", e->step_time);
-    nd_setnum(L, "peak_memory_bytes", e->peak);
-    lua_rawseti(L, -2, ++n);
+    n++;
+    lua_pushinteger(L, i + 1);
+    lua_rawseti(L, -4, n);
+    lua_pushnumber(L, e->step_time);
+    lua_rawseti(L, -3, n);
+    lua_pushnumber(L, e->peak);
+    lua_rawseti(L, -2, n);
   }
+  lua_setfield(L, -4, "peak_memory_bytes");
+  lua_setfield(L, -3, "step_time_s");
+  lua_setfield(L, -2, "layer");
   return 1;
 }
 

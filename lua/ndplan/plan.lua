@@ -141,7 +141,8 @@ local function savings_against_full(result, full)
 end
 
 -- The estimates of every plan with exactly one more layer fully recomputed than `plan`
--- that still fits the budget: {{result =, layer =}, ...} in layer order.
+-- that still fits the budget: {{result =, layer =}, ...} in layer order (next_plans; and
+-- the potentials' step when the batch below cannot price).
 local function one_more_full(args, plan)
   local out = {}
   for i, mode in ipairs(plan.layer_recompute) do
@@ -162,11 +163,11 @@ local function one_more_full(args, plan)
   return out
 end
 
--- The same variants priced in one call (ndplan.c.estimate.one_more_full): {{layer =,
--- step_time_s =, peak_memory_bytes =}, ...} for those that fit, in layer order; each one's
--- full result is priced (price) only when it is needed. The model, device, costs and
--- budget are the ones nd.estimate resolves for the plan's arguments (checked against its
--- price of the plan itself).
+-- The same variants priced in one call (ndplan.c.estimate.one_more_full): columns {layer,
+-- step_time_s, peak_memory_bytes, n} of those that fit, in layer order; each one's full
+-- result is priced (price) only when it is needed. The model, device, costs and budget are
+-- the ones nd.estimate resolves for the plan's arguments (checked against its price of the
+-- plan itself).
 local STRATEGY_KEYS
 local function one_more_full_batch(args, plan)
   local est = require "ndplan.estimate"
@@ -186,12 +187,18 @@ local function one_more_full_batch(args, plan)
   STRATEGY_KEYS = STRATEGY_KEYS or core.names().strategy_keys  -- read once: a table per call
   for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = a[k] end
   local job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}
-  local ok, rows = pcall(core.one_more_full, model, device, job, strategy, costs)
+  local ok, cols = pcall(core.one_more_full, model, device, job, strategy, costs)
   if not ok then return nil end
-  local out = {}
-  for _, r in ipairs(rows) do
-    if r.peak_memory_bytes <= budget then out[#out + 1] = r end
+  local layer, step, peak = cols.layer, cols.step_time_s, cols.peak_memory_bytes
+  local out = {layer = {}, step_time_s = {}, peak_memory_bytes = {}, n = 0}
+  local ol, os_, op, n = out.layer, out.step_time_s, out.peak_memory_bytes, 0
+  for i = 1, #layer do
+    if peak[i] <= budget then
+      n = n + 1
+      ol[n], os_[n], op[n] = layer[i], step[i], peak[i]
+    end
   end
+  out.n = n
   return out
 end
 
@@ -214,45 +221,54 @@ end
 local function next_potential(args, model, current, kept, full)
   local recompute = require "ndplan.recompute"
   local priced = one_more_full_batch(args, current)
-  local function result_of(v)  -- the variant's full result, priced as next_plans prices it
-    if v.result then return v.result end
+  if not priced then  -- the batch could not price: each variant through nd.estimate
+    local each = one_more_full(args, current)
+    priced = {layer = {}, step_time_s = {}, peak_memory_bytes = {}, result = {}, n = #each}
+    for i, v in ipairs(each) do
+      priced.layer[i], priced.result[i] = v.layer, v.result
+      priced.step_time_s[i], priced.peak_memory_bytes[i] = v.result.step_time_s,
+                                                         v.result.peak_memory_bytes
+    end
+  end
+  local function result_of(i)  -- variant i's full result, priced as next_plans prices it
+    if priced.result then return priced.result[i] end
+    local layer = priced.layer[i]
     local per_layer, ops = {}, nil
     for j, m in ipairs(current.layer_recompute) do per_layer[j] = m end
-    per_layer[v.layer] = "full"
+    per_layer[layer] = "full"
     if current.layer_selective_ops then
       ops = {}
       for j, o in ipairs(current.layer_selective_ops) do ops[j] = o end
-      ops[v.layer] = {}
+      ops[layer] = {}
     end
     local r = assert(price(args, per_layer, current.stage_layers, ops))
-    assert(r.step_time_s == v.step_time_s and r.peak_memory_bytes == v.peak_memory_bytes,
+    assert(r.step_time_s == priced.step_time_s[i]
+           and r.peak_memory_bytes == priced.peak_memory_bytes[i],
            "plan: the batch and nd.estimate priced a variant differently")
     return r
   end
-  if not priced then priced = one_more_full(args, current) end
+  local steps, peaks = priced.step_time_s, priced.peak_memory_bytes
   local function key(i)  -- keep_potential's order: score, memory, then layer order
-    local v = priced[i]
-    local score = v.result and v.result.step_time_s or v.step_time_s
-    local peak = (v.result and v.result.peak_memory_bytes or v.peak_memory_bytes) / MiB
+    local score, peak = steps[i], peaks[i] / MiB
     if type(score) ~= "number" or score ~= score or score == math.huge or score == -math.huge then
       error(recompute.SORT_ERROR, 0)  -- as keep_potential's sort would
     end
     return score, peak == peak and peak or math.huge
   end
   local function try(i)
-    return recompute.keep_potential(current, kept, {as_plan(result_of(priced[i]), model, full)})
+    return recompute.keep_potential(current, kept, {as_plan(result_of(i), model, full)})
   end
   -- the first in that order nearly always qualifies: found in one pass, the rest sorted
   -- only when it does not
   local first, fs, fm = nil, nil, nil
-  for i = 1, #priced do
+  for i = 1, priced.n do
     local sc, mem = key(i)
     if not first or sc < fs or (sc == fs and mem < fm) then first, fs, fm = i, sc, mem end
   end
   local nxt = first and try(first)
   if nxt then return nxt end
   local order = {}
-  for i = 1, #priced do
+  for i = 1, priced.n do
     local sc, mem = key(i)
     order[i] = {index = i, score = sc, memory = mem}
   end

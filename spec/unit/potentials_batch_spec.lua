@@ -15,11 +15,15 @@ describe("one_more_full", function()
   it("prices each layer that is not full turned full, as nd.estimate does", function()
     local st = {layer_recompute = modes}
     for k, v in pairs(base) do st[k] = v end
-    local rows = core.one_more_full(m, dev, job, st)
+    local cols = core.one_more_full(m, dev, job, st)
     local want = {}
     for i, mode in ipairs(modes) do if mode ~= "full" then want[#want + 1] = i end end
-    assert.equal(#want, #rows)
-    for n, r in ipairs(rows) do
+    assert.equal(#want, #cols.layer)
+    assert.equal(#want, #cols.step_time_s)
+    assert.equal(#want, #cols.peak_memory_bytes)
+    for n = 1, #cols.layer do
+      local r = {layer = cols.layer[n], step_time_s = cols.step_time_s[n],
+                 peak_memory_bytes = cols.peak_memory_bytes[n]}
       assert.equal(want[n], r.layer)
       local per_layer = {}
       for j, mode in ipairs(modes) do per_layer[j] = mode end
