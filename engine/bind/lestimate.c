@@ -916,16 +916,41 @@ static int e_run (lua_State *L) {
 ** columns (a table per variant cost more than reading them). The recompute potentials' step
 ** (ndplan.plan) in one call instead of one nd.estimate each.
 */
+#define PRICE_CACHE_MT "ndplan.price_cache"
+/* A layer-kind price cache (nd_price_cache) owned by the GC, so a raise frees it. */
+static int price_cache_gc (lua_State *L) {
+  nd_price_cache **box = (nd_price_cache **)luaL_checkudata(L, 1, PRICE_CACHE_MT);
+  nd_price_cache_free(*box);
+  *box = NULL;
+  return 0;
+}
+
+static nd_price_cache *new_price_cache (lua_State *L, int entries) {
+  nd_price_cache **box = (nd_price_cache **)lua_newuserdatauv(L, sizeof *box, 0);
+  *box = NULL;
+  if (luaL_newmetatable(L, PRICE_CACHE_MT)) {
+    lua_pushcfunction(L, price_cache_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  if (!(*box = nd_price_cache_new(entries))) luaL_error(L, "not enough memory");
+  return *box;
+}
+
 static int e_one_more_full (lua_State *L) {
   call_args a;
   nd_estimate *e;
   nd_strategy *v;
+  nd_price_cache *pc;
   char err[256];
   int i, n = 0, layers;
   read_call(L, 5, &a);
   if (!a.st->per_layer) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
   v = (nd_strategy *)lua_newuserdatauv(L, sizeof *v, 0);
+  /* the variants differ in recompute modes alone, which no layer-kind price reads: priced
+     once (the cache's entries point at this call's job and costs, so it lives for it) */
+  pc = new_price_cache(L, 8);
   lua_getfield(L, 4, "layer_recompute");  /* the layers the strategy states */
   layers = (int)luaL_len(L, -1);
   lua_pop(L, 1);
@@ -939,7 +964,8 @@ static int e_one_more_full (lua_State *L) {
     *v = *a.st;
     v->layer_recompute[i] = ND_RECOMPUTE_FULL;
     v->layer_ops[i] = 0;
-    if (nd_estimate_run(a.m, a.dev, &a.job, v, &a.costs, e, err, sizeof err) != 0) continue;
+    if (nd_estimate_run_cached(a.m, a.dev, &a.job, v, &a.costs, pc, e, err, sizeof err) != 0)
+      continue;
     n++;
     lua_pushinteger(L, i + 1);
     lua_rawseti(L, -4, n);
