@@ -543,7 +543,7 @@ describe("reading", function()
     local cur = plan(2, 10, {range(0, 3, "attn", "off")})
     local nxt = plan(2.5, 8, {range(0, 1, "attn", "full"), range(1, 2, "attn", "off")})
     local pots = {{rank = 1, dimensions = DIMS, plans = {cur, nxt}}}
-    local csv = require "ndplan.recompute_csv"
+    local csv = require "ndplan.out.recompute_csv"
     local text = csv.text(pots)
     -- the same rows as reading each plan afresh: changed layer 0, one full layer
     assert.matches("\n1,1,2,4,2,0,1,", text, 1, true)
