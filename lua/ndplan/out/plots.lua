@@ -154,11 +154,7 @@ function M.time_breakdown(results, n)
   end
   doc:close()
 
-  local items = {}
-  for _, k in ipairs(base.TIME_PARTS) do
-    if present[k] then items[#items + 1] = {base.TIME_LABELS[k], base.time_colour(k)} end
-  end
-  base.legend(doc, 16, box.bottom + 52, W - 32, items)
+  base.legend(doc, 16, box.bottom + 52, W - 32, base.time_items(present))
   return doc:finish()
 end
 
@@ -465,10 +461,7 @@ function M.potentials(plot_data)
   end
   doc:close()
 
-  local items = {}
-  for _, k in ipairs(base.TIME_PARTS) do
-    if present[k] then items[#items + 1] = {base.TIME_LABELS[k], base.time_colour(k)} end
-  end
+  local items = base.time_items(present)
   items[#items + 1] = {"peak memory", P.memory, kind = "diamond"}
   base.legend(doc, 16, box.bottom + 72, W - 32, items)
   return doc:finish()

@@ -36,6 +36,15 @@ function M.time_colour(part)
   return M.PALETTE[part]
 end
 
+-- The legend items of the time parts a chart drew (present: part -> true), in TIME_PARTS order.
+function M.time_items(present)
+  local items = {}
+  for _, k in ipairs(M.TIME_PARTS) do
+    if present[k] then items[#items + 1] = {M.TIME_LABELS[k], M.time_colour(k)} end
+  end
+  return items
+end
+
 function M.finite(x)
   return type(x) == "number" and x - x == 0  -- NaN and the infinities give NaN
 end
