@@ -188,8 +188,15 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
 
 enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
 
-/* What the walk hands a worker for each candidate (slot.flag). */
-enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY };
+/* What the walk hands a worker for each candidate (slot.flag): what is left to do
+   (CAND_KIND bits), and what the walk found its lower bounds to say (CAND_BOUND bits: 0
+   not evaluated; else price it, or prune it by time or by memory once the checks keep it). */
+enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY, CAND_KIND = 3,
+       CAND_PRICE = 4, CAND_PRUNE_TIME = 8, CAND_PRUNE_MEMORY = 12, CAND_BOUND = 12 };
+
+/* Verdicts of the lower bounds tail_sp keeps for one SP value's candidates (recipes x ZeRO
+   stages x shard groups; a larger tail is emitted with none). */
+#define VERDICTS 4096
 
 typedef struct slot {
   int state, n;
@@ -228,6 +235,8 @@ typedef struct walker {
   unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
   unsigned long long fits_cap;         /* bytes of fits */
   unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
+  int tail;                            /* tail_sp runs (not exhaustive, no admit hook) */
+  unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
@@ -394,26 +403,28 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     const nd_stage_estimate *h;
     int t;
     if (w->p->stop && *w->p->stop) break;
-    if (s->flag[i] != CAND_READY) {  /* the walk's checks, on this thread */
+    int kind = s->flag[i] & CAND_KIND, bound = s->flag[i] & CAND_BOUND;
+    if (kind != CAND_READY) {  /* the walk's checks, on this thread */
       nd_candidate *c = &s->cand[i];
       /* a per-layer plan whose none twin fits: the twin passed the same checks (the same
          degrees; load_candidate gives per_layer none's strategy), so this one would too and
          is filtered out below; its checks are not run again */
-      if (s->flag[i] == CAND_UNCHECKED && c->recompute == ND_SEARCH_PER_LAYER
+      if (kind == CAND_UNCHECKED && c->recompute == ND_SEARCH_PER_LAYER
           && twin_fit(w, s->index[i])) {
         s->late[ND_REFUSE_FILTERED]++;
         continue;
       }
       why = check(w, &ws->chk, c);
-      if (why < 0 && s->flag[i] == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
+      if (why < 0 && kind == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
         s->equivalent++;
         continue;
       }
       if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, s->index[i]))
         why = ND_REFUSE_SAME_RUN;  /* as below, after pricing it */
       if (why >= 0) { s->late[why]++; continue; }
-      if (ws->bound[c->precision]) {
-        int pr = pruned(w, ws->bound[c->precision], &ws->chk, c, s->time_cut, s->over_cut);
+      if (bound || ws->bound[c->precision]) {  /* the walk's verdict, else the bounds' */
+        int pr = bound == CAND_PRUNE_TIME ? 1 : bound == CAND_PRUNE_MEMORY ? 2 : bound ? 0
+               : pruned(w, ws->bound[c->precision], &ws->chk, c, s->time_cut, s->over_cut);
         if (pr == 1) { s->pruned_time++; continue; }
         if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; continue; }
       }
@@ -755,10 +766,9 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
 ** bound is under the estimate by a relative 1e-9 at least (the sums differ in order).
 ** Returns 0 (price it), 1 (pruned by time) or 2 (by memory).
 */
-static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
-                   double time_cut, double over_cut) {
-  double t, mem, budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
-  if (nd_bound_eval(b, c, st, &t, &mem) != 0) return 0;
+static int verdict (const walker *w, const nd_candidate *c, double t, double mem,
+                    double time_cut, double over_cut) {
+  double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   t *= 1.0 - 1e-9;
   mem *= 1.0 - 1e-9;
   if (mem > budget && (c->recompute == ND_SEARCH_PER_LAYER
@@ -768,10 +778,17 @@ static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd
   return t > time_cut ? 1 : 0;
 }
 
+static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
+                   double time_cut, double over_cut) {
+  double t, mem;
+  if (nd_bound_eval(b, c, st, &t, &mem) != 0) return 0;
+  return verdict(w, c, t, mem, time_cut, over_cut);
+}
+
 /* equivalent: the candidate is the same run as one priced before it (the walk knows); with
    an admit or objective hook it is priced anyway (a policy may tell them apart) */
-static void emit (walker *w, nd_candidate *c, int equivalent) {
-  int why, flag = equivalent ? CAND_EQUIVALENT : CAND_UNCHECKED;
+static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
+  int why, flag = (equivalent ? CAND_EQUIVALENT : CAND_UNCHECKED) | bound;
   unsigned long long index;
   slot *s;
   if (w->status != ND_SEARCH_OK) return;
@@ -800,6 +817,13 @@ static void emit (walker *w, nd_candidate *c, int equivalent) {
     flag = CAND_READY;
   }
   s = current(w);
+  /* a chunk spans at most `chunk` places of the walk too (the tails it skips take places):
+     the cuts come as many places late as when every candidate was emitted */
+  if (s->n > 0 && index - s->index[0] >= (unsigned long long)w->chunk) {
+    submit(w);
+    if (w->status != ND_SEARCH_OK) return;
+    s = current(w);
+  }
   if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
@@ -870,17 +894,105 @@ static int shard_groups (const nd_search_params *p, int dp, int *hv, int *full) 
   return n;
 }
 
+/* What the walk knows of the candidates of one SP value in a tail before emitting them. */
+enum { TAIL_EMIT = 0, TAIL_VERDICTS, TAIL_REFUSED, TAIL_SKIP_TIME, TAIL_SKIP_MEMORY };
+
+/*
+** The tail's candidates of one SP value: those of each (recipe, ZeRO, shard group) the
+** loops below walk. A representative, the largest ZeRO walked with the shard group all of
+** DP (or base's, when no group is walked), is checked on the walking thread: a refusal
+** nd_refusal_shared calls shared is every one of those candidates' (counted at once, under
+** its label, as the workers would count each). A valid one's strategy is the resolved
+** strategy of each of them but for ZeRO, the shard group and the recipe, so the lower bound
+** of each (recipe, ZeRO, shard group) is evaluated on it against the cuts the walk applies
+** now (those of the chunk being filled, which later chunks only lower), each verdict kept in
+** w->verdict[sp] (CAND_BOUND bits) for the workers, which still check each candidate.
+** When every one prunes, no candidate of the sub-tree could rank, fit or be a kept miss: it
+** is skipped unchecked, counted skipped by memory when every bound pruned by memory, else
+** by time (the bound of a candidate that would be refused is evaluated too: its prune costs
+** nothing). Else (another refusal, no bound applies, a bound under the cuts) the
+** candidates are emitted (TAIL_VERDICTS: with the verdicts). Returns TAIL_*; *code: the
+** refusal.
+*/
+static int tail_sp (walker *w, nd_candidate *c, int sp, const int *rcv, int nrc,
+                    const int *zv, int nz, const int *hv, int nh, int full, int *code) {
+  nd_bound **bd = w->inline_scratch ? w->inline_scratch->bound : NULL;
+  nd_strategy *st = &w->scratch;
+  nd_candidate r = *c;
+  unsigned char *vd = w->verdict[sp];
+  int zmax = 0, iz, ih, irc, why, shard, memory = 1, all = 1;
+  for (iz = 0; iz < nz; iz++) {
+    if (zv[iz] < 0 || zv[iz] > 3) return TAIL_EMIT;  /* refused apart (out of bounds) */
+    if (zv[iz] > zmax) zmax = zv[iz];
+  }
+  r.sp = (unsigned char)sp; r.zero = (unsigned char)zmax; r.precision = (unsigned char)rcv[0];
+  r.dp_shard = hv[0] == 0 ? 0 : c->dp;
+  if ((why = check(w, st, &r)) >= 0) {
+    *code = why;
+    return nd_refusal_shared((nd_refusal)why) ? TAIL_REFUSED : TAIL_EMIT;
+  }
+  if ((long long)nrc * nz * nh > VERDICTS) return TAIL_EMIT;
+  shard = st->dp_shard;  /* base's group, resolved for this dp */
+  for (irc = 0; irc < nrc; irc++) {
+    nd_bound *b = bd ? bd[rcv[irc]] : NULL;
+    st->precision = (nd_recipe_id)rcv[irc];
+    r.precision = (unsigned char)rcv[irc];
+    for (iz = 0; iz < nz; iz++)
+      for (ih = 0; ih < nh; ih++) {
+        double t, mem;
+        int v = 0, at = (irc * nz + iz) * nh + ih;
+        if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
+        st->zero = r.zero = (unsigned char)zv[iz];
+        st->dp_shard = hv[ih] != 0 ? hv[ih] : shard;
+        if (b && nd_bound_eval(b, &r, st, &t, &mem) == 0)
+          v = verdict(w, &r, t, mem, w->time_cut, w->over_cut);
+        vd[at] = (unsigned char)(v == 1 ? CAND_PRUNE_TIME : v == 2 ? CAND_PRUNE_MEMORY
+                                                                  : CAND_PRICE);
+        if (v == 0) all = 0;
+        if (v == 1) memory = 0;
+      }
+  }
+  if (!all) return TAIL_VERDICTS;  /* emitted, with them */
+  return memory ? TAIL_SKIP_MEMORY : TAIL_SKIP_TIME;
+}
+
 /*
 ** The innermost loops of the walk for one (recompute, degrees, vpp, layout) in c: the
 ** precision recipe, ZeRO, the shard group, SP. At ZeRO 0 nothing is sharded: the shard
 ** group is all of DP only (HSDP's replicas would reduce nothing). same_as_none, lone: as
-** in walk().
+** in walk(). Without an admit hook (which sees every candidate the checks keep) and
+** unless exhaustive, what tail_sp knows of each SP value's candidates is counted for them
+** without emitting them; each still takes its place in the walk's order (its index).
 */
 static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int same_as_none,
                        int lone) {
   const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP];
   int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], full;
   int nh = shard_groups(w->p, c->dp, hv, &full), irc, iz, ih, sp;
+  int state[2] = {TAIL_EMIT, TAIL_EMIT}, code[2] = {0, 0}, walked[2], emit_any = 0;
+  int known[2] = {0, 0};
+  unsigned long long per = 0;  /* candidates of one SP value */
+  for (sp = 0; sp <= 1; sp++)
+    walked[sp] = in_set(spset, sp) && !(c->tp == 1 && sp == 1 && in_set(spset, 0));
+  for (iz = 0; iz < nz; iz++)
+    for (ih = 0; ih < nh; ih++) per += !(zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full);
+  per *= (unsigned long long)nrc;
+  for (sp = 0; sp <= 1; sp++) {
+    if (!walked[sp] || per == 0) continue;
+    if (w->tail) state[sp] = tail_sp(w, c, sp, rcv, nrc, zv, nz, hv, nh, full, &code[sp]);
+    if (state[sp] == TAIL_VERDICTS) { known[sp] = 1; state[sp] = TAIL_EMIT; }
+    if (state[sp] == TAIL_EMIT) emit_any = 1;
+  }
+  if (!emit_any) {  /* nothing to emit: counted as a whole */
+    for (sp = 0; sp <= 1; sp++) {
+      if (!walked[sp]) continue;
+      w->counts->tested += per;
+      if (state[sp] == TAIL_REFUSED) w->counts->refused[code[sp]] += per;
+      else if (state[sp] == TAIL_SKIP_TIME) w->counts->skipped_time += per;
+      else w->counts->skipped_memory += per;
+    }
+    return;
+  }
   for (irc = 0; irc < nrc; irc++)
     for (iz = 0; iz < nz; iz++) {
       /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3 still does:
@@ -889,13 +1001,19 @@ static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int sa
       for (ih = 0; ih < nh; ih++) {
         if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
         for (sp = 0; sp <= 1; sp++) {
-          if (!in_set(spset, sp)) continue;
-          if (c->tp == 1 && sp == 1 && in_set(spset, 0)) continue;  /* same run */
+          if (!walked[sp]) continue;
+          if (state[sp] != TAIL_EMIT) {  /* its place in the walk, counted as tail_sp said */
+            w->counts->tested++;
+            if (state[sp] == TAIL_REFUSED) w->counts->refused[code[sp]]++;
+            else if (state[sp] == TAIL_SKIP_TIME) w->counts->skipped_time++;
+            else w->counts->skipped_memory++;
+            continue;
+          }
           c->precision = (unsigned char)rcv[irc];
           c->zero = (unsigned char)zv[iz];
           c->dp_shard = hv[ih];
           c->sp = (unsigned char)sp;
-          emit(w, c, same);
+          emit(w, c, same, known[sp] ? w->verdict[sp][(irc * nz + iz) * nh + ih] : 0);
           if (w->status != ND_SEARCH_OK) return;
         }
       }
@@ -1042,6 +1160,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     if (started == 0) w->threads = 0;  /* no thread: price inline */
   }
   if (!(w->inline_scratch = new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
+  w->tail = !p->exhaustive && !(hooks && hooks->admit);
   if (w->status == ND_SEARCH_OK) walk(w);
   drain(w);
   if (pool) {

@@ -86,8 +86,8 @@ typedef struct nd_search_bounds {
   int layers;                 /* body layers the pipeline splits */
 } nd_search_bounds;
 
-/* tested = refused + priced + equivalent + pruned_time, where over-memory candidates that
-   were priced count in both refused and priced */
+/* tested = refused + priced + equivalent + pruned_time + skipped_time + skipped_memory,
+   where over-memory candidates that were priced count in both refused and priced */
 typedef struct nd_search_counts {
   unsigned long long tested, priced, fit;
   unsigned long long refused[ND_REFUSE_COUNT];
@@ -100,6 +100,12 @@ typedef struct nd_search_counts {
   unsigned long long pruned_memory; /* not priced: its memory bound is over the budget (a
                                        per-layer plan that cannot fit, or a miss further over
                                        than the caller's cut); also counted "over memory" */
+  unsigned long long skipped_time;  /* not checked nor priced: walked in a sub-tree (the
+                                       precision, ZeRO, shard-group and SP loops of one set
+                                       of outer degrees) every candidate of which would be
+                                       pruned, at least one by the step-time bound; valid or
+                                       not (their refusal labels are not counted) */
+  unsigned long long skipped_memory;  /* the same, every one pruned by the memory bound */
 } nd_search_counts;
 
 /*
