@@ -1013,6 +1013,12 @@ void nd_price_cache_free (nd_price_cache *pc) {
 }
 
 /* Empties the cache for another model, device, job or costs; 0, or -1 (no room). */
+/* Whether costs were validated by an earlier call with this cache: it binds to them only
+   after they passed, and their contents do not change while it is used (estimate.h). */
+static int costs_validated (const nd_price_cache *pc, const nd_costs *costs) {
+  return pc && pc->prices && pc->costs == costs;
+}
+
 static int cache_bind (nd_price_cache *pc, const ctx *x) {
   int n = pc->sets * CACHE_WAYS, i, count = x->kinds->count;
   if (count != pc->count || !pc->prices) {
@@ -1364,7 +1370,7 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
   stage_sum ss;
   int s, p, starts[ND_MAX_CHUNKS];
   double h = (double)m->hidden_size, ab = costs->activation_bytes;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
@@ -1440,7 +1446,7 @@ int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_j
                         const int *layers, nd_layer_estimate *out, char *err, size_t errlen) {
   ctx x;
   int i;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   for (i = 0; i < n; i++)
     if (layers[i] < 0 || layers[i] >= m->num_layers + m->mtp_layers) {

@@ -221,6 +221,7 @@ typedef struct walker {
   nd_search_bounds b;
   nd_strategy scratch;                 /* for the checks of the walk */
   nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
+  struct { int vpp, n, layout[ND_VARIANT_COUNT]; } vpps[LOOP_MAX];  /* walk()'s, at one pp */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
@@ -237,6 +238,8 @@ typedef struct walker {
   unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
   int tail;                            /* tail_sp runs (not exhaustive, no admit hook) */
   unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
+  int tz[VERDICTS], tg[VERDICTS], tat[VERDICTS];  /* tail_sp's (ZeRO, shard group) pairs */
+  double tt[VERDICTS], tm[VERDICTS];   /* and their bounds */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
@@ -920,7 +923,7 @@ static int tail_sp (walker *w, nd_candidate *c, int sp, const int *rcv, int nrc,
   nd_strategy *st = &w->scratch;
   nd_candidate r = *c;
   unsigned char *vd = w->verdict[sp];
-  int zmax = 0, iz, ih, irc, why, shard, memory = 1, all = 1;
+  int zmax = 0, iz, ih, irc, why, shard, memory = 1, all = 1, n = 0, i;
   for (iz = 0; iz < nz; iz++) {
     if (zv[iz] < 0 || zv[iz] > 3) return TAIL_EMIT;  /* refused apart (out of bounds) */
     if (zv[iz] > zmax) zmax = zv[iz];
@@ -933,24 +936,30 @@ static int tail_sp (walker *w, nd_candidate *c, int sp, const int *rcv, int nrc,
   }
   if ((long long)nrc * nz * nh > VERDICTS) return TAIL_EMIT;
   shard = st->dp_shard;  /* base's group, resolved for this dp */
+  for (iz = 0; iz < nz; iz++)
+    for (ih = 0; ih < nh; ih++) {
+      if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
+      w->tz[n] = zv[iz];
+      w->tg[n] = hv[ih] != 0 ? hv[ih] : shard;
+      w->tat[n++] = iz * nh + ih;
+    }
   for (irc = 0; irc < nrc; irc++) {
     nd_bound *b = bd ? bd[rcv[irc]] : NULL;
+    int ok;
     st->precision = (nd_recipe_id)rcv[irc];
     r.precision = (unsigned char)rcv[irc];
-    for (iz = 0; iz < nz; iz++)
-      for (ih = 0; ih < nh; ih++) {
-        double t, mem;
-        int v = 0, at = (irc * nz + iz) * nh + ih;
-        if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
-        st->zero = r.zero = (unsigned char)zv[iz];
-        st->dp_shard = hv[ih] != 0 ? hv[ih] : shard;
-        if (b && nd_bound_eval(b, &r, st, &t, &mem) == 0)
-          v = verdict(w, &r, t, mem, w->time_cut, w->over_cut);
-        vd[at] = (unsigned char)(v == 1 ? CAND_PRUNE_TIME : v == 2 ? CAND_PRUNE_MEMORY
-                                                                  : CAND_PRICE);
-        if (v == 0) all = 0;
-        if (v == 1) memory = 0;
+    ok = b && nd_bound_eval_shards(b, &r, st, n, w->tz, w->tg, w->tt, w->tm) == 0;
+    for (i = 0; i < n; i++) {
+      int v = 0;
+      if (ok) {
+        r.zero = (unsigned char)w->tz[i];
+        v = verdict(w, &r, w->tt[i], w->tm[i], w->time_cut, w->over_cut);
       }
+      vd[irc * nz * nh + w->tat[i]] = (unsigned char)(v == 1 ? CAND_PRUNE_TIME
+                                                      : v == 2 ? CAND_PRUNE_MEMORY : CAND_PRICE);
+      if (v == 0) all = 0;
+      if (v == 1) memory = 0;
+    }
   }
   if (!all) return TAIL_VERDICTS;  /* emitted, with them */
   return memory ? TAIL_SKIP_MEMORY : TAIL_SKIP_TIME;
@@ -1048,6 +1057,15 @@ static void walk (walker *w) {
       np = loop_values(&D[ND_DIM_PP], N / tp, b->pp, pv);
       for (ip = 0; ip < np; ip++) {
         int pp = pv[ip];
+        /* the VPP values walked at this pp, each with its layout variants (uneven: each
+           distinct variant, its own candidate), for every degree of the loops inside */
+        nv = 0;
+        for (iv = 0, nx = loop_values(&D[ND_DIM_VPP], 0, vpp_bound(b, pp), vv); iv < nx; iv++) {
+          if (D[ND_DIM_VPP].is_auto && !auto_vpp(b->layers, pp, vv[iv])) continue;
+          w->vpps[nv].vpp = vv[iv];
+          w->vpps[nv].n = layout_variants(w, pp, vv[iv], w->vpps[nv].layout);
+          nv++;
+        }
         nc = loop_values(&D[ND_DIM_CP], N / tp / pp, b->cp, cv);
         for (ic = 0; ic < nc; ic++) {
           int cp = cv[ic];
@@ -1072,24 +1090,20 @@ static void walk (walker *w) {
               nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
               for (ix = 0; ix < nx; ix++) {
                 int etp = xv[ix];
-                int vmax = vpp_bound(b, pp);
                 /* nothing for ZeRO to shard: one replica of the dense weights (dp*cp)
                    and of the experts (dp*cp*tp over ep*etp) */
                 int lone = dp * cp == 1
                     && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
-                nv = loop_values(&D[ND_DIM_VPP], 0, vmax, vv);
                 for (iv = 0; iv < nv; iv++) {
-                  /* uneven (pp, vpp): each distinct layout variant, its own candidate */
-                  int il, lvs[ND_VARIANT_COUNT], nl;
-                  if (D[ND_DIM_VPP].is_auto && !auto_vpp(b->layers, pp, vv[iv])) continue;
-                  nl = layout_variants(w, pp, vv[iv], lvs);
-                  for (il = 0; il < nl; il++) {
+                  int il;
+                  for (il = 0; il < w->vpps[iv].n; il++) {
                     nd_candidate c;
                     memset(&c, 0, sizeof c);
                     c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
-                    c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
+                    c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp;
+                    c.vpp = w->vpps[iv].vpp;
                     c.recompute = (unsigned char)rv[ir];
-                    c.layout = (unsigned char)lvs[il];
+                    c.layout = (unsigned char)w->vpps[iv].layout[il];
                     walk_tail(w, &c, zv, nz, same_as_none, lone);
                     if (w->status != ND_SEARCH_OK) return;
                   }

@@ -255,17 +255,18 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   return 0;
 }
 
-int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
-                   double *mem_b) {
+int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
+                          const int *zero, const int *shard, double *time_s, double *mem_b) {
   const nd_costs *co = b->costs;
   const group *g;
   memo *mm;
-  int p = st->pp, v = st->vpp, s;
+  int p = st->pp, v = st->vpp, s, i;
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
-  double bubble, peak = 0.0, dpc, edp, zo, zg, zw, wb, frag = 1.0 + co->alloc_fragmentation;
+  double bubble, frag = 1.0 + co->alloc_fragmentation, wq;
   if (st->schedule == ND_SCHED_DUALPIPE || st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES
-      || (long long)p * v > ND_MAX_CHUNKS || st->dp_shard < 1)
+      || (long long)p * v > ND_MAX_CHUNKS)
     return -1;
+  for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
   g = group_of(b, st);
   if (!g->ok) return -1;
   mm = &b->memo[st->sp ? 1 : 0];
@@ -279,19 +280,20 @@ int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, do
     case ND_SCHED_ZB: bubble = 0.0; break;
     default: bubble = (double)(p - 1); break;  /* 1F1B, GPipe */
   }
-  /* the least sharding of each part (see above) */
-  dpc = (double)st->dp_shard * st->cp;
-  edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
-  if (edp < 1.0) edp = 1.0;
-  zo = st->zero >= 1; zg = st->zero >= 2; zw = st->zero >= 3;
-  wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
-  if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
-  {  /* bytes per dense and per expert parameter */
-    double kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
-              + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
-    double ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
-              + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
-    double slow = mm->slow, budget = b->budget;
+  wq = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
+  for (i = 0; i < n; i++) {
+    /* the least sharding of each part (see above) */
+    double dpc = (double)shard[i] * st->cp, peak = 0.0, wb = wq;
+    double edp = (double)st->tp * st->cp * shard[i] / ((double)st->ep * st->etp);
+    double zo = zero[i] >= 1, zg = zero[i] >= 2, zw = zero[i] >= 3;
+    double kd, ke, slow = mm->slow, budget = b->budget;
+    if (edp < 1.0) edp = 1.0;
+    if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
+    /* bytes per dense and per expert parameter */
+    kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
+       + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
+    ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
+       + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
     for (s = 0; s < p; s++) {
       double fixed = kd * mm->pd[s] + ke * mm->pe[s], bytes = fixed + mm->act[s];
       if (bytes > peak) peak = bytes;
@@ -303,8 +305,14 @@ int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, do
           slow = mm->time[s] + excess * mm->rate[s];
       }
     }
-    *time_s = slow * ((double)st->mb + bubble) + co->step_overhead;
+    time_s[i] = slow * ((double)st->mb + bubble) + co->step_overhead;
+    mem_b[i] = peak * frag + b->dev->reserve_bytes;
   }
-  *mem_b = peak * frag + b->dev->reserve_bytes;
   return 0;
+}
+
+int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
+                   double *mem_b) {
+  int zero = st->zero, shard = st->dp_shard;
+  return nd_bound_eval_shards(b, c, st, 1, &zero, &shard, time_s, mem_b);
 }

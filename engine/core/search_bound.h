@@ -28,4 +28,9 @@ void nd_bound_free (nd_bound *b);
 int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
                    double *mem_b);
 
+/* The same bounds of n candidates that differ from st only in ZeRO (zero[i]) and the shard
+   group (shard[i]): time_s[i] and mem_b[i]. Returns 0, or -1 when no bound applies. */
+int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
+                          const int *zero, const int *shard, double *time_s, double *mem_b);
+
 #endif
