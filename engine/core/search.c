@@ -210,6 +210,20 @@ typedef struct slot {
   unsigned long long equivalent, pruned_time, pruned_memory;
 } slot;
 
+/* The innermost loops' values at one (tp, dp): shape_of. */
+typedef struct tail_shape {
+  int rcv[ND_RECIPE_COUNT], nrc;       /* recipes */
+  const int *zv;                       /* ZeRO stages */
+  int nz, zmax, zok;                   /* zok: each within 0-3, and not too many pairs */
+  int hv[LOOP_MAX], nh, full;          /* shard groups (shard_groups) */
+  int walked[2];                       /* SP values */
+  int n;                               /* (ZeRO, shard group) pairs walked: */
+  int tz[VERDICTS], th[VERDICTS], tat[VERDICTS];  /* ZeRO, group index, verdict index */
+  int tg[VERDICTS];                    /* the group (base's resolved), per representative */
+  double tt[VERDICTS], tm[VERDICTS];   /* their bounds */
+  unsigned long long per;              /* candidates of one SP value in a tail */
+} tail_shape;
+
 typedef struct walker {
   const nd_search_params *p;
   const nd_model_spec *m;
@@ -221,7 +235,10 @@ typedef struct walker {
   nd_search_bounds b;
   nd_strategy scratch;                 /* for the checks of the walk */
   nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
-  struct { int vpp, n, layout[ND_VARIANT_COUNT]; } vpps[LOOP_MAX];  /* walk()'s, at one pp */
+  struct {                             /* walk()'s VPP values at one pp */
+    int vpp, n, layout[ND_VARIANT_COUNT];  /* its layout variants */
+    int state[2], code[2];             /* subtree's TAIL_* by SP value (at one etp) */
+  } vpps[LOOP_MAX];
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
@@ -238,8 +255,9 @@ typedef struct walker {
   unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
   int tail;                            /* tail_sp runs (not exhaustive, no admit hook) */
   unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
-  int tz[VERDICTS], tg[VERDICTS], tat[VERDICTS];  /* tail_sp's (ZeRO, shard group) pairs */
-  double tt[VERDICTS], tm[VERDICTS];   /* and their bounds */
+  tail_shape shape;                    /* of the tails at the walk's (tp, dp) */
+  int sv[LOOP_MAX];                    /* subtree's VPP values */
+  double st_t[LOOP_MAX];               /* and their time bounds */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
@@ -901,14 +919,61 @@ static int shard_groups (const nd_search_params *p, int dp, int *hv, int *full) 
 enum { TAIL_EMIT = 0, TAIL_VERDICTS, TAIL_REFUSED, TAIL_SKIP_TIME, TAIL_SKIP_MEMORY };
 
 /*
+** The shape of every tail at one (tp, dp): the recipes, ZeRO stages and shard groups the
+** innermost loops walk, the (ZeRO, shard group) pairs among them, the SP values, and how
+** many candidates one SP value has in a tail. Into w->shape.
+*/
+static void shape_of (walker *w, int tp, int dp, const int *zv, int nz) {
+  tail_shape *t = &w->shape;
+  const nd_dim_set *spset = &w->p->dim[ND_DIM_SP];
+  int iz, ih, sp;
+  unsigned long long pairs = 0;
+  t->nrc = recipes_walked(w->p, t->rcv);
+  t->nh = shard_groups(w->p, dp, t->hv, &t->full);
+  t->zv = zv; t->nz = nz; t->zmax = 0; t->zok = 1; t->n = 0;
+  for (sp = 0; sp <= 1; sp++)
+    t->walked[sp] = in_set(spset, sp) && !(tp == 1 && sp == 1 && in_set(spset, 0));
+  for (iz = 0; iz < nz; iz++) {
+    if (zv[iz] < 0 || zv[iz] > 3) t->zok = 0;  /* refused apart (out of bounds) */
+    else if (zv[iz] > t->zmax) t->zmax = zv[iz];
+  }
+  if ((long long)t->nrc * nz * t->nh > VERDICTS) t->zok = 0;  /* too many to keep */
+  for (iz = 0; iz < nz; iz++)
+    for (ih = 0; ih < t->nh; ih++) {
+      if (zv[iz] == 0 && t->hv[ih] != 0 && t->hv[ih] != t->full) continue;
+      pairs++;
+      if (t->n == VERDICTS) continue;
+      t->tz[t->n] = zv[iz];
+      t->th[t->n] = ih;
+      t->tat[t->n++] = iz * t->nh + ih;
+    }
+  t->per = pairs * (unsigned long long)t->nrc;
+}
+
+/*
+** A representative of c's candidates of one SP value, checked on the walking thread into
+** w->scratch: the largest ZeRO walked, the shard group all of DP (or base's, when no group
+** is walked). Any rule it breaks reads neither ZeRO nor the shard group (with ZeRO 1-3
+** every walked group passes where all of DP does, but for the last EP divisibility rule,
+** which all of DP passes when the experts' first one does), so a shared refusal
+** (nd_refusal_shared) is each of them's. Returns -1 (valid) or the refusal.
+*/
+static int check_sp (walker *w, const nd_candidate *c, int sp, nd_candidate *r) {
+  const tail_shape *t = &w->shape;
+  *r = *c;
+  r->sp = (unsigned char)sp; r->zero = (unsigned char)t->zmax;
+  r->precision = (unsigned char)t->rcv[0];
+  r->dp_shard = t->hv[0] == 0 ? 0 : c->dp;
+  return check(w, &w->scratch, r);
+}
+
+/*
 ** The tail's candidates of one SP value: those of each (recipe, ZeRO, shard group) the
-** loops below walk. A representative, the largest ZeRO walked with the shard group all of
-** DP (or base's, when no group is walked), is checked on the walking thread: a refusal
-** nd_refusal_shared calls shared is every one of those candidates' (counted at once, under
-** its label, as the workers would count each). A valid one's strategy is the resolved
-** strategy of each of them but for ZeRO, the shard group and the recipe, so the lower bound
-** of each (recipe, ZeRO, shard group) is evaluated on it against the cuts the walk applies
-** now (those of the chunk being filled, which later chunks only lower), each verdict kept in
+** loops below walk. A shared refusal of its representative (check_sp) is counted for each
+** of them at once, as the workers would count each. A valid one's strategy is each of
+** theirs but for ZeRO, the shard group and the recipe, so the lower bound of each (recipe,
+** ZeRO, shard group) is evaluated on it against the cuts the walk applies now (those of
+** the chunk being filled, which later chunks only lower), each verdict kept in
 ** w->verdict[sp] (CAND_BOUND bits) for the workers, which still check each candidate.
 ** When every one prunes, no candidate of the sub-tree could rank, fit or be a kept miss: it
 ** is skipped unchecked, counted skipped by memory when every bound pruned by memory, else
@@ -917,46 +982,34 @@ enum { TAIL_EMIT = 0, TAIL_VERDICTS, TAIL_REFUSED, TAIL_SKIP_TIME, TAIL_SKIP_MEM
 ** candidates are emitted (TAIL_VERDICTS: with the verdicts). Returns TAIL_*; *code: the
 ** refusal.
 */
-static int tail_sp (walker *w, nd_candidate *c, int sp, const int *rcv, int nrc,
-                    const int *zv, int nz, const int *hv, int nh, int full, int *code) {
+static int tail_sp (walker *w, const nd_candidate *c, int sp, int *code) {
+  tail_shape *t = &w->shape;
   nd_bound **bd = w->inline_scratch ? w->inline_scratch->bound : NULL;
   nd_strategy *st = &w->scratch;
-  nd_candidate r = *c;
+  nd_candidate r;
   unsigned char *vd = w->verdict[sp];
-  int zmax = 0, iz, ih, irc, why, shard, memory = 1, all = 1, n = 0, i;
-  for (iz = 0; iz < nz; iz++) {
-    if (zv[iz] < 0 || zv[iz] > 3) return TAIL_EMIT;  /* refused apart (out of bounds) */
-    if (zv[iz] > zmax) zmax = zv[iz];
-  }
-  r.sp = (unsigned char)sp; r.zero = (unsigned char)zmax; r.precision = (unsigned char)rcv[0];
-  r.dp_shard = hv[0] == 0 ? 0 : c->dp;
-  if ((why = check(w, st, &r)) >= 0) {
+  int irc, why, i, memory = 1, all = 1;
+  if (!t->zok) return TAIL_EMIT;
+  if ((why = check_sp(w, c, sp, &r)) >= 0) {
     *code = why;
-    return nd_refusal_shared((nd_refusal)why) ? TAIL_REFUSED : TAIL_EMIT;
+    return nd_refusal_shared((nd_refusal)why, 0) ? TAIL_REFUSED : TAIL_EMIT;
   }
-  if ((long long)nrc * nz * nh > VERDICTS) return TAIL_EMIT;
-  shard = st->dp_shard;  /* base's group, resolved for this dp */
-  for (iz = 0; iz < nz; iz++)
-    for (ih = 0; ih < nh; ih++) {
-      if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
-      w->tz[n] = zv[iz];
-      w->tg[n] = hv[ih] != 0 ? hv[ih] : shard;
-      w->tat[n++] = iz * nh + ih;
-    }
-  for (irc = 0; irc < nrc; irc++) {
-    nd_bound *b = bd ? bd[rcv[irc]] : NULL;
+  for (i = 0; i < t->n; i++)  /* base's group (0): as resolved for this dp */
+    t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
+  for (irc = 0; irc < t->nrc; irc++) {
+    nd_bound *b = bd ? bd[t->rcv[irc]] : NULL;
     int ok;
-    st->precision = (nd_recipe_id)rcv[irc];
-    r.precision = (unsigned char)rcv[irc];
-    ok = b && nd_bound_eval_shards(b, &r, st, n, w->tz, w->tg, w->tt, w->tm) == 0;
-    for (i = 0; i < n; i++) {
+    st->precision = (nd_recipe_id)t->rcv[irc];
+    r.precision = (unsigned char)t->rcv[irc];
+    ok = b && nd_bound_eval_shards(b, &r, st, t->n, t->tz, t->tg, t->tt, t->tm) == 0;
+    for (i = 0; i < t->n; i++) {
       int v = 0;
       if (ok) {
-        r.zero = (unsigned char)w->tz[i];
-        v = verdict(w, &r, w->tt[i], w->tm[i], w->time_cut, w->over_cut);
+        r.zero = (unsigned char)t->tz[i];
+        v = verdict(w, &r, t->tt[i], t->tm[i], w->time_cut, w->over_cut);
       }
-      vd[irc * nz * nh + w->tat[i]] = (unsigned char)(v == 1 ? CAND_PRUNE_TIME
-                                                      : v == 2 ? CAND_PRUNE_MEMORY : CAND_PRICE);
+      vd[irc * t->nz * t->nh + t->tat[i]] =
+        (unsigned char)(v == 1 ? CAND_PRUNE_TIME : v == 2 ? CAND_PRUNE_MEMORY : CAND_PRICE);
       if (v == 0) all = 0;
       if (v == 1) memory = 0;
     }
@@ -965,62 +1018,120 @@ static int tail_sp (walker *w, nd_candidate *c, int sp, const int *rcv, int nrc,
   return memory ? TAIL_SKIP_MEMORY : TAIL_SKIP_TIME;
 }
 
+/* Counts n candidates as state (TAIL_REFUSED: under code) says, each taking its place. */
+static void count_as (walker *w, int state, int code, unsigned long long n) {
+  w->counts->tested += n;
+  if (state == TAIL_REFUSED) w->counts->refused[code] += n;
+  else if (state == TAIL_SKIP_TIME) w->counts->skipped_time += n;
+  else w->counts->skipped_memory += n;
+}
+
+/*
+** The sub-tree of one (recompute, tp, pp, cp, mbs, ep, etp) in c: each VPP value of
+** w->vpps[0..nv), its layouts and their tails. Per SP value, a representative at the first
+** VPP and layout (check_sp): a refusal shared across VPP and layouts too is every
+** candidate's. A valid one gives the group's layer prices, so nd_bound_spread bounds every
+** layout of each VPP: a VPP whose every (recipe, ZeRO, shard group) prunes (by its time,
+** or by the memory of the pair) against the walk's cuts is skipped with its layouts, as
+** tail_sp skips a tail. Into w->vpps[iv].state and .code (TAIL_EMIT: tail_sp decides);
+** returns 1 when nothing of the sub-tree is left to emit.
+*/
+static int subtree (walker *w, const nd_candidate *c, int nv) {
+  tail_shape *t = &w->shape;
+  nd_bound **bd = w->inline_scratch ? w->inline_scratch->bound : NULL;
+  nd_strategy *st = &w->scratch;
+  int sp, iv, irc, i, why, left = 0;
+  for (iv = 0; iv < nv; iv++) w->vpps[iv].state[0] = w->vpps[iv].state[1] = TAIL_EMIT;
+  if (!w->tail || !t->zok || nv < 1) return 0;
+  for (sp = 0; sp <= 1; sp++) {
+    nd_candidate r, first = *c;
+    int rs = TAIL_EMIT;
+    if (!t->walked[sp]) continue;
+    first.vpp = w->vpps[0].vpp;
+    first.layout = (unsigned char)w->vpps[0].layout[0];
+    if ((why = check_sp(w, &first, sp, &r)) >= 0) {
+      if (nd_refusal_shared((nd_refusal)why, 1))
+        for (iv = 0; iv < nv; iv++) { w->vpps[iv].state[sp] = TAIL_REFUSED; w->vpps[iv].code[sp] = why; }
+      else left = 1;
+      continue;
+    }
+    for (i = 0; i < t->n; i++) t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
+    for (iv = 0; iv < nv; iv++) { w->sv[iv] = w->vpps[iv].vpp; w->vpps[iv].state[sp] = TAIL_SKIP_MEMORY; }
+    for (irc = 0; irc < t->nrc && rs == TAIL_EMIT; irc++) {
+      nd_bound *b = bd ? bd[t->rcv[irc]] : NULL;
+      int memory = 1;  /* every pair pruned by memory */
+      st->precision = (nd_recipe_id)t->rcv[irc];
+      r.precision = (unsigned char)t->rcv[irc];
+      if (!b || nd_bound_spread(b, &r, st, nv, w->sv, t->n, t->tz, t->tg, w->st_t, t->tm) != 0) {
+        rs = -1;
+        break;
+      }
+      for (i = 0; i < t->n && memory; i++) {
+        r.zero = (unsigned char)t->tz[i];
+        memory = verdict(w, &r, -HUGE_VAL, t->tm[i], w->time_cut, w->over_cut) == 2;
+      }
+      if (memory) continue;  /* this recipe's: every VPP by memory */
+      for (iv = 0; iv < nv; iv++) {
+        int *state = &w->vpps[iv].state[sp], all = 1;
+        if (*state == TAIL_EMIT) continue;
+        for (i = 0; i < t->n && all; i++) {
+          r.zero = (unsigned char)t->tz[i];
+          all = verdict(w, &r, w->st_t[iv], t->tm[i], w->time_cut, w->over_cut) != 0;
+        }
+        *state = all ? TAIL_SKIP_TIME : TAIL_EMIT;
+      }
+    }
+    for (iv = 0; iv < nv; iv++) {
+      if (rs < 0) w->vpps[iv].state[sp] = TAIL_EMIT;
+      if (w->vpps[iv].state[sp] == TAIL_EMIT) left = 1;
+    }
+  }
+  return !left;
+}
+
 /*
 ** The innermost loops of the walk for one (recompute, degrees, vpp, layout) in c: the
-** precision recipe, ZeRO, the shard group, SP. At ZeRO 0 nothing is sharded: the shard
-** group is all of DP only (HSDP's replicas would reduce nothing). same_as_none, lone: as
-** in walk(). Without an admit hook (which sees every candidate the checks keep) and
-** unless exhaustive, what tail_sp knows of each SP value's candidates is counted for them
-** without emitting them; each still takes its place in the walk's order (its index).
+** precision recipe, ZeRO, the shard group, SP (the shape in w->shape). At ZeRO 0 nothing
+** is sharded: the shard group is all of DP only (HSDP's replicas would reduce nothing).
+** same_as_none, lone: as in walk(). Without an admit hook (which sees every candidate the
+** checks keep) and unless exhaustive, what subtree (pre) or tail_sp knows of each SP
+** value's candidates is counted for them without emitting them; each still takes its
+** place in the walk's order (its index).
 */
-static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int same_as_none,
-                       int lone) {
-  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP];
-  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], full;
-  int nh = shard_groups(w->p, c->dp, hv, &full), irc, iz, ih, sp;
-  int state[2] = {TAIL_EMIT, TAIL_EMIT}, code[2] = {0, 0}, walked[2], emit_any = 0;
-  int known[2] = {0, 0};
-  unsigned long long per = 0;  /* candidates of one SP value */
-  for (sp = 0; sp <= 1; sp++)
-    walked[sp] = in_set(spset, sp) && !(c->tp == 1 && sp == 1 && in_set(spset, 0));
-  for (iz = 0; iz < nz; iz++)
-    for (ih = 0; ih < nh; ih++) per += !(zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full);
-  per *= (unsigned long long)nrc;
+static void walk_tail (walker *w, nd_candidate *c, int same_as_none, int lone,
+                       const int *pre, const int *pre_code) {
+  const tail_shape *t = &w->shape;
+  const int *zv = t->zv;
+  int nz = t->nz, nh = t->nh, irc, iz, ih, sp;
+  int state[2] = {TAIL_EMIT, TAIL_EMIT}, code[2] = {0, 0}, emit_any = 0, known[2] = {0, 0};
   for (sp = 0; sp <= 1; sp++) {
-    if (!walked[sp] || per == 0) continue;
-    if (w->tail) state[sp] = tail_sp(w, c, sp, rcv, nrc, zv, nz, hv, nh, full, &code[sp]);
+    if (!t->walked[sp] || t->per == 0) continue;
+    state[sp] = pre[sp];
+    code[sp] = pre_code[sp];
+    if (w->tail && state[sp] == TAIL_EMIT) state[sp] = tail_sp(w, c, sp, &code[sp]);
     if (state[sp] == TAIL_VERDICTS) { known[sp] = 1; state[sp] = TAIL_EMIT; }
     if (state[sp] == TAIL_EMIT) emit_any = 1;
   }
   if (!emit_any) {  /* nothing to emit: counted as a whole */
-    for (sp = 0; sp <= 1; sp++) {
-      if (!walked[sp]) continue;
-      w->counts->tested += per;
-      if (state[sp] == TAIL_REFUSED) w->counts->refused[code[sp]] += per;
-      else if (state[sp] == TAIL_SKIP_TIME) w->counts->skipped_time += per;
-      else w->counts->skipped_memory += per;
-    }
+    for (sp = 0; sp <= 1; sp++) if (t->walked[sp]) count_as(w, state[sp], code[sp], t->per);
     return;
   }
-  for (irc = 0; irc < nrc; irc++)
+  for (irc = 0; irc < t->nrc; irc++)
     for (iz = 0; iz < nz; iz++) {
       /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3 still does:
          its gather buffers) */
       int same = same_as_none || (lone && iz > 0 && zv[iz] <= 2);
       for (ih = 0; ih < nh; ih++) {
-        if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
+        if (zv[iz] == 0 && t->hv[ih] != 0 && t->hv[ih] != t->full) continue;
         for (sp = 0; sp <= 1; sp++) {
-          if (!walked[sp]) continue;
-          if (state[sp] != TAIL_EMIT) {  /* its place in the walk, counted as tail_sp said */
-            w->counts->tested++;
-            if (state[sp] == TAIL_REFUSED) w->counts->refused[code[sp]]++;
-            else if (state[sp] == TAIL_SKIP_TIME) w->counts->skipped_time++;
-            else w->counts->skipped_memory++;
+          if (!t->walked[sp]) continue;
+          if (state[sp] != TAIL_EMIT) {  /* its place in the walk, counted as known */
+            count_as(w, state[sp], code[sp], 1);
             continue;
           }
-          c->precision = (unsigned char)rcv[irc];
+          c->precision = (unsigned char)t->rcv[irc];
           c->zero = (unsigned char)zv[iz];
-          c->dp_shard = hv[ih];
+          c->dp_shard = t->hv[ih];
           c->sp = (unsigned char)sp;
           emit(w, c, same, known[sp] ? w->verdict[sp][(irc * nz + iz) * nh + ih] : 0);
           if (w->status != ND_SEARCH_OK) return;
@@ -1071,6 +1182,7 @@ static void walk (walker *w) {
           int cp = cv[ic];
           long long dp = N / ((long long)tp * pp * cp), q;
           if (dp < 1) break;
+          shape_of(w, tp, (int)dp, zv, nz);
           /* MBS: automatic, the sizes that leave a micro-batch per stage at least (a larger
              micro-batch with fewer micro-batches than stages holds more activations and
              idles longer: it gains only GEMM size), or every size when the batch leaves
@@ -1094,17 +1206,27 @@ static void walk (walker *w) {
                    and of the experts (dp*cp*tp over ep*etp) */
                 int lone = dp * cp == 1
                     && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
+                nd_candidate c;
+                memset(&c, 0, sizeof c);
+                c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
+                c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp;
+                c.recompute = (unsigned char)rv[ir];
+                if (subtree(w, &c, nv)) {  /* known whole: counted, not walked */
+                  for (iv = 0; iv < nv; iv++) {
+                    int sp;
+                    for (sp = 0; sp <= 1; sp++)
+                      if (w->shape.walked[sp])
+                        count_as(w, w->vpps[iv].state[sp], w->vpps[iv].code[sp],
+                                 w->shape.per * (unsigned long long)w->vpps[iv].n);
+                  }
+                  continue;
+                }
                 for (iv = 0; iv < nv; iv++) {
                   int il;
                   for (il = 0; il < w->vpps[iv].n; il++) {
-                    nd_candidate c;
-                    memset(&c, 0, sizeof c);
-                    c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
-                    c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp;
                     c.vpp = w->vpps[iv].vpp;
-                    c.recompute = (unsigned char)rv[ir];
                     c.layout = (unsigned char)w->vpps[iv].layout[il];
-                    walk_tail(w, &c, zv, nz, same_as_none, lone);
+                    walk_tail(w, &c, same_as_none, lone, w->vpps[iv].state, w->vpps[iv].code);
                     if (w->status != ND_SEARCH_OK) return;
                   }
                 }

@@ -84,6 +84,7 @@ struct nd_bound {
   const nd_job *job;
   const nd_costs *costs;
   double budget;                   /* the plans' budget (bytes per device) */
+  nd_schedule schedule;            /* the search's (nd_schedule_of gives each VPP's) */
   nd_strategy st;                  /* a candidate's degrees, for nd_estimate_layer */
   int nkinds, total;
   int rep[BOUND_KINDS];            /* a layer of each kind */
@@ -109,6 +110,7 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
   if (!b) return NULL;
   b->m = m; b->dev = dev; b->job = job; b->costs = costs; b->budget = budget;
   b->st = *base;
+  b->schedule = base->schedule;
   b->total = total;
   for (i = 0; i < total; i++) {
     for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) break;
@@ -255,6 +257,64 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   return 0;
 }
 
+/* The pipeline's bubble in units of the slowest stage's pace, as each schedule states it. */
+static double bubble_of (nd_schedule schedule, int p, int v) {
+  switch (schedule) {
+    case ND_SCHED_INTERLEAVED: return (double)(p - 1) / v;
+    case ND_SCHED_ZB: return 0.0;
+    default: return (double)(p - 1);  /* 1F1B, GPipe */
+  }
+}
+
+/* Bytes per dense (*kd) and per routed-expert (*ke) parameter at ZeRO `zero` over the shard
+   group `shard`, at the least each part shards (see above). */
+static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int shard,
+                         double *kd, double *ke) {
+  const nd_costs *co = b->costs;
+  double dpc = (double)shard * st->cp, wb;
+  double edp = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
+  double zo = zero >= 1, zg = zero >= 2, zw = zero >= 3;
+  if (edp < 1.0) edp = 1.0;
+  wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
+  if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
+  *kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
+      + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
+  *ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
+      + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
+}
+
+int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
+                     const int *vpp, int n, const int *zero, const int *shard,
+                     double *time_s, double *mem_b) {
+  const nd_costs *co = b->costs;
+  const group *g;
+  const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
+  int p = st->pp, i, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
+                                                                : ND_RECOMPUTE_COUNT;
+  double t = 0.0, pd = 0.0, pe = 0.0, frag = 1.0 + co->alloc_fragmentation;
+  if (st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES) return -1;
+  for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
+  for (i = 0; i < nv; i++)
+    if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return -1;
+  g = group_of(b, st);
+  if (!g->ok) return -1;
+  for (k = 0; k < b->nkinds; k++) {
+    t += count[k] * g->k[k].t[mode];
+    pd += count[k] * g->k[k].pd;
+    pe += count[k] * g->k[k].pe;
+  }
+  /* the slowest stage's layers take the average at least; its parameters too */
+  for (i = 0; i < nv; i++)
+    time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,
+                                                     vpp[i])) + co->step_overhead;
+  for (i = 0; i < n; i++) {
+    double kd, ke;
+    param_bytes(b, st, zero[i], shard[i], &kd, &ke);
+    mem_b[i] = (kd * pd + ke * pe) / p * frag + b->dev->reserve_bytes;
+  }
+  return 0;
+}
+
 int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
                           const int *zero, const int *shard, double *time_s, double *mem_b) {
   const nd_costs *co = b->costs;
@@ -262,7 +322,7 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   memo *mm;
   int p = st->pp, v = st->vpp, s, i;
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
-  double bubble, frag = 1.0 + co->alloc_fragmentation, wq;
+  double bubble, frag = 1.0 + co->alloc_fragmentation;
   if (st->schedule == ND_SCHED_DUALPIPE || st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES
       || (long long)p * v > ND_MAX_CHUNKS)
     return -1;
@@ -275,25 +335,10 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
     mm->g = NULL;
     if (stage_sums(b, g, c, st, mode, mm) != 0) return -1;
   }
-  switch (st->schedule) {
-    case ND_SCHED_INTERLEAVED: bubble = (double)(p - 1) / v; break;
-    case ND_SCHED_ZB: bubble = 0.0; break;
-    default: bubble = (double)(p - 1); break;  /* 1F1B, GPipe */
-  }
-  wq = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
+  bubble = bubble_of(st->schedule, p, v);
   for (i = 0; i < n; i++) {
-    /* the least sharding of each part (see above) */
-    double dpc = (double)shard[i] * st->cp, peak = 0.0, wb = wq;
-    double edp = (double)st->tp * st->cp * shard[i] / ((double)st->ep * st->etp);
-    double zo = zero[i] >= 1, zg = zero[i] >= 2, zw = zero[i] >= 3;
-    double kd, ke, slow = mm->slow, budget = b->budget;
-    if (edp < 1.0) edp = 1.0;
-    if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
-    /* bytes per dense and per expert parameter */
-    kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
-       + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
-    ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
-       + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
+    double peak = 0.0, kd, ke, slow = mm->slow, budget = b->budget;
+    param_bytes(b, st, zero[i], shard[i], &kd, &ke);
     for (s = 0; s < p; s++) {
       double fixed = kd * mm->pd[s] + ke * mm->pe[s], bytes = fixed + mm->act[s];
       if (bytes > peak) peak = bytes;

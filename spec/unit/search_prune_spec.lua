@@ -183,6 +183,19 @@ describe("pruned search against the exhaustive walk", function()
     assert.is_true(pruned > 0)
   end)
 
+  -- DualPipe's micro-batch rule applies at VPP 1 only (interleaving has its own): a
+  -- refusal the walk counts once for a whole sub-tree must not stand for other VPPs'
+  it("counts the exhaustive walk's refusals under DualPipe, whose rule VPP changes", function()
+    local refused = 0
+    for seed = 3000, 3011 do
+      local a = problem(seed)
+      a.schedule, a.pp = "dualpipe", seed % 2 == 0 and 4 or 2  -- DualPipe's pp: pinned, even
+      local i1 = compare(seed, a)
+      refused = refused + i1.refused["schedule"]
+    end
+    assert.is_true(refused > 0)
+  end)
+
   it("says what was pruned on the counts line", function()
     local _, info = run({model = "llama3.1-70b", device = "h100", devices = 64,
                          global_batch = 512, seq_len = 4096, recompute = "auto", keep = 5,
