@@ -13,8 +13,9 @@
 **  floor included), plus what its mode recomputes (recompute_s: the repeated forward with its
 **  TP and EP traffic under full, the switches' work under selective), plus the part of the
 **  forward's TP and EP traffic that shows (recompute_s[full] - forward_s), which the stage
-**  pays at least once more in its own forward. The embedding, the head, the backward's TP
-**  traffic and the exposed CP exchange only add. So slow >= the largest stage sum S, and the
+**  pays at least once more in its own forward, and what its backward's TP and EP traffic
+**  adds (backward_comm_s: the TP that shows, the exposed EP, as add_layers counts them per
+**  layer). The embedding, the head and the exposed CP exchange only add. So slow >= the largest stage sum S, and the
 **  step >= m*S + bubble + step_overhead, with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
@@ -174,7 +175,7 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
     kp->act[ND_RECOMPUTE_COUNT] = HUGE_VAL;
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
       double rec = le[k].recompute_s[md] > 0.0 ? le[k].recompute_s[md] : 0.0;
-      kp->t[md] = le[k].forward_s + le[k].backward_s + shown + rec;
+      kp->t[md] = le[k].forward_s + le[k].backward_s + shown + le[k].backward_comm_s + rec;
       kp->act[md] = le[k].activations[md];
       if (kp->t[md] < kp->t[ND_RECOMPUTE_COUNT]) kp->t[ND_RECOMPUTE_COUNT] = kp->t[md];
       if (kp->act[md] < kp->act[ND_RECOMPUTE_COUNT]) kp->act[ND_RECOMPUTE_COUNT] = kp->act[md];

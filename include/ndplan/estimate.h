@@ -160,6 +160,8 @@ typedef struct nd_layer_estimate {
   double forward_s;         /* GEMMs + attention core + element-wise (+ FP8 casts) */
   double backward_s;        /* its backward: 2x the GEMMs, the attention core's own backward */
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
+  double backward_comm_s;   /* what its backward's TP and EP traffic adds to the stage's
+                               time per micro-batch (after overlap) */
   double params;            /* parameters one device holds */
   double params_expert;     /* of which routed experts (sharded by ZeRO over expert DP) */
   double flops_token;       /* model FLOPs of one forward per token, unsharded */
