@@ -48,8 +48,8 @@
    The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
    etp's): DeepSeek-V3 on 2,048 devices has up to 3,400 per tp, 18,000 in all; 512
    direct-mapped slots priced 155,000 groups, 4,096 in sets of 4 price about 73,000. */
-#define GROUP_WAYS 4
-#define MAX_GROUPS 4096
+#define GROUP_WAYS 8
+#define MAX_GROUPS 8192
 
 /* One layer kind's prices in a group. */
 typedef struct kind_price {
@@ -120,10 +120,11 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
       b->rep[b->nkinds++] = i;
     }
   }
-  b->sets = 1;
-  while (b->sets * 2 * GROUP_WAYS <= MAX_GROUPS
-         && (size_t)b->sets * 2 * GROUP_WAYS * b->nkinds * sizeof(kind_price) <= cache_bytes)
-    b->sets *= 2;
+  /* as many sets as the bytes hold (not a power of two: the groups of one tp, which the
+     walk visits once per pp, are to fit) */
+  b->sets = (int)(cache_bytes / ((size_t)GROUP_WAYS * b->nkinds * sizeof(kind_price)));
+  if (b->sets > MAX_GROUPS / GROUP_WAYS) b->sets = MAX_GROUPS / GROUP_WAYS;
+  if (b->sets < 1) b->sets = 1;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
   b->slot = (group *)calloc((size_t)b->sets * GROUP_WAYS, sizeof *b->slot);
   b->prices = (kind_price *)calloc((size_t)b->sets * GROUP_WAYS * b->nkinds, sizeof *b->prices);
@@ -192,7 +193,7 @@ static group *group_of (nd_bound *b, const nd_strategy *st) {
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
   key[5] = st->sp ? 1 : 0;
   for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
-  set = &b->slot[(size_t)(h & (unsigned)(b->sets - 1)) * GROUP_WAYS];
+  set = &b->slot[(size_t)(h % (unsigned)b->sets) * GROUP_WAYS];
   g = set;
   for (i = 0; i < GROUP_WAYS; i++) {
     if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }
