@@ -1430,6 +1430,7 @@ static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
   /* as pass_costs prices them for add_layers: the TP that shows, the exposed EP */
   out->backward_comm_s = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0)
                        + lc->ep_s * exposed_share(costs, costs->ep_overlap);
+  out->attn_core_s = lc->core_s;
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;

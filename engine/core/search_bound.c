@@ -15,7 +15,8 @@
 **  forward's TP and EP traffic that shows (recompute_s[full] - forward_s), which the stage
 **  pays at least once more in its own forward, and what its backward's TP and EP traffic
 **  adds (backward_comm_s: the TP that shows, the exposed EP, as add_layers counts them per
-**  layer). The embedding, the head and the exposed CP exchange only add. So slow >= the largest stage sum S, and the
+**  layer), and the CP exchange that shows (cp_exposed). The embedding and the head only
+**  add. So slow >= the largest stage sum S, and the
 **  step >= m*S + bubble + step_overhead, with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
@@ -56,6 +57,7 @@ typedef struct kind_price {
   double t[ND_RECOMPUTE_COUNT + 1];    /* per micro-batch, by mode; [COUNT]: the least */
   double act[ND_RECOMPUTE_COUNT + 1];  /* bytes per micro-batch, by mode; [COUNT]: least */
   double pd, pe;                       /* dense and routed-expert parameters per device */
+  double cp, core;                     /* CP traffic (forward and backward), attention core */
 } kind_price;
 
 typedef struct group {
@@ -77,6 +79,7 @@ typedef struct memo {
   double rate[ND_MAX_STAGES];      /* plans: the least seconds per micro-batch a stage pays
                                       per byte of peak its recompute removes */
   double pd[ND_MAX_STAGES], pe[ND_MAX_STAGES];  /* dense and expert parameters */
+  double cp[ND_MAX_STAGES], core[ND_MAX_STAGES];  /* CP traffic, attention cores */
 } memo;
 
 struct nd_bound {
@@ -182,8 +185,22 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
       if (kp->act[md] < kp->act[ND_RECOMPUTE_COUNT]) kp->act[ND_RECOMPUTE_COUNT] = kp->act[md];
     }
     kp->pe = le[k].params_expert;
+    kp->cp = 3.0 * le[k].cp_comm_s;  /* K,V forward; K,V and their gradients backward */
+    kp->core = le[k].attn_core_s;
     kp->pd = le[k].params - le[k].params_expert;
   }
+}
+
+/*
+** The CP exchange a stage's time shows, of its traffic cp and attention cores core, as the
+** estimator's stage_time counts it: of cp, what cp_overlap x 3 x core hides costs
+** overlap_sm_share (at most 0.99) of itself. As a function of (cp, core) it is convex and
+** grows linearly along rays, so over several stages it is at least that of their sums.
+*/
+static double cp_exposed (const nd_costs *co, double cp, double core) {
+  double hidden = co->cp_overlap * 3.0 * core;
+  if (hidden > cp) hidden = cp;
+  return cp - hidden + co->overlap_sm_share * hidden;
 }
 
 static group *group_of (nd_bound *b, const nd_strategy *st) {
@@ -215,6 +232,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   double *stime = mm->time, frag = 1.0 + b->costs->alloc_fragmentation;
   for (s = 0; s < p; s++) {
     stime[s] = mm->act[s] = mm->pd[s] = mm->pe[s] = mm->act_none[s] = 0.0;
+    mm->cp[s] = mm->core[s] = 0.0;
     mm->rate[s] = HUGE_VAL;
   }
   for (j = 0; j < v; j++)  /* round j: chunk j*p + s of stage s, in layer order */
@@ -232,6 +250,8 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         mm->act[s] += cnt * kp->act[mode];
         mm->pd[s] += cnt * kp->pd;
         mm->pe[s] += cnt * kp->pe;
+        mm->cp[s] += cnt * kp->cp;
+        mm->core[s] += cnt * kp->core;
         if (mode == ND_RECOMPUTE_COUNT) {  /* a plan: what each recompute byte costs */
           int md;
           mm->act_none[s] += cnt * kp->act[ND_RECOMPUTE_NONE];
@@ -248,6 +268,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   mm->slow = 0.0;
   for (s = 0; s < p; s++) {
     double inflight = nd_inflight(st, s);
+    stime[s] += cp_exposed(b->costs, mm->cp[s], mm->core[s]);
     if (stime[s] > mm->slow) mm->slow = stime[s];
     mm->act[s] *= inflight;
     mm->act_none[s] *= inflight;
@@ -259,7 +280,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   return 0;
 }
 
-/* The pipeline's bubble in units of the slowest stage's pace, as each schedule states it. */
+/* The bubble in units of the slowest stage's pace, as each schedule states it. */
 static double bubble_of (nd_schedule schedule, int p, int v) {
   switch (schedule) {
     case ND_SCHED_INTERLEAVED: return (double)(p - 1) / v;
@@ -293,7 +314,7 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
   const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
   int p = st->pp, i, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
                                                                 : ND_RECOMPUTE_COUNT;
-  double t = 0.0, pd = 0.0, pe = 0.0, frag = 1.0 + co->alloc_fragmentation;
+  double t = 0.0, pd = 0.0, pe = 0.0, cp = 0.0, core = 0.0, frag = 1.0 + co->alloc_fragmentation;
   if (st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES) return -1;
   for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
   for (i = 0; i < nv; i++)
@@ -304,7 +325,10 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
     t += count[k] * g->k[k].t[mode];
     pd += count[k] * g->k[k].pd;
     pe += count[k] * g->k[k].pe;
+    cp += count[k] * g->k[k].cp;
+    core += count[k] * g->k[k].core;
   }
+  t += cp_exposed(co, cp, core);
   /* the slowest stage's layers take the average at least; its parameters too */
   for (i = 0; i < nv; i++)
     time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,

@@ -162,6 +162,7 @@ typedef struct nd_layer_estimate {
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
   double backward_comm_s;   /* what its backward's TP and EP traffic adds to the stage's
                                time per micro-batch (after overlap) */
+  double attn_core_s;       /* its forward's attention core, behind which CP traffic hides */
   double params;            /* parameters one device holds */
   double params_expert;     /* of which routed experts (sharded by ZeRO over expert DP) */
   double flops_token;       /* model FLOPs of one forward per token, unsharded */
