@@ -1397,8 +1397,9 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
   return 0;
 }
 
-/* Layer `layer`'s figures from its kind's prices (x set up for the strategy). */
-static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
+/* Layer `layer`'s figures from its kind's prices (x set up for the strategy); sets: with
+   those of every set of selective switches. */
+static void layer_out (ctx *x, int layer, nd_layer_estimate *out, int sets) {
   const nd_costs *costs = x->c;
   layer_cost *lc = price_kind(x, layer);
   int i;
@@ -1409,7 +1410,7 @@ static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
       out->recompute_s[i] += comm_shown(x, fwd_work(lc), lc->tp_s, 1.0)
                            + lc->ep_s * exposed_share(costs, costs->ep_overlap);
   }
-  {  /* every set of switches, each from the set without its lowest switch */
+  if (sets) {  /* every set of switches, each from the set without its lowest switch */
     double dropped[ND_OP_MASKS];
     dropped[0] = 0.0;
     out->sel_recompute_s[0] = 0.0;
@@ -1445,9 +1446,10 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
   return nd_estimate_layers(m, dev, job, st, costs, NULL, 1, &layer, out, err, errlen);
 }
 
-int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                        nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
-                        const int *layers, nd_layer_estimate *out, char *err, size_t errlen) {
+static int estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                            nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
+                            const int *layers, nd_layer_estimate *out, int sets, char *err,
+                            size_t errlen) {
   ctx x;
   int i;
   if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
@@ -1460,6 +1462,19 @@ int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_j
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
   use_cache(&x, pc);
-  for (i = 0; i < n; i++) layer_out(&x, layers[i], &out[i]);
+  for (i = 0; i < n; i++) layer_out(&x, layers[i], &out[i], sets);
   return 0;
+}
+
+int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
+                        const int *layers, nd_layer_estimate *out, char *err, size_t errlen) {
+  return estimate_layers(m, dev, job, st, costs, pc, n, layers, out, 1, err, errlen);
+}
+
+int nd_estimate_layers_plain (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              nd_price_cache *pc, int n, const int *layers,
+                              nd_layer_estimate *out, char *err, size_t errlen) {
+  return estimate_layers(m, dev, job, st, costs, pc, n, layers, out, 0, err, errlen);
 }

@@ -167,8 +167,8 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
   char err[8];
   nd_layer_estimate le[BOUND_KINDS];
   load_degrees(&b->st, st);
-  g->ok = nd_estimate_layers(b->m, b->dev, b->job, &b->st, b->costs, NULL, b->nkinds, b->rep,
-                             le, err, sizeof err) == 0;
+  g->ok = nd_estimate_layers_plain(b->m, b->dev, b->job, &b->st, b->costs, NULL, b->nkinds,
+                                   b->rep, le, err, sizeof err) == 0;
   for (k = 0; k < b->nkinds && g->ok; k++) {
     kind_price *kp = &g->k[k];
     double shown;

@@ -196,6 +196,13 @@ int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_j
                         nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
                         const int *layers, nd_layer_estimate *out, char *err, size_t errlen);
 
+/* The same without the figures of every set of selective switches (sel_activations and
+   sel_recompute_s are left as they were): the search's lower bounds need none of them. */
+int nd_estimate_layers_plain (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              nd_price_cache *pc, int n, const int *layers,
+                              nd_layer_estimate *out, char *err, size_t errlen);
+
 /* Micro-batches whose activations stage s holds at its peak (fractional when interleaved). */
 double nd_inflight (const nd_strategy *st, int s);
 
