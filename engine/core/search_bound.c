@@ -16,8 +16,8 @@
 **  pays at least once more in its own forward, and what its backward's TP and EP traffic
 **  adds (backward_comm_s: the TP that shows, the exposed EP, as add_layers counts them per
 **  layer), and the CP exchange that shows (cp_exposed). The embedding and the head only
-**  add. So slow >= the largest stage sum S, and the
-**  step >= m*S + bubble + step_overhead, with the bubble as each schedule states it in slow:
+**  add. So slow >= the largest stage sum S, and the step >= m*S + bubble + step_overhead,
+**  with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
 **
@@ -32,10 +32,16 @@
 **  per-layer or Megatron plan (what no recompute removes). Embedding, logits and buffers only
 **  add. The heaviest stage's peak is at least each stage's bound.
 **
+**  Sub-trees (nd_bound_spread). Every layout of a pp holds all the layers, so its largest
+**  stage sum S and heaviest stage's parameters are at least the model's over pp: one bound
+**  for every VPP (its bubble) and layout of a group, the CP exchange taken of the sums
+**  (cp_exposed is at least that of the sums), activations left out.
+**
 ** Layer prices depend on tp, cp, mbs, ep, etp and sp (and the search's fixed schedule,
 ** precision and costs), not on pp, vpp, ZeRO or the layout: they are priced once per such
 ** group (a set-associative cache) and summed per stage through prefix counts of each
-** layer kind. The search's equality spec (pruned against exhaustive walks) holds this.
+** layer kind. spec/c/test_search_bound.c checks each bound under the estimate, strategy by
+** strategy; the search's equality spec (pruned against exhaustive walks) holds the rest.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -49,16 +55,32 @@
    The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
    etp's): DeepSeek-V3 on 2,048 devices has up to 3,400 per tp, 18,000 in all; 512
    direct-mapped slots priced 155,000 groups, 4,096 in sets of 4 price about 73,000. */
-#define GROUP_WAYS 8
-#define MAX_GROUPS 8192
+#define GROUP_WAYS 4
+#define MAX_GROUPS 4096
 
-/* One layer kind's prices in a group. */
+/* One layer kind's prices in a group (by mode; a plan's, ND_RECOMPUTE_COUNT: the least). */
 typedef struct kind_price {
-  double t[ND_RECOMPUTE_COUNT + 1];    /* per micro-batch, by mode; [COUNT]: the least */
-  double act[ND_RECOMPUTE_COUNT + 1];  /* bytes per micro-batch, by mode; [COUNT]: least */
+  double t[ND_RECOMPUTE_COUNT];        /* per micro-batch, by mode */
+  double act[ND_RECOMPUTE_COUNT];      /* bytes per micro-batch, by mode */
   double pd, pe;                       /* dense and routed-expert parameters per device */
   double cp, core;                     /* CP traffic (forward and backward), attention core */
 } kind_price;
+
+static double kind_time (const kind_price *kp, int mode) {
+  double t = kp->t[0];
+  int md;
+  if (mode < ND_RECOMPUTE_COUNT) return kp->t[mode];
+  for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (kp->t[md] < t) t = kp->t[md];
+  return t;
+}
+
+static double kind_act (const kind_price *kp, int mode) {
+  double a = kp->act[0];
+  int md;
+  if (mode < ND_RECOMPUTE_COUNT) return kp->act[mode];
+  for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (kp->act[md] < a) a = kp->act[md];
+  return a;
+}
 
 typedef struct group {
   int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
@@ -123,11 +145,10 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
       b->rep[b->nkinds++] = i;
     }
   }
-  /* as many sets as the bytes hold (not a power of two: the groups of one tp, which the
-     walk visits once per pp, are to fit) */
-  b->sets = (int)(cache_bytes / ((size_t)GROUP_WAYS * b->nkinds * sizeof(kind_price)));
-  if (b->sets > MAX_GROUPS / GROUP_WAYS) b->sets = MAX_GROUPS / GROUP_WAYS;
-  if (b->sets < 1) b->sets = 1;
+  b->sets = 1;
+  while (b->sets * 2 * GROUP_WAYS <= MAX_GROUPS
+         && (size_t)b->sets * 2 * GROUP_WAYS * b->nkinds * sizeof(kind_price) <= cache_bytes)
+    b->sets *= 2;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
   b->slot = (group *)calloc((size_t)b->sets * GROUP_WAYS, sizeof *b->slot);
   b->prices = (kind_price *)calloc((size_t)b->sets * GROUP_WAYS * b->nkinds, sizeof *b->prices);
@@ -175,14 +196,10 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
     /* the forward's TP and EP traffic that shows, as the full mode repeats it */
     shown = le[k].recompute_s[ND_RECOMPUTE_FULL] - le[k].forward_s;
     if (!(shown > 0.0)) shown = 0.0;
-    kp->t[ND_RECOMPUTE_COUNT] = HUGE_VAL;
-    kp->act[ND_RECOMPUTE_COUNT] = HUGE_VAL;
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
       double rec = le[k].recompute_s[md] > 0.0 ? le[k].recompute_s[md] : 0.0;
       kp->t[md] = le[k].forward_s + le[k].backward_s + shown + le[k].backward_comm_s + rec;
       kp->act[md] = le[k].activations[md];
-      if (kp->t[md] < kp->t[ND_RECOMPUTE_COUNT]) kp->t[ND_RECOMPUTE_COUNT] = kp->t[md];
-      if (kp->act[md] < kp->act[ND_RECOMPUTE_COUNT]) kp->act[ND_RECOMPUTE_COUNT] = kp->act[md];
     }
     kp->pe = le[k].params_expert;
     kp->cp = 3.0 * le[k].cp_comm_s;  /* K,V forward; K,V and their gradients backward */
@@ -210,7 +227,7 @@ static group *group_of (nd_bound *b, const nd_strategy *st) {
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
   key[5] = st->sp ? 1 : 0;
   for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
-  set = &b->slot[(size_t)(h % (unsigned)b->sets) * GROUP_WAYS];
+  set = &b->slot[(size_t)(h & (unsigned)(b->sets - 1)) * GROUP_WAYS];
   g = set;
   for (i = 0; i < GROUP_WAYS; i++) {
     if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }
@@ -246,8 +263,8 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         double cnt = (double)(hi[k] - lo[k]);
         const kind_price *kp = &g->k[k];
         if (cnt == 0.0) continue;
-        stime[s] += cnt * kp->t[mode];
-        mm->act[s] += cnt * kp->act[mode];
+        stime[s] += cnt * kind_time(kp, mode);
+        mm->act[s] += cnt * kind_act(kp, mode);
         mm->pd[s] += cnt * kp->pd;
         mm->pe[s] += cnt * kp->pe;
         mm->cp[s] += cnt * kp->cp;
@@ -322,7 +339,7 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
   g = group_of(b, st);
   if (!g->ok) return -1;
   for (k = 0; k < b->nkinds; k++) {
-    t += count[k] * g->k[k].t[mode];
+    t += count[k] * kind_time(&g->k[k], mode);
     pd += count[k] * g->k[k].pd;
     pe += count[k] * g->k[k].pe;
     cp += count[k] * g->k[k].cp;

@@ -12,10 +12,11 @@
 ** .dp_replicate:
 ** at ZeRO 0 only all of DP, as nothing is sharded), SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
-** priced and handed to the caller chunk by chunk. The calling thread only enumerates; the
-** pricing threads check each candidate (nd_strategy_check), skip what lower bounds on its
-** step time and memory show cannot change the result (search_bound.c, the caller's cuts),
-** and price the rest.
+** priced and handed to the caller chunk by chunk. The calling thread enumerates, checks one
+** representative per SP value of each sub-tree (a shared refusal counts for all of its
+** candidates: nd_refusal_shared) and skips the sub-trees whose lower bounds all prune
+** (search_bound.c, the caller's cuts); the pricing threads check each candidate left
+** (nd_strategy_check), skip what its bounds prune, and price the rest.
 */
 #ifndef NDPLAN_SEARCH_H
 #define NDPLAN_SEARCH_H
