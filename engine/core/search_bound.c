@@ -66,20 +66,13 @@ typedef struct kind_price {
   double cp, core;                     /* CP traffic (forward and backward), attention core */
 } kind_price;
 
-static double kind_time (const kind_price *kp, int mode) {
-  double t = kp->t[0];
+/* A kind's figure (t or act) under mode, the least of the modes for a plan. */
+static double by_mode (const double *v, int mode) {
+  double x = v[0];
   int md;
-  if (mode < ND_RECOMPUTE_COUNT) return kp->t[mode];
-  for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (kp->t[md] < t) t = kp->t[md];
-  return t;
-}
-
-static double kind_act (const kind_price *kp, int mode) {
-  double a = kp->act[0];
-  int md;
-  if (mode < ND_RECOMPUTE_COUNT) return kp->act[mode];
-  for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (kp->act[md] < a) a = kp->act[md];
-  return a;
+  if (mode < ND_RECOMPUTE_COUNT) return v[mode];
+  for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (v[md] < x) x = v[md];
+  return x;
 }
 
 typedef struct group {
@@ -263,8 +256,8 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         double cnt = (double)(hi[k] - lo[k]);
         const kind_price *kp = &g->k[k];
         if (cnt == 0.0) continue;
-        stime[s] += cnt * kind_time(kp, mode);
-        mm->act[s] += cnt * kind_act(kp, mode);
+        stime[s] += cnt * by_mode(kp->t, mode);
+        mm->act[s] += cnt * by_mode(kp->act, mode);
         mm->pd[s] += cnt * kp->pd;
         mm->pe[s] += cnt * kp->pe;
         mm->cp[s] += cnt * kp->cp;
@@ -339,7 +332,7 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
   g = group_of(b, st);
   if (!g->ok) return -1;
   for (k = 0; k < b->nkinds; k++) {
-    t += count[k] * kind_time(&g->k[k], mode);
+    t += count[k] * by_mode(g->k[k].t, mode);
     pd += count[k] * g->k[k].pd;
     pe += count[k] * g->k[k].pe;
     cp += count[k] * g->k[k].cp;
