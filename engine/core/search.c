@@ -2,10 +2,12 @@
 ** search.c -- the strategy space: bounds, the loop nest, refusal labels, and pricing on a
 ** pool of threads with results delivered in walk order.
 **
-** The calling thread walks the space and hands contiguous chunks of candidates to the
-** workers through a small ring of slots; a worker checks each (refusing what cannot run),
-** skips what the lower bounds prune against the cuts the chunk was filled with, and prices
-** the rest. Chunks come back strictly in the order they were filled, so the rows a caller
+** The calling thread walks the space and hands contiguous chunks of sub-trees (nodes: the
+** candidates of one set of degrees down to ETP; with an admit hook or exhaustive, single
+** candidates) to the workers through a small ring of slots; a worker walks each node,
+** skipping what the lower bounds prune against the cuts the chunk was filled with (whole
+** sub-trees at once where they can), checks each candidate left (refusing what cannot run)
+** and prices the rest. Chunks come back strictly in the order they were filled, so the rows a caller
 ** sees, the counts and everything computed from them are the same for any -j. Only a
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */

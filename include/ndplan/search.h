@@ -12,11 +12,13 @@
 ** .dp_replicate:
 ** at ZeRO 0 only all of DP, as nothing is sharded), SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
-** priced and handed to the caller chunk by chunk. The calling thread enumerates, checks one
-** representative per SP value of each sub-tree (a shared refusal counts for all of its
-** candidates: nd_refusal_shared) and skips the sub-trees whose lower bounds all prune
-** (search_bound.c, the caller's cuts); the pricing threads check each candidate left
-** (nd_strategy_check), skip what its bounds prune, and price the rest.
+** priced and handed to the caller chunk by chunk. The calling thread enumerates the degrees
+** down to ETP and hands each sub-tree below them to the pricing threads, which check one
+** representative per SP value (a shared refusal counts for all of its candidates:
+** nd_refusal_shared), skip the sub-trees whose lower bounds all prune (search_bound.c, the
+** caller's cuts), check each candidate left (nd_strategy_check), skip what its bounds
+** prune, and price the rest. (With an admit hook or exhaustive: each candidate is handed
+** over one by one.)
 */
 #ifndef NDPLAN_SEARCH_H
 #define NDPLAN_SEARCH_H
