@@ -24,10 +24,11 @@
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
 **  alloc_fragmentation) + the device's reserve. Its layers' parameters are at least those
 **  the layer prices give, sharded over the ZeRO shard group (dp_shard x cp for dense
-**  parameters, its expert-data-parallel part for routed experts) at the least a stage can
-**  shard them: optimizer states from ZeRO 1, gradients from 2, weights from 3 (FSDP without
-**  resharding keeps more, not less; zero3_weight_copy of the sharded working copy); a
-**  recipe that quantizes the weights is given no weight bytes. Activations are the stage's micro-batches in flight (nd_inflight) times its
+**  parameters, its expert-data-parallel part for routed experts) as stage_memory shards
+**  them: optimizer states from ZeRO 1, gradients from 2, weights from 3 (zero3_weight_copy
+**  of the sharded working copy), FSDP without resharding (the resolved reshard) keeping
+**  its weights and gradients whole; a recipe that quantizes the weights is given no
+**  weight bytes. Activations are the stage's micro-batches in flight (nd_inflight) times its
 **  layers' bytes under the candidate's mode, or under the least of the three modes for a
 **  per-layer or Megatron plan (what no recompute removes). Embedding, logits and buffers only
 **  add. The heaviest stage's peak is at least each stage's bound.
@@ -106,6 +107,7 @@ struct nd_bound {
   nd_schedule schedule;            /* the search's (nd_schedule_of gives each VPP's) */
   nd_strategy st;                  /* a candidate's degrees, for nd_estimate_layer */
   int nkinds, total;
+  double outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
   int rep[BOUND_KINDS];            /* a layer of each kind */
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
   int sets;                        /* of GROUP_WAYS groups */
@@ -131,6 +133,11 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
   b->st = *base;
   b->schedule = base->schedule;
   b->total = total;
+  {
+    int64_t first, last, tied;
+    nd_model_outer_params(m, &first, &last, &tied);
+    b->outer_first = (double)first; b->outer_last = (double)last; b->tied_copy = (double)tied;
+  }
   for (i = 0; i < total; i++) {
     for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) break;
     if (k == b->nkinds) {
@@ -285,6 +292,17 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
     /* a layer's bytes count inflight x (1 + fragmentation) times in the stage's peak */
     if (mm->rate[s] < HUGE_VAL) mm->rate[s] /= inflight * frag;
   }
+  {  /* the ends, as the estimator's stage_ends and stage_memory add them: the embedding's
+        and the head's parameters (vocabulary-parallel over TP, the head a copy when tied
+        across stages), the loss's logits of one micro-batch (the padded vocabulary at
+        least the model's) */
+    double logits = b->costs->logits_bytes * st->mbs * (double)b->job->seq_len / st->cp
+                  * (double)b->m->vocab_size / st->tp;
+    mm->pd[0] += b->outer_first / st->tp;
+    mm->pd[p - 1] += (b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;
+    mm->act[p - 1] += logits;
+    mm->act_none[p - 1] += logits;
+  }
   mm->g = g; mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
   mm->mode = mode; mm->schedule = (int)st->schedule;
   return 0;
@@ -300,13 +318,14 @@ static double bubble_of (nd_schedule schedule, int p, int v) {
 }
 
 /* Bytes per dense (*kd) and per routed-expert (*ke) parameter at ZeRO `zero` over the shard
-   group `shard`, at the least each part shards (see above). */
+   group `shard`, each part sharded as the estimator's stage_memory shards it (see above). */
 static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int shard,
                          double *kd, double *ke) {
   const nd_costs *co = b->costs;
   double dpc = (double)shard * st->cp, wb;
   double edp = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
-  double zo = zero >= 1, zg = zero >= 2, zw = zero >= 3;
+  int zo = zero >= 1, zg = zero >= 2 && !(zero == 3 && !st->reshard);
+  int zw = zero >= 3 && st->reshard;
   if (edp < 1.0) edp = 1.0;
   wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
   if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
@@ -339,6 +358,7 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
     core += count[k] * g->k[k].core;
   }
   t += cp_exposed(co, cp, core);
+  pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
   /* the slowest stage's layers take the average at least; its parameters too */
   for (i = 0; i < nv; i++)
     time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,
