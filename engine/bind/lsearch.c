@@ -785,6 +785,8 @@ static int res_info (lua_State *L) {
   nd_setint(L, "equivalent", (lua_Integer)c->equivalent);
   nd_setint(L, "pruned_time", (lua_Integer)c->pruned_time);
   nd_setint(L, "pruned_memory", (lua_Integer)c->pruned_memory);
+  nd_setint(L, "skipped_time", (lua_Integer)c->skipped_time);
+  nd_setint(L, "skipped_memory", (lua_Integer)c->skipped_memory);
   nd_setint(L, "dropped", (lua_Integer)res->r.dropped);
   nd_setint(L, "postfiltered", (lua_Integer)res->r.postfiltered);
   nd_setint(L, "kept", res->r.nbest);

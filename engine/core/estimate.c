@@ -1034,6 +1034,12 @@ void nd_price_cache_free (nd_price_cache *pc) {
 }
 
 /* Empties the cache for another model, device, job or costs; 0, or -1 (no room). */
+/* Whether costs were validated by an earlier call with this cache: it binds to them only
+   after they passed, and their contents do not change while it is used (estimate.h). */
+static int costs_validated (const nd_price_cache *pc, const nd_costs *costs) {
+  return pc && pc->prices && pc->costs == costs;
+}
+
 static int cache_bind (nd_price_cache *pc, const ctx *x) {
   int n = pc->sets * CACHE_WAYS, i, count = x->kinds->count;
   if (count != pc->count || !pc->prices) {
@@ -1387,7 +1393,7 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
   stage_sum ss;
   int s, p, starts[ND_MAX_CHUNKS];
   double h = (double)m->hidden_size, ab = costs->activation_bytes;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
@@ -1414,8 +1420,9 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
   return 0;
 }
 
-/* Layer `layer`'s figures from its kind's prices (x set up for the strategy). */
-static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
+/* Layer `layer`'s figures from its kind's prices (x set up for the strategy); sets: with
+   those of every set of selective switches. */
+static void layer_out (ctx *x, int layer, nd_layer_estimate *out, int sets) {
   const nd_costs *costs = x->c;
   layer_cost *lc = price_kind(x, layer);
   int i;
@@ -1426,7 +1433,7 @@ static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
       out->recompute_s[i] += comm_shown(x, fwd_work(lc), lc->tp_s, 1.0)
                            + lc->ep_s * exposed_share(costs, costs->ep_overlap);
   }
-  {  /* every set of switches, each from the set without its lowest switch */
+  if (sets) {  /* every set of switches, each from the set without its lowest switch */
     double dropped[ND_OP_MASKS];
     dropped[0] = 0.0;
     out->sel_recompute_s[0] = 0.0;
@@ -1444,6 +1451,10 @@ static void layer_out (ctx *x, int layer, nd_layer_estimate *out) {
   }
   out->forward_s = layer_pass(x, fwd_work(lc), lc->launch);
   out->backward_s = layer_pass(x, lc->bwd_s, 2.0 * lc->launch);
+  /* as pass_costs prices them for add_layers: the TP that shows, the exposed EP */
+  out->backward_comm_s = comm_shown(x, lc->bwd_s, lc->tp_s, 2.0)
+                       + lc->ep_s * exposed_share(costs, costs->ep_overlap);
+  out->attn_core_s = lc->core_s;
   out->tp_comm_s = lc->tp_s;
   out->cp_comm_s = lc->cp_s;
   out->ep_comm_s = lc->ep_s;
@@ -1458,12 +1469,13 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
   return nd_estimate_layers(m, dev, job, st, costs, NULL, 1, &layer, out, err, errlen);
 }
 
-int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                        nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
-                        const int *layers, nd_layer_estimate *out, char *err, size_t errlen) {
+static int estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                            nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
+                            const int *layers, nd_layer_estimate *out, int sets, char *err,
+                            size_t errlen) {
   ctx x;
   int i;
-  if (nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   for (i = 0; i < n; i++)
     if (layers[i] < 0 || layers[i] >= m->num_layers + m->mtp_layers) {
@@ -1473,6 +1485,19 @@ int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_j
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
   use_cache(&x, pc);
-  for (i = 0; i < n; i++) layer_out(&x, layers[i], &out[i]);
+  for (i = 0; i < n; i++) layer_out(&x, layers[i], &out[i], sets);
   return 0;
+}
+
+int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
+                        const int *layers, nd_layer_estimate *out, char *err, size_t errlen) {
+  return estimate_layers(m, dev, job, st, costs, pc, n, layers, out, 1, err, errlen);
+}
+
+int nd_estimate_layers_plain (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              nd_price_cache *pc, int n, const int *layers,
+                              nd_layer_estimate *out, char *err, size_t errlen) {
+  return estimate_layers(m, dev, job, st, costs, pc, n, layers, out, 0, err, errlen);
 }

@@ -2,10 +2,12 @@
 ** search.c -- the strategy space: bounds, the loop nest, refusal labels, and pricing on a
 ** pool of threads with results delivered in walk order.
 **
-** The calling thread walks the space and hands contiguous chunks of candidates to the
-** workers through a small ring of slots; a worker checks each (refusing what cannot run),
-** skips what the lower bounds prune against the cuts the chunk was filled with, and prices
-** the rest. Chunks come back strictly in the order they were filled, so the rows a caller
+** The calling thread walks the space and hands contiguous chunks of sub-trees (nodes: the
+** candidates of one set of degrees down to ETP; with an admit hook or exhaustive, single
+** candidates) to the workers through a small ring of slots; a worker walks each node,
+** skipping what the lower bounds prune against the cuts the chunk was filled with (whole
+** sub-trees at once where they can), checks each candidate left (refusing what cannot run)
+** and prices the rest. Chunks come back strictly in the order they were filled, so the rows a caller
 ** sees, the counts and everything computed from them are the same for any -j. Only a
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */
@@ -30,8 +32,9 @@
    (some 150 KB per thread for its three kinds). */
 #define PRICE_CACHE_ENTRIES 128
 
-/* The layer prices the lower bounds keep per thread, shared by the recipes walked (each its
-   own bounds): search_bound.c says what they buy. */
+/* The layer prices the lower bounds keep, in all: each of the -j threads walks sub-trees and
+   keeps its share, split between the recipes walked (each its own bounds); search_bound.c
+   says what they buy (1 MiB a thread at -j 2 grew the search's peak by 1.1 MB). */
 #define BOUND_CACHE_BYTES ((size_t)1 << 20)
 
 
@@ -188,8 +191,18 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
 
 enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
 
-/* What the walk hands a worker for each candidate (slot.flag). */
-enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY };
+/* What the walk hands a worker for each candidate (slot.flag): what is left to do
+   (CAND_KIND bits), and what the walk found its lower bounds to say (CAND_BOUND bits: 0
+   not evaluated; else price it, or prune it by time or by memory once the checks keep it). */
+enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY, CAND_NODE, CAND_KIND = 3,
+       CAND_PRICE = 4, CAND_PRUNE_TIME = 8, CAND_PRUNE_MEMORY = 12, CAND_BOUND = 12 };
+/* A CAND_NODE entry stands for every candidate of one (recompute, tp, pp, cp, mbs, ep, etp)
+   (its sub-tree, walked by the worker: walk_node), from its index on; its other bits: */
+enum { NODE_SAME = 4, NODE_LONE = 8 };  /* walk_tail's same_as_none and lone */
+
+/* Verdicts of the lower bounds tail_sp keeps for one SP value's candidates (recipes x ZeRO
+   stages x shard groups; a larger tail is emitted with none). */
+#define VERDICTS 4096
 
 typedef struct slot {
   int state, n;
@@ -197,11 +210,51 @@ typedef struct slot {
   unsigned long long *index;
   unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
   nd_search_row *rows;
-  int priced;                          /* rows[0..priced) */
+  int priced, rows_cap;                /* rows[0..priced) of rows_cap */
   double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
   unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
-  unsigned long long equivalent, pruned_time, pruned_memory;
+  unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
 } slot;
+
+/* The innermost loops' values at one (tp, dp): shape_of. */
+typedef struct tail_shape {
+  int rcv[ND_RECIPE_COUNT], nrc;       /* recipes */
+  const int *zv;                       /* ZeRO stages */
+  int nz, zmax, zok;                   /* zok: each within 0-3, and not too many pairs */
+  int hv[LOOP_MAX], nh, full;          /* shard groups (shard_groups) */
+  int walked[2];                       /* SP values */
+  int n;                               /* (ZeRO, shard group) pairs walked: */
+  int tz[VERDICTS], th[VERDICTS], tat[VERDICTS];  /* ZeRO, group index, verdict index */
+  int tg[VERDICTS];                    /* the group (base's resolved), per representative */
+  double tt[VERDICTS], tm[VERDICTS];   /* their bounds */
+  unsigned long long per;              /* candidates of one SP value in a tail */
+} tail_shape;
+
+/* One VPP value walked at a pp, with its layout variants and subtree's verdicts. */
+typedef struct vpp_entry {
+  int vpp, n, layout[ND_VARIANT_COUNT];  /* its layout variants */
+  int state[2], code[2];               /* subtree's TAIL_* by SP value (at one etp) */
+} vpp_entry;
+
+/*
+** What one thread needs to walk sub-trees: the walk's own (the VPP values and tail shapes
+** it counts nodes by; every candidate, when it emits them one by one) and each pricing
+** thread's (the nodes it walks: their checks and bounds against its slot's cuts).
+*/
+typedef struct tree {
+  struct worker_scratch *ws;           /* a pricing thread's (NULL: the walk's) */
+  slot *s;                             /* the slot whose node it walks: counts and rows */
+  double time_cut, over_cut;           /* that slot's cuts */
+  unsigned long long next;             /* the walk index of the node's next candidate */
+  nd_strategy rep;                     /* representatives (check_sp) */
+  nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
+  int pp, nv;                          /* vpps: the VPP values walked at pp */
+  vpp_entry vpps[LOOP_MAX];
+  tail_shape shape;                    /* of the tails at one (tp, dp) */
+  unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
+  int sv[LOOP_MAX];                    /* subtree's VPP values */
+  double st_t[LOOP_MAX];               /* and their time bounds */
+} tree;
 
 typedef struct walker {
   const nd_search_params *p;
@@ -213,7 +266,8 @@ typedef struct walker {
   nd_search_counts *counts;
   nd_search_bounds b;
   nd_strategy scratch;                 /* for the checks of the walk */
-  nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
+  tree tree;                           /* the walk's */
+  int zv[LOOP_MAX], nz;                /* the ZeRO stages walked */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
@@ -228,6 +282,8 @@ typedef struct walker {
   unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
   unsigned long long fits_cap;         /* bytes of fits */
   unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
+  int tail;                            /* nodes: the pricing threads walk each sub-tree
+                                          (not exhaustive, no admit hook) */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
@@ -326,6 +382,7 @@ typedef struct worker_scratch {
   nd_price_cache *pc;      /* layer-kind prices shared by the candidates it prices */
   nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
                                        (NULL: none; the layer prices depend on the recipe) */
+  tree tree;               /* the nodes it walks */
 } worker_scratch;
 
 /* The recipes the walk takes (ascending nd_recipe_id), into out; their count. */
@@ -347,7 +404,7 @@ static void new_bounds (const walker *w, nd_bound **b) {
     base.precision = (nd_recipe_id)rv[i];
     b[rv[i]] = nd_bound_new(w->m, w->dev, w->job, w->costs, &base,
                             p->budget > 0 ? p->budget : w->dev->hbm_bytes,
-                            BOUND_CACHE_BYTES / (size_t)n);
+                            BOUND_CACHE_BYTES / (size_t)n / (size_t)(p->jobs > 1 ? p->jobs : 1));
   }
 }
 
@@ -360,8 +417,11 @@ static worker_scratch *new_scratch (const walker *w) {
   worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
   const nd_search_params *p = w->p;
   if (!ws) return NULL;
-  ws->st = ws->chk = p->base;
+  ws->st = ws->chk = ws->tree.rep = p->base;
   memset(ws->bound, 0, sizeof ws->bound);
+  ws->tree.ws = ws;
+  ws->tree.pp = 0;
+  { int v; for (v = 0; v < ND_VARIANT_COUNT; v++) ws->tree.lay[v] = p->base; }
   if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
   if (!(ws->pc = nd_price_cache_new(PRICE_CACHE_ENTRIES))) {
     nd_recompute_ws_free(ws->rws);
@@ -382,78 +442,95 @@ static void free_scratch (worker_scratch *ws) {
   free(ws);
 }
 
-static void price_slot (walker *w, slot *s, worker_scratch *ws) {
+/*
+** One candidate of slot s, at walk index `index`, its flag as the walk left it: checked
+** (unless the walk did), pruned by the walk's verdict or its bounds, else priced into the
+** slot's next row. Returns 0, or -1 to stop (Ctrl-C, or no memory for the row).
+*/
+static int process_one (walker *w, slot *s, worker_scratch *ws, nd_candidate *c,
+                        unsigned long long index, int flag) {
   nd_strategy *st = &ws->st;
   nd_estimate *e = &ws->e;
-  int i, k = 0, why;
+  int kind = flag & CAND_KIND, bound = flag & CAND_BOUND, why, t;
+  nd_search_row *r;
+  const nd_stage_estimate *h;
+  if (w->p->stop && *w->p->stop) return -1;
+  if (kind != CAND_READY) {  /* the walk's checks, on this thread */
+    /* a per-layer plan whose none twin fits: the twin passed the same checks (the same
+       degrees; load_candidate gives per_layer none's strategy), so this one would too and
+       is filtered out below; its checks are not run again */
+    if (kind == CAND_UNCHECKED && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index)) {
+      s->late[ND_REFUSE_FILTERED]++;
+      return 0;
+    }
+    why = check(w, &ws->chk, c);
+    if (why < 0 && kind == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
+      s->equivalent++;
+      return 0;
+    }
+    if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
+      why = ND_REFUSE_SAME_RUN;  /* as below, after pricing it */
+    if (why >= 0) { s->late[why]++; return 0; }
+    if (bound || ws->bound[c->precision]) {  /* the walk's verdict, else the bounds' */
+      int pr = bound == CAND_PRUNE_TIME ? 1 : bound == CAND_PRUNE_MEMORY ? 2 : bound ? 0
+             : pruned(w, ws->bound[c->precision], &ws->chk, c, s->time_cut, s->over_cut);
+      if (pr == 1) { s->pruned_time++; return 0; }
+      if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; return 0; }
+    }
+  }
+  load_candidate(st, c, &w->p->base, (int)w->m->num_layers);
+  why = price_candidate(w, c->recompute, st, e, &ws->plan, ws->rws, ws->pc);
+  if (why >= 0) { s->late[why]++; return 0; }
+  if (c->recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
+      && plan_keeps_all(st, w->m)) {  /* the same run as its none candidate: not twice */
+    s->late[ND_REFUSE_SAME_RUN]++;
+    return 0;
+  }
+  if (s->priced == s->rows_cap) {  /* a node's rows: as many as it prices */
+    int cap = 2 * s->rows_cap;
+    nd_search_row *rows = (nd_search_row *)realloc(s->rows, (size_t)cap * sizeof *rows);
+    if (!rows) { s->late[ND_REFUSE_NO_MEMORY]++; return -1; }
+    s->rows = rows;
+    s->rows_cap = cap;
+  }
+  r = &s->rows[s->priced++];
+  h = &e->stage[e->heaviest];
+  r->index = index;
+  r->c = *c;
+  r->c.sp = (unsigned char)st->sp;
+  r->c.dp_shard = st->dp_shard;  /* resolved: all of dp unless HSDP */
+  r->heaviest = e->heaviest;
+  r->stages = e->stages;
+  r->step_time = e->step_time;
+  r->tokens_per_s = e->tokens_per_s;
+  r->mfu = e->mfu;
+  r->hfu = e->hfu;
+  r->peak = e->peak;
+  r->over = w->p->budget > 0 ? e->peak - w->p->budget : 0.0;
+  r->fits = r->over <= 0.0;
+  if (r->over < 0.0) r->over = 0.0;
+  r->mem[0] = h->weights; r->mem[1] = h->grads; r->mem[2] = h->optimizer;
+  r->mem[3] = h->activations; r->mem[4] = h->buffers;
+  r->mem[5] = h->reserved - h->allocated; r->mem[6] = h->reserve;
+  for (t = 0; t < ND_T_COUNT; t++) r->time_parts[t] = e->time_parts[t];
+  r->key = e->step_time;
+  return 0;
+}
+
+static int walk_node (walker *w, slot *s, worker_scratch *ws, int i);
+
+/* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
+static void price_slot (walker *w, slot *s, worker_scratch *ws) {
+  int i;
   s->priced = 0;
   memset(s->late, 0, sizeof s->late);
   s->equivalent = s->pruned_time = s->pruned_memory = 0;
-  for (i = 0; i < s->n; i++) {
-    nd_search_row *r = &s->rows[k];
-    const nd_stage_estimate *h;
-    int t;
-    if (w->p->stop && *w->p->stop) break;
-    if (s->flag[i] != CAND_READY) {  /* the walk's checks, on this thread */
-      nd_candidate *c = &s->cand[i];
-      /* a per-layer plan whose none twin fits: the twin passed the same checks (the same
-         degrees; load_candidate gives per_layer none's strategy), so this one would too and
-         is filtered out below; its checks are not run again */
-      if (s->flag[i] == CAND_UNCHECKED && c->recompute == ND_SEARCH_PER_LAYER
-          && twin_fit(w, s->index[i])) {
-        s->late[ND_REFUSE_FILTERED]++;
-        continue;
-      }
-      why = check(w, &ws->chk, c);
-      if (why < 0 && s->flag[i] == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
-        s->equivalent++;
-        continue;
-      }
-      if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, s->index[i]))
-        why = ND_REFUSE_SAME_RUN;  /* as below, after pricing it */
-      if (why >= 0) { s->late[why]++; continue; }
-      if (ws->bound[c->precision]) {
-        int pr = pruned(w, ws->bound[c->precision], &ws->chk, c, s->time_cut, s->over_cut);
-        if (pr == 1) { s->pruned_time++; continue; }
-        if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; continue; }
-      }
-    }
-    load_candidate(st, &s->cand[i], &w->p->base, (int)w->m->num_layers);
-    why = price_candidate(w, s->cand[i].recompute, st, e, &ws->plan, ws->rws, ws->pc);
-    if (why >= 0) {
-      s->late[why]++;
-      continue;
-    }
-    if (s->cand[i].recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
-        && plan_keeps_all(st, w->m)) {  /* the same run as its none candidate: not twice */
-      s->late[ND_REFUSE_SAME_RUN]++;
-      continue;
-    }
-    h = &e->stage[e->heaviest];
-    r->index = s->index[i];
-    r->c = s->cand[i];
-    r->c.sp = (unsigned char)st->sp;
-    r->c.dp_shard = st->dp_shard;  /* resolved: all of dp unless HSDP */
-    r->heaviest = e->heaviest;
-    r->stages = e->stages;
-    r->step_time = e->step_time;
-    r->tokens_per_s = e->tokens_per_s;
-    r->mfu = e->mfu;
-    r->hfu = e->hfu;
-    r->peak = e->peak;
-    r->over = w->p->budget > 0 ? e->peak - w->p->budget : 0.0;
-    r->fits = r->over <= 0.0;
-    if (r->over < 0.0) r->over = 0.0;
-    r->mem[0] = h->weights; r->mem[1] = h->grads; r->mem[2] = h->optimizer;
-    r->mem[3] = h->activations; r->mem[4] = h->buffers;
-    r->mem[5] = h->reserved - h->allocated; r->mem[6] = h->reserve;
-    for (t = 0; t < ND_T_COUNT; t++) r->time_parts[t] = e->time_parts[t];
-    r->key = e->step_time;
-    k++;
-  }
-  s->priced = k;
+  s->skipped_time = s->skipped_memory = 0;
+  for (i = 0; i < s->n; i++)
+    if ((s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
+        : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]))
+      break;
 }
-
 
 static void *worker_main (void *arg) {
   walker *w = (walker *)arg;
@@ -491,6 +568,8 @@ static void deliver (walker *w, slot *s) {
   c->equivalent += s->equivalent;
   c->pruned_time += s->pruned_time;
   c->pruned_memory += s->pruned_memory;
+  c->skipped_time += s->skipped_time;
+  c->skipped_memory += s->skipped_memory;
   c->priced += (unsigned long long)s->priced;
   for (i = 0; i < s->priced; i++) {
     if (s->rows[i].fits) c->fit++;
@@ -669,20 +748,20 @@ static int check (const walker *w, nd_strategy *st, nd_candidate *c) {
 ** differently from every one before it (the same run is not walked twice; an even split
 ** that Megatron's accounting or first/last flags state exactly is walked under that label).
 */
-static int layout_variants (walker *w, int pp, int vpp, int *out) {
+static int layout_variants (const walker *w, tree *t, int pp, int vpp, int *out) {
   int n = 0, v, j, body = w->b.layers, mtp = (int)w->m->mtp_layers;
   long long chunks = (long long)pp * vpp;
   out[n++] = ND_VARIANT_EVEN;
   if (pp < 2 || vpp < 1 || chunks > ND_MAX_CHUNKS || body % chunks == 0) return n;
   for (v = 0; v < ND_VARIANT_COUNT; v++) {
-    nd_strategy *st = &w->lay[v];
+    nd_strategy *st = &t->lay[v];
     st->pp = pp; st->vpp = vpp;
     if (nd_layout_variant(st, body, v) != 0 || nd_layout_resolve(st, body, mtp, NULL, 0) != 0) {
       if (v == ND_VARIANT_EVEN) return n;
       continue;
     }
     for (j = 0; j < n && v > 0; j++)
-      if (memcmp(w->lay[out[j]].stage_layers, st->stage_layers,
+      if (memcmp(t->lay[out[j]].stage_layers, st->stage_layers,
                  (size_t)chunks * sizeof st->stage_layers[0]) == 0) break;
     if (v > 0 && j == n) out[n++] = v;
     /* the even split as Megatron's flags state it: walked (once) under their label */
@@ -755,10 +834,9 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
 ** bound is under the estimate by a relative 1e-9 at least (the sums differ in order).
 ** Returns 0 (price it), 1 (pruned by time) or 2 (by memory).
 */
-static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
-                   double time_cut, double over_cut) {
-  double t, mem, budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
-  if (nd_bound_eval(b, c, st, &t, &mem) != 0) return 0;
+static int verdict (const walker *w, const nd_candidate *c, double t, double mem,
+                    double time_cut, double over_cut) {
+  double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   t *= 1.0 - 1e-9;
   mem *= 1.0 - 1e-9;
   if (mem > budget && (c->recompute == ND_SEARCH_PER_LAYER
@@ -768,10 +846,17 @@ static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd
   return t > time_cut ? 1 : 0;
 }
 
+static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
+                   double time_cut, double over_cut) {
+  double t, mem;
+  if (nd_bound_eval(b, c, st, &t, &mem) != 0) return 0;
+  return verdict(w, c, t, mem, time_cut, over_cut);
+}
+
 /* equivalent: the candidate is the same run as one priced before it (the walk knows); with
    an admit or objective hook it is priced anyway (a policy may tell them apart) */
-static void emit (walker *w, nd_candidate *c, int equivalent) {
-  int why, flag = equivalent ? CAND_EQUIVALENT : CAND_UNCHECKED;
+static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
+  int why, flag = (equivalent ? CAND_EQUIVALENT : CAND_UNCHECKED) | bound;
   unsigned long long index;
   slot *s;
   if (w->status != ND_SEARCH_OK) return;
@@ -800,6 +885,13 @@ static void emit (walker *w, nd_candidate *c, int equivalent) {
     flag = CAND_READY;
   }
   s = current(w);
+  /* a chunk spans at most `chunk` places of the walk too (the tails it skips take places):
+     the cuts come as many places late as when every candidate was emitted */
+  if (s->n > 0 && index - s->index[0] >= (unsigned long long)w->chunk) {
+    submit(w);
+    if (w->status != ND_SEARCH_OK) return;
+    s = current(w);
+  }
   if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
@@ -870,36 +962,323 @@ static int shard_groups (const nd_search_params *p, int dp, int *hv, int *full) 
   return n;
 }
 
+/* What the walk knows of the candidates of one SP value in a tail before emitting them. */
+enum { TAIL_EMIT = 0, TAIL_VERDICTS, TAIL_REFUSED, TAIL_SKIP_TIME, TAIL_SKIP_MEMORY };
+
+/*
+** The VPP values walked at pp (an automatic VPP past 4 only where auto_vpp says), each with
+** its layout variants, into t->vpps: for every degree of the loops inside pp's.
+*/
+static void vpps_of (const walker *w, tree *t, int pp) {
+  const nd_dim_set *D = w->p->dim;
+  int vv[LOOP_MAX], nv, iv;
+  t->pp = pp;
+  t->nv = 0;
+  nv = loop_values(&D[ND_DIM_VPP], 0, vpp_bound(&w->b, pp), vv);
+  for (iv = 0; iv < nv; iv++) {
+    vpp_entry *e = &t->vpps[t->nv];
+    if (D[ND_DIM_VPP].is_auto && !auto_vpp(w->b.layers, pp, vv[iv])) continue;
+    e->vpp = vv[iv];
+    e->n = layout_variants(w, t, pp, vv[iv], e->layout);
+    t->nv++;
+  }
+}
+
+/*
+** The shape of every tail at one (tp, dp): the recipes, ZeRO stages and shard groups the
+** innermost loops walk, the (ZeRO, shard group) pairs among them, the SP values, and how
+** many candidates one SP value has in a tail. Into t->shape.
+*/
+static void shape_of (const walker *w, tree *tr, int tp, int dp) {
+  tail_shape *t = &tr->shape;
+  const nd_dim_set *spset = &w->p->dim[ND_DIM_SP];
+  const int *zv = w->zv;
+  int iz, ih, sp, nz = w->nz;
+  unsigned long long pairs = 0;
+  t->nrc = recipes_walked(w->p, t->rcv);
+  t->nh = shard_groups(w->p, dp, t->hv, &t->full);
+  t->zv = zv; t->nz = nz; t->zmax = 0; t->zok = 1; t->n = 0;
+  for (sp = 0; sp <= 1; sp++)
+    t->walked[sp] = in_set(spset, sp) && !(tp == 1 && sp == 1 && in_set(spset, 0));
+  for (iz = 0; iz < nz; iz++) {
+    if (zv[iz] < 0 || zv[iz] > 3) t->zok = 0;  /* refused apart (out of bounds) */
+    else if (zv[iz] > t->zmax) t->zmax = zv[iz];
+  }
+  if ((long long)t->nrc * nz * t->nh > VERDICTS) t->zok = 0;  /* too many to keep */
+  for (iz = 0; iz < nz; iz++)
+    for (ih = 0; ih < t->nh; ih++) {
+      if (zv[iz] == 0 && t->hv[ih] != 0 && t->hv[ih] != t->full) continue;
+      pairs++;
+      if (t->n == VERDICTS) continue;
+      t->tz[t->n] = zv[iz];
+      t->th[t->n] = ih;
+      t->tat[t->n++] = iz * t->nh + ih;
+    }
+  t->per = pairs * (unsigned long long)t->nrc;
+}
+
+/* The candidates of one (recompute, tp, pp, cp, mbs, ep, etp): its node's size. */
+static unsigned long long node_size (const tree *t) {
+  unsigned long long layouts = 0;
+  int iv;
+  for (iv = 0; iv < t->nv; iv++) layouts += (unsigned long long)t->vpps[iv].n;
+  return layouts * t->shape.per
+         * (unsigned long long)(t->shape.walked[0] + t->shape.walked[1]);
+}
+
+/*
+** A representative of c's candidates of one SP value, checked into t->rep: the largest
+** ZeRO walked, the shard group all of DP (or base's, when no group is walked). Any rule it
+** breaks reads neither ZeRO nor the shard group (with ZeRO 1-3 every walked group passes
+** where all of DP does, but for the last EP divisibility rule, which all of DP passes when
+** the experts' first one does), so a shared refusal (nd_refusal_shared) is each of them's.
+** Returns -1 (valid) or the refusal.
+*/
+static int check_sp (const walker *w, tree *t, const nd_candidate *c, int sp,
+                     nd_candidate *r) {
+  const tail_shape *sh = &t->shape;
+  *r = *c;
+  r->sp = (unsigned char)sp; r->zero = (unsigned char)sh->zmax;
+  r->precision = (unsigned char)sh->rcv[0];
+  r->dp_shard = sh->hv[0] == 0 ? 0 : c->dp;
+  return check(w, &t->rep, r);
+}
+
+/*
+** The tail's candidates of one SP value: those of each (recipe, ZeRO, shard group) the
+** loops below walk. A shared refusal of its representative (check_sp) is counted for each
+** of them at once, as each would be counted. A valid one's strategy is each of theirs but
+** for ZeRO, the shard group and the recipe, so the lower bound of each (recipe, ZeRO,
+** shard group) is evaluated on it against the slot's cuts, each verdict kept in
+** t->verdict[sp] (CAND_BOUND bits) for process_one, which still checks each candidate.
+** When every one prunes, no candidate of the sub-tree could rank, fit or be a kept miss: it
+** is skipped unchecked, counted skipped by memory when every bound pruned by memory, else
+** by time (the bound of a candidate that would be refused is evaluated too: its prune costs
+** nothing). Else (another refusal, no bound applies, a bound under the cuts) the
+** candidates are processed (TAIL_VERDICTS: with the verdicts). Returns TAIL_*; *code: the
+** refusal.
+*/
+static int tail_sp (const walker *w, tree *tr, const nd_candidate *c, int sp, int *code) {
+  tail_shape *t = &tr->shape;
+  nd_bound **bd = tr->ws->bound;
+  nd_strategy *st = &tr->rep;
+  nd_candidate r;
+  unsigned char *vd = tr->verdict[sp];
+  int irc, why, i, memory = 1, all = 1;
+  if (!t->zok) return TAIL_EMIT;
+  if ((why = check_sp(w, tr, c, sp, &r)) >= 0) {
+    *code = why;
+    return nd_refusal_shared((nd_refusal)why, 0) ? TAIL_REFUSED : TAIL_EMIT;
+  }
+  for (i = 0; i < t->n; i++)  /* base's group (0): as resolved for this dp */
+    t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
+  for (irc = 0; irc < t->nrc; irc++) {
+    nd_bound *b = bd[t->rcv[irc]];
+    int ok;
+    st->precision = (nd_recipe_id)t->rcv[irc];
+    r.precision = (unsigned char)t->rcv[irc];
+    ok = b && nd_bound_eval_shards(b, &r, st, t->n, t->tz, t->tg, t->tt, t->tm) == 0;
+    for (i = 0; i < t->n; i++) {
+      int v = 0;
+      if (ok) {
+        r.zero = (unsigned char)t->tz[i];
+        v = verdict(w, &r, t->tt[i], t->tm[i], tr->time_cut, tr->over_cut);
+      }
+      vd[irc * t->nz * t->nh + t->tat[i]] =
+        (unsigned char)(v == 1 ? CAND_PRUNE_TIME : v == 2 ? CAND_PRUNE_MEMORY : CAND_PRICE);
+      if (v == 0) all = 0;
+      if (v == 1) memory = 0;
+    }
+  }
+  if (!all) return TAIL_VERDICTS;  /* processed, with them */
+  return memory ? TAIL_SKIP_MEMORY : TAIL_SKIP_TIME;
+}
+
+/* Counts n candidates of the node as state (TAIL_REFUSED: under code) says, each taking its
+   place in the walk. */
+static void count_as (tree *t, int state, int code, unsigned long long n) {
+  t->next += n;
+  if (state == TAIL_REFUSED) t->s->late[code] += n;
+  else if (state == TAIL_SKIP_TIME) t->s->skipped_time += n;
+  else t->s->skipped_memory += n;
+}
+
+/*
+** The sub-tree of one (recompute, tp, pp, cp, mbs, ep, etp) in c: each VPP value of t->vpps,
+** its layouts and their tails. Per SP value, a representative at the first VPP and layout
+** (check_sp): a refusal shared across VPP and layouts too is every candidate's. A valid one
+** gives the group's layer prices, so nd_bound_spread bounds every layout of each VPP: a VPP
+** whose every (recipe, ZeRO, shard group) prunes (by its time, or by the memory of the
+** pair) against the slot's cuts is skipped with its layouts, as tail_sp skips a tail. Into
+** t->vpps[iv].state and .code (TAIL_EMIT: tail_sp decides); returns 1 when nothing of the
+** sub-tree is left to walk.
+*/
+static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
+  tail_shape *t = &tr->shape;
+  nd_bound **bd = tr->ws->bound;
+  nd_strategy *st = &tr->rep;
+  int sp, iv, irc, i, why, left = 0, nv = tr->nv;
+  vpp_entry *vp = tr->vpps;
+  for (iv = 0; iv < nv; iv++) vp[iv].state[0] = vp[iv].state[1] = TAIL_EMIT;
+  if (!t->zok || nv < 1) return 0;
+  for (sp = 0; sp <= 1; sp++) {
+    nd_candidate r, first = *c;
+    int rs = 0;
+    if (!t->walked[sp]) continue;
+    first.vpp = vp[0].vpp;
+    first.layout = (unsigned char)vp[0].layout[0];
+    if ((why = check_sp(w, tr, &first, sp, &r)) >= 0) {
+      if (nd_refusal_shared((nd_refusal)why, 1))
+        for (iv = 0; iv < nv; iv++) { vp[iv].state[sp] = TAIL_REFUSED; vp[iv].code[sp] = why; }
+      else left = 1;
+      continue;
+    }
+    for (i = 0; i < t->n; i++) t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
+    for (iv = 0; iv < nv; iv++) { tr->sv[iv] = vp[iv].vpp; vp[iv].state[sp] = TAIL_SKIP_MEMORY; }
+    for (irc = 0; irc < t->nrc && rs == 0; irc++) {
+      nd_bound *b = bd[t->rcv[irc]];
+      int memory = 1;  /* every pair pruned by memory */
+      st->precision = (nd_recipe_id)t->rcv[irc];
+      r.precision = (unsigned char)t->rcv[irc];
+      if (!b || nd_bound_spread(b, &r, st, nv, tr->sv, t->n, t->tz, t->tg, tr->st_t, t->tm) != 0) {
+        rs = -1;
+        break;
+      }
+      for (i = 0; i < t->n && memory; i++) {
+        r.zero = (unsigned char)t->tz[i];
+        memory = verdict(w, &r, -HUGE_VAL, t->tm[i], tr->time_cut, tr->over_cut) == 2;
+      }
+      if (memory) continue;  /* this recipe's: every VPP by memory */
+      for (iv = 0; iv < nv; iv++) {
+        int *state = &vp[iv].state[sp], all = 1;
+        if (*state == TAIL_EMIT) continue;
+        for (i = 0; i < t->n && all; i++) {
+          r.zero = (unsigned char)t->tz[i];
+          all = verdict(w, &r, tr->st_t[iv], t->tm[i], tr->time_cut, tr->over_cut) != 0;
+        }
+        *state = all ? TAIL_SKIP_TIME : TAIL_EMIT;
+      }
+    }
+    for (iv = 0; iv < nv; iv++) {
+      if (rs < 0) vp[iv].state[sp] = TAIL_EMIT;
+      if (vp[iv].state[sp] == TAIL_EMIT) left = 1;
+    }
+  }
+  return !left;
+}
+
 /*
 ** The innermost loops of the walk for one (recompute, degrees, vpp, layout) in c: the
-** precision recipe, ZeRO, the shard group, SP. At ZeRO 0 nothing is sharded: the shard
-** group is all of DP only (HSDP's replicas would reduce nothing). same_as_none, lone: as
-** in walk().
+** precision recipe, ZeRO, the shard group, SP (the shape in t->shape). At ZeRO 0 nothing
+** is sharded: the shard group is all of DP only (HSDP's replicas would reduce nothing).
+** same_as_none, lone: as in walk(). The walk's tree (t->ws NULL) emits each candidate;
+** a pricing thread's counts what subtree (pre) or tail_sp knows of each SP value's
+** candidates without checking them and processes the rest, each at its place in the
+** walk's order (its index). Returns 0, or -1 to stop.
 */
-static void walk_tail (walker *w, nd_candidate *c, const int *zv, int nz, int same_as_none,
-                       int lone) {
-  const nd_dim_set *D = w->p->dim, *spset = &D[ND_DIM_SP];
-  int rcv[ND_RECIPE_COUNT], nrc = recipes_walked(w->p, rcv), hv[LOOP_MAX], full;
-  int nh = shard_groups(w->p, c->dp, hv, &full), irc, iz, ih, sp;
-  for (irc = 0; irc < nrc; irc++)
+static int walk_tail (walker *w, tree *t, nd_candidate *c, int same_as_none, int lone,
+                      const int *pre, const int *pre_code) {
+  const tail_shape *sh = &t->shape;
+  const int *zv = sh->zv;
+  int nz = sh->nz, nh = sh->nh, irc, iz, ih, sp;
+  int state[2] = {TAIL_EMIT, TAIL_EMIT}, code[2] = {0, 0}, emit_any = 0, known[2] = {0, 0};
+  for (sp = 0; sp <= 1; sp++) {
+    if (!sh->walked[sp] || sh->per == 0) continue;
+    if (t->ws) {
+      state[sp] = pre[sp];
+      code[sp] = pre_code[sp];
+      if (state[sp] == TAIL_EMIT) state[sp] = tail_sp(w, t, c, sp, &code[sp]);
+      if (state[sp] == TAIL_VERDICTS) { known[sp] = 1; state[sp] = TAIL_EMIT; }
+    }
+    if (state[sp] == TAIL_EMIT) emit_any = 1;
+  }
+  if (!emit_any) {  /* nothing to process: counted as a whole */
+    for (sp = 0; sp <= 1 && t->ws; sp++)
+      if (sh->walked[sp]) count_as(t, state[sp], code[sp], sh->per);
+    return 0;
+  }
+  for (irc = 0; irc < sh->nrc; irc++)
     for (iz = 0; iz < nz; iz++) {
       /* ZeRO 1 and 2 then change nothing from the stage below them (ZeRO 3 still does:
          its gather buffers) */
       int same = same_as_none || (lone && iz > 0 && zv[iz] <= 2);
       for (ih = 0; ih < nh; ih++) {
-        if (zv[iz] == 0 && hv[ih] != 0 && hv[ih] != full) continue;
+        if (zv[iz] == 0 && sh->hv[ih] != 0 && sh->hv[ih] != sh->full) continue;
         for (sp = 0; sp <= 1; sp++) {
-          if (!in_set(spset, sp)) continue;
-          if (c->tp == 1 && sp == 1 && in_set(spset, 0)) continue;  /* same run */
-          c->precision = (unsigned char)rcv[irc];
+          int flag;
+          if (!sh->walked[sp]) continue;
+          if (state[sp] != TAIL_EMIT) {  /* its place in the walk, counted as known */
+            count_as(t, state[sp], code[sp], 1);
+            continue;
+          }
+          c->precision = (unsigned char)sh->rcv[irc];
           c->zero = (unsigned char)zv[iz];
-          c->dp_shard = hv[ih];
+          c->dp_shard = sh->hv[ih];
           c->sp = (unsigned char)sp;
-          emit(w, c, same);
-          if (w->status != ND_SEARCH_OK) return;
+          flag = (same ? CAND_EQUIVALENT : CAND_UNCHECKED)
+               | (known[sp] ? t->verdict[sp][(irc * nz + iz) * nh + ih] : 0);
+          if (!t->ws) {
+            emit(w, c, same, 0);
+            if (w->status != ND_SEARCH_OK) return -1;
+          }
+          else if (process_one(w, t->s, t->ws, c, t->next++, flag) != 0) return -1;
         }
       }
     }
+  return 0;
+}
+
+/* A node of slot s (entry i), walked on this pricing thread: subtree, then each VPP's
+   layouts' tails. Returns 0, or -1 to stop. */
+static int walk_node (walker *w, slot *s, worker_scratch *ws, int i) {
+  tree *t = &ws->tree;
+  nd_candidate c = s->cand[i];
+  int iv, il, same = (s->flag[i] & NODE_SAME) != 0, lone = (s->flag[i] & NODE_LONE) != 0;
+  t->s = s;
+  t->time_cut = s->time_cut;
+  t->over_cut = s->over_cut;
+  t->next = s->index[i];
+  if (t->pp != c.pp) vpps_of(w, t, c.pp);
+  shape_of(w, t, c.tp, c.dp);
+  if (subtree(w, t, &c)) {  /* known whole: counted, not walked */
+    for (iv = 0; iv < t->nv; iv++) {
+      int sp;
+      for (sp = 0; sp <= 1; sp++)
+        if (t->shape.walked[sp])
+          count_as(t, t->vpps[iv].state[sp], t->vpps[iv].code[sp],
+                   t->shape.per * (unsigned long long)t->vpps[iv].n);
+    }
+    return 0;
+  }
+  for (iv = 0; iv < t->nv; iv++)
+    for (il = 0; il < t->vpps[iv].n; il++) {
+      c.vpp = t->vpps[iv].vpp;
+      c.layout = (unsigned char)t->vpps[iv].layout[il];
+      if (walk_tail(w, t, &c, same, lone, t->vpps[iv].state, t->vpps[iv].code) != 0) return -1;
+    }
+  return 0;
+}
+
+/* Hands the node of c (recompute and the degrees down to etp) to the pricing threads: its
+   `size` candidates take the walk's next places. */
+static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int lone,
+                       unsigned long long size) {
+  unsigned long long index;
+  slot *s;
+  if (w->status != ND_SEARCH_OK) return;
+  if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
+  index = w->counts->tested;
+  w->counts->tested += size;
+  s = current(w);
+  if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
+  s->cand[s->n] = *c;
+  s->index[s->n] = index;
+  s->flag[s->n] = (unsigned char)(CAND_NODE | (same_as_none ? NODE_SAME : 0)
+                                  | (lone ? NODE_LONE : 0));
+  /* a chunk spans `chunk` places of the walk, or as many nodes: the cuts come about as
+     many places late as when every candidate was emitted */
+  if (++s->n == w->chunk || w->counts->tested - s->index[0] >= (unsigned long long)w->chunk)
+    submit(w);
 }
 
 static void walk (walker *w) {
@@ -907,13 +1286,14 @@ static void walk (walker *w) {
   const nd_dim_set *D = p->dim;
   const nd_search_bounds *b = &w->b;
   long long N = w->job->devices, G = w->job->global_batch;
+  tree *t = &w->tree;
   int rv[LOOP_MAX], tv[LOOP_MAX], pv[LOOP_MAX], cv[LOOP_MAX], bv[LOOP_MAX];
-  int ev[LOOP_MAX], xv[LOOP_MAX], vv[LOOP_MAX], zv[LOOP_MAX];
-  int nr, nt, np, nc, nb, ne, nx, nv, nz, ir, it, ip, ic, ib, ie, ix, iv;
+  int ev[LOOP_MAX], xv[LOOP_MAX];
+  int nr, nt, np, nc, nb, ne, nx, ir, it, ip, ic, ib, ie, ix, iv;
   nd_dim_set rec_auto = {0, ND_RECOMPUTE_COUNT + 1, {0, 1, 2, ND_SEARCH_PER_LAYER}};
   nd_dim_set zero_auto = {0, 4, {0, 1, 2, 3}};
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
-  nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, zv);
+  w->nz = loop_values(D[ND_DIM_ZERO].is_auto ? &zero_auto : &D[ND_DIM_ZERO], 0, 0, w->zv);
   for (ir = 0; ir < nr; ir++) {
     /* selective that keeps the same tensors as none (flash attention, the attention core
        its only switch) repeats every none candidate: not walked under auto, counted as
@@ -930,11 +1310,13 @@ static void walk (walker *w) {
       np = loop_values(&D[ND_DIM_PP], N / tp, b->pp, pv);
       for (ip = 0; ip < np; ip++) {
         int pp = pv[ip];
+        vpps_of(w, t, pp);  /* uneven: each distinct layout variant, its own candidate */
         nc = loop_values(&D[ND_DIM_CP], N / tp / pp, b->cp, cv);
         for (ic = 0; ic < nc; ic++) {
           int cp = cv[ic];
           long long dp = N / ((long long)tp * pp * cp), q;
           if (dp < 1) break;
+          shape_of(w, t, tp, (int)dp);
           /* MBS: automatic, the sizes that leave a micro-batch per stage at least (a larger
              micro-batch with fewer micro-batches than stages holds more activations and
              idles longer: it gains only GEMM size), or every size when the batch leaves
@@ -954,25 +1336,27 @@ static void walk (walker *w) {
               nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
               for (ix = 0; ix < nx; ix++) {
                 int etp = xv[ix];
-                int vmax = vpp_bound(b, pp);
                 /* nothing for ZeRO to shard: one replica of the dense weights (dp*cp)
                    and of the experts (dp*cp*tp over ep*etp) */
                 int lone = dp * cp == 1
                     && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
-                nv = loop_values(&D[ND_DIM_VPP], 0, vmax, vv);
-                for (iv = 0; iv < nv; iv++) {
-                  /* uneven (pp, vpp): each distinct layout variant, its own candidate */
-                  int il, lvs[ND_VARIANT_COUNT], nl;
-                  if (D[ND_DIM_VPP].is_auto && !auto_vpp(b->layers, pp, vv[iv])) continue;
-                  nl = layout_variants(w, pp, vv[iv], lvs);
-                  for (il = 0; il < nl; il++) {
-                    nd_candidate c;
-                    memset(&c, 0, sizeof c);
-                    c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
-                    c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp; c.vpp = vv[iv];
-                    c.recompute = (unsigned char)rv[ir];
-                    c.layout = (unsigned char)lvs[il];
-                    walk_tail(w, &c, zv, nz, same_as_none, lone);
+                nd_candidate c;
+                memset(&c, 0, sizeof c);
+                c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
+                c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp;
+                c.recompute = (unsigned char)rv[ir];
+                if (w->tail) {  /* the sub-tree, walked by a pricing thread */
+                  unsigned long long size = node_size(t);
+                  if (size > 0) emit_node(w, &c, same_as_none, lone, size);
+                  if (w->status != ND_SEARCH_OK) return;
+                  continue;
+                }
+                for (iv = 0; iv < t->nv; iv++) {
+                  int il;
+                  for (il = 0; il < t->vpps[iv].n; il++) {
+                    c.vpp = t->vpps[iv].vpp;
+                    c.layout = (unsigned char)t->vpps[iv].layout[il];
+                    walk_tail(w, t, &c, same_as_none, lone, NULL, NULL);
                     if (w->status != ND_SEARCH_OK) return;
                   }
                 }
@@ -1028,6 +1412,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     s->index = (unsigned long long *)malloc((size_t)w->chunk * sizeof *s->index);
     s->flag = (unsigned char *)malloc((size_t)w->chunk);
     s->rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *s->rows);
+    s->rows_cap = w->chunk;
     if (!s->cand || !s->index || !s->flag || !s->rows) status = ND_SEARCH_NO_MEMORY;
   }
   if (status != ND_SEARCH_OK) { free_slots(w); free(w); return status; }
@@ -1042,6 +1427,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     if (started == 0) w->threads = 0;  /* no thread: price inline */
   }
   if (!(w->inline_scratch = new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
+  w->tail = !p->exhaustive && !(hooks && hooks->admit);
   if (w->status == ND_SEARCH_OK) walk(w);
   drain(w);
   if (pool) {

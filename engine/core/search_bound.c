@@ -13,27 +13,36 @@
 **  floor included), plus what its mode recomputes (recompute_s: the repeated forward with its
 **  TP and EP traffic under full, the switches' work under selective), plus the part of the
 **  forward's TP and EP traffic that shows (recompute_s[full] - forward_s), which the stage
-**  pays at least once more in its own forward. The embedding, the head, the backward's TP
-**  traffic and the exposed CP exchange only add. So slow >= the largest stage sum S, and the
-**  step >= m*S + bubble + step_overhead, with the bubble as each schedule states it in slow:
+**  pays at least once more in its own forward, and what its backward's TP and EP traffic
+**  adds (backward_comm_s: the TP that shows, the exposed EP, as add_layers counts them per
+**  layer), and the CP exchange that shows (cp_exposed). The embedding and the head only
+**  add. So slow >= the largest stage sum S, and the step >= m*S + bubble + step_overhead,
+**  with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
 **
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
 **  alloc_fragmentation) + the device's reserve. Its layers' parameters are at least those
 **  the layer prices give, sharded over the ZeRO shard group (dp_shard x cp for dense
-**  parameters, its expert-data-parallel part for routed experts) at the least a stage can
-**  shard them: optimizer states from ZeRO 1, gradients from 2, weights from 3 (FSDP without
-**  resharding keeps more, not less; zero3_weight_copy of the sharded working copy); a
-**  recipe that quantizes the weights is given no weight bytes. Activations are the stage's micro-batches in flight (nd_inflight) times its
+**  parameters, its expert-data-parallel part for routed experts) as stage_memory shards
+**  them: optimizer states from ZeRO 1, gradients from 2, weights from 3 (zero3_weight_copy
+**  of the sharded working copy), FSDP without resharding (the resolved reshard) keeping
+**  its weights and gradients whole; a recipe that quantizes the weights is given no
+**  weight bytes. Activations are the stage's micro-batches in flight (nd_inflight) times its
 **  layers' bytes under the candidate's mode, or under the least of the three modes for a
 **  per-layer or Megatron plan (what no recompute removes). Embedding, logits and buffers only
 **  add. The heaviest stage's peak is at least each stage's bound.
 **
+**  Sub-trees (nd_bound_spread). Every layout of a pp holds all the layers, so its largest
+**  stage sum S and heaviest stage's parameters are at least the model's over pp: one bound
+**  for every VPP (its bubble) and layout of a group, the CP exchange taken of the sums
+**  (cp_exposed is at least that of the sums), activations left out.
+**
 ** Layer prices depend on tp, cp, mbs, ep, etp and sp (and the search's fixed schedule,
 ** precision and costs), not on pp, vpp, ZeRO or the layout: they are priced once per such
 ** group (a set-associative cache) and summed per stage through prefix counts of each
-** layer kind. The search's equality spec (pruned against exhaustive walks) holds this.
+** layer kind. spec/c/test_search_bound.c checks each bound under the estimate, strategy by
+** strategy; the search's equality spec (pruned against exhaustive walks) holds the rest.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -50,12 +59,22 @@
 #define GROUP_WAYS 4
 #define MAX_GROUPS 4096
 
-/* One layer kind's prices in a group. */
+/* One layer kind's prices in a group (by mode; a plan's, ND_RECOMPUTE_COUNT: the least). */
 typedef struct kind_price {
-  double t[ND_RECOMPUTE_COUNT + 1];    /* per micro-batch, by mode; [COUNT]: the least */
-  double act[ND_RECOMPUTE_COUNT + 1];  /* bytes per micro-batch, by mode; [COUNT]: least */
+  double t[ND_RECOMPUTE_COUNT];        /* per micro-batch, by mode */
+  double act[ND_RECOMPUTE_COUNT];      /* bytes per micro-batch, by mode */
   double pd, pe;                       /* dense and routed-expert parameters per device */
+  double cp, core;                     /* CP traffic (forward and backward), attention core */
 } kind_price;
+
+/* A kind's figure (t or act) under mode, the least of the modes for a plan. */
+static double by_mode (const double *v, int mode) {
+  double x = v[0];
+  int md;
+  if (mode < ND_RECOMPUTE_COUNT) return v[mode];
+  for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (v[md] < x) x = v[md];
+  return x;
+}
 
 typedef struct group {
   int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
@@ -76,6 +95,7 @@ typedef struct memo {
   double rate[ND_MAX_STAGES];      /* plans: the least seconds per micro-batch a stage pays
                                       per byte of peak its recompute removes */
   double pd[ND_MAX_STAGES], pe[ND_MAX_STAGES];  /* dense and expert parameters */
+  double cp[ND_MAX_STAGES], core[ND_MAX_STAGES];  /* CP traffic, attention cores */
 } memo;
 
 struct nd_bound {
@@ -84,8 +104,10 @@ struct nd_bound {
   const nd_job *job;
   const nd_costs *costs;
   double budget;                   /* the plans' budget (bytes per device) */
+  nd_schedule schedule;            /* the search's (nd_schedule_of gives each VPP's) */
   nd_strategy st;                  /* a candidate's degrees, for nd_estimate_layer */
   int nkinds, total;
+  double outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
   int rep[BOUND_KINDS];            /* a layer of each kind */
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
   int sets;                        /* of GROUP_WAYS groups */
@@ -109,7 +131,13 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
   if (!b) return NULL;
   b->m = m; b->dev = dev; b->job = job; b->costs = costs; b->budget = budget;
   b->st = *base;
+  b->schedule = base->schedule;
   b->total = total;
+  {
+    int64_t first, last, tied;
+    nd_model_outer_params(m, &first, &last, &tied);
+    b->outer_first = (double)first; b->outer_last = (double)last; b->tied_copy = (double)tied;
+  }
   for (i = 0; i < total; i++) {
     for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) break;
     if (k == b->nkinds) {
@@ -160,26 +188,36 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
   char err[8];
   nd_layer_estimate le[BOUND_KINDS];
   load_degrees(&b->st, st);
-  g->ok = nd_estimate_layers(b->m, b->dev, b->job, &b->st, b->costs, NULL, b->nkinds, b->rep,
-                             le, err, sizeof err) == 0;
+  g->ok = nd_estimate_layers_plain(b->m, b->dev, b->job, &b->st, b->costs, NULL, b->nkinds,
+                                   b->rep, le, err, sizeof err) == 0;
   for (k = 0; k < b->nkinds && g->ok; k++) {
     kind_price *kp = &g->k[k];
     double shown;
     /* the forward's TP and EP traffic that shows, as the full mode repeats it */
     shown = le[k].recompute_s[ND_RECOMPUTE_FULL] - le[k].forward_s;
     if (!(shown > 0.0)) shown = 0.0;
-    kp->t[ND_RECOMPUTE_COUNT] = HUGE_VAL;
-    kp->act[ND_RECOMPUTE_COUNT] = HUGE_VAL;
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
       double rec = le[k].recompute_s[md] > 0.0 ? le[k].recompute_s[md] : 0.0;
-      kp->t[md] = le[k].forward_s + le[k].backward_s + shown + rec;
+      kp->t[md] = le[k].forward_s + le[k].backward_s + shown + le[k].backward_comm_s + rec;
       kp->act[md] = le[k].activations[md];
-      if (kp->t[md] < kp->t[ND_RECOMPUTE_COUNT]) kp->t[ND_RECOMPUTE_COUNT] = kp->t[md];
-      if (kp->act[md] < kp->act[ND_RECOMPUTE_COUNT]) kp->act[ND_RECOMPUTE_COUNT] = kp->act[md];
     }
     kp->pe = le[k].params_expert;
+    kp->cp = 3.0 * le[k].cp_comm_s;  /* K,V forward; K,V and their gradients backward */
+    kp->core = le[k].attn_core_s;
     kp->pd = le[k].params - le[k].params_expert;
   }
+}
+
+/*
+** The CP exchange a stage's time shows, of its traffic cp and attention cores core, as the
+** estimator's stage_time counts it: of cp, what cp_overlap x 3 x core hides costs
+** overlap_sm_share (at most 0.99) of itself. As a function of (cp, core) it is convex and
+** grows linearly along rays, so over several stages it is at least that of their sums.
+*/
+static double cp_exposed (const nd_costs *co, double cp, double core) {
+  double hidden = co->cp_overlap * 3.0 * core;
+  if (hidden > cp) hidden = cp;
+  return cp - hidden + co->overlap_sm_share * hidden;
 }
 
 static group *group_of (nd_bound *b, const nd_strategy *st) {
@@ -211,6 +249,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   double *stime = mm->time, frag = 1.0 + b->costs->alloc_fragmentation;
   for (s = 0; s < p; s++) {
     stime[s] = mm->act[s] = mm->pd[s] = mm->pe[s] = mm->act_none[s] = 0.0;
+    mm->cp[s] = mm->core[s] = 0.0;
     mm->rate[s] = HUGE_VAL;
   }
   for (j = 0; j < v; j++)  /* round j: chunk j*p + s of stage s, in layer order */
@@ -224,10 +263,12 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         double cnt = (double)(hi[k] - lo[k]);
         const kind_price *kp = &g->k[k];
         if (cnt == 0.0) continue;
-        stime[s] += cnt * kp->t[mode];
-        mm->act[s] += cnt * kp->act[mode];
+        stime[s] += cnt * by_mode(kp->t, mode);
+        mm->act[s] += cnt * by_mode(kp->act, mode);
         mm->pd[s] += cnt * kp->pd;
         mm->pe[s] += cnt * kp->pe;
+        mm->cp[s] += cnt * kp->cp;
+        mm->core[s] += cnt * kp->core;
         if (mode == ND_RECOMPUTE_COUNT) {  /* a plan: what each recompute byte costs */
           int md;
           mm->act_none[s] += cnt * kp->act[ND_RECOMPUTE_NONE];
@@ -244,28 +285,104 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   mm->slow = 0.0;
   for (s = 0; s < p; s++) {
     double inflight = nd_inflight(st, s);
+    stime[s] += cp_exposed(b->costs, mm->cp[s], mm->core[s]);
     if (stime[s] > mm->slow) mm->slow = stime[s];
     mm->act[s] *= inflight;
     mm->act_none[s] *= inflight;
     /* a layer's bytes count inflight x (1 + fragmentation) times in the stage's peak */
     if (mm->rate[s] < HUGE_VAL) mm->rate[s] /= inflight * frag;
   }
+  {  /* the ends, as the estimator's stage_ends and stage_memory add them: the embedding's
+        and the head's parameters (vocabulary-parallel over TP, the head a copy when tied
+        across stages), the loss's logits of one micro-batch (the padded vocabulary at
+        least the model's) */
+    double logits = b->costs->logits_bytes * st->mbs * (double)b->job->seq_len / st->cp
+                  * (double)b->m->vocab_size / st->tp;
+    mm->pd[0] += b->outer_first / st->tp;
+    mm->pd[p - 1] += (b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;
+    mm->act[p - 1] += logits;
+    mm->act_none[p - 1] += logits;
+  }
   mm->g = g; mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
   mm->mode = mode; mm->schedule = (int)st->schedule;
   return 0;
 }
 
-int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
-                   double *mem_b) {
+/* The bubble in units of the slowest stage's pace, as each schedule states it. */
+static double bubble_of (nd_schedule schedule, int p, int v) {
+  switch (schedule) {
+    case ND_SCHED_INTERLEAVED: return (double)(p - 1) / v;
+    case ND_SCHED_ZB: return 0.0;
+    default: return (double)(p - 1);  /* 1F1B, GPipe */
+  }
+}
+
+/* Bytes per dense (*kd) and per routed-expert (*ke) parameter at ZeRO `zero` over the shard
+   group `shard`, each part sharded as the estimator's stage_memory shards it (see above). */
+static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int shard,
+                         double *kd, double *ke) {
+  const nd_costs *co = b->costs;
+  double dpc = (double)shard * st->cp, wb;
+  double edp = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
+  int zo = zero >= 1, zg = zero >= 2 && !(zero == 3 && !st->reshard);
+  int zw = zero >= 3 && st->reshard;
+  if (edp < 1.0) edp = 1.0;
+  wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
+  if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
+  *kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
+      + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
+  *ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
+      + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
+}
+
+int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
+                     const int *vpp, int n, const int *zero, const int *shard,
+                     double *time_s, double *mem_b) {
+  const nd_costs *co = b->costs;
+  const group *g;
+  const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
+  int p = st->pp, i, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
+                                                                : ND_RECOMPUTE_COUNT;
+  double t = 0.0, pd = 0.0, pe = 0.0, cp = 0.0, core = 0.0, frag = 1.0 + co->alloc_fragmentation;
+  if (st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES) return -1;
+  for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
+  for (i = 0; i < nv; i++)
+    if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return -1;
+  g = group_of(b, st);
+  if (!g->ok) return -1;
+  for (k = 0; k < b->nkinds; k++) {
+    t += count[k] * by_mode(g->k[k].t, mode);
+    pd += count[k] * g->k[k].pd;
+    pe += count[k] * g->k[k].pe;
+    cp += count[k] * g->k[k].cp;
+    core += count[k] * g->k[k].core;
+  }
+  t += cp_exposed(co, cp, core);
+  pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
+  /* the slowest stage's layers take the average at least; its parameters too */
+  for (i = 0; i < nv; i++)
+    time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,
+                                                     vpp[i])) + co->step_overhead;
+  for (i = 0; i < n; i++) {
+    double kd, ke;
+    param_bytes(b, st, zero[i], shard[i], &kd, &ke);
+    mem_b[i] = (kd * pd + ke * pe) / p * frag + b->dev->reserve_bytes;
+  }
+  return 0;
+}
+
+int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
+                          const int *zero, const int *shard, double *time_s, double *mem_b) {
   const nd_costs *co = b->costs;
   const group *g;
   memo *mm;
-  int p = st->pp, v = st->vpp, s;
+  int p = st->pp, v = st->vpp, s, i;
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
-  double bubble, peak = 0.0, dpc, edp, zo, zg, zw, wb, frag = 1.0 + co->alloc_fragmentation;
+  double bubble, frag = 1.0 + co->alloc_fragmentation;
   if (st->schedule == ND_SCHED_DUALPIPE || st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES
-      || (long long)p * v > ND_MAX_CHUNKS || st->dp_shard < 1)
+      || (long long)p * v > ND_MAX_CHUNKS)
     return -1;
+  for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
   g = group_of(b, st);
   if (!g->ok) return -1;
   mm = &b->memo[st->sp ? 1 : 0];
@@ -274,24 +391,10 @@ int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, do
     mm->g = NULL;
     if (stage_sums(b, g, c, st, mode, mm) != 0) return -1;
   }
-  switch (st->schedule) {
-    case ND_SCHED_INTERLEAVED: bubble = (double)(p - 1) / v; break;
-    case ND_SCHED_ZB: bubble = 0.0; break;
-    default: bubble = (double)(p - 1); break;  /* 1F1B, GPipe */
-  }
-  /* the least sharding of each part (see above) */
-  dpc = (double)st->dp_shard * st->cp;
-  edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
-  if (edp < 1.0) edp = 1.0;
-  zo = st->zero >= 1; zg = st->zero >= 2; zw = st->zero >= 3;
-  wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
-  if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
-  {  /* bytes per dense and per expert parameter */
-    double kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
-              + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
-    double ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
-              + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
-    double slow = mm->slow, budget = b->budget;
+  bubble = bubble_of(st->schedule, p, v);
+  for (i = 0; i < n; i++) {
+    double peak = 0.0, kd, ke, slow = mm->slow, budget = b->budget;
+    param_bytes(b, st, zero[i], shard[i], &kd, &ke);
     for (s = 0; s < p; s++) {
       double fixed = kd * mm->pd[s] + ke * mm->pe[s], bytes = fixed + mm->act[s];
       if (bytes > peak) peak = bytes;
@@ -303,8 +406,14 @@ int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, do
           slow = mm->time[s] + excess * mm->rate[s];
       }
     }
-    *time_s = slow * ((double)st->mb + bubble) + co->step_overhead;
+    time_s[i] = slow * ((double)st->mb + bubble) + co->step_overhead;
+    mem_b[i] = peak * frag + b->dev->reserve_bytes;
   }
-  *mem_b = peak * frag + b->dev->reserve_bytes;
   return 0;
+}
+
+int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
+                   double *mem_b) {
+  int zero = st->zero, shard = st->dp_shard;
+  return nd_bound_eval_shards(b, c, st, 1, &zero, &shard, time_s, mem_b);
 }

@@ -28,4 +28,20 @@ void nd_bound_free (nd_bound *b);
 int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
                    double *mem_b);
 
+/* The same bounds of n candidates that differ from st only in ZeRO (zero[i]) and the shard
+   group (shard[i]): time_s[i] and mem_b[i]. Returns 0, or -1 when no bound applies. */
+int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
+                          const int *zero, const int *shard, double *time_s, double *mem_b);
+
+/*
+** Lower bounds shared by every candidate that differs from c (strategy st) only in VPP,
+** the layout, ZeRO and the shard group: the heaviest stage holds the average of the
+** model's layer time and parameters over pp at least, whatever the layout. For each VPP
+** vpp[i] (the search's schedule at it), time_s[i]; for each (zero[i], shard[i]), mem_b[i]
+** (the parameters alone). Returns 0, or -1 when no bound applies.
+*/
+int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
+                     const int *vpp, int n, const int *zero, const int *shard,
+                     double *time_s, double *mem_b);
+
 #endif

@@ -480,6 +480,16 @@ static const char *const refusal_labels[ND_REFUSE_COUNT] = {
   "same run", "over memory", "out of memory"
 };
 
+/* resolve's order: ZeRO's range, the degrees, the model's divisibility, the experts (EP
+   over, EP divisibility, sequence parallelism), CP, the global batch, the schedule (layout,
+   schedule), the offload share; then HSDP's shard group with ZeRO (degree out of bounds, EP
+   divisibility) and the layout. The labels only the rules before HSDP's give; of those,
+   the schedule's read VPP (check_degrees reads it too, under "degree out of bounds"): */
+int nd_refusal_shared (nd_refusal r, int split) {
+  return r == ND_REFUSE_EP_OVER || r == ND_REFUSE_SP || r == ND_REFUSE_CP
+      || r == ND_REFUSE_BATCH || (!split && r == ND_REFUSE_SCHEDULE);
+}
+
 const char *nd_refusal_label (nd_refusal r) {
   return (unsigned)r < ND_REFUSE_COUNT ? refusal_labels[r] : NULL;
 }

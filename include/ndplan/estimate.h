@@ -169,6 +169,9 @@ typedef struct nd_layer_estimate {
   double forward_s;         /* GEMMs + attention core + element-wise (+ FP8 casts) */
   double backward_s;        /* its backward: 2x the GEMMs, the attention core's own backward */
   double tp_comm_s, cp_comm_s, ep_comm_s;  /* one forward pass, before overlap */
+  double backward_comm_s;   /* what its backward's TP and EP traffic adds to the stage's
+                               time per micro-batch (after overlap) */
+  double attn_core_s;       /* its forward's attention core, behind which CP traffic hides */
   double params;            /* parameters one device holds */
   double params_expert;     /* of which routed experts (sharded by ZeRO over expert DP) */
   double flops_token;       /* model FLOPs of one forward per token, unsharded */
@@ -201,6 +204,13 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
 int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                         nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
                         const int *layers, nd_layer_estimate *out, char *err, size_t errlen);
+
+/* The same without the figures of every set of selective switches (sel_activations and
+   sel_recompute_s are left as they were): the search's lower bounds need none of them. */
+int nd_estimate_layers_plain (const nd_model_spec *m, const nd_device *dev,
+                              const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                              nd_price_cache *pc, int n, const int *layers,
+                              nd_layer_estimate *out, char *err, size_t errlen);
 
 /* Micro-batches whose activations stage s holds at its peak (fractional when interleaved). */
 double nd_inflight (const nd_strategy *st, int s);

@@ -12,10 +12,13 @@
 ** .dp_replicate:
 ** at ZeRO 0 only all of DP, as nothing is sharded), SP. Each loop runs over its candidate set in ascending
 ** order, cut by its bound. Memory does not grow with the space: candidates are walked,
-** priced and handed to the caller chunk by chunk. The calling thread only enumerates; the
-** pricing threads check each candidate (nd_strategy_check), skip what lower bounds on its
-** step time and memory show cannot change the result (search_bound.c, the caller's cuts),
-** and price the rest.
+** priced and handed to the caller chunk by chunk. The calling thread enumerates the degrees
+** down to ETP and hands each sub-tree below them to the pricing threads, which check one
+** representative per SP value (a shared refusal counts for all of its candidates:
+** nd_refusal_shared), skip the sub-trees whose lower bounds all prune (search_bound.c, the
+** caller's cuts), check each candidate left (nd_strategy_check), skip what its bounds
+** prune, and price the rest. (With an admit hook or exhaustive: each candidate is handed
+** over one by one.)
 */
 #ifndef NDPLAN_SEARCH_H
 #define NDPLAN_SEARCH_H
@@ -86,8 +89,8 @@ typedef struct nd_search_bounds {
   int layers;                 /* body layers the pipeline splits */
 } nd_search_bounds;
 
-/* tested = refused + priced + equivalent + pruned_time, where over-memory candidates that
-   were priced count in both refused and priced */
+/* tested = refused + priced + equivalent + pruned_time + skipped_time + skipped_memory,
+   where over-memory candidates that were priced count in both refused and priced */
 typedef struct nd_search_counts {
   unsigned long long tested, priced, fit;
   unsigned long long refused[ND_REFUSE_COUNT];
@@ -100,6 +103,12 @@ typedef struct nd_search_counts {
   unsigned long long pruned_memory; /* not priced: its memory bound is over the budget (a
                                        per-layer plan that cannot fit, or a miss further over
                                        than the caller's cut); also counted "over memory" */
+  unsigned long long skipped_time;  /* not checked nor priced: walked in a sub-tree (the
+                                       precision, ZeRO, shard-group and SP loops of one set
+                                       of outer degrees) every candidate of which would be
+                                       pruned, at least one by the step-time bound; valid or
+                                       not (their refusal labels are not counted) */
+  unsigned long long skipped_memory;  /* the same, every one pruned by the memory bound */
 } nd_search_counts;
 
 /*

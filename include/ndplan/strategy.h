@@ -172,6 +172,16 @@ int nd_strategy_resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *
 int nd_strategy_check (nd_strategy *st, const nd_model_spec *m, const nd_job *job,
                        char *err, size_t errlen);
 
+/*
+** Whether a refusal of nd_strategy_check is shared by every strategy that differs from the
+** refused one only in ZeRO (0-3), the shard group (dp_shard, dp_replicate) or the recipe,
+** and, with split set, in VPP and the layout fields too: the rules that refuse under its
+** label (EP over, sequence parallelism, CP, global batch; without split, the schedule's as
+** well) read none of those and run before every rule that does, so the first rule such a
+** strategy breaks is the same one. The search counts these refusals once for all of them.
+*/
+int nd_refusal_shared (nd_refusal r, int split);
+
 /* Resolves a copy: out = in resolved (in is left as it was; resolving out again gives out). */
 int nd_strategy_resolve_to (const nd_strategy *in, const nd_model_spec *m, const nd_job *job,
                             nd_strategy *out, char *err, size_t errlen);

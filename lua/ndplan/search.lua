@@ -317,6 +317,11 @@ function M.counts_line(info)
                                  .. "memory bound (over memory)", info.pruned_time,
                                  info.pruned_memory)
   end
+  if (info.skipped_time or 0) + (info.skipped_memory or 0) > 0 then
+    line = line .. string.format(", skipped unchecked in sub-trees: %d by the step-time "
+                                 .. "bound, %d by the memory bound", info.skipped_time,
+                                 info.skipped_memory)
+  end
   if info.dropped > 0 then line = line .. string.format(", %d dropped by the policy", info.dropped) end
   if info.postfiltered > 0 then
     line = line .. string.format(", %d outside the dp/mb lists", info.postfiltered)
@@ -362,7 +367,8 @@ function M.json_doc(ranked, info)
     counts = {tested = info.tested, refused = info.refused_total, priced = info.priced,
               fit = info.fit, equivalent = info.equivalent, dropped = info.dropped,
               postfiltered = info.postfiltered, pruned_time = info.pruned_time,
-              pruned_memory = info.pruned_memory},
+              pruned_memory = info.pruned_memory, skipped_time = info.skipped_time,
+              skipped_memory = info.skipped_memory},
     refusals = info.refused,
     bounds = info.bounds,
     warnings = #info.warnings > 0 and info.warnings or nil,

@@ -1,7 +1,8 @@
 -- Benchmark (not a test): the full search, every dimension searched, against issue 18's
 -- targets, each the best wall time of 3 runs (ndplan.c.search's elapsed_s: the walk and the
 -- pricing). Each line prints candidates tested, pruned before pricing (by the step-time and
--- the memory bounds), priced and fit, the cost per tested and per priced candidate, and
+-- the memory bounds), skipped unchecked with their sub-trees (by the same bounds), priced and
+-- fit, the cost per tested and per priced candidate, and
 -- the target. With an argument "exhaustive" each case also runs once with every bound off
 -- (the walk as it was before pruning), for the before -> after figures. `make bench`.
 local repeats = 3
@@ -45,10 +46,13 @@ end
 local function line(c, tag, t, i)
   local rec = type(c[3]) == "table" and table.concat(c[3], ",") or c[3]
   if c[6] then rec = rec .. (c[6].precision and "+recipes" or "") .. (c[6].dp_shard and "+hsdp" or "") end
+  local skipped = (i.skipped_time or 0) + (i.skipped_memory or 0)
   print(string.format("search  %-37s %-20s -j %d %-10s %8.3f s  %8d tested %8d pruned (time %d, "
-                      .. "memory %d) %7d priced %6d fit  %6.0f ns/tested %6.2f us/priced%s", c[1],
+                      .. "memory %d) %8d skipped (time %d, memory %d) %7d priced %6d fit  "
+                      .. "%6.0f ns/tested %6.2f us/priced%s", c[1],
                       rec, c[4], tag, t, i.tested, i.pruned_time + i.pruned_memory, i.pruned_time,
-                      i.pruned_memory, i.priced, i.fit, t / i.tested * 1e9, t / math.max(i.priced, 1) * 1e6,
+                      i.pruned_memory, skipped, i.skipped_time or 0, i.skipped_memory or 0,
+                      i.priced, i.fit, t / i.tested * 1e9, t / math.max(i.priced, 1) * 1e6,
                       c[5] and string.format("  (target <= %.3g s)", c[5]) or ""))
 end
 

@@ -112,7 +112,7 @@ static void check_ranking (const nd_model_spec *m, const nd_device *d, const nd_
           "-j %d rank %d: walk index %llu, the oracle's %llu", jobs, i + 1, r.best[i].index,
           fit.rows[i].index);
   if (!exhaustive) {
-    CHECK(c.pruned_time > 0 && c.fit < (unsigned long long)fit.n,
+    CHECK(c.pruned_time + c.skipped_time > 0 && c.fit < (unsigned long long)fit.n,
           "-j %d: the time cut pruned nothing", jobs);
   }
   else {
@@ -148,7 +148,7 @@ static void check_misses (const nd_model_spec *m, const nd_device *d, const nd_j
   for (i = 0; i < r.nmiss; i++)
     CHECK(r.miss[i].index == over.rows[i].index && r.miss[i].over == over.rows[i].over,
           "miss %d: index %llu, the oracle's %llu", i + 1, r.miss[i].index, over.rows[i].index);
-  CHECK(c.pruned_memory > 0, "the over cut pruned nothing");
+  CHECK(c.pruned_memory + c.skipped_memory > 0, "the over cut pruned nothing");
   nd_search_results_free(&r);
   free(fit.rows);
   free(over.rows);

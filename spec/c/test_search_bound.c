@@ -1,0 +1,113 @@
+/*
+** test_search_bound.c -- the search's lower bounds (engine/core/search_bound.h) under the
+** estimator, strategy by strategy: for every strategy of a grid over tp, pp, cp, vpp, the
+** layout variants, ZeRO, the whole-model recompute modes, mbs and the schedules that
+** resolves and prices, on a short and on a long (CP-heavy) sequence,
+**  - nd_bound_eval's step time and memory are under nd_estimate_run's step time and
+**    heaviest-stage peak (with the relative 1e-9 the walk allows for summation order);
+**  - nd_bound_spread's, for the strategy's VPP and (ZeRO, shard group), too;
+**  - and the bounds are not trivial: on the long sequence the time bound is within 2x of
+**    the step time for some strategy with CP > 1.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndplan/estimate.h"
+#include "ndplan/search.h"
+#include "../../engine/core/search_bound.h"
+
+#include "fixtures.h"
+
+static const nd_schedule schedules[] = {ND_SCHED_1F1B, ND_SCHED_ZB, ND_SCHED_GPIPE};
+
+/* One strategy: bounded, priced, compared. Returns 1 when it priced. */
+static int one (const nd_model_spec *m, const nd_device *d, const nd_job *job,
+                const nd_costs *costs, nd_bound *b, const nd_candidate *c,
+                const nd_strategy *base, double *best_ratio) {
+  nd_strategy st, priced;
+  nd_estimate *e = (nd_estimate *)malloc(sizeof *e);
+  double t, mem, ts, ms;
+  int zero = c->zero, shard, vpp = c->vpp;
+  char err[160];
+  if (!e) return 0;
+  nd_candidate_strategy(c, base, (int)m->num_layers, &st);
+  if (nd_strategy_resolve(&st, m, job, NULL, 0) != 0) { free(e); return 0; }
+  priced = st;
+  if (nd_estimate_run(m, d, job, &priced, costs, e, err, sizeof err) != 0) { free(e); return 0; }
+  shard = st.dp_shard;
+  if (nd_bound_eval(b, c, &st, &t, &mem) == 0) {
+    CHECK(t * (1.0 - 1e-9) <= e->step_time, "tp %d pp %d cp %d vpp %d layout %d zero %d rec %d "
+          "mbs %d sched %d: time bound %.9g over the step %.9g", c->tp, c->pp, c->cp, c->vpp,
+          c->layout, c->zero, c->recompute, c->mbs, (int)base->schedule, t, e->step_time);
+    CHECK(mem * (1.0 - 1e-9) <= e->peak, "tp %d pp %d cp %d vpp %d layout %d zero %d rec %d: "
+          "memory bound %.9g over the peak %.9g", c->tp, c->pp, c->cp, c->vpp, c->layout,
+          c->zero, c->recompute, mem, e->peak);
+    if (c->cp > 1 && t / e->step_time > *best_ratio) *best_ratio = t / e->step_time;
+  }
+  if (nd_bound_spread(b, c, &st, 1, &vpp, 1, &zero, &shard, &ts, &ms) == 0) {
+    CHECK(ts * (1.0 - 1e-9) <= e->step_time, "tp %d pp %d cp %d vpp %d layout %d: spread time "
+          "bound %.9g over the step %.9g", c->tp, c->pp, c->cp, c->vpp, c->layout, ts,
+          e->step_time);
+    CHECK(ms * (1.0 - 1e-9) <= e->peak, "tp %d pp %d cp %d vpp %d: spread memory bound %.9g "
+          "over the peak %.9g", c->tp, c->pp, c->cp, c->vpp, ms, e->peak);
+  }
+  free(e);
+  return 1;
+}
+
+static void grid (const nd_model_spec *m, const nd_device *d, int seq, int *priced,
+                  double *best_ratio) {
+  nd_job job = {64, 64, 0};
+  nd_costs costs;
+  int is, tp, pp, cp, vpp, lay, zero, rec, mbs;
+  job.seq_len = seq;
+  nd_costs_init(&costs);
+  for (is = 0; is < (int)(sizeof schedules / sizeof schedules[0]); is++) {
+    nd_strategy base;
+    nd_bound *b;
+    nd_strategy_init(&base);
+    base.schedule = schedules[is];
+    b = nd_bound_new(m, d, &job, &costs, &base, d->hbm_bytes, (size_t)1 << 20);
+    CHECK(b != NULL, "nd_bound_new");
+    if (!b) return;
+    for (tp = 1; tp <= 8; tp *= 2)
+      for (pp = 1; pp <= 4; pp *= 2)
+        for (cp = 1; cp <= 8; cp *= 2)
+          for (vpp = 1; vpp <= (pp > 1 ? 3 : 1); vpp++)
+            for (lay = 0; lay < ND_VARIANT_COUNT; lay++)
+              for (zero = 0; zero <= 3; zero++)
+                for (rec = 0; rec < ND_RECOMPUTE_COUNT; rec++)
+                  for (mbs = 1; mbs <= 2; mbs++) {
+                    nd_candidate c;
+                    if (tp * pp * cp > job.devices) continue;
+                    memset(&c, 0, sizeof c);
+                    c.tp = tp; c.pp = pp; c.cp = cp; c.vpp = vpp; c.ep = c.etp = 1;
+                    c.mbs = mbs; c.sp = tp > 1; c.zero = (unsigned char)zero;
+                    c.recompute = (unsigned char)rec; c.layout = (unsigned char)lay;
+                    c.dp = 64 / (tp * pp * cp);
+                    c.mb = (int)(job.global_batch / c.dp / mbs);
+                    *priced += one(m, d, &job, &costs, b, &c, &base, best_ratio);
+                  }
+    nd_bound_free(b);
+  }
+}
+
+int main (void) {
+  nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
+  nd_device d;
+  int priced = 0;
+  double ratio = 0.0;
+  if (!m) return 1;
+  fixture_llama8b(m);
+  m->num_layers = 30;  /* uneven over pp 4: the layout variants differ */
+  fixture_h100(&d);
+  grid(m, &d, 4096, &priced, &ratio);
+  grid(m, &d, 65536, &priced, &ratio);
+  CHECK(priced > 1000, "%d strategies priced", priced);
+  CHECK(ratio > 0.5, "the best CP time bound is %.3f of its step time", ratio);
+  free(m);
+  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+  return failures != 0;
+}
