@@ -112,9 +112,12 @@ static double exposed_share (const nd_costs *c, double overlap) {
 
 /* Bytes per logit element held at a loss: a vocabulary split over TP may take the
    trainer's vocabulary-parallel loss, with its own transients (logits_bytes_tp). */
+double nd_loss_bytes (const nd_costs *c, int tp) {
+  return tp > 1 && c->logits_bytes_tp > 0.0 ? c->logits_bytes_tp : c->logits_bytes;
+}
+
 static double loss_bytes (const ctx *x) {
-  return x->st->tp > 1 && x->c->logits_bytes_tp > 0.0 ? x->c->logits_bytes_tp
-                                                      : x->c->logits_bytes;
+  return nd_loss_bytes(x->c, x->st->tp);
 }
 
 /* A GEMM of a linear layer, at the strategy's precision. */

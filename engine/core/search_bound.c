@@ -296,7 +296,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         and the head's parameters (vocabulary-parallel over TP, the head a copy when tied
         across stages), the loss's logits of one micro-batch (the padded vocabulary at
         least the model's) */
-    double logits = b->costs->logits_bytes * st->mbs * (double)b->job->seq_len / st->cp
+    double logits = nd_loss_bytes(b->costs, st->tp) * st->mbs * (double)b->job->seq_len / st->cp
                   * (double)b->m->vocab_size / st->tp;
     mm->pd[0] += b->outer_first / st->tp;
     mm->pd[p - 1] += (b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;

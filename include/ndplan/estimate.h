@@ -215,6 +215,11 @@ int nd_estimate_layers_plain (const nd_model_spec *m, const nd_device *dev,
 /* Micro-batches whose activations stage s holds at its peak (fractional when interleaved). */
 double nd_inflight (const nd_strategy *st, int s);
 
+/* Bytes per logit element the loss holds at TP degree tp: logits_bytes_tp where TP splits
+   the vocabulary and the stack sets it, else logits_bytes (the estimate and the search's
+   memory bound both price it so). */
+double nd_loss_bytes (const nd_costs *c, int tp);
+
 const char *nd_time_part_name (int part);
 const char *nd_group_name (int group);
 
