@@ -32,9 +32,9 @@
    (some 150 KB per thread for its three kinds). */
 #define PRICE_CACHE_ENTRIES 128
 
-/* The layer prices the lower bounds keep, in all: each of the -j threads walks sub-trees and
-   keeps its share, split between the recipes walked (each its own bounds); search_bound.c
-   says what they buy (1 MiB a thread at -j 2 grew the search's peak by 1.1 MB). */
+/* The layer prices the lower bounds keep, in all: one cache per recipe walked (each its own
+   prices), which the -j threads walking sub-trees share; search_bound.c says what they buy
+   (1 MiB a thread at -j 2 grew the search's peak by 1.1 MB). */
 #define BOUND_CACHE_BYTES ((size_t)1 << 20)
 
 
@@ -275,6 +275,7 @@ typedef struct walker {
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
   nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
+  nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
   double time_cut, over_cut;           /* the cuts the walk applies now */
   double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
   /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
@@ -402,10 +403,18 @@ static void new_bounds (const walker *w, nd_bound **b) {
   for (i = 0; i < n; i++) {
     nd_strategy base = p->base;
     base.precision = (nd_recipe_id)rv[i];
-    b[rv[i]] = nd_bound_new(w->m, w->dev, w->job, w->costs, &base,
-                            p->budget > 0 ? p->budget : w->dev->hbm_bytes,
-                            BOUND_CACHE_BYTES / (size_t)n / (size_t)(p->jobs > 1 ? p->jobs : 1));
+    b[rv[i]] = nd_bound_new_shared(w->m, w->dev, w->job, w->costs, &base,
+                                   p->budget > 0 ? p->budget : w->dev->hbm_bytes,
+                                   w->bound_cache[rv[i]]);
   }
+}
+
+/* The shared layer prices of each recipe walked (NULL where the bounds do not apply). */
+static void new_bound_caches (walker *w) {
+  int rv[ND_RECIPE_COUNT], n = recipes_walked(w->p, rv), i;
+  for (i = 0; i < n; i++)
+    w->bound_cache[rv[i]] = nd_bound_cache_new(w->m, BOUND_CACHE_BYTES / (size_t)n,
+                                               w->threads + 1);
 }
 
 static void free_bounds (nd_bound **b) {
@@ -1402,6 +1411,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->nslots = w->threads > 0 ? 4 * p->jobs : 1;   /* several chunks per thread */
   if (w->nslots > CUT_LAG) w->nslots = CUT_LAG;
   w->time_cut = w->over_cut = HUGE_VAL;
+  if (!p->exhaustive) new_bound_caches(w);  /* before any thread's bounds */
   if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */
     new_bounds(w, w->bound);
   w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
@@ -1415,7 +1425,13 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
     s->rows_cap = w->chunk;
     if (!s->cand || !s->index || !s->flag || !s->rows) status = ND_SEARCH_NO_MEMORY;
   }
-  if (status != ND_SEARCH_OK) { free_slots(w); free(w); return status; }
+  if (status != ND_SEARCH_OK) {
+    free_bounds(w->bound);
+    for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
+    free_slots(w);
+    free(w);
+    return status;
+  }
   if (w->threads > 0) {
     pool = 1;
     pthread_mutex_init(&w->mu, NULL);
@@ -1443,6 +1459,7 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   free(w->tids);
   free_scratch(w->inline_scratch);
   free_bounds(w->bound);
+  for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
   free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
   status = w->status;

@@ -41,10 +41,16 @@
 ** Layer prices depend on tp, cp, mbs, ep, etp and sp (and the search's fixed schedule,
 ** precision and costs), not on pp, vpp, ZeRO or the layout: they are priced once per such
 ** group (a set-associative cache) and summed per stage through prefix counts of each
-** layer kind. spec/c/test_search_bound.c checks each bound under the estimate, strategy by
+** layer kind. The pricing threads of one search share the cache (nd_bound_cache): each
+** group is priced once for all of them, where caches of their own priced a third more at
+** -j 2 (each thread met half of a group's reuse). A thread looks a group up and copies its
+** prices out under the lock of the group's set; it prices a missing one unlocked, into its
+** own copy, and stores it. A group's prices are a function of its key, so which thread
+** priced it, or whether it was evicted meanwhile, changes no bound. spec/c/test_search_bound.c checks each bound under the estimate, strategy by
 ** strategy; the search's equality spec (pruned against exhaustive walks) holds the rest.
 */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,14 +85,26 @@ static double by_mode (const double *v, int mode) {
 typedef struct group {
   int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
   int ok;           /* 0: the estimator refused a layer (no bound) */
-  unsigned long long used;  /* the bound's clock at its last use */
+  unsigned long long used;  /* its set's clock at its last use */
   kind_price *k;    /* nkinds entries */
 } group;
+
+#define LOCK_STRIPES 64  /* locks of the shared cache: set i takes lock i % LOCK_STRIPES */
+
+struct nd_bound_cache {
+  int nkinds;
+  int sets;                        /* of GROUP_WAYS groups */
+  int locked;                      /* shared by threads: lookups take their set's lock */
+  unsigned long long *clock;       /* per set: the LRU order of its groups */
+  group *slot;                     /* sets x GROUP_WAYS */
+  kind_price *prices;              /* sets x GROUP_WAYS x nkinds */
+  pthread_mutex_t lock[LOCK_STRIPES];
+};
 
 /* A candidate's per-stage sums, kept for the next ones: the ZeRO and SP loops are inside
    the walk's layout loop, and ZeRO changes only how the parameters shard. */
 typedef struct memo {
-  const group *g;
+  int key[6];                      /* the group's (key[0] = 0: none kept) */
   int p, v, mb, layout, mode, schedule;
   double slow;                     /* the largest stage sum of layer times */
   double time[ND_MAX_STAGES];      /* each stage's sum of layer times */
@@ -110,10 +128,10 @@ struct nd_bound {
   double outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
   int rep[BOUND_KINDS];            /* a layer of each kind */
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
-  int sets;                        /* of GROUP_WAYS groups */
-  unsigned long long clock;
-  group *slot;                     /* sets x GROUP_WAYS */
-  kind_price *prices;              /* sets x GROUP_WAYS x nkinds */
+  nd_bound_cache *cache;           /* the groups' prices, perhaps shared */
+  int owns_cache;
+  group local;                     /* the group in use: a copy of the cache's */
+  kind_price local_k[BOUND_KINDS];
   memo memo[2];                     /* the last stage sums, by sp */
 };
 
@@ -121,12 +139,60 @@ static int same_kind (const nd_layer_kind *a, const nd_layer_kind *b) {
   return nd_layer_kind_equal(a, b);
 }
 
-nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                        const nd_costs *costs, const nd_strategy *base, double budget,
-                        size_t cache_bytes) {
+/* The layer kinds the bounds price: a representative layer of each, into rep; their count,
+   or -1 past BOUND_KINDS. */
+static int kinds_of (const nd_model_spec *m, int total, int *rep) {
+  int i, k, n = 0;
+  for (i = 0; i < total; i++) {
+    for (k = 0; k < n; k++) if (same_kind(&m->layer[rep[k]], &m->layer[i])) break;
+    if (k == n) {
+      if (n == BOUND_KINDS) return -1;
+      rep[n++] = i;
+    }
+  }
+  return n;
+}
+
+nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t cache_bytes, int threads) {
+  nd_bound_cache *c;
+  int rep[BOUND_KINDS], i, total = (int)(m->num_layers + m->mtp_layers), nkinds;
+  if (total < 1 || total > ND_MAX_LAYERS || (nkinds = kinds_of(m, total, rep)) < 1) return NULL;
+  c = (nd_bound_cache *)calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->nkinds = nkinds;
+  c->sets = 1;
+  while (c->sets * 2 * GROUP_WAYS <= MAX_GROUPS
+         && (size_t)c->sets * 2 * GROUP_WAYS * nkinds * sizeof(kind_price) <= cache_bytes)
+    c->sets *= 2;
+  c->clock = (unsigned long long *)calloc((size_t)c->sets, sizeof *c->clock);
+  c->slot = (group *)calloc((size_t)c->sets * GROUP_WAYS, sizeof *c->slot);
+  c->prices = (kind_price *)calloc((size_t)c->sets * GROUP_WAYS * nkinds, sizeof *c->prices);
+  if (!c->clock || !c->slot || !c->prices) {
+    free(c->clock); free(c->slot); free(c->prices); free(c);
+    return NULL;
+  }
+  for (i = 0; i < c->sets * GROUP_WAYS; i++) c->slot[i].k = c->prices + (size_t)i * nkinds;
+  c->locked = threads > 1;
+  for (i = 0; c->locked && i < LOCK_STRIPES; i++) pthread_mutex_init(&c->lock[i], NULL);
+  return c;
+}
+
+void nd_bound_cache_free (nd_bound_cache *c) {
+  int i;
+  if (!c) return;
+  for (i = 0; c->locked && i < LOCK_STRIPES; i++) pthread_mutex_destroy(&c->lock[i]);
+  free(c->clock);
+  free(c->slot);
+  free(c->prices);
+  free(c);
+}
+
+nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
+                               const nd_job *job, const nd_costs *costs,
+                               const nd_strategy *base, double budget, nd_bound_cache *cache) {
   nd_bound *b;
   int i, k, total = (int)(m->num_layers + m->mtp_layers);
-  if (total < 1 || total > ND_MAX_LAYERS) return NULL;
+  if (!cache || total < 1 || total > ND_MAX_LAYERS) return NULL;
   b = (nd_bound *)calloc(1, sizeof *b);
   if (!b) return NULL;
   b->m = m; b->dev = dev; b->job = job; b->costs = costs; b->budget = budget;
@@ -138,35 +204,34 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
     nd_model_outer_params(m, &first, &last, &tied);
     b->outer_first = (double)first; b->outer_last = (double)last; b->tied_copy = (double)tied;
   }
-  for (i = 0; i < total; i++) {
-    for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) break;
-    if (k == b->nkinds) {
-      if (b->nkinds == BOUND_KINDS) { free(b); return NULL; }
-      b->rep[b->nkinds++] = i;
-    }
-  }
-  b->sets = 1;
-  while (b->sets * 2 * GROUP_WAYS <= MAX_GROUPS
-         && (size_t)b->sets * 2 * GROUP_WAYS * b->nkinds * sizeof(kind_price) <= cache_bytes)
-    b->sets *= 2;
+  b->nkinds = kinds_of(m, total, b->rep);
+  if (b->nkinds != cache->nkinds) { free(b); return NULL; }  /* another model's cache */
+  b->cache = cache;
+  b->local.k = b->local_k;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
-  b->slot = (group *)calloc((size_t)b->sets * GROUP_WAYS, sizeof *b->slot);
-  b->prices = (kind_price *)calloc((size_t)b->sets * GROUP_WAYS * b->nkinds, sizeof *b->prices);
-  if (!b->prefix || !b->slot || !b->prices) { nd_bound_free(b); return NULL; }
+  if (!b->prefix) { free(b); return NULL; }
   for (i = 0; i < total; i++) {
     int *row = b->prefix + (size_t)i * b->nkinds, *next = row + b->nkinds;
     memcpy(next, row, (size_t)b->nkinds * sizeof *row);
     for (k = 0; k < b->nkinds; k++) if (same_kind(&m->layer[b->rep[k]], &m->layer[i])) next[k]++;
   }
-  for (i = 0; i < b->sets * GROUP_WAYS; i++) b->slot[i].k = b->prices + (size_t)i * b->nkinds;
+  return b;
+}
+
+nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                        const nd_costs *costs, const nd_strategy *base, double budget,
+                        size_t cache_bytes) {
+  nd_bound_cache *c = nd_bound_cache_new(m, cache_bytes, 1);
+  nd_bound *b = c ? nd_bound_new_shared(m, dev, job, costs, base, budget, c) : NULL;
+  if (!b) { nd_bound_cache_free(c); return NULL; }
+  b->owns_cache = 1;
   return b;
 }
 
 void nd_bound_free (nd_bound *b) {
   if (!b) return;
+  if (b->owns_cache) nd_bound_cache_free(b->cache);
   free(b->prefix);
-  free(b->slot);
-  free(b->prices);
   free(b);
 }
 
@@ -220,26 +285,48 @@ static double cp_exposed (const nd_costs *co, double cp, double core) {
   return cp - hidden + co->overlap_sm_share * hidden;
 }
 
-static group *group_of (nd_bound *b, const nd_strategy *st) {
-  int key[6], i;
+/* The copy of a kept group's prices into the thread's own (the set's lock held). */
+static void copy_group (group *to, const group *from, int nkinds) {
+  memcpy(to->key, from->key, sizeof to->key);
+  to->ok = from->ok;
+  memcpy(to->k, from->k, (size_t)nkinds * sizeof *to->k);
+}
+
+/* The prices of st's group, in the bound's own copy: the cache's, else priced and stored. */
+static const group *group_of (nd_bound *b, const nd_strategy *st) {
+  nd_bound_cache *c = b->cache;
+  int key[6], i, si;
   unsigned h = 2166136261u;
-  group *g, *set;
+  group *g, *set, *mine = &b->local;
+  pthread_mutex_t *lock;
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
   key[5] = st->sp ? 1 : 0;
+  if (memcmp(mine->key, key, sizeof key) == 0) return mine;  /* the same group again */
   for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
-  set = &b->slot[(size_t)(h & (unsigned)(b->sets - 1)) * GROUP_WAYS];
+  si = (int)(h & (unsigned)(c->sets - 1));
+  set = &c->slot[(size_t)si * GROUP_WAYS];
+  lock = c->locked ? &c->lock[si % LOCK_STRIPES] : NULL;
+  if (lock) pthread_mutex_lock(lock);
+  for (i = 0; i < GROUP_WAYS; i++)
+    if (memcmp(set[i].key, key, sizeof key) == 0) {
+      set[i].used = ++c->clock[si];
+      copy_group(mine, &set[i], b->nkinds);
+      if (lock) pthread_mutex_unlock(lock);
+      return mine;
+    }
+  if (lock) pthread_mutex_unlock(lock);
+  memcpy(mine->key, key, sizeof key);  /* not kept: priced for this group, then stored */
+  price_group(b, mine, st);
+  if (lock) pthread_mutex_lock(lock);
   g = set;
   for (i = 0; i < GROUP_WAYS; i++) {
-    if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }
+    if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }  /* stored meanwhile */
     if (set[i].used < g->used) g = &set[i];  /* the least recently used (an empty one) */
   }
-  if (i == GROUP_WAYS) {  /* not kept: g is priced again for this group */
-    for (i = 0; i < 2; i++) if (b->memo[i].g == g) b->memo[i].g = NULL;  /* its sums go */
-    memcpy(g->key, key, sizeof key);
-    price_group(b, g, st);
-  }
-  g->used = ++b->clock;
-  return g;
+  copy_group(g, mine, b->nkinds);
+  g->used = ++c->clock[si];
+  if (lock) pthread_mutex_unlock(lock);
+  return mine;
 }
 
 /* The per-stage sums of candidate c (strategy st) on group g into mm. 0, or -1. */
@@ -303,7 +390,8 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
     mm->act[p - 1] += logits;
     mm->act_none[p - 1] += logits;
   }
-  mm->g = g; mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
+  memcpy(mm->key, g->key, sizeof mm->key);
+  mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
   mm->mode = mode; mm->schedule = (int)st->schedule;
   return 0;
 }
@@ -386,9 +474,10 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   g = group_of(b, st);
   if (!g->ok) return -1;
   mm = &b->memo[st->sp ? 1 : 0];
-  if (mm->g != g || mm->p != p || mm->v != v || mm->mb != st->mb || mm->layout != c->layout
-      || mm->mode != mode || mm->schedule != (int)st->schedule) {
-    mm->g = NULL;
+  if (memcmp(mm->key, g->key, sizeof mm->key) != 0 || mm->p != p || mm->v != v
+      || mm->mb != st->mb || mm->layout != c->layout || mm->mode != mode
+      || mm->schedule != (int)st->schedule) {
+    mm->key[0] = 0;
     if (stage_sums(b, g, c, st, mode, mm) != 0) return -1;
   }
   bubble = bubble_of(st->schedule, p, v);

@@ -9,10 +9,22 @@
 #include "ndplan/search.h"
 
 typedef struct nd_bound nd_bound;
+typedef struct nd_bound_cache nd_bound_cache;
+
+/* Up to cache_bytes of the layer prices of model m's groups, for the bounds of one search
+   and recipe (the prices depend on the device, job, costs and recipe too); with threads > 1
+   the bounds of that many threads share it, each lookup under a lock. NULL: out of memory,
+   or a model the bounds do not cover. */
+nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t cache_bytes, int threads);
+void nd_bound_cache_free (nd_bound_cache *c);
 
 /* The bounds of one search whose per-layer and Megatron plans fit `budget` bytes per device,
-   keeping up to cache_bytes of layer prices (NULL: out of memory, or a model the bounds do
-   not cover). */
+   one thread's, with the prices kept in `cache` (which outlives it), or in a cache of its
+   own of cache_bytes (nd_bound_new). NULL: out of memory, or a model the bounds do not
+   cover. */
+nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
+                               const nd_job *job, const nd_costs *costs,
+                               const nd_strategy *base, double budget, nd_bound_cache *cache);
 nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                         const nd_costs *costs, const nd_strategy *base, double budget,
                         size_t cache_bytes);

@@ -7,9 +7,12 @@
 **    heaviest-stage peak (with the relative 1e-9 the walk allows for summation order);
 **  - nd_bound_spread's, for the strategy's VPP and (ZeRO, shard group), too;
 **  - and the bounds are not trivial: on the long sequence the time bound is within 2x of
-**    the step time for some strategy with CP > 1.
+**    the step time for some strategy with CP > 1;
+**  - bounds on a cache two threads share (nd_bound_cache, small enough that they evict each
+**    other's groups) are bit for bit those of a cache of one's own.
 */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +97,89 @@ static void grid (const nd_model_spec *m, const nd_device *d, int seq, int *pric
   }
 }
 
+/* ---- a cache two threads share ---- */
+
+#define SHARED_N 72  /* candidates: tp (1-8) x cp (1-4) x mbs x recompute, with pp 2 */
+
+typedef struct shared_run {
+  const nd_model_spec *m;
+  const nd_device *d;
+  const nd_job *job;
+  const nd_costs *costs;
+  const nd_strategy *base;
+  nd_bound_cache *cache;   /* NULL: a cache of its own */
+  int reverse;             /* walk the candidates backwards (the other thread's groups) */
+  double t[SHARED_N], mem[SHARED_N];
+  int ok[SHARED_N];
+} shared_run;
+
+static void shared_candidate (const shared_run *r, int i, nd_candidate *c, nd_strategy *st) {
+  int tp = 1 << (i % 4), cp = 1 << ((i / 4) % 3), mbs = 1 + (i / 12) % 2;
+  memset(c, 0, sizeof *c);
+  c->tp = tp; c->pp = 2; c->cp = cp; c->vpp = 1; c->ep = c->etp = 1; c->mbs = mbs;
+  c->sp = tp > 1; c->zero = 1; c->recompute = (unsigned char)((i / 24) % ND_RECOMPUTE_COUNT);
+  c->dp = 64 / (tp * 2 * cp);
+  c->mb = (int)(r->job->global_batch / c->dp / mbs);
+  nd_candidate_strategy(c, r->base, (int)r->m->num_layers, st);
+}
+
+static void *shared_walk (void *arg) {
+  shared_run *r = (shared_run *)arg;
+  nd_bound *b = r->cache
+      ? nd_bound_new_shared(r->m, r->d, r->job, r->costs, r->base, r->d->hbm_bytes, r->cache)
+      : nd_bound_new(r->m, r->d, r->job, r->costs, r->base, r->d->hbm_bytes, 4096);
+  int pass, k;
+  if (!b) return NULL;
+  for (pass = 0; pass < 20; pass++)  /* the groups come back: hits, misses and evictions */
+    for (k = 0; k < SHARED_N; k++) {
+      int i = r->reverse ? SHARED_N - 1 - k : k;
+      nd_candidate c;
+      nd_strategy st;
+      shared_candidate(r, i, &c, &st);
+      r->ok[i] = nd_strategy_resolve(&st, r->m, r->job, NULL, 0) == 0
+                 && nd_bound_eval(b, &c, &st, &r->t[i], &r->mem[i]) == 0;
+    }
+  nd_bound_free(b);
+  return NULL;
+}
+
+static void shared_cache (const nd_model_spec *m, const nd_device *d) {
+  nd_job job = {64, 64, 8192};
+  nd_costs costs;
+  nd_strategy base;
+  shared_run *runs = (shared_run *)calloc(3, sizeof *runs);
+  pthread_t tid[2];
+  int i, k, bounded = 0;
+  if (!runs) return;
+  nd_costs_init(&costs);
+  nd_strategy_init(&base);
+  for (k = 0; k < 3; k++) {
+    runs[k].m = m; runs[k].d = d; runs[k].job = &job; runs[k].costs = &costs;
+    runs[k].base = &base;
+    runs[k].reverse = k == 2;
+  }
+  shared_walk(&runs[0]);  /* the reference: its own cache, one thread */
+  runs[1].cache = runs[2].cache = nd_bound_cache_new(m, 4096, 2);  /* a few sets */
+  CHECK(runs[1].cache != NULL, "nd_bound_cache_new");
+  if (!runs[1].cache) { free(runs); return; }
+  for (k = 0; k < 2; k++)
+    CHECK(pthread_create(&tid[k], NULL, shared_walk, &runs[k + 1]) == 0, "pthread_create");
+  for (k = 0; k < 2; k++) pthread_join(tid[k], NULL);
+  for (k = 1; k < 3; k++)
+    for (i = 0; i < SHARED_N; i++) {
+      CHECK(runs[k].ok[i] == runs[0].ok[i], "thread %d candidate %d: bounded %d, alone %d", k, i,
+            runs[k].ok[i], runs[0].ok[i]);
+      if (!runs[0].ok[i]) continue;
+      bounded++;
+      CHECK(runs[k].t[i] == runs[0].t[i] && runs[k].mem[i] == runs[0].mem[i],
+            "thread %d candidate %d: shared bounds %.17g s %.17g B, alone %.17g s %.17g B", k, i,
+            runs[k].t[i], runs[k].mem[i], runs[0].t[i], runs[0].mem[i]);
+    }
+  CHECK(bounded > SHARED_N, "%d bounds compared", bounded);
+  nd_bound_cache_free(runs[1].cache);
+  free(runs);
+}
+
 int main (void) {
   nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
   nd_device d;
@@ -107,6 +193,7 @@ int main (void) {
   grid(m, &d, 65536, &priced, &ratio);
   CHECK(priced > 1000, "%d strategies priced", priced);
   CHECK(ratio > 0.5, "the best CP time bound is %.3f of its step time", ratio);
+  shared_cache(m, &d);
   free(m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures != 0;
