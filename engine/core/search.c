@@ -871,14 +871,12 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
   if (w->status != ND_SEARCH_OK) return;
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested++;
-  if (w->hooks && w->hooks->admit) {  /* the hook runs here: the checks before it too */
+  if (w->hooks && w->hooks->admit) {
+    /* the hook runs here, on the calling thread, after the checks and the bounds: a
+       candidate the bounds prune is not priced whatever the hook says (the cuts come from
+       the rows it admitted), so it is asked about the rest only */
     int keep = 1;
     why = check(w, &w->scratch, c);
-    if (why < 0 && w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
-      w->status = ND_SEARCH_HOOK_ERROR;
-      return;
-    }
-    if (why < 0 && !keep) why = ND_REFUSE_FILTERED;
     if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
       why = ND_REFUSE_SAME_RUN;
     if (why >= 0) { w->counts->refused[why]++; return; }
@@ -891,6 +889,11 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
         return;
       }
     }
+    if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
+      w->status = ND_SEARCH_HOOK_ERROR;
+      return;
+    }
+    if (!keep) { w->counts->refused[ND_REFUSE_FILTERED]++; return; }
     flag = CAND_READY;
   }
   s = current(w);
