@@ -269,6 +269,7 @@ typedef struct walker {
   tree tree;                           /* the walk's */
   int zv[LOOP_MAX], nz;                /* the ZeRO stages walked */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
+  slot node_counts;                    /* walk_skips_node's counts of one sub-tree */
   int chunk, nslots, threads;
   slot *slots;
   unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
@@ -1271,6 +1272,41 @@ static int walk_node (walker *w, slot *s, worker_scratch *ws, int i) {
   return 0;
 }
 
+/*
+** With an admit hook the walk checks and bounds each candidate itself (the hook runs on
+** this thread), but first, as a pricing thread would, the sub-tree of c's node: when its
+** bounds and shared refusals settle every candidate, they are counted at their places in
+** the walk and none is emitted. Returns 1 then, else 0 (the node is walked).
+*/
+static int walk_skips_node (walker *w, const nd_candidate *c) {
+  worker_scratch *ws = w->inline_scratch;
+  tree *t;
+  slot *s = &w->node_counts;
+  unsigned long long start = w->counts->tested;
+  int iv, sp, r;
+  if (!ws || w->p->exhaustive) return 0;
+  t = &ws->tree;
+  memset(s->late, 0, sizeof s->late);
+  s->skipped_time = s->skipped_memory = 0;
+  t->s = s;
+  t->time_cut = w->time_cut;
+  t->over_cut = w->over_cut;
+  t->next = start;
+  if (t->pp != c->pp) vpps_of(w, t, c->pp);
+  shape_of(w, t, c->tp, c->dp);
+  if (!subtree(w, t, c)) return 0;
+  for (iv = 0; iv < t->nv; iv++)
+    for (sp = 0; sp <= 1; sp++)
+      if (t->shape.walked[sp])
+        count_as(t, t->vpps[iv].state[sp], t->vpps[iv].code[sp],
+                 t->shape.per * (unsigned long long)t->vpps[iv].n);
+  for (r = 0; r < ND_REFUSE_COUNT; r++) w->counts->refused[r] += s->late[r];
+  w->counts->skipped_time += s->skipped_time;
+  w->counts->skipped_memory += s->skipped_memory;
+  w->counts->tested = t->next;
+  return 1;
+}
+
 /* Hands the node of c (recompute and the degrees down to etp) to the pricing threads: its
    `size` candidates take the walk's next places. */
 static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int lone,
@@ -1363,6 +1399,7 @@ static void walk (walker *w) {
                   if (w->status != ND_SEARCH_OK) return;
                   continue;
                 }
+                if (w->hooks && w->hooks->admit && walk_skips_node(w, &c)) continue;
                 for (iv = 0; iv < t->nv; iv++) {
                   int il;
                   for (il = 0; il < t->vpps[iv].n; il++) {
