@@ -585,12 +585,110 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
   }
 }
 
-static void push_row (lua_State *L, const nd_search_row *r, const results *res,
-                      const nd_strategy *base) {
+/*
+** A row's nested tables (strategy, memory_parts_bytes, time_parts_s) are built on first
+** read, from a copy of the row its metatable keeps: an objective that reads a figure or two
+** of each of a million rows does not build three tables a row (they were 94% of what a
+** policy's objective cost the search). pairs builds them first; an assigned one is the
+** caller's.
+*/
+typedef struct lazy_row {
+  nd_search_row r;
+  int body;          /* the model's body layers (the layout variant's flags) */
+  unsigned built;    /* bit i: row_lazy[i] built or assigned */
+} lazy_row;
+
+static const char *const row_lazy[] = {"strategy", "memory_parts_bytes", "time_parts_s", NULL};
+
+static int row_lazy_index (lua_State *L, int k) {
+  const char *key;
   int i;
-  lua_createtable(L, 0, 20);
-  push_candidate(L, &r->c, base, res->bounds.layers);
-  lua_setfield(L, -2, "strategy");
+  if (lua_type(L, k) != LUA_TSTRING) return -1;
+  key = lua_tostring(L, k);
+  for (i = 0; row_lazy[i]; i++)
+    if (row_lazy[i][0] == key[0] && strcmp(row_lazy[i], key) == 0) return i;
+  return -1;
+}
+
+/* The state of the row at index 1 (its metatable's [1]), pushed; NULL when it has none. */
+static lazy_row *row_state (lua_State *L) {
+  lazy_row *lr = NULL;
+  if (lua_getmetatable(L, 1)) {
+    lua_rawgeti(L, -1, 1);
+    lua_remove(L, -2);
+    lr = (lazy_row *)lua_touserdata(L, -1);
+  }
+  return lr;
+}
+
+/* Builds nested table i of the row at index 1 and stores it there. */
+static void build_row_field (lua_State *L, lazy_row *lr, int i) {
+  const nd_search_row *r = &lr->r;
+  int k;
+  lr->built |= 1u << i;
+  lua_pushstring(L, row_lazy[i]);
+  if (i == 0) push_candidate(L, &r->c, NULL, lr->body);
+  else if (i == 1) {
+    lua_createtable(L, 0, 8);
+    for (k = 0; k < ND_SEARCH_MEM_PARTS; k++) nd_setnum(L, nd_memory_parts[k], r->mem[k]);
+    nd_setnum(L, "peak", r->peak);
+  }
+  else {
+    lua_createtable(L, 0, ND_T_COUNT);
+    for (k = 0; k < ND_T_COUNT; k++) nd_setnum(L, nd_time_part_name(k), r->time_parts[k]);
+  }
+  lua_rawset(L, 1);
+}
+
+static int row_index (lua_State *L) {
+  int i = row_lazy_index(L, 2);
+  lazy_row *lr;
+  if (i < 0 || !(lr = row_state(L)) || (lr->built & (1u << i))) return 0;
+  build_row_field(L, lr, i);
+  lua_pushvalue(L, 2);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+static int row_newindex (lua_State *L) {
+  int i = row_lazy_index(L, 2);
+  lua_settop(L, 3);
+  if (i >= 0) {
+    lazy_row *lr = row_state(L);
+    if (lr) lr->built |= 1u << i;
+    lua_settop(L, 3);
+  }
+  lua_rawset(L, 1);
+  return 0;
+}
+
+static int row_next (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_next(L, 1)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+static int row_pairs (lua_State *L) {
+  lazy_row *lr;
+  lua_settop(L, 1);
+  if ((lr = row_state(L)) != NULL) {
+    int i;
+    for (i = 0; row_lazy[i]; i++) if (!(lr->built & (1u << i))) build_row_field(L, lr, i);
+  }
+  lua_pushcfunction(L, row_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* A row as a Lua table: its figures, and the nested tables (lazy: when first read; else
+   now, for the Lua library's readers, which read rows raw). */
+static void push_row (lua_State *L, const nd_search_row *r, const results *res, int lazy) {
+  lazy_row *lr;
+  int i;
+  lua_createtable(L, 0, 16);
   nd_setint(L, "index", (lua_Integer)r->index + 1);
   nd_setnum(L, "step_time_s", r->step_time);
   nd_setnum(L, "tokens_per_s", r->tokens_per_s);
@@ -603,13 +701,30 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res,
   lua_pushboolean(L, r->fits); lua_setfield(L, -2, "fits");
   nd_setnum(L, "over_bytes", r->over);
   nd_setnum(L, "objective", r->key);
-  lua_createtable(L, 0, 7);
-  for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) nd_setnum(L, nd_memory_parts[i], r->mem[i]);
-  nd_setnum(L, "peak", r->peak);
-  lua_setfield(L, -2, "memory_parts_bytes");
-  lua_createtable(L, 0, ND_T_COUNT);
-  for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), r->time_parts[i]);
-  lua_setfield(L, -2, "time_parts_s");
+  if (!lazy) {
+    lua_pushliteral(L, "strategy");
+    push_candidate(L, &r->c, NULL, res->bounds.layers);
+    lua_rawset(L, -3);
+    lua_createtable(L, 0, 8);
+    for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) nd_setnum(L, nd_memory_parts[i], r->mem[i]);
+    nd_setnum(L, "peak", r->peak);
+    lua_setfield(L, -2, "memory_parts_bytes");
+    lua_createtable(L, 0, ND_T_COUNT);
+    for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), r->time_parts[i]);
+    lua_setfield(L, -2, "time_parts_s");
+    return;
+  }
+  lua_createtable(L, 1, 4);  /* the row's own metatable */
+  lr = (lazy_row *)lua_newuserdatauv(L, sizeof *lr, 0);
+  lr->r = *r;
+  lr->body = res->bounds.layers;
+  lr->built = 0;
+  lua_rawseti(L, -2, 1);
+  lua_pushcfunction(L, row_index); lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, row_newindex); lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, row_pairs); lua_setfield(L, -2, "__pairs");
+  lua_pushliteral(L, "ndplan.search_row"); lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
 }
 
 /* ---- the hooks the core calls ---------------------------------------------------- */
@@ -624,7 +739,7 @@ static int call_hook (lua_State *L) {
   const results *res = (const results *)lua_touserdata(L, 4);
   lua_settop(L, 2);
   lua_pushvalue(L, 1);
-  if (objective) push_row(L, (const nd_search_row *)lua_touserdata(L, 2), res, NULL);
+  if (objective) push_row(L, (const nd_search_row *)lua_touserdata(L, 2), res, 1);
   else push_candidate(L, (const nd_candidate *)lua_touserdata(L, 2), NULL, res->bounds.layers);
   lua_call(L, 1, 1);
   if (!objective) {
@@ -750,7 +865,7 @@ static int res_index (lua_State *L) {
   if (lua_isinteger(L, 2)) {
     lua_Integer i = lua_tointeger(L, 2);
     if (i < 1 || i > res->r.nbest) return 0;
-    push_row(L, &res->r.best[i - 1], res, NULL);
+    push_row(L, &res->r.best[i - 1], res, 0);
     nd_setint(L, "rank", i);
     return 1;
   }
@@ -766,7 +881,7 @@ static int res_misses (lua_State *L) {
   int i;
   lua_createtable(L, res->r.nmiss, 0);
   for (i = 0; i < res->r.nmiss; i++) {
-    push_row(L, &res->r.miss[i], res, NULL);
+    push_row(L, &res->r.miss[i], res, 0);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -914,7 +1029,7 @@ static int res_detail (lua_State *L) {
 static int res_fallback (lua_State *L) {
   results *res = check_results(L, 1);
   if (!res->r.has_fallback) return 0;
-  push_row(L, &res->r.fallback, res, NULL);
+  push_row(L, &res->r.fallback, res, 0);
   return 1;
 }
 

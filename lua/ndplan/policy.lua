@@ -331,6 +331,11 @@ local function rows_of(ranked)
   local out = {}
   for i = 1, rawlen(ranked) do
     local r = rawget(ranked, i)
+    if type(r) == "table" and rawget(r, "strategy") == nil then
+      -- a row objective was handed builds its nested tables when first read (here, in the
+      -- guard), so that they are there to be read raw
+      local _ = r.strategy, r.memory_parts_bytes, r.time_parts_s
+    end
     if type(r) ~= "table" or type(rawget(r, "strategy")) ~= "table" then
       error(string.format("expected a list of result rows (tables with a strategy), got %s at [%d]",
                           type(r) == "table" and "a table without a strategy" or "a " .. type(r), i), 0)

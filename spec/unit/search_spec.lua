@@ -278,6 +278,35 @@ describe("policies in nd.search", function()
     end
   end)
 
+  it("hands objective rows whose strategy and parts are there when read", function()
+    local seen, listed = {}, nil
+    local ranked = assert(nd.search(with{policy = {
+      objective = function(e)
+        seen[#seen + 1] = e
+        if not listed then  -- pairs lists the nested tables too
+          listed = {}
+          for k, v in pairs(e) do listed[k] = type(v) end
+        end
+        return e.time_parts_s.forward * 0 + e.step_time_s
+      end,
+      rank = function() return {seen[1], seen[2]} end,  -- rows an objective was handed
+    }}))
+    assert.equal("table", listed.strategy)
+    assert.equal("table", listed.memory_parts_bytes)
+    assert.equal("table", listed.time_parts_s)
+    assert.equal("number", listed.step_time_s)
+    local e = seen[1]
+    assert.is_true(e.strategy.tp >= 1 and e.strategy.dp >= 1)
+    assert.equal(e.peak_memory_bytes, e.memory_parts_bytes.peak)
+    assert.equal("ndplan.search_row", getmetatable(e))
+    e.strategy = "mine"  -- an assigned field is the caller's
+    assert.equal("mine", e.strategy)
+    -- returned from rank, they are copied whole (the nested tables built in the guard)
+    assert.equal(2, #ranked)
+    assert.equal(seen[2].strategy.tp, ranked[2].strategy.tp)
+    assert.equal(seen[2].time_parts_s.forward, ranked[2].time_parts_s.forward)
+  end)
+
   it("drops what the objective returns nil for", function()
     local ranked, info = assert(nd.search(with{policy = {objective = function(e)
       if e.strategy.pp == 1 then return nil end
