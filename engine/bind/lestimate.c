@@ -175,7 +175,8 @@ static inline int opt_field (lua_State *L, int t, key_filter f, const char *key)
 }
 
 /* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
-   no strategy key but is true in the table at index `ignore` (0: none) is skipped. */
+   no strategy key but is true in the table at index `ignore` (0: none) is skipped, and any
+   other is an unknown argument of nd.estimate's (whose arguments the table is). */
 static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
   int keys;
   key_filter f = 0;
@@ -195,6 +196,13 @@ static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
         lua_pushvalue(L, -2);
         skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
         lua_pop(L, 1);
+      }
+      if (!skip && ignore) {  /* nd.estimate's own arguments: its misuse, at its caller's
+                                 place (level 2: nd.estimate called this binding) */
+        const char *name = luaL_tolstring(L, -2, NULL);
+        luaL_where(L, 2);
+        lua_pushfstring(L, "%snd.estimate: unknown argument '%s'", lua_tostring(L, -1), name);
+        lua_error(L);
       }
       if (!skip) luaL_error(L, "strategy: unknown field '%s'", key);
       lua_pop(L, 1);

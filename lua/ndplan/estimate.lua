@@ -61,10 +61,11 @@ end
 -- names: a missing model or device, an argument of the wrong Lua type among the job's and
 -- the budget's. What depends on the data (an unknown name, devices = 0) is left to return
 -- nil, message.
+local OBJECT_TYPES = {string = true, table = true, userdata = true}  -- what check_object takes
 local function check_object(fname, k, v)
   if v == nil then error(string.format("%s: %s: missing", fname, k), 4) end
   local t = type(v)
-  if t ~= "string" and t ~= "table" and t ~= "userdata" then
+  if not OBJECT_TYPES[t] then
     error(string.format("%s: %s: expected a name, a path, a table or an object, got %s",
                         fname, k, t), 4)
   end
@@ -246,23 +247,29 @@ end
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
-  for k in pairs(args) do
-    if not KNOWN[k] then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
-  end
   -- the strategy: the arguments themselves where nothing below changes it (the binding skips
-  -- the other arguments, NOT_STRATEGY), else a copy of the strategy keys
+  -- the other arguments, NOT_STRATEGY, and raises on any unknown one), else a copy of the
+  -- strategy keys
   local rc = args.recompute
   local sl = args.stage_layers
   local in_place = (sl == nil or type(sl) ~= "table") and rc ~= "per_layer"
                    and rc ~= "megatron" and (args.layout == nil or args.layout == "even")
   local strategy = args
   if not in_place then
+    for k in pairs(args) do
+      if not KNOWN[k] then error("nd.estimate: unknown argument '" .. tostring(k) .. "'", 2) end
+    end
     strategy = {}
     for k, v in pairs(args) do
       if IS_STRATEGY_KEY[k] then strategy[k] = v end
     end
   end
-  M.check_misuse("nd.estimate", args)
+  -- the usual well-typed call passes at once; anything else gets check_misuse's message
+  local mo, de, nd_, gb, sq = args.model, args.device, args.devices, args.global_batch, args.seq_len
+  if not (OBJECT_TYPES[type(mo)] and OBJECT_TYPES[type(de)] and type(nd_) == "number"
+          and type(gb) == "number" and type(sq) == "number" and args.max_mem == nil) then
+    M.check_misuse("nd.estimate", args)
+  end
   local model, merr = M.resolve("model", args.model, args.strict and STRICT or nil)
   if not model then return nil, merr end
   local device, derr = M.resolve("device", args.device)
