@@ -56,9 +56,17 @@ local function line(c, tag, t, i)
                       c[5] and string.format("  (target <= %.3g s)", c[5]) or ""))
 end
 
+local one_thread = {}  -- label .. recompute -> the -j 1 time, for the -j 2 speed-up
 for _, c in ipairs(cases) do
   local t, i = run(c, false, repeats)
   line(c, "pruned", t, i)
+  local key = c[1] .. (type(c[3]) == "table" and table.concat(c[3], ",") or c[3])
+              .. (c[6] and "+" or "")
+  if c[4] == 1 then one_thread[key] = t
+  elseif one_thread[key] then
+    print(string.format("search  %-37s -j %d is %.2fx -j 1 (floor 1.8x)", c[1], c[4],
+                        one_thread[key] / t))
+  end
   if with_exhaustive then
     local te, ie = run(c, true, 1)
     line(c, "exhaustive", te, ie)
