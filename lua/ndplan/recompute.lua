@@ -179,6 +179,20 @@ function M.reading(f, ...)
   return table.unpack(r, 2, r.n)
 end
 
+-- A plan's (validated) ranges in layer order: they do not overlap, so their layers come out
+-- ascending.
+local function in_layer_order(ranges)
+  for k = 2, #ranges do
+    if ranges[k].first < ranges[k - 1].first then
+      local sorted = {}
+      for j, r in ipairs(ranges) do sorted[j] = r end
+      table.sort(sorted, function(a, b) return a.first < b.first end)
+      return sorted
+    end
+  end
+  return ranges
+end
+
 -- layer_modes(plan) -> layers, indices | nil (plan not stated per layer)
 -- layers[i] = {kind, mode, offload_bytes, ops} for each stated layer i (from 0), mode
 -- normalised; indices = the stated layer numbers, ascending. Validates the ranges.
@@ -187,19 +201,8 @@ function M.layer_modes(plan)
   if known then return known[1], known[2] end
   if not M.has_ranges(plan) then return nil end
   M.validate_ranges(plan)
-  -- the ranges in layer order (they do not overlap, so the layers come out ascending)
-  local ranges = plan.ranges
-  for k = 2, #ranges do
-    if ranges[k].first < ranges[k - 1].first then
-      local sorted = {}
-      for j, r in ipairs(ranges) do sorted[j] = r end
-      table.sort(sorted, function(a, b) return a.first < b.first end)
-      ranges = sorted
-      break
-    end
-  end
   local layers, indices, n = {}, {}, 0
-  for _, r in ipairs(ranges) do
+  for _, r in ipairs(in_layer_order(plan.ranges)) do
     local setting = {kind = r.kind, mode = MODE_NAME[r.mode], offload_bytes = M.offload_bytes(r),
                      ops = M.recomputed_ops(r.option)}
     if shared_settings then
@@ -261,11 +264,10 @@ end
 
 -- full_layers(plan) -> the number of fully recomputed layers | nil (not stated per layer)
 function M.full_layers(plan)
-  local layers, indices = M.layer_modes(plan)
-  if not layers then return nil end
-  local n = 0
-  for _, i in ipairs(indices) do
-    if layers[i].mode == "full" then n = n + 1 end
+  if not M.layer_modes(plan) then return nil end  -- (validates the ranges)
+  local n = 0  -- counted per range: each of its layers has its mode
+  for _, r in ipairs(plan.ranges) do
+    if MODE_NAME[r.mode] == "full" then n = n + math.tointeger(r.count) end
   end
   return n
 end
@@ -462,12 +464,14 @@ function M.trainer_plan(plan)
     end
     return mode, {}
   end
-  local layers, indices = M.layer_modes(plan)
-  if not layers then return nil end
+  if not M.layer_modes(plan) then return nil end  -- (validates the ranges)
+  -- per range, in layer order: each of a range's layers has the range's mode
+  local ranges = in_layer_order(plan.ranges)
   local full, selective = 0, 0
-  for _, i in ipairs(indices) do
-    local m = layers[i].mode
-    if m == "full" then full = full + 1 elseif m == "selective" then selective = selective + 1 end
+  for _, r in ipairs(ranges) do
+    local m = MODE_NAME[r.mode]
+    if m == "full" then full = full + math.tointeger(r.count)
+    elseif m == "selective" then selective = selective + math.tointeger(r.count) end
   end
   local default = "off"
   if full > 0 and full >= selective then default = "full"
@@ -478,14 +482,17 @@ function M.trainer_plan(plan)
       out[first == last and tostring(first) or (first .. "-" .. last)] = mode
     end
   end
+  -- runs of consecutive layers with one mode: a range continues the run before it when it
+  -- starts right after it with the same mode
   local first, last, mode = nil, nil, nil
-  for _, i in ipairs(indices) do
-    local m = layers[i].mode
-    if first ~= nil and i == last + 1 and m == mode then
-      last = i
+  for _, r in ipairs(ranges) do
+    local m, a = MODE_NAME[r.mode], math.tointeger(r.first)
+    local b = a + math.tointeger(r.count) - 1
+    if first ~= nil and a == last + 1 and m == mode then
+      last = b
     else
       if first ~= nil then close(first, last, mode) end
-      first, last, mode = i, i, m
+      first, last, mode = a, b, m
     end
   end
   if first ~= nil then close(first, last, mode) end

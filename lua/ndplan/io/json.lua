@@ -57,6 +57,7 @@ local function number(v, shortest)
 end
 
 local NAMED = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\t'] = '\\t', ['\r'] = '\\r'}
+local function escape(c) return NAMED[c] or string.format("\\u%04x", c:byte()) end
 local function encode(v, out, depth, opts)
   local t = type(v)
   if depth > M.MAX_DEPTH then
@@ -66,9 +67,9 @@ local function encode(v, out, depth, opts)
   elseif t == "boolean" then out[#out + 1] = tostring(v)
   elseif t == "number" then out[#out + 1] = number(v, opts.shortest)
   elseif t == "string" then
-    out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
-      return NAMED[c] or string.format("\\u%04x", c:byte())
-    end) .. '"'
+    -- most strings need no escape: found first, gsub only when one does
+    if v:find('[%c"\\]') then out[#out + 1] = '"' .. v:gsub('[%c"\\]', escape) .. '"'
+    else out[#out + 1] = '"' .. v .. '"' end
   elseif t == "table" then
     local ordered, n, keys = getmetatable(v) == ORDERED, #v, nil
     local array = not ordered and (n > 0 or next(v) == nil)

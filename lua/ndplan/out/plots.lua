@@ -171,7 +171,7 @@ function M.pareto_front(points)
   local first, mems = {}, {}
   for i, p in ipairs(points) do
     local t, m = p.step_time_s, p.peak_bytes
-    if p.fits and base.finite(t) and base.finite(m) then
+    if p.fits and type(t) == "number" and t - t == 0 and type(m) == "number" and m - m == 0 then
       local f = first[m]
       if not f then
         mems[#mems + 1] = m
@@ -203,16 +203,25 @@ M.MAX_POINTS = 5000
 function M.candidates(points, budget_bytes, opts)
   opts = opts or {}
   local cap = opts.max_points or M.MAX_POINTS
-  local valid, fits, counted, fit_count = {}, 0, 0, 0
-  local finite = base.finite
+  -- one pass over the points (a search hands thousands): the drawable ones, the counts and
+  -- the span of the fitting ones (base.finite inlined: a number whose x - x is 0)
+  local valid, nvalid, fits, counted, fit_count = {}, 0, 0, 0, 0
+  local t_lo, t_hi, m_hi = math.huge, 0, budget_bytes or 0
   for _, p in ipairs(points) do
-    local t = p.step_time_s
-    if finite(t) and finite(p.peak_bytes) and t > 0 then
-      valid[#valid + 1] = p
-      if p.fits then fits = fits + 1 end
+    local t, m = p.step_time_s, p.peak_bytes
+    if type(t) == "number" and t - t == 0 and type(m) == "number" and m - m == 0 and t > 0 then
+      nvalid = nvalid + 1
+      valid[nvalid] = p
+      local fit = p.fits
+      if fit then
+        fits = fits + 1
+        if t < t_lo then t_lo = t end
+        if t > t_hi then t_hi = t end
+        if m > m_hi then m_hi = m end
+      end
       if not p.ranked then  -- a ranked result is also a priced candidate: counted once
         counted = counted + 1
-        if p.fits then fit_count = fit_count + 1 end
+        if fit then fit_count = fit_count + 1 end
       end
     end
   end
@@ -220,17 +229,11 @@ function M.candidates(points, budget_bytes, opts)
   -- span the chart whatever the worst candidate priced; the rest is counted, not drawn
   local outside = 0
   if fits > 0 then
-    local t_lo, t_hi, m_hi = math.huge, 0, budget_bytes or 0
-    for _, p in ipairs(valid) do
-      if p.fits then
-        t_lo, t_hi = math.min(t_lo, p.step_time_s), math.max(t_hi, p.step_time_s)
-        m_hi = math.max(m_hi, p.peak_bytes)
-      end
-    end
     t_hi, m_hi = math.max(t_hi * 1.5, t_lo * 1.1), m_hi * 1.15
-    local kept = {}
-    for _, p in ipairs(valid) do
-      if p.step_time_s <= t_hi and p.peak_bytes <= m_hi then kept[#kept + 1] = p
+    local kept, n = {}, 0
+    for i = 1, nvalid do
+      local p = valid[i]
+      if p.step_time_s <= t_hi and p.peak_bytes <= m_hi then n = n + 1; kept[n] = p
       elseif not p.ranked then outside = outside + 1 end
     end
     valid = kept
@@ -257,8 +260,10 @@ function M.candidates(points, budget_bytes, opts)
   local box = {left = 80, top = 66, right = W - 24, bottom = H - 96}
   local tmin, tmax, mmax = math.huge, 0, budget_bytes or 0
   for _, p in ipairs(valid) do
-    tmin, tmax = math.min(tmin, p.step_time_s), math.max(tmax, p.step_time_s)
-    mmax = math.max(mmax, p.peak_bytes)
+    local t, m = p.step_time_s, p.peak_bytes
+    if t < tmin then tmin = t end
+    if t > tmax then tmax = t end
+    if m > mmax then mmax = m end
   end
   if #valid == 0 then tmin, tmax = 1, 10 end
   local xticks = base.ticks(0, math.max(mmax / GiB, 1e-3) * 1.02)
@@ -292,20 +297,28 @@ function M.candidates(points, budget_bytes, opts)
   base.y_axis(doc, box, yticks, y, string.format("step time (%s%s)", unit, log and ", log scale" or ""))
   base.x_axis(doc, box, xticks, x, "peak memory per device (GiB)")
 
-  for _, group in ipairs({{false, P.misses, "misses"}, {true, P.fits, "fits"}}) do
-    doc:open("g", {class = group[3], fill = group[2]})
-    local seen = {}  -- seen[cx][cy]: half pixels (never -0), without a string per point
-    for _, p in ipairs(shown) do
-      if (p.fits and true or false) == group[1] and not on_front[p] then
-        local cx, cy = px(p)
-        local column = seen[cx]
-        if not column then column = {}; seen[cx] = column end
-        if not column[cy] then
-          column[cy] = true
-          doc:add("circle", {cx = cx, cy = cy, r = 2.5})
-        end
+  -- both groups' dots in one pass over what is shown (misses drawn first, then fits)
+  local dots = {[false] = {}, [true] = {}}
+  local seen = {[false] = {}, [true] = {}}  -- seen[fits][cx][cy]: half pixels (never -0)
+  for _, p in ipairs(shown) do
+    if not on_front[p] then
+      local fit = p.fits and true or false
+      local cx, cy = px(p)
+      local columns = seen[fit]
+      local column = columns[cx]
+      if not column then column = {}; columns[cx] = column end
+      if not column[cy] then
+        column[cy] = true
+        local list = dots[fit]
+        list[#list + 1] = cx
+        list[#list + 1] = cy
       end
     end
+  end
+  for _, group in ipairs({{false, P.misses, "misses"}, {true, P.fits, "fits"}}) do
+    doc:open("g", {class = group[3], fill = group[2]})
+    local list = dots[group[1]]
+    for i = 1, #list, 2 do doc:circle(list[i], list[i + 1], 2.5) end
     doc:close()
   end
 

@@ -122,6 +122,14 @@ function Doc:close()
 end
 
 -- Shorthands for the shapes the charts use.
+
+-- circle(cx, cy, r): <circle cx= cy= r=/>, the bytes add("circle", {cx =, cy =, r =})
+-- writes, without sorting attributes (a chart draws thousands)
+function Doc:circle(cx, cy, r)
+  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. '<circle cx="' .. M.num(cx)
+    .. '" cy="' .. M.num(cy) .. '" r="' .. M.num(r) .. '"/>'
+  return self
+end
 function Doc:rect(x, y, w, h, attrs, tooltip)
   local a = {x = x, y = y, width = math.max(0, w), height = math.max(0, h)}
   for k, v in pairs(attrs or {}) do a[k] = v end
