@@ -238,18 +238,43 @@ end
 
 -- changed_layers(a, b) -> ascending layer numbers whose setting differs (or that only one
 -- plan states) | nil when either plan is not stated per layer
+-- A validated plan's spans {lo, hi, setting} in layer order (setting: layer_modes' of its
+-- layers), to compare plans per span rather than per layer.
+local function spans(plan, layers)
+  local out = {}
+  for k, r in ipairs(in_layer_order(plan.ranges)) do
+    local lo = math.tointeger(r.first)
+    out[k] = {lo, lo + math.tointeger(r.count) - 1, layers[lo]}
+  end
+  return out
+end
+
 function M.changed_layers(a, b)
-  local la, ia = M.layer_modes(a)
-  local lb, ib = M.layer_modes(b)
+  local la = M.layer_modes(a)
+  local lb = M.layer_modes(b)
   if not la or not lb then return nil end
-  local changed = {}
-  for _, i in ipairs(ia) do
-    if not lb[i] or not same_setting(la[i], lb[i]) then changed[#changed + 1] = i end
+  -- cut at every span's ends: between two cuts each plan states one setting or none
+  local sa, sb = spans(a, la), spans(b, lb)
+  local cuts, seen = {}, {}
+  for _, list in ipairs({sa, sb}) do
+    for _, sp in ipairs(list) do
+      for _, c in ipairs({sp[1], sp[2] + 1}) do
+        if not seen[c] then seen[c] = true; cuts[#cuts + 1] = c end
+      end
+    end
   end
-  for _, i in ipairs(ib) do
-    if not la[i] then changed[#changed + 1] = i end
+  table.sort(cuts)
+  local changed, n, i, j = {}, 0, 1, 1
+  for k = 1, #cuts - 1 do
+    local lo, hi = cuts[k], cuts[k + 1] - 1
+    while sa[i] and sa[i][2] < lo do i = i + 1 end
+    while sb[j] and sb[j][2] < lo do j = j + 1 end
+    local x = sa[i] and sa[i][1] <= lo and sa[i][3]
+    local y = sb[j] and sb[j][1] <= lo and sb[j][3]
+    if (x or y) and not (x and y and same_setting(x, y)) then
+      for l = lo, hi do n = n + 1; changed[n] = l end
+    end
   end
-  table.sort(changed)
   return changed
 end
 

@@ -550,3 +550,70 @@ describe("reading", function()
     assert.equal(text, R.reading(csv.text, pots))
   end)
 end)
+
+-- changed_layers, trainer_plan and full_layers work per range; the oracles here read the
+-- plans layer by layer (layer_modes), as their definitions state, over random plans with
+-- gaps, unsorted ranges, offloads and selective switch sets.
+describe("per-range readings against per-layer oracles", function()
+  local KINDS, MODES = {"dense", "moe"}, {"off", "none", "selective", "full"}
+  local function random_plan(rand)
+    local ranges, at = {}, rand(0, 3)
+    for _ = 1, rand(1, 6) do
+      local c = rand(1, 5)
+      local option = {switches = rand(2) == 1 and {"attn_core"} or {"attn_core", "mlp_act"}}
+      ranges[#ranges + 1] = range(at, c, KINDS[rand(2)], MODES[rand(4)],
+                                  {option = option, offload_bytes = rand(4) == 1 and 100 or 0})
+      at = at + c + (rand(3) == 1 and rand(1, 3) or 0)
+    end
+    if rand(2) == 1 then ranges[1], ranges[#ranges] = ranges[#ranges], ranges[1] end
+    return plan(1, 1, ranges)
+  end
+  local function same(x, y)
+    return x.kind == y.kind and x.mode == y.mode and x.offload_bytes == y.offload_bytes
+           and table.concat(x.ops, ",") == table.concat(y.ops, ",")
+  end
+  local function changed_oracle(a, b)
+    local la, ia = R.layer_modes(a)
+    local lb, ib = R.layer_modes(b)
+    local out = {}
+    for _, i in ipairs(ia) do if not lb[i] or not same(la[i], lb[i]) then out[#out + 1] = i end end
+    for _, i in ipairs(ib) do if not la[i] then out[#out + 1] = i end end
+    table.sort(out)
+    return out
+  end
+  local function trainer_oracle(p)
+    local layers, indices = R.layer_modes(p)
+    local count = {full = 0, selective = 0, off = 0}
+    for _, i in ipairs(indices) do count[layers[i].mode] = count[layers[i].mode] + 1 end
+    local default = (count.full > 0 and count.full >= count.selective) and "full"
+                    or count.selective > 0 and "selective" or "off"
+    local out, first, last, mode = {}, nil, nil, nil
+    local function close()
+      if first and mode ~= default then
+        out[first == last and tostring(first) or (first .. "-" .. last)] = mode
+      end
+    end
+    for _, i in ipairs(indices) do
+      local m = layers[i].mode
+      if first and i == last + 1 and m == mode then last = i
+      else close(); first, last, mode = i, i, m end
+    end
+    close()
+    return default, out, count.full
+  end
+  it("agree on 3,000 random pairs", function()
+    local rand = math.random
+    math.randomseed(12)
+    for _ = 1, 3000 do
+      local a, b = random_plan(rand), random_plan(rand)
+      if rand(4) == 1 then b = a end
+      assert.same(changed_oracle(a, b), R.changed_layers(a, b))
+      local mode, layers, full = trainer_oracle(a)
+      local got_mode, got_layers = R.trainer_plan(a)
+      assert.equal(mode, got_mode)
+      assert.same(layers, got_layers)
+      assert.equal(full, R.full_layers(a))
+      assert.equal("integer", math.type(R.full_layers(a)))
+    end
+  end)
+end)

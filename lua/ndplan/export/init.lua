@@ -60,12 +60,7 @@ local DEFAULTS = {dp = 1, tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, sp =
                   zero = 0, mbs = 1, schedule = "1f1b", precision = "bf16",
                   flash_attention = true, recompute = "none", fp8_param_gather = false}
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = copy(v) end
-  return out
-end
+local copy = require("ndplan.strategy").copy  -- a deep copy
 M.copy = copy
 
 -- context(plan) -> ctx | nil, message. ctx.strategy has every field, with layer_recompute
