@@ -265,8 +265,8 @@ function M.estimate(args)
     end
   end
   -- the usual well-typed call passes at once; anything else gets check_misuse's message
-  local mo, de, nd_, gb, sq = args.model, args.device, args.devices, args.global_batch, args.seq_len
-  if not (OBJECT_TYPES[type(mo)] and OBJECT_TYPES[type(de)] and type(nd_) == "number"
+  local mo, de, n_devices, gb, sq = args.model, args.device, args.devices, args.global_batch, args.seq_len
+  if not (OBJECT_TYPES[type(mo)] and OBJECT_TYPES[type(de)] and type(n_devices) == "number"
           and type(gb) == "number" and type(sq) == "number" and args.max_mem == nil) then
     M.check_misuse("nd.estimate", args)
   end
@@ -277,10 +277,14 @@ function M.estimate(args)
   local costs, sinfo
   device, costs, sinfo = stacked(args, device)
   if not device then return nil, costs end
-  local job = {devices = args.devices, global_batch = args.global_batch, seq_len = args.seq_len}
-  local jerr = job_error("devices", job.devices) or job_error("global_batch", job.global_batch)
-               or job_error("seq_len", job.seq_len)
-  if jerr then return nil, jerr end
+  local job = {devices = n_devices, global_batch = gb, seq_len = sq}
+  if not (math_type(n_devices) == "integer" and n_devices >= 1 and n_devices <= LIMIT.devices
+          and math_type(gb) == "integer" and gb >= 1 and gb <= LIMIT.global_batch
+          and math_type(sq) == "integer" and sq >= 1 and sq <= LIMIT.seq_len) then
+    local jerr = job_error("devices", n_devices) or job_error("global_batch", gb)
+                 or job_error("seq_len", sq)
+    if jerr then return nil, jerr end
+  end
   if not in_place and type(strategy.stage_layers) == "table" then agreed_layout(strategy, model) end
   local pl = strategy.pipeline_model_parallel_layout
   if pl ~= nil and type(pl) == "string" then
@@ -366,7 +370,7 @@ function M.finish(result, model, device, job, budget, sinfo, strategy)
     add_band(result, facts.moe, strategy, sinfo)
   end
   local tp = strategy.tp
-  if tp ~= nil and facts.kv_heads and tp ~= 1 then
+  if tp ~= nil and facts.kv_heads and tp ~= 1 and tp > facts.kv_heads then
     local wasted = M.tp_warning(math.tointeger(tp), facts.kv_heads)
     if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
   end
