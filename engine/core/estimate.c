@@ -18,22 +18,8 @@
 
 #include "ndplan/estimate.h"
 
-/* nd_costs_init and nd_costs_validate iterate the cost descriptors (fields.c). */
-
-static const char *const time_part_names[ND_T_COUNT] = {
-  "forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
-  "optimizer", "bubble", "offload"
-};
-static const char *const group_names[ND_GROUP_COUNT] = {"tp", "cp", "dp", "pp", "ep", "etp",
-                                                        "edp"};
-
-const char *nd_time_part_name (int part) {
-  return part >= 0 && part < ND_T_COUNT ? time_part_names[part] : NULL;
-}
-
-const char *nd_group_name (int group) {
-  return group >= 0 && group < ND_GROUP_COUNT ? group_names[group] : NULL;
-}
+/* nd_costs_init and nd_costs_validate iterate the cost descriptors, and the names of the time
+   parts and groups are listed with them (fields.c). */
 
 /* One layer kind, priced for one device and one micro-batch. */
 typedef struct layer_cost {

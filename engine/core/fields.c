@@ -1,6 +1,7 @@
 /*
 ** fields.c -- the descriptor tables of the named costs and device efficiencies, their
-** defaults and validation, and the name lists of strategy and search tables.
+** defaults and validation, the name lists of strategy and search tables, and the names of
+** the estimate's time parts and communication groups.
 */
 #include <math.h>
 #include <stdio.h>
@@ -169,3 +170,19 @@ const char *const nd_memory_parts[] = {
 };
 
 const char *const nd_plan_modes[] = {"none", "selective", "full", "offload", "variants", NULL};
+
+/* The estimate's time parts (ND_T_*) and communication groups (ND_GROUP_*), by index. */
+static const char *const time_part_names[ND_T_COUNT] = {
+  "forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
+  "optimizer", "bubble", "offload"
+};
+static const char *const group_names[ND_GROUP_COUNT] = {"tp", "cp", "dp", "pp", "ep", "etp",
+                                                        "edp"};
+
+const char *nd_time_part_name (int part) {
+  return part >= 0 && part < ND_T_COUNT ? time_part_names[part] : NULL;
+}
+
+const char *nd_group_name (int group) {
+  return group >= 0 && group < ND_GROUP_COUNT ? group_names[group] : NULL;
+}

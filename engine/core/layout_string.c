@@ -128,7 +128,11 @@ static int place (nd_strategy *st, const char *x, char *err, size_t errlen) {
                 "(they are in chunk %d of stage %d, of %d)", mtp_chunk / pp, mtp_chunk % pp, vpp);
   (void)decoders;
   memset(st->stage_layers, 0, sizeof st->stage_layers);
-  memcpy(st->stage_layers, layers, (size_t)n * sizeof layers[0]);
+  for (k = 0; k < n; k++) {  /* a chunk's count is a short: no model has more layers */
+    if (layers[k] > ND_MAX_LAYERS)
+      return fail(err, errlen, "chunk %d holds %d layers, over %d", k, layers[k], ND_MAX_LAYERS);
+    st->stage_layers[k] = (short)layers[k];
+  }
   st->vpp = vpp;
   st->layout_mtp = (short)mtp;
   st->explicit_layout = ND_LAYOUT_STRING;

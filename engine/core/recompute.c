@@ -35,6 +35,7 @@ typedef struct workspace {
   double per_stage[4 * ND_MAX_STAGES];  /* full and none peaks, in flight, base compute */
   double a[3 * ND_MAX_LAYERS], r[3 * ND_MAX_LAYERS];  /* per layer and mode */
   unsigned char chosen[ND_MAX_LAYERS], picked3[ND_MAX_LAYERS];
+  nd_strategy priced;   /* the given strategy, resolved, that prices the layer kinds */
 } workspace;
 
 static void collect (int layer, int chunk, void *ud) {
@@ -43,22 +44,26 @@ static void collect (int layer, int chunk, void *ud) {
   if (l->n < ND_MAX_LAYERS) l->layer[l->n++] = layer;
 }
 
-/* The per-layer costs of layer i, priced once per distinct kind; its kind index in *slot. */
+/*
+** The per-layer costs of layer i, priced once per distinct kind; its kind index in *slot.
+** They are priced on `copy`, which the run's first kind (kc->n 0) sets to st and the
+** estimate resolves: resolving is idempotent, so the run's later kinds reuse it (a copy of
+** nd_strategy per kind was 1% of a per-layer search).
+*/
 static const nd_layer_estimate *layer_costs (kind_costs *kc, const nd_model_spec *m,
                                              const nd_device *dev, const nd_job *job,
-                                             const nd_strategy *st, const nd_costs *costs,
-                                             nd_price_cache *pc, int i, int *slot, char *err,
-                                             size_t errlen) {
+                                             const nd_strategy *st, nd_strategy *copy,
+                                             const nd_costs *costs, nd_price_cache *pc, int i,
+                                             int *slot, char *err, size_t errlen) {
   int k;
-  nd_strategy copy;
   for (k = 0; k < kc->n; k++)
     if (nd_layer_kind_equal(&kc->kind[k], &m->layer[i])) { *slot = k; return &kc->est[k]; }
   if (kc->n == MAX_KINDS) {
     snprintf(err, errlen, "recompute: more than %d layer kinds", MAX_KINDS);
     return NULL;
   }
-  copy = *st;
-  if (nd_estimate_layers(m, dev, job, &copy, costs, pc, 1, &i, &kc->est[kc->n], err,
+  if (kc->n == 0) *copy = *st;
+  if (nd_estimate_layers(m, dev, job, copy, costs, pc, 1, &i, &kc->est[kc->n], err,
                          errlen) != 0)
     return NULL;
   kc->kind[kc->n] = m->layer[i];
@@ -694,8 +699,8 @@ static int plan_ends (plan_run *pr) {
     pr->full_peak[s] = out->stage[s].peak;
     pr->inflight[s] = out->stage[s].inflight;
   }
-  pr->trial = *pr->st;
-  pr->trial.per_layer = 0;
+  /* trial as the all-full estimate resolved it: resolving is idempotent, so it prices
+     all-none as a fresh copy would */
   pr->trial.recompute = ND_RECOMPUTE_NONE;
   if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, pr->w->pc, out,
                       pr->err, pr->errlen) != 0) return -1;
@@ -729,11 +734,10 @@ static int stage_line (plan_run *pr, stage_plan *sp) {
   list->n = 0;
   nd_stage_foreach(&pr->trial, (int)pr->m->num_layers, (int)pr->m->mtp_layers, s, collect, list);
   for (i = 0; i < list->n; i++) {
-    /* priced from the strategy as given: a resolved interleaved layout would not
-       resolve again */
+    /* priced from the strategy as given, resolved once per run (ws->priced) */
     const nd_layer_estimate *le = layer_costs(&ws->kc, pr->m, pr->dev, pr->job, pr->st,
-                                              pr->costs, pr->w->pc, list->layer[i], &sp->slot[i],
-                                              pr->err, pr->errlen);
+                                              &ws->priced, pr->costs, pr->w->pc, list->layer[i],
+                                              &sp->slot[i], pr->err, pr->errlen);
     int md;
     if (!le) return -1;
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {

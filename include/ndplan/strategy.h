@@ -114,8 +114,9 @@ typedef struct nd_strategy {
   short first_layers, last_layers;  /* --decoder-first/last-pipeline-num-layers; 0 unset */
   short layout_mtp;             /* ND_LAYOUT_STRING: the MTP layers the string places */
   /* body+MTP layers per model chunk, chunk k = c*pp + s (chunk c of stage s: Megatron's
-     layer order), pp*vpp entries; MTP layers follow the body in that order */
-  int stage_layers[ND_MAX_CHUNKS];
+     layer order), pp*vpp entries; MTP layers follow the body in that order. A short: a
+     chunk holds at most ND_MAX_LAYERS (1024), and 1 KB less to copy with every strategy */
+  short stage_layers[ND_MAX_CHUNKS];
 } nd_strategy;
 
 /* The job a strategy runs: model, global batch and sequence, device count. */

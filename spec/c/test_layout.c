@@ -143,6 +143,7 @@ static void check_language (void) {
     {2, "Ettt|m||L", "last chunk of their stage"},
     {2, "Et*2000000000|L", "expands to more than"},
     {2, "E(t|)*99999999L", "expands to more than"},
+    {2, "Et*40000|L", "chunk 0 holds 40000 layers, over 1024"},  /* a chunk's count is a short */
     {1, "", "first layer must be the embedding"},
   };
   nd_strategy st;
@@ -165,6 +166,9 @@ static void check_language (void) {
         "60 layers: %s", err);
   CHECK(nd_layout_resolve(&st, 61, 0, err, sizeof err) != 0 && strstr(err, "1 MTP"),
         "no MTP: %s", err);
+  /* the most layers a model has fit one chunk */
+  CHECK(parse(&st, 1, "Et*1024L", err, sizeof err) == 0 && st.stage_layers[0] == 1024,
+        "1024 layers in a chunk: %s, %d", err, st.stage_layers[0]);
   /* an MTP layer on stage 0's last chunk is allowed (Megatron's rule is for earlier ones) */
   CHECK(parse(&st, 2, "Ett|tt|m|L", err, sizeof err) == 0, "mtp on stage 0: %s", err);
   /* a vpp already set must agree */

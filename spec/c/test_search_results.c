@@ -5,13 +5,17 @@
 **  - the post-filter keeps only the listed DP values and the best removed row as fallback;
 **  - the point sample thins by doubling its stride and stays bounded;
 **  - every candidate the walk admits resolves (nd_strategy_resolve agrees with the walk's
-**    check over the whole walk) and resolving it again changes nothing.
+**    check over the whole walk) and resolving it again changes nothing;
+**  - a per-layer row round-trips: planned again from its candidate (as results:detail
+**    does) it gives the row's figures, and the plan priced as a given strategy (as
+**    nd.estimate takes result.strategy) gives them again.
 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ndplan/recompute.h"
 #include "ndplan/search_results.h"
 
 #include "fixtures.h"
@@ -337,6 +341,63 @@ static void check_walk_resolves (const nd_model_spec *m, const nd_device *d, con
         w.admitted, refused, c.tested);
 }
 
+/* The figures a row carries against an estimate's: the same arithmetic, so exactly equal. */
+static int same_figures (const nd_search_row *r, const nd_estimate *e) {
+  return r->step_time == e->step_time && r->peak == e->peak && r->stages == e->stages
+         && r->heaviest == e->heaviest;
+}
+
+static void check_per_layer_round_trip (const nd_model_spec *m, const nd_device *d,
+                                        const nd_job *job) {
+  nd_search_params p;
+  nd_search_hooks h;
+  nd_search_counts c;
+  nd_costs costs;
+  all_rows rows = {NULL, 0, 0};
+  nd_strategy *st = (nd_strategy *)malloc(sizeof *st), *given = (nd_strategy *)malloc(sizeof *st);
+  nd_recompute_plan *plan = (nd_recompute_plan *)malloc(sizeof *plan);
+  nd_estimate *e = (nd_estimate *)malloc(sizeof *e), *again = (nd_estimate *)malloc(sizeof *e);
+  char err[256];
+  int i, k, checked = 0, mixed = 0, n = (int)(m->num_layers + m->mtp_layers);
+  double budget = 30e9;  /* tight enough that plans mix modes */
+  params(&p, budget, 2);
+  p.dim[ND_DIM_RECOMPUTE].n = 1;
+  p.dim[ND_DIM_RECOMPUTE].v[0] = ND_SEARCH_PER_LAYER;
+  p.exhaustive = 1;
+  nd_costs_init(&costs);
+  memset(&h, 0, sizeof h);
+  h.deliver = collect_all;
+  h.ud = &rows;
+  CHECK(nd_search_run(&p, m, d, job, &costs, &h, &c, err, sizeof err) == ND_SEARCH_OK,
+        "per-layer walk: %s", err);
+  for (i = 0; i < rows.n; i++) {
+    const nd_search_row *r = &rows.rows[i];
+    int modes = 0;
+    if (!r->fits || r->c.recompute != ND_SEARCH_PER_LAYER) continue;
+    nd_candidate_strategy(&r->c, &p.base, (int)m->num_layers, st);
+    st->recompute = ND_RECOMPUTE_NONE;  /* the planner's start, as results:detail sets it */
+    if (nd_recompute_plan_run(m, d, job, st, &costs, budget, ND_SEARCH_PLAN_MODES, plan, e,
+                              err, sizeof err) != 0) {
+      CHECK(0, "row %llu: planned again: %s", r->index, err);
+      continue;
+    }
+    CHECK(st->per_layer && same_figures(r, e), "row %llu: planned again %.9g s %.9g B, the "
+          "row %.9g s %.9g B", r->index, e->step_time, e->peak, r->step_time, r->peak);
+    *given = *st;  /* the plan as a caller passes it back */
+    if (nd_estimate_run(m, d, job, given, &costs, again, err, sizeof err) != 0)
+      CHECK(0, "row %llu: the plan priced as given: %s", r->index, err);
+    else
+      CHECK(same_figures(r, again), "row %llu: the plan priced as given %.9g s, the row %.9g s",
+            r->index, again->step_time, r->step_time);
+    for (k = 0; k < n; k++) modes |= 1 << st->layer_recompute[k];
+    mixed += (modes & (modes - 1)) != 0;  /* more than one mode */
+    checked++;
+  }
+  CHECK(checked > 20 && mixed > 0, "%d per-layer rows checked, %d with mixed modes", checked,
+        mixed);
+  free(rows.rows); free(st); free(given); free(plan); free(e); free(again);
+}
+
 int main (void) {
   nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
   nd_device dev;
@@ -351,6 +412,7 @@ int main (void) {
   check_csv_and_points(m, &dev, &job);
   check_csv_numbers();
   check_walk_resolves(m, &dev, &job);
+  check_per_layer_round_trip(m, &dev, &job);
   free(m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
