@@ -651,8 +651,11 @@ static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st)
 }
 
 static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
-                                         "time_parts_s", "stages", "topology", "params", NULL};
-#define LAZY_COUNT 7
+                                         "time_parts_s", "stages", "topology", "params",
+                                         "stack", "step_time_band", NULL};
+#define LAZY_COUNT 9
+#define LAZY_STACK 7   /* from the stack's figures (add_stack): its names, and the band */
+#define LAZY_BAND 8
 
 static int lazy_index_of (lua_State *L, int k) {
   const char *key;
@@ -699,7 +702,48 @@ static void push_topology (lua_State *L, const lazy_result *r) {
   }
 }
 
-/* Pushes lazy field i of the result whose state is at index s. */
+/* A copy of the table at index t (its fields, one level deep), pushed. */
+static void push_copy (lua_State *L, int t) {
+  t = lua_absindex(L, t);
+  lua_newtable(L);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, -4);
+  }
+}
+
+/*
+** The stack profile's fields of the result at index `result`, from its figures at index
+** `fig` ({stack = names, band = the band's residuals, band_scale = 1 + pct / 100}, which
+** nd.estimate finds once per profile, device, recipe and MoE): result.stack, a copy of the
+** names, or result.step_time_band, a copy of the band with the step time's range
+** (low_s = step / scale, high_s = step x scale). Pushes nil for a field the figures lack.
+*/
+static void push_stack_field (lua_State *L, int result, int fig, int band) {
+  fig = lua_absindex(L, fig);
+  if (lua_type(L, fig) != LUA_TTABLE
+      || lua_getfield(L, fig, band ? "band" : "stack") != LUA_TTABLE) {
+    lua_pushnil(L);
+    return;
+  }
+  push_copy(L, -1);
+  lua_remove(L, -2);
+  if (band) {
+    double t, scale;
+    lua_getfield(L, fig, "band_scale");
+    scale = lua_tonumber(L, -1);
+    lua_pushliteral(L, "step_time_s");
+    lua_rawget(L, result);
+    t = lua_tonumber(L, -1);
+    lua_pop(L, 2);
+    nd_setnum(L, "low_s", t / scale);
+    nd_setnum(L, "high_s", t * scale);
+  }
+}
+
+/* Pushes lazy field i of the result whose state is at index s (the result at index 1). */
 static void push_lazy (lua_State *L, int s, int i) {
   const lazy_result *r = (const lazy_result *)lua_touserdata(L, s);
   const nd_model_spec *m;
@@ -712,6 +756,12 @@ static void push_lazy (lua_State *L, int s, int i) {
   lua_getiuservalue(L, s, 2);
   dev = (const nd_device *)lua_touserdata(L, -1);
   lua_pop(L, 2);  /* both stay referenced by the state */
+  if (i == LAZY_STACK || i == LAZY_BAND) {
+    lua_getiuservalue(L, s, 3);
+    push_stack_field(L, 1, -1, i == LAZY_BAND);
+    lua_remove(L, -2);
+    return;
+  }
   switch (i) {
     case 0: push_strategy(L, &st, m); break;
     case 1: nd_push_recipe(L, &st, dev, &r->costs, (int)m->num_layers); break;
@@ -818,7 +868,7 @@ void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st
   nd_setint(L, "heaviest_stage", e->heaviest);
   lua_createtable(L, 1, 4);  /* the result's own metatable */
   r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0]
-                                          + packed_size(st), 2);
+                                          + packed_size(st), 3);
   r->strategy_bytes = packed_size(st);
   pack_strategy(st, (unsigned char *)&r->stage[n], r->strategy_bytes);
   r->costs = *c;
@@ -844,6 +894,34 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
   nd_push_estimate(L, e, st, c, 1, 2);
 }
 
+/* The result on top takes its stack profile's fields from the figures at index fig (see
+   push_stack_field), built when first read. */
+static void lazy_stack (lua_State *L, int fig) {
+  fig = lua_absindex(L, fig);
+  if (!lua_getmetatable(L, -1)) return;
+  lua_rawgeti(L, -1, 1);
+  lua_pushvalue(L, fig);
+  lua_setiuservalue(L, -2, 3);
+  lua_pop(L, 2);
+}
+
+/*
+** add_stack(result, figures): the stack profile's fields of a result, now (those of
+** run(..., figures) are built when first read): result.stack and result.step_time_band.
+*/
+static int e_add_stack (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  lua_pushliteral(L, "stack");
+  push_stack_field(L, 1, 2, 0);
+  lua_rawset(L, 1);
+  lua_pushliteral(L, "step_time_band");
+  push_stack_field(L, 1, 2, 1);
+  lua_rawset(L, 1);
+  return 0;
+}
+
 /* The arguments every entry point shares: model, device, job and strategy at 1-4. */
 typedef struct call_args {
   const nd_model_spec *m;
@@ -853,23 +931,26 @@ typedef struct call_args {
   nd_strategy *st;  /* GC-owned scratch: a raise while reading leaks nothing */
 } call_args;
 
-/* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there; the
+/* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there (at keep
+   when that is above: arguments the caller reads after); the
    strategy goes into st (NULL: a new GC-owned block), skipping the keys of the table at
    costs_index + 1 when `ignore` (what else a caller's table holds). */
 static void read_call_into (lua_State *L, int costs_index, call_args *a, nd_strategy *st,
-                            int ignore) {
+                            int ignore, int keep) {
+  int top;
   a->m = nd_checkmodel(L, 1);
   a->dev = nd_checkdevice(L, 2);
   read_job(L, 3, &a->job);
   nd_read_costs(L, costs_index, &a->costs);
   if (ignore) luaL_checktype(L, costs_index + 1, LUA_TTABLE);
-  lua_settop(L, costs_index + (ignore ? 1 : 0));
+  top = costs_index + (ignore ? 1 : 0);
+  lua_settop(L, keep > top ? keep : top);
   a->st = st ? st : (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
   read_strategy(L, 4, ignore ? costs_index + 1 : 0, a->st);
 }
 
 static void read_call (lua_State *L, int costs_index, call_args *a) {
-  read_call_into(L, costs_index, a, NULL, 0);
+  read_call_into(L, costs_index, a, NULL, 0, 0);
 }
 
 /* One estimate's and one strategy's scratch per state (75 KB: allocating them per call cost
@@ -901,18 +982,21 @@ static int push_refusal (lua_State *L, const char *why) {
 }
 
 /*
-** run(model, device, job, strategy [, costs [, ignore]]) -> result | nil, reason.
+** run(model, device, job, strategy [, costs [, ignore [, figures]]]) -> result | nil, reason.
 ** A refused strategy is an expected failure; malformed arguments raise. ignore: a set of
 ** keys the strategy table may hold besides a strategy's (nd.estimate passes its arguments).
+** figures: the stack profile's (add_stack), for result.stack and .step_time_band when read.
 */
 static int e_run (lua_State *L) {
   call_args a;
   run_scratch *s = get_scratch(L);
   char err[256];
-  read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6));
+  int fig = lua_type(L, 7) == LUA_TTABLE;
+  read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6), fig ? 7 : 0);
   if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, &s->e, err, sizeof err) != 0)
     return push_refusal(L, err);
   push_result(L, &s->e, a.st, &a.costs);
+  if (fig) lazy_stack(L, 7);
   return 1;
 }
 
@@ -1393,6 +1477,7 @@ static int e_pack_costs (lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"add_stack", e_add_stack},
   {"pack_costs", e_pack_costs},
   {"one_more_full", e_one_more_full},
   {"warmup", e_warmup},

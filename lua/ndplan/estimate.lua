@@ -152,31 +152,32 @@ local function stacked(args, device)
   return hit[1], hit[2], hit[3]
 end
 
--- The step-time band of a result from its stack's residuals (nil without a profile). The
--- band's figures depend on (the stack's entry for the device, precision, MoE) alone: found
--- once per triple, copied into each result's own table.
+-- The stack profile's figures for a result (nil without a profile): its names, and the band
+-- of its residuals, which depends on (the profile's entry for the device, precision, MoE)
+-- alone: found once per triple. The binding copies them into each result (result.stack and
+-- result.step_time_band, with low_s and high_s the band around its step time: core.add_stack,
+-- or when first read with core.run's figures).
 local stack_module
-local band_of = setmetatable({}, {__mode = "k"})  -- info -> "precision/moe" -> band | false
-local function add_band(result, moe, strategy, info)
-  if not info then return end
+local figures_of = setmetatable({}, {__mode = "k"})  -- info -> "dense:bf16" -> figures
+local function stack_figures(info, moe, strategy)
+  if not info then return nil end
+  local precision = strategy.precision or "bf16"
+  local key = type(precision) == "string" and (moe and "moe:" or "dense:") .. precision
+  local per = figures_of[info]
+  if not per then per = {}; figures_of[info] = per end
+  local fig = key and per[key]
+  if fig then return fig end
   local stack = stack_module or require "ndplan.config.stack"
   stack_module = stack
-  local precision = strategy.precision or "bf16"
-  local per = band_of[info]
-  if not per then per = {}; band_of[info] = per end
-  local key = type(precision) == "string" and (moe and "moe:" or "dense:") .. precision
-  local found = key and per[key]
-  if found == nil then
-    found = stack.band(info, precision, moe) or false
-    if key then per[key] = found end
+  fig = {stack = {name = info.name, device_fit = info.device_fit, note = info.note}}
+  local found = stack.band(info, precision, moe)
+  if found then  -- the fields stack.band gives, and the profile's names
+    fig.band = {pct = found.pct, bias = found.bias, runs = found.runs, regime = found.regime,
+                widened = found.widened, stack = info.name, device = info.device_fit}
+    fig.band_scale = 1 + found.pct / 100
   end
-  if not found then return end
-  local t, pct = result.step_time_s, found.pct
-  -- the fields stack.band gives, and the band around this step time
-  rawset(result, "step_time_band", {pct = pct, bias = found.bias, runs = found.runs,
-                           regime = found.regime, widened = found.widened,
-                           low_s = t / (1 + pct / 100), high_s = t * (1 + pct / 100),
-                           stack = info.name, device = info.device_fit})
+  if key then per[key] = fig end
+  return fig
 end
 
 -- What nd.estimate reads of a model on every call (each read of a model's field is a call
@@ -299,7 +300,7 @@ function M.estimate(args)
   if args.max_mem == nil then budget = device_facts(device).hbm_bytes  -- as M.budget
   else budget, berr = M.budget(device, args.max_mem) end
   if not budget then return nil, berr end
-  local result, why
+  local result, why, figures
   -- "per_layer" with the layers' modes given (a result's strategy) prices them as given
   if strategy.recompute == "per_layer" and strategy.layer_recompute then strategy.recompute = nil end
   local per_layer = strategy.recompute == "per_layer"
@@ -343,18 +344,20 @@ function M.estimate(args)
     if args.recompute_modes ~= nil then
       error("nd.estimate: recompute_modes needs recompute = \"per_layer\"", 2)
     end
-    result, why = core.run(model, device, job, strategy, costs, in_place and NOT_STRATEGY or nil)
+    figures = stack_figures(sinfo, model_facts(model).moe, strategy)
+    result, why = core.run(model, device, job, strategy, costs, in_place and NOT_STRATEGY or nil,
+                           figures)
   end
   if not result then return nil, why, least end
-  return M.finish(result, model, device, job, budget, sinfo, strategy)
+  return M.finish(result, model, device, job, budget, sinfo, strategy, figures ~= nil)
 end
 
--- finish(result, model, device, job, budget, sinfo, strategy) -> result with what
--- nd.estimate adds to the core's: the budget and whether it fits, the names, the job, the
--- stack profile's name and step-time band (sinfo: the profile's info, nil for none) and
--- the TP warning. strategy: the precision and tp it was priced with (result.strategy is
--- built only when read).
-function M.finish(result, model, device, job, budget, sinfo, strategy)
+-- finish(result, model, device, job, budget, sinfo, strategy [, figured]) -> result with
+-- what nd.estimate adds to the core's: the budget and whether it fits, the names, the job,
+-- the stack profile's name and step-time band (sinfo: the profile's info, nil for none;
+-- figured: core.run was given them, to build when read) and the TP warning. strategy: the
+-- precision and tp it was priced with (result.strategy is built only when read).
+function M.finish(result, model, device, job, budget, sinfo, strategy, figured)
   local facts = model_facts(model)
   local peak = result.peak_memory_bytes
   local dname = device_facts(device).name
@@ -365,10 +368,7 @@ function M.finish(result, model, device, job, budget, sinfo, strategy)
   rawset(result, "model", facts.name)
   rawset(result, "device", dname)
   rawset(result, "job", job)
-  if sinfo then
-    rawset(result, "stack", {name = sinfo.name, device_fit = sinfo.device_fit, note = sinfo.note})
-    add_band(result, facts.moe, strategy, sinfo)
-  end
+  if sinfo and not figured then core.add_stack(result, stack_figures(sinfo, facts.moe, strategy)) end
   local tp = strategy.tp
   if tp ~= nil and facts.kv_heads and tp ~= 1 and tp > facts.kv_heads then
     local wasted = M.tp_warning(math.tointeger(tp), facts.kv_heads)
