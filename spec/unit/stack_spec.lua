@@ -68,6 +68,26 @@ describe("stack profiles", function()
                                  global_batch = 64, seq_len = 4096, stack = s})
     assert.are.equal(5, r.step_time_band.pct)
     assert.is_true(r.step_time_band.low_s < r.step_time_s and r.step_time_s < r.step_time_band.high_s)
+    -- the band around this step time, its own copy (another result's is untouched), listed
+    local t = r.step_time_s
+    assert.is_true(math.abs(r.step_time_band.low_s - t / 1.05) <= 1e-12 * t)
+    assert.is_true(math.abs(r.step_time_band.high_s - t * 1.05) <= 1e-12 * t)
+    local r2 = assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                                  global_batch = 64, seq_len = 4096, stack = s, tp = 2})
+    r.stack.name, r.step_time_band.pct = "mine", 0
+    assert.are.equal("t", r2.stack.name)
+    assert.are.equal(5, r2.step_time_band.pct)
+    assert.is_true(math.abs(r2.step_time_band.low_s - r2.step_time_s / 1.05) <= 1e-12 * r2.step_time_s)
+    local listed = {}
+    for k in pairs(r2) do listed[k] = true end
+    assert.is_true(listed.stack and listed.step_time_band)
+    -- a planner's result (no lazy figures) carries the same fields
+    local p = assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                                 global_batch = 64, seq_len = 4096, stack = s,
+                                 tp = 8, recompute = "per_layer"})
+    assert.are.equal("t", p.stack.name)
+    assert.are.equal(5, p.step_time_band.pct)
+    assert.is_true(math.abs(p.step_time_band.high_s - p.step_time_s * 1.05) <= 1e-12 * p.step_time_s)
   end)
 end)
 
