@@ -18,6 +18,7 @@
 #include "ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
+#include "llazy.h"
 #include "lmodel.h"
 
 /*
@@ -601,12 +602,12 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
 ** model and the device the estimate was priced on (both immutable), so its pointers stay live.
 */
 typedef struct lazy_result {
+  nd_lazy head;             /* first: the lazy fields (llazy.h) */
   size_t strategy_bytes;    /* the packed strategy after the stages (pack_strategy) */
   nd_costs costs;
   double time_parts[ND_T_COUNT];
   nd_topology_entry topology[ND_GROUP_COUNT];
   int heaviest, stages;
-  unsigned built;           /* bit i: lazy_names[i] was built or assigned */
   nd_stage_estimate stage[];  /* `stages` entries */
 } lazy_result;
 
@@ -653,19 +654,8 @@ static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st)
 static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
                                          "time_parts_s", "stages", "topology", "params",
                                          "stack", "step_time_band", NULL};
-#define LAZY_COUNT 9
 #define LAZY_STACK 7   /* from the stack's figures (add_stack): its names, and the band */
 #define LAZY_BAND 8
-
-static int lazy_index_of (lua_State *L, int k) {
-  const char *key;
-  int i;
-  if (lua_type(L, k) != LUA_TSTRING) return -1;
-  key = lua_tostring(L, k);
-  for (i = 0; lazy_names[i]; i++)  /* the first letter rules most keys out */
-    if (lazy_names[i][0] == key[0] && strcmp(lazy_names[i], key) == 0) return i;
-  return -1;
-}
 
 static void push_stages (lua_State *L, const lazy_result *r, const nd_strategy *st,
                          const nd_model_spec *m) {
@@ -781,72 +771,6 @@ static void push_lazy (lua_State *L, int s, int i) {
   }
 }
 
-/* The state of the lazy result at index 1, pushed; NULL when it has none. */
-static lazy_result *lazy_state (lua_State *L) {
-  lazy_result *r = NULL;
-  if (lua_getmetatable(L, 1)) {
-    lua_rawgeti(L, -1, 1);
-    lua_remove(L, -2);
-    r = (lazy_result *)lua_touserdata(L, -1);
-  }
-  return r;
-}
-
-/* Builds lazy field i (not built yet) of the result at index 1 from the state at s, stores it. */
-static void build_lazy (lua_State *L, lazy_result *r, int s, int i) {
-  r->built |= 1u << i;
-  lua_pushstring(L, lazy_names[i]);
-  push_lazy(L, s, i);
-  lua_rawset(L, 1);
-}
-
-/* __index(result, key): a lazy field not built yet is built and stored; nothing else is there */
-static int lazy_index (lua_State *L) {
-  int i = lazy_index_of(L, 2);
-  lazy_result *r;
-  if (i < 0 || !(r = lazy_state(L)) || (r->built & (1u << i))) return 0;
-  build_lazy(L, r, lua_gettop(L), i);
-  lua_pushvalue(L, 2);
-  lua_rawget(L, 1);
-  return 1;
-}
-
-/* __newindex(result, key, value): an assigned lazy field is the caller's from then on */
-static int lazy_newindex (lua_State *L) {
-  int i = lazy_index_of(L, 2);
-  lua_settop(L, 3);
-  if (i >= 0) {
-    lazy_result *r = lazy_state(L);
-    if (r) r->built |= 1u << i;
-    lua_settop(L, 3);
-  }
-  lua_rawset(L, 1);
-  return 0;
-}
-
-static int lazy_next (lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_settop(L, 2);
-  if (lua_next(L, 1)) return 2;
-  lua_pushnil(L);
-  return 1;
-}
-
-/* __pairs(result): every lazy field built, then the plain table's own order */
-static int lazy_pairs (lua_State *L) {
-  lazy_result *r;
-  lua_settop(L, 1);
-  if ((r = lazy_state(L)) != NULL) {
-    int i, s = lua_gettop(L);
-    for (i = 0; i < LAZY_COUNT; i++)
-      if (!(r->built & (1u << i))) build_lazy(L, r, s, i);
-  }
-  lua_pushcfunction(L, lazy_next);
-  lua_pushvalue(L, 1);
-  lua_pushnil(L);
-  return 3;
-}
-
 /* Pushes the result of estimate e; the model and the device are the userdata at 1 and 2. */
 void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
                        const nd_costs *c, int model, int device) {
@@ -866,7 +790,6 @@ void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st
   nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
   nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
   nd_setint(L, "heaviest_stage", e->heaviest);
-  lua_createtable(L, 1, 4);  /* the result's own metatable */
   r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0]
                                           + packed_size(st), 3);
   r->strategy_bytes = packed_size(st);
@@ -876,16 +799,13 @@ void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st
   memcpy(r->topology, e->topology, sizeof r->topology);
   r->heaviest = e->heaviest;
   r->stages = n;
-  r->built = 0;
+  r->head.names = lazy_names;
+  r->head.build = push_lazy;
+  r->head.built = 0;
   memcpy(r->stage, e->stage, (size_t)n * sizeof r->stage[0]);
   lua_pushvalue(L, model); lua_setiuservalue(L, -2, 1);
   lua_pushvalue(L, device); lua_setiuservalue(L, -2, 2);
-  lua_rawseti(L, -2, 1);
-  lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
-  lua_pushliteral(L, "ndplan.estimate"); lua_setfield(L, -2, "__metatable");
-  lua_setmetatable(L, -2);
+  nd_lazy_attach(L, "ndplan.estimate");
 }
 
 /* The result of an entry point: model and device are its arguments 1 and 2. */
@@ -898,11 +818,10 @@ static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *
    push_stack_field), built when first read. */
 static void lazy_stack (lua_State *L, int fig) {
   fig = lua_absindex(L, fig);
-  if (!lua_getmetatable(L, -1)) return;
-  lua_rawgeti(L, -1, 1);
+  if (!nd_lazy_state(L, -1)) return;
   lua_pushvalue(L, fig);
   lua_setiuservalue(L, -2, 3);
-  lua_pop(L, 2);
+  lua_pop(L, 1);
 }
 
 /*

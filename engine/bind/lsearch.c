@@ -30,6 +30,7 @@
 #include "ndplan_lua.h"
 #include "ldevice.h"
 #include "lestimate.h"
+#include "llazy.h"
 #include "lmodel.h"
 
 #define RESULTS_MT "ndplan.search.results"
@@ -593,41 +594,17 @@ static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strate
 ** caller's.
 */
 typedef struct lazy_row {
+  nd_lazy head;      /* first: the lazy fields (llazy.h) */
   nd_search_row r;
   int body;          /* the model's body layers (the layout variant's flags) */
-  unsigned built;    /* bit i: row_lazy[i] built or assigned */
 } lazy_row;
 
 static const char *const row_lazy[] = {"strategy", "memory_parts_bytes", "time_parts_s", NULL};
 
-static int row_lazy_index (lua_State *L, int k) {
-  const char *key;
-  int i;
-  if (lua_type(L, k) != LUA_TSTRING) return -1;
-  key = lua_tostring(L, k);
-  for (i = 0; row_lazy[i]; i++)
-    if (row_lazy[i][0] == key[0] && strcmp(row_lazy[i], key) == 0) return i;
-  return -1;
-}
-
-/* The state of the row at index 1 (its metatable's [1]), pushed; NULL when it has none. */
-static lazy_row *row_state (lua_State *L) {
-  lazy_row *lr = NULL;
-  if (lua_getmetatable(L, 1)) {
-    lua_rawgeti(L, -1, 1);
-    lua_remove(L, -2);
-    lr = (lazy_row *)lua_touserdata(L, -1);
-  }
-  return lr;
-}
-
-/* Builds nested table i of the row at index 1 and stores it there. */
-static void build_row_field (lua_State *L, lazy_row *lr, int i) {
-  const nd_search_row *r = &lr->r;
+/* Pushes nested table i (row_lazy) of row r, for a model of `body` layers. */
+static void push_nested (lua_State *L, const nd_search_row *r, int body, int i) {
   int k;
-  lr->built |= 1u << i;
-  lua_pushstring(L, row_lazy[i]);
-  if (i == 0) push_candidate(L, &r->c, NULL, lr->body);
+  if (i == 0) push_candidate(L, &r->c, NULL, body);
   else if (i == 1) {
     lua_createtable(L, 0, 8);
     for (k = 0; k < ND_SEARCH_MEM_PARTS; k++) nd_setnum(L, nd_memory_parts[k], r->mem[k]);
@@ -637,57 +614,18 @@ static void build_row_field (lua_State *L, lazy_row *lr, int i) {
     lua_createtable(L, 0, ND_T_COUNT);
     for (k = 0; k < ND_T_COUNT; k++) nd_setnum(L, nd_time_part_name(k), r->time_parts[k]);
   }
-  lua_rawset(L, 1);
 }
 
-static int row_index (lua_State *L) {
-  int i = row_lazy_index(L, 2);
-  lazy_row *lr;
-  if (i < 0 || !(lr = row_state(L)) || (lr->built & (1u << i))) return 0;
-  build_row_field(L, lr, i);
-  lua_pushvalue(L, 2);
-  lua_rawget(L, 1);
-  return 1;
-}
-
-static int row_newindex (lua_State *L) {
-  int i = row_lazy_index(L, 2);
-  lua_settop(L, 3);
-  if (i >= 0) {
-    lazy_row *lr = row_state(L);
-    if (lr) lr->built |= 1u << i;
-    lua_settop(L, 3);
-  }
-  lua_rawset(L, 1);
-  return 0;
-}
-
-static int row_next (lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_settop(L, 2);
-  if (lua_next(L, 1)) return 2;
-  lua_pushnil(L);
-  return 1;
-}
-
-static int row_pairs (lua_State *L) {
-  lazy_row *lr;
-  lua_settop(L, 1);
-  if ((lr = row_state(L)) != NULL) {
-    int i;
-    for (i = 0; row_lazy[i]; i++) if (!(lr->built & (1u << i))) build_row_field(L, lr, i);
-  }
-  lua_pushcfunction(L, row_next);
-  lua_pushvalue(L, 1);
-  lua_pushnil(L);
-  return 3;
+/* Pushes nested table i of the row whose state is at index s (nd_lazy_build). */
+static void push_row_field (lua_State *L, int s, int i) {
+  const lazy_row *lr = (const lazy_row *)lua_touserdata(L, s);
+  push_nested(L, &lr->r, lr->body, i);
 }
 
 /* A row as a Lua table: its figures, and the nested tables (lazy: when first read; else
    now, for the Lua library's readers, which read rows raw). */
 static void push_row (lua_State *L, const nd_search_row *r, const results *res, int lazy) {
   lazy_row *lr;
-  int i;
   lua_createtable(L, 0, 16);
   nd_setint(L, "index", (lua_Integer)r->index + 1);
   nd_setnum(L, "step_time_s", r->step_time);
@@ -701,30 +639,22 @@ static void push_row (lua_State *L, const nd_search_row *r, const results *res, 
   lua_pushboolean(L, r->fits); lua_setfield(L, -2, "fits");
   nd_setnum(L, "over_bytes", r->over);
   nd_setnum(L, "objective", r->key);
-  if (!lazy) {
-    lua_pushliteral(L, "strategy");
-    push_candidate(L, &r->c, NULL, res->bounds.layers);
-    lua_rawset(L, -3);
-    lua_createtable(L, 0, 8);
-    for (i = 0; i < ND_SEARCH_MEM_PARTS; i++) nd_setnum(L, nd_memory_parts[i], r->mem[i]);
-    nd_setnum(L, "peak", r->peak);
-    lua_setfield(L, -2, "memory_parts_bytes");
-    lua_createtable(L, 0, ND_T_COUNT);
-    for (i = 0; i < ND_T_COUNT; i++) nd_setnum(L, nd_time_part_name(i), r->time_parts[i]);
-    lua_setfield(L, -2, "time_parts_s");
+  if (!lazy) {  /* each nested table now */
+    int i;
+    for (i = 0; row_lazy[i]; i++) {
+      lua_pushstring(L, row_lazy[i]);
+      push_nested(L, r, res->bounds.layers, i);
+      lua_rawset(L, -3);
+    }
     return;
   }
-  lua_createtable(L, 1, 4);  /* the row's own metatable */
   lr = (lazy_row *)lua_newuserdatauv(L, sizeof *lr, 0);
+  lr->head.names = row_lazy;
+  lr->head.build = push_row_field;
+  lr->head.built = 0;
   lr->r = *r;
   lr->body = res->bounds.layers;
-  lr->built = 0;
-  lua_rawseti(L, -2, 1);
-  lua_pushcfunction(L, row_index); lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, row_newindex); lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, row_pairs); lua_setfield(L, -2, "__pairs");
-  lua_pushliteral(L, "ndplan.search_row"); lua_setfield(L, -2, "__metatable");
-  lua_setmetatable(L, -2);
+  nd_lazy_attach(L, "ndplan.search_row");
 }
 
 /* ---- the hooks the core calls ---------------------------------------------------- */

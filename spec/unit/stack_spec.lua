@@ -89,6 +89,18 @@ describe("stack profiles", function()
     assert.are.equal(5, p.step_time_band.pct)
     assert.is_true(math.abs(p.step_time_band.high_s - p.step_time_s * 1.05) <= 1e-12 * p.step_time_s)
   end)
+
+  it("gives a searched row's detail the profile's fields, which pairs lists", function()
+    local search = require "ndplan.search"
+    local ranked, info = assert(nd.search{model = "llama3.1-8b", device = "h100", devices = 8,
+                                          global_batch = 64, seq_len = 4096, top = 1,
+                                          stack = "megatron-core"})
+    local d = search.detail(ranked[1], info)
+    local listed = {}
+    for k, v in pairs(d) do listed[k] = v end
+    assert.are.equal("megatron-core", listed.stack and listed.stack.name)
+    assert.is_true(listed.step_time_band.low_s < d.step_time_s)
+  end)
 end)
 
 describe("fitting a profile", function()

@@ -1,0 +1,100 @@
+/*
+** llazy.c -- result tables whose nested fields are built on first read (llazy.h).
+*/
+#include <string.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+
+#include "llazy.h"
+
+/* The index in names of the key at index k, or -1 (the first letter rules most keys out). */
+static int field_of (lua_State *L, const nd_lazy *z, int k) {
+  const char *key;
+  int i;
+  if (lua_type(L, k) != LUA_TSTRING) return -1;
+  key = lua_tostring(L, k);
+  for (i = 0; z->names[i]; i++)
+    if (z->names[i][0] == key[0] && strcmp(z->names[i], key) == 0) return i;
+  return -1;
+}
+
+nd_lazy *nd_lazy_state (lua_State *L, int t) {
+  nd_lazy *z;
+  if (!lua_getmetatable(L, t)) return NULL;
+  lua_rawgeti(L, -1, 1);
+  lua_remove(L, -2);
+  z = (nd_lazy *)lua_touserdata(L, -1);
+  if (!z) lua_pop(L, 1);
+  return z;
+}
+
+/* Builds field i of the table at index 1 from the state at s, and stores it there; one the
+   table holds already (set raw, e.g. by the binding's own add_stack) is kept. */
+static void build (lua_State *L, nd_lazy *z, int s, int i) {
+  z->built |= 1u << i;
+  lua_pushstring(L, z->names[i]);
+  if (lua_rawget(L, 1) != LUA_TNIL) { lua_pop(L, 1); return; }
+  lua_pop(L, 1);
+  lua_pushstring(L, z->names[i]);
+  z->build(L, s, i);
+  lua_rawset(L, 1);
+}
+
+/* __index(t, key): a lazy field not built yet is built and stored; nothing else is there */
+static int lazy_index (lua_State *L) {
+  nd_lazy *z = nd_lazy_state(L, 1);
+  int i = z ? field_of(L, z, 2) : -1;
+  if (i < 0 || (z->built & (1u << i))) return 0;
+  build(L, z, lua_gettop(L), i);
+  lua_pushvalue(L, 2);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+/* __newindex(t, key, value): an assigned lazy field is the caller's from then on */
+static int lazy_newindex (lua_State *L) {
+  nd_lazy *z;
+  lua_settop(L, 3);
+  if ((z = nd_lazy_state(L, 1)) != NULL) {
+    int i = field_of(L, z, 2);
+    if (i >= 0) z->built |= 1u << i;
+    lua_settop(L, 3);
+  }
+  lua_rawset(L, 1);
+  return 0;
+}
+
+static int lazy_next (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_next(L, 1)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+/* __pairs(t): every lazy field built, then the plain table's own order */
+static int lazy_pairs (lua_State *L) {
+  nd_lazy *z;
+  lua_settop(L, 1);
+  if ((z = nd_lazy_state(L, 1)) != NULL) {
+    int i, s = lua_gettop(L);
+    for (i = 0; z->names[i]; i++)
+      if (!(z->built & (1u << i))) build(L, z, s, i);
+  }
+  lua_pushcfunction(L, lazy_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+void nd_lazy_attach (lua_State *L, const char *name) {
+  lua_createtable(L, 1, 4);  /* the table's own metatable */
+  lua_insert(L, -2);
+  lua_rawseti(L, -2, 1);
+  lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
+  lua_pushstring(L, name); lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+}
