@@ -147,17 +147,7 @@ local REQUIRED = {"name", "peak_tflops.bf16", "hbm.capacity", "hbm.bandwidth",
 
 local function is_leaf(spec) return type(spec[1]) == "string" end
 
--- Keys in a stable order; a YAML file may have non-string keys (1: a): by type, then value.
-local function sorted_keys(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
-  table.sort(ks, function(a, b)
-    if type(a) ~= type(b) then return type(a) < type(b) end
-    if type(a) == "string" or type(a) == "number" then return a < b end
-    return tostring(a) < tostring(b)
-  end)
-  return ks
-end
+local sorted_keys = require("ndplan.io.order").sorted_keys  -- YAML keys of any type
 
 ---------------------------------------------------------------------------------------------
 -- Sources: where a description came from, to prefix messages ("file:line:col: ")

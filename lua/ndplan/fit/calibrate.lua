@@ -259,13 +259,7 @@ local COLUMNS = {model = "model", step_time_s = "seconds", zero = "zero", sp = "
 for _, k in ipairs(COUNT_COLUMNS) do COLUMNS[k] = "count" end
 
 -- sorted_keys(t) -> t's keys, sorted (the fit's files list them in a fixed order)
-local function sorted_keys(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
-M.sorted_keys = sorted_keys
+local sorted_keys = require("ndplan.io.order").sorted_keys
 
 -- Cell parsers: text -> value | nil, "expected ..."
 local function whole(lo, hi, expected)

@@ -248,7 +248,7 @@ function M.render(profile, header)
   for _, l in ipairs(header or {}) do out[#out + 1] = "# " .. l end
   out[#out + 1] = "name: " .. profile.name
   out[#out + 1] = "description: " .. string.format("%q", profile.description or profile.name)
-  local keys = calibrate.sorted_keys
+  local keys = require("ndplan.io.order").sorted_keys
   if profile.memory_band then
     out[#out + 1] = string.format("memory_band: %.4g", profile.memory_band)
   end
