@@ -46,7 +46,8 @@
 ** -j 2 (each thread met half of a group's reuse). A thread looks a group up and copies its
 ** prices out under the lock of the group's set; it prices a missing one unlocked, into its
 ** own copy, and stores it. A group's prices are a function of its key, so which thread
-** priced it, or whether it was evicted meanwhile, changes no bound. spec/c/test_search_bound.c checks each bound under the estimate, strategy by
+** priced it, or whether it was evicted meanwhile, changes no bound.
+** spec/c/test_search_bound.c checks each bound under the estimate, strategy by
 ** strategy; the search's equality spec (pruned against exhaustive walks) holds the rest.
 */
 #include <math.h>

@@ -266,7 +266,8 @@ function M.estimate(args)
     end
   end
   -- the usual well-typed call passes at once; anything else gets check_misuse's message
-  local mo, de, n_devices, gb, sq = args.model, args.device, args.devices, args.global_batch, args.seq_len
+  local mo, de = args.model, args.device
+  local n_devices, gb, sq = args.devices, args.global_batch, args.seq_len
   if not (OBJECT_TYPES[type(mo)] and OBJECT_TYPES[type(de)] and type(n_devices) == "number"
           and type(gb) == "number" and type(sq) == "number" and args.max_mem == nil) then
     M.check_misuse("nd.estimate", args)
