@@ -740,18 +740,18 @@ static void push_lazy (lua_State *L, int s, int i) {
   const nd_device *dev;
   nd_strategy st;  /* unpacked here: a finalizer run by an allocation below may estimate */
   int k;
+  if (i == LAZY_STACK || i == LAZY_BAND) {  /* the profile's figures alone */
+    lua_getiuservalue(L, s, 3);
+    push_stack_field(L, 1, -1, i == LAZY_BAND);
+    lua_remove(L, -2);
+    return;
+  }
   unpack_strategy((const unsigned char *)&r->stage[r->stages], r->strategy_bytes, &st);
   lua_getiuservalue(L, s, 1);
   m = (const nd_model_spec *)lua_touserdata(L, -1);
   lua_getiuservalue(L, s, 2);
   dev = (const nd_device *)lua_touserdata(L, -1);
   lua_pop(L, 2);  /* both stay referenced by the state */
-  if (i == LAZY_STACK || i == LAZY_BAND) {
-    lua_getiuservalue(L, s, 3);
-    push_stack_field(L, 1, -1, i == LAZY_BAND);
-    lua_remove(L, -2);
-    return;
-  }
   switch (i) {
     case 0: push_strategy(L, &st, m); break;
     case 1: nd_push_recipe(L, &st, dev, &r->costs, (int)m->num_layers); break;

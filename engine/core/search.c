@@ -1241,6 +1241,16 @@ static int walk_tail (walker *w, tree *t, nd_candidate *c, int same_as_none, int
   return 0;
 }
 
+/* Counts every candidate of a sub-tree subtree settled whole, as it settled them. */
+static void count_subtree (tree *t) {
+  int iv, sp;
+  for (iv = 0; iv < t->nv; iv++)
+    for (sp = 0; sp <= 1; sp++)
+      if (t->shape.walked[sp])
+        count_as(t, t->vpps[iv].state[sp], t->vpps[iv].code[sp],
+                 t->shape.per * (unsigned long long)t->vpps[iv].n);
+}
+
 /* A node of slot s (entry i), walked on this pricing thread: subtree, then each VPP's
    layouts' tails. Returns 0, or -1 to stop. */
 static int walk_node (walker *w, slot *s, worker_scratch *ws, int i) {
@@ -1254,13 +1264,7 @@ static int walk_node (walker *w, slot *s, worker_scratch *ws, int i) {
   if (t->pp != c.pp) vpps_of(w, t, c.pp);
   shape_of(w, t, c.tp, c.dp);
   if (subtree(w, t, &c)) {  /* known whole: counted, not walked */
-    for (iv = 0; iv < t->nv; iv++) {
-      int sp;
-      for (sp = 0; sp <= 1; sp++)
-        if (t->shape.walked[sp])
-          count_as(t, t->vpps[iv].state[sp], t->vpps[iv].code[sp],
-                   t->shape.per * (unsigned long long)t->vpps[iv].n);
-    }
+    count_subtree(t);
     return 0;
   }
   for (iv = 0; iv < t->nv; iv++)
@@ -1283,7 +1287,7 @@ static int walk_skips_node (walker *w, const nd_candidate *c) {
   tree *t;
   slot *s = &w->node_counts;
   unsigned long long start = w->counts->tested;
-  int iv, sp, r;
+  int r;
   if (!ws || w->p->exhaustive) return 0;
   t = &ws->tree;
   memset(s->late, 0, sizeof s->late);
@@ -1295,11 +1299,7 @@ static int walk_skips_node (walker *w, const nd_candidate *c) {
   if (t->pp != c->pp) vpps_of(w, t, c->pp);
   shape_of(w, t, c->tp, c->dp);
   if (!subtree(w, t, c)) return 0;
-  for (iv = 0; iv < t->nv; iv++)
-    for (sp = 0; sp <= 1; sp++)
-      if (t->shape.walked[sp])
-        count_as(t, t->vpps[iv].state[sp], t->vpps[iv].code[sp],
-                 t->shape.per * (unsigned long long)t->vpps[iv].n);
+  count_subtree(t);
   for (r = 0; r < ND_REFUSE_COUNT; r++) w->counts->refused[r] += s->late[r];
   w->counts->skipped_time += s->skipped_time;
   w->counts->skipped_memory += s->skipped_memory;

@@ -332,9 +332,9 @@ local function rows_of(ranked)
   for i = 1, rawlen(ranked) do
     local r = rawget(ranked, i)
     if type(r) == "table" and rawget(r, "strategy") == nil then
-      -- a row objective was handed builds its nested tables when first read (here, in the
-      -- guard), so that they are there to be read raw
-      local _ = r.strategy, r.memory_parts_bytes, r.time_parts_s
+      -- a row objective was handed builds its nested tables when pairs starts (here, in
+      -- the guard), so that they are there to be read raw
+      for _ in pairs(r) do break end
     end
     if type(r) ~= "table" or type(rawget(r, "strategy")) ~= "table" then
       error(string.format("expected a list of result rows (tables with a strategy), got %s at [%d]",
