@@ -874,24 +874,71 @@ static void read_call (lua_State *L, int costs_index, call_args *a) {
 
 /* One estimate's and one strategy's scratch per state (75 KB: allocating them per call cost
    more than pricing), kept in the registry; nothing that runs while they are in use calls
-   back into Lua, and a result copies what it keeps. */
+   back into Lua, and a result copies what it keeps. With them, the layer-kind prices of the
+   last call's model, device, job and costs (calls in a loop mostly repeat them): the job
+   and costs are copies the cache is bound to, cleared when a call brings others; the model
+   and device are anchored in the scratch's user values, so their addresses stay theirs. */
 typedef struct run_scratch {
   nd_estimate e;
   nd_strategy st;
+  nd_price_cache *pc;      /* NULL: no memory for one (each call prices its kinds) */
+  const nd_model_spec *m;  /* what pc holds prices of */
+  const nd_device *dev;
+  nd_job job;
+  nd_costs costs;
 } run_scratch;
 
+static int run_scratch_gc (lua_State *L) {
+  run_scratch *s = (run_scratch *)lua_touserdata(L, 1);
+  nd_price_cache_free(s->pc);
+  s->pc = NULL;
+  return 0;
+}
+
+static char scratch_id;  /* the registry's key of the state's run_scratch */
+
 static run_scratch *get_scratch (lua_State *L) {
-  static char id;
   run_scratch *s;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &id) == LUA_TUSERDATA) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &scratch_id) == LUA_TUSERDATA) {
     s = (run_scratch *)lua_touserdata(L, -1);
     lua_pop(L, 1);
     return s;
   }
   lua_pop(L, 1);
-  s = (run_scratch *)lua_newuserdatauv(L, sizeof *s, 0);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &id);
+  s = (run_scratch *)lua_newuserdatauv(L, sizeof *s, 2);
+  s->pc = NULL;
+  s->m = NULL;
+  s->dev = NULL;
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, run_scratch_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  s->pc = nd_price_cache_new(8);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &scratch_id);
   return s;
+}
+
+/* The scratch's cache for a's model, device, job and costs (the model and device at
+   arguments 1 and 2): a's job and costs copied into the scratch, the cache cleared when any
+   of the four differs from the last call's. Returns the cache (NULL: none). */
+static nd_price_cache *scratch_cache (lua_State *L, run_scratch *s, const call_args *a) {
+  if (!s->pc) return NULL;
+  if (a->m != s->m || a->dev != s->dev || a->job.devices != s->job.devices
+      || a->job.global_batch != s->job.global_batch || a->job.seq_len != s->job.seq_len
+      || memcmp(&a->costs, &s->costs, sizeof s->costs) != 0) {
+    nd_price_cache_clear(s->pc);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &scratch_id);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, -2, 2);
+    lua_pop(L, 1);
+    s->m = a->m;
+    s->dev = a->dev;
+    s->job = a->job;
+    s->costs = a->costs;
+  }
+  return s->pc;
 }
 
 static int push_refusal (lua_State *L, const char *why) {
@@ -911,8 +958,11 @@ static int e_run (lua_State *L) {
   run_scratch *s = get_scratch(L);
   char err[256];
   int fig = lua_type(L, 7) == LUA_TTABLE;
+  nd_price_cache *pc;
   read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6), fig ? 7 : 0);
-  if (nd_estimate_run(a.m, a.dev, &a.job, a.st, &a.costs, &s->e, err, sizeof err) != 0)
+  pc = scratch_cache(L, s, &a);  /* prices bound to the scratch's copies of job and costs */
+  if (nd_estimate_run_cached(a.m, a.dev, pc ? &s->job : &a.job, a.st, pc ? &s->costs : &a.costs,
+                             pc, &s->e, err, sizeof err) != 0)
     return push_refusal(L, err);
   push_result(L, &s->e, a.st, &a.costs);
   if (fig) lazy_stack(L, 7);

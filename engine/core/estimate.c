@@ -1022,6 +1022,11 @@ void nd_price_cache_free (nd_price_cache *pc) {
   free(pc);
 }
 
+void nd_price_cache_clear (nd_price_cache *pc) {
+  if (!pc) return;
+  pc->m = NULL; pc->dev = NULL; pc->job = NULL; pc->costs = NULL;  /* bound again on use */
+}
+
 /* Empties the cache for another model, device, job or costs; 0, or -1 (no room). */
 /* Whether costs were validated by an earlier call with this cache: it binds to them only
    after they passed, and their contents do not change while it is used (estimate.h). */

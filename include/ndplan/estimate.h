@@ -194,6 +194,9 @@ int nd_estimate_layer (const nd_model_spec *m, const nd_device *dev, const nd_jo
 typedef struct nd_price_cache nd_price_cache;
 nd_price_cache *nd_price_cache_new (int entries);
 void nd_price_cache_free (nd_price_cache *pc);
+/* Forgets what the cache holds and what it was bound to: for a caller whose job or costs
+   change in place (the same addresses, other contents). Costs are validated again. */
+void nd_price_cache_clear (nd_price_cache *pc);
 
 /* nd_estimate_run with a cache (pc NULL: none). */
 int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const nd_job *job,

@@ -43,6 +43,15 @@ local function loader(kind)
   return LOADERS[kind]
 end
 
+-- The loaders' objects from bundled names (ndplan.config.loaded's fixed): what most calls
+-- name, found in one read each. Required on the first call (the modules require this one).
+local FIXED
+local function fixed_tables()
+  FIXED = {model = require("ndplan.config.model").fixed,
+           device = require("ndplan.config.device").fixed,
+           stack = require("ndplan.config.stack").fixed}
+end
+
 -- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
 -- loaded (nd.model / nd.device), an object is kept | nil, message. opts.strict (models):
 -- a model the loader had to assume anything about is refused.
@@ -134,9 +143,13 @@ local function stacked(args, device)
   if args.costs ~= nil then return M.with_stack(args, device) end
   local stack = stack_lib or require "ndplan.config.stack"
   stack_lib = stack
-  local s, err = stack.shared(args.stack)
-  if err then return nil, "stack: " .. err end
-  if s == nil then return device, nil, nil end
+  local s = FIXED.stack[args.stack or stack.DEFAULT]
+  if not s then
+    local err
+    s, err = stack.shared(args.stack)
+    if err then return nil, "stack: " .. err end
+    if s == nil then return device, nil, nil end
+  end
   local per = applied[s]
   if not per then
     per = setmetatable({}, {__mode = "k"})
@@ -272,10 +285,19 @@ function M.estimate(args)
           and type(gb) == "number" and type(sq) == "number" and args.max_mem == nil) then
     M.check_misuse("nd.estimate", args)
   end
-  local model, merr = M.resolve("model", args.model, args.strict and STRICT or nil)
-  if not model then return nil, merr end
-  local device, derr = M.resolve("device", args.device)
-  if not device then return nil, derr end
+  if not FIXED then fixed_tables() end
+  local model = not args.strict and FIXED.model[mo]
+  if not model then
+    local merr
+    model, merr = M.resolve("model", mo, args.strict and STRICT or nil)
+    if not model then return nil, merr end
+  end
+  local device = FIXED.device[de]
+  if not device then
+    local derr
+    device, derr = M.resolve("device", de)
+    if not device then return nil, derr end
+  end
   local costs, sinfo
   device, costs, sinfo = stacked(args, device)
   if not device then return nil, costs end

@@ -174,3 +174,55 @@ describe("lazy result tables", function()
     assert.are.equal(json.encode(r.stages), json.encode(r2.stages))
   end)
 end)
+
+describe("nd.estimate's layer prices kept from the last call", function()
+  -- The binding keeps the last call's layer-kind prices while the model, device, job and
+  -- costs stay the same. Each case prices X after a call that shares everything with it but
+  -- one input, and must give what X gives after a call that shares nothing with it.
+  local base = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+                seq_len = 8192, tp = 8, pp = 4, sp = true, recompute = "selective"}
+  local other = {model = "qwen3-30b-a3b", device = "b200", devices = 8, global_batch = 64,
+                 seq_len = 2048, tp = 2, sp = true}
+  local function with(t, k, v)
+    local c = {}
+    for key, val in pairs(t) do c[key] = val end
+    c[k] = v
+    return c
+  end
+  local function encoded(a) return json.encode(assert(nd.estimate(a))) end
+  local function after_other(a)
+    assert(nd.estimate(other))
+    return encoded(a)
+  end
+  local changes = {
+    {"seq_len", 4096}, {"model", "llama3.1-8b"}, {"device", "h200"},
+    {"costs", {memory_ops = 3}}, {"stack", "torchtitan"},
+  }
+  for _, ch in ipairs(changes) do
+    it("prices again when " .. ch[1] .. " changes", function()
+      local x, y = base, with(base, ch[1], ch[2])
+      local x_cold, y_cold = after_other(x), after_other(y)
+      assert.are_not.equal(x_cold, y_cold)  -- the change is priced: a reuse would show
+      assert(nd.estimate(y))
+      assert.are.equal(x_cold, encoded(x))
+      assert(nd.estimate(x))
+      assert.are.equal(y_cold, encoded(y))
+      assert.are.equal(y_cold, encoded(y))  -- and the same call again, from what it kept
+    end)
+  end
+
+  it("prices a model file read again: a new model, its layers wider", function()
+    local path = dir .. "/config.json"
+    write(path, llama(4))
+    local a = args(path, "h100")
+    local narrow = encoded(a)
+    local cfg = json.decode(llama(4))
+    cfg.intermediate_size = 8192  -- the layer kinds' prices change, their count does not
+    write(path, json.encode(cfg))
+    collectgarbage()  -- the old model may go: the binding keeps what its prices are of
+    local wide = encoded(a)
+    assert.are_not.equal(narrow, wide)
+    assert.are.equal(wide, after_other(a))
+  end)
+
+end)

@@ -340,6 +340,9 @@ end
 -- Devices loaded from a name or a path, with every file of their base chain: a device is
 -- immutable, so callers share it; a file that changes is read again.
 local cache = loaded.new()
+-- fixed[name] -> the device loaded from a bundled name, while nothing can change it (see
+-- ndplan.config.loaded): read only
+M.fixed = cache.fixed
 
 function M.load(x)
   if type(x) == "string" then  -- the common call: a name or a path, cached

@@ -8,6 +8,8 @@
 --   local cache = require("ndplan.config.loaded").new()
 --   local deps = {}; loaded.watch(deps, path)  -- before reading path
 --   cache:put(key, object, deps); cache:get(key) -> object | nil
+--   cache.fixed[key] -> the object, for an entry no file of which can change (read from the
+--   binary alone): one table read, for callers on a hot path (nd.estimate)
 --
 -- Only immutable objects go in (model and device userdata; a stack profile only through
 -- ndplan.stack's internal path, never handed to callers).
@@ -49,7 +51,7 @@ local Cache = {}
 Cache.__index = Cache
 
 function M.new()
-  return setmetatable({entries = {}, count = 0}, Cache)
+  return setmetatable({entries = {}, count = 0, fixed = {}}, Cache)
 end
 
 -- get(key) -> the object, while none of its files changed | nil
@@ -64,10 +66,14 @@ end
 
 function Cache:put(key, value, deps)
   if self.entries[key] == nil then
-    if self.count >= M.MAX_ENTRIES then self.entries, self.count = {}, 0 end
+    if self.count >= M.MAX_ENTRIES then
+      self.entries, self.count = {}, 0
+      for k in pairs(self.fixed) do self.fixed[k] = nil end  -- in place: callers keep it
+    end
     self.count = self.count + 1
   end
   self.entries[key] = {value = value, deps = deps}
+  self.fixed[key] = deps[1] == nil and value or nil
 end
 
 return M

@@ -139,6 +139,9 @@ end
 -- Models loaded from a name or a path, by (strict, the string): a model is immutable, so
 -- callers share it; a file that changes is read again (ndplan.loaded).
 local cache = loaded.new()
+-- fixed[name] -> the model loaded from a bundled name, while nothing can change it (see
+-- ndplan.config.loaded): read only
+M.fixed = cache.fixed
 
 function M.load(x, opts)
   if opts == nil and type(x) == "string" then  -- the common call: a name or a path, cached

@@ -100,6 +100,9 @@ end
 -- nd.estimate's calls (applying one to a device builds that device once per pair), never
 -- handed to a caller, who gets a copy from load.
 local cache = loaded.new()
+-- fixed[name] -> the profile loaded from a bundled name, while nothing can change it (see
+-- ndplan.config.loaded): read only
+M.fixed = cache.fixed
 local applied = setmetatable({}, {__mode = "k"})
 
 -- shared(x) -> the cached profile (not to be changed) | nil [, message]: as load.
