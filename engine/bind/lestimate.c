@@ -841,6 +841,40 @@ static int e_add_stack (lua_State *L) {
   return 0;
 }
 
+/*
+** finish(result, budget, model_name, device_name, job): what nd.estimate adds to every result
+** (ndplan.estimate.finish), set raw (none is a lazy field): budget_bytes, fits (peak within
+** the budget), over_bytes (the excess, 0 when none), model, device and job. The figures keep
+** the Lua types and arithmetic of the values given.
+*/
+/* t[k] = the value on top, set raw (popped). */
+static void set_raw (lua_State *L, int t, const char *k) {
+  lua_pushstring(L, k);
+  lua_insert(L, -2);
+  lua_rawset(L, t);
+}
+
+static int e_finish (lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checkany(L, 2);
+  luaL_checkany(L, 5);
+  lua_settop(L, 5);
+  lua_getfield(L, 1, "peak_memory_bytes");                      /* 6: peak */
+  lua_pushvalue(L, 2); set_raw(L, 1, "budget_bytes");
+  lua_pushboolean(L, lua_compare(L, 6, 2, LUA_OPLE)); set_raw(L, 1, "fits");
+  lua_pushvalue(L, 6);
+  lua_pushvalue(L, 2);
+  lua_arith(L, LUA_OPSUB);                                      /* 7: peak - budget */
+  lua_pushinteger(L, 0);                                        /* 8 */
+  if (lua_compare(L, 8, 7, LUA_OPLT)) lua_pop(L, 1);            /* as math.max(0, x) */
+  else lua_remove(L, 7);
+  set_raw(L, 1, "over_bytes");
+  lua_pushvalue(L, 3); set_raw(L, 1, "model");
+  lua_pushvalue(L, 4); set_raw(L, 1, "device");
+  lua_pushvalue(L, 5); set_raw(L, 1, "job");
+  return 0;
+}
+
 /* The arguments every entry point shares: model, device, job and strategy at 1-4. */
 typedef struct call_args {
   const nd_model_spec *m;
@@ -1447,6 +1481,7 @@ static int e_pack_costs (lua_State *L) {
 static const luaL_Reg funcs[] = {
   {"run", e_run},
   {"add_stack", e_add_stack},
+  {"finish", e_finish},
   {"pack_costs", e_pack_costs},
   {"one_more_full", e_one_more_full},
   {"warmup", e_warmup},

@@ -14,7 +14,7 @@
 -- layout = "balanced" moves layers between stages to balance the slowest one within
 -- max_mem (ndplan.c.estimate.balance); the default "even" keeps the even split.
 local core = require "ndplan.c.estimate"
-local type, pairs, rawset, math_type = type, pairs, rawset, math.type  -- per-call lookups
+local type, pairs, math_type = type, pairs, math.type  -- per-call lookups
 
 local M = {}
 
@@ -382,15 +382,7 @@ end
 -- precision and tp it was priced with (result.strategy is built only when read).
 function M.finish(result, model, device, job, budget, sinfo, strategy, figured)
   local facts = model_facts(model)
-  local peak = result.peak_memory_bytes
-  local dname = device_facts(device).name
-  -- set raw: none is one of the fields a result builds on first read
-  rawset(result, "budget_bytes", budget)
-  rawset(result, "fits", peak <= budget)
-  rawset(result, "over_bytes", math.max(0, peak - budget))
-  rawset(result, "model", facts.name)
-  rawset(result, "device", dname)
-  rawset(result, "job", job)
+  core.finish(result, budget, facts.name, device_facts(device).name, job)
   if sinfo and not figured then core.add_stack(result, stack_figures(sinfo, facts.moe, strategy)) end
   local tp = strategy.tp
   if tp ~= nil and facts.kv_heads and tp ~= 1 and tp > facts.kv_heads then
