@@ -251,6 +251,7 @@ typedef struct tree {
   int pp, nv;                          /* vpps: the VPP values walked at pp */
   vpp_entry vpps[LOOP_MAX];
   tail_shape shape;                    /* of the tails at one (tp, dp) */
+  int shape_tp, shape_dp;              /* which (0: none yet) */
   unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
   int sv[LOOP_MAX];                    /* subtree's VPP values */
   double st_t[LOOP_MAX];               /* and their time bounds */
@@ -431,6 +432,7 @@ static worker_scratch *new_scratch (const walker *w) {
   memset(ws->bound, 0, sizeof ws->bound);
   ws->tree.ws = ws;
   ws->tree.pp = 0;
+  ws->tree.shape_tp = ws->tree.shape_dp = 0;
   { int v; for (v = 0; v < ND_VARIANT_COUNT; v++) ws->tree.lay[v] = p->base; }
   if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
   if (!(ws->pc = nd_price_cache_new(PRICE_CACHE_ENTRIES))) {
@@ -1008,6 +1010,9 @@ static void shape_of (const walker *w, tree *tr, int tp, int dp) {
   const int *zv = w->zv;
   int iz, ih, sp, nz = w->nz;
   unsigned long long pairs = 0;
+  if (tr->shape_tp == tp && tr->shape_dp == dp) return;  /* a node's sub-tree after another's */
+  tr->shape_tp = tp;
+  tr->shape_dp = dp;
   t->nrc = recipes_walked(w->p, t->rcv);
   t->nh = shard_groups(w->p, dp, t->hv, &t->full);
   t->zv = zv; t->nz = nz; t->zmax = 0; t->zok = 1; t->n = 0;

@@ -64,6 +64,9 @@
    etp's): DeepSeek-V3 on 2,048 devices has up to 3,400 per tp, 18,000 in all; 512
    direct-mapped slots priced 155,000 groups, 4,096 in sets of 4 price about 73,000. */
 #define GROUP_WAYS 4
+/* The estimate's own price cache of a bound (price_group): a group is priced once, so it
+   keeps a few entries only, for what the estimate checks once per cache (the costs). */
+#define CACHE_KINDS_GROUPS 8
 #define MAX_GROUPS 4096
 
 /* One layer kind's prices in a group (by mode; a plan's, ND_RECOMPUTE_COUNT: the least). */
@@ -131,6 +134,8 @@ struct nd_bound {
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
   nd_bound_cache *cache;           /* the groups' prices, perhaps shared */
   int owns_cache;
+  nd_price_cache *pc;              /* for price_group: the costs validated once, not per
+                                      group (NULL: validated each time) */
   group local;                     /* the group in use: a copy of the cache's */
   kind_price local_k[BOUND_KINDS];
   memo memo[2];                     /* the last stage sums, by sp */
@@ -208,9 +213,10 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
   b->nkinds = kinds_of(m, total, b->rep);
   if (b->nkinds != cache->nkinds) { free(b); return NULL; }  /* another model's cache */
   b->cache = cache;
+  b->pc = nd_price_cache_new(CACHE_KINDS_GROUPS);
   b->local.k = b->local_k;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
-  if (!b->prefix) { free(b); return NULL; }
+  if (!b->prefix) { nd_price_cache_free(b->pc); free(b); return NULL; }
   for (i = 0; i < total; i++) {
     int *row = b->prefix + (size_t)i * b->nkinds, *next = row + b->nkinds;
     memcpy(next, row, (size_t)b->nkinds * sizeof *row);
@@ -232,6 +238,7 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
 void nd_bound_free (nd_bound *b) {
   if (!b) return;
   if (b->owns_cache) nd_bound_cache_free(b->cache);
+  nd_price_cache_free(b->pc);
   free(b->prefix);
   free(b);
 }
@@ -254,7 +261,7 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
   char err[8];
   nd_layer_estimate le[BOUND_KINDS];
   load_degrees(&b->st, st);
-  g->ok = nd_estimate_layers_plain(b->m, b->dev, b->job, &b->st, b->costs, NULL, b->nkinds,
+  g->ok = nd_estimate_layers_plain(b->m, b->dev, b->job, &b->st, b->costs, b->pc, b->nkinds,
                                    b->rep, le, err, sizeof err) == 0;
   for (k = 0; k < b->nkinds && g->ok; k++) {
     kind_price *kp = &g->k[k];
