@@ -61,13 +61,14 @@
 /* Groups of layer prices kept: sets of GROUP_WAYS, least recently used replaced first, as
    many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one set).
    The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
-   etp's): DeepSeek-V3 on 2,048 devices has up to 3,400 per tp, 18,000 in all; 512
-   direct-mapped slots priced 155,000 groups, 4,096 in sets of 4 price about 73,000. */
-#define GROUP_WAYS 4
+   etp's) and every group once per recompute pass (the outermost loop). DeepSeek-V3 on
+   2,048 devices has 17,996 groups (23,288 on 16,384): 4,096 kept in sets of 4 priced
+   73,129, each again in every pass; 32,768 in sets of 8 price 22,068 (37,931). */
+#define GROUP_WAYS 8
+#define MAX_GROUPS 32768
 /* The estimate's own price cache of a bound (price_group): a group is priced once, so it
    keeps a few entries only, for what the estimate checks once per cache (the costs). */
 #define CACHE_KINDS_GROUPS 8
-#define MAX_GROUPS 4096
 
 /* One layer kind's prices in a group (by mode; a plan's, ND_RECOMPUTE_COUNT: the least). */
 typedef struct kind_price {
