@@ -349,9 +349,8 @@ static int out_of_memory (const char *err) { return strstr(err, "out of memory")
    the Megatron form, the last two chosen under the budget. */
 /* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; an
    allocation that failed is out of memory (the walk stops on it); the walk checked
-   everything else, so any other failure is counted as out of bounds. */
-/* The planners' choices (plan, mc: the plan st then reads) and tables (rws, mws) are the
-   worker's, kept between candidates. */
+   everything else, so any other failure is counted as out of bounds. The planners' choices
+   (plan, mc: where st's plan then is) and tables (rws, mws) are the worker's. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
                             nd_recompute_plan *plan, nd_recompute_ws *rws,
                             nd_megatron_choice *mc, nd_megatron_ws *mws,
@@ -373,8 +372,7 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
     if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
     return mc->method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
-  if (nd_estimate_run_cached(w->m, w->dev, w->job, st, w->costs, pc, e, err,
-                             sizeof err) == 0)
+  if (nd_estimate_run_cached(w->m, w->dev, w->job, st, w->costs, pc, e, err, sizeof err) == 0)
     return -1;
   return out_of_memory(err) ? ND_REFUSE_NO_MEMORY : ND_REFUSE_BOUNDS;
 }

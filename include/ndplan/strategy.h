@@ -108,7 +108,9 @@ typedef struct nd_strategy {
      nd_megatron_choice, a search worker's scratch), which must outlive every use of the
      strategy. A struct copy shares the plan, and no code writes a plan through a strategy
      (hence const): code that changes one writes storage of its own and points its
-     strategy there (nd_strategy_own_plan). Resolve and the estimators only read it. */
+     strategy there (nd_strategy_own_plan). Resolve and the estimators only read it; a
+     planner run into the same storage again (the same nd_recompute_plan) changes what every
+     strategy pointing there reads, so a plan kept past the next run is copied first. */
   const nd_layer_plan *layers;
   double offload;          /* share (0..1) of the activations a stage holds for micro-batches
                               not being computed that wait in host memory instead */
