@@ -7,8 +7,11 @@
 ** --recompute-num-layers N). Block N recomputes more as N grows, so its peak only falls and
 ** its time only grows with N: the smallest N that fits is found by bisection, and the
 ** fastest fitting form wins. With an offload share the time need not grow with N (what a
-** layer recomputes it no longer copies to host and back): every fitting N is priced. The same rule as lua/ndplan/block_plan.lua on a fixed layout,
-** in C so that the search can rank every candidate by what Megatron can run.
+** layer recomputes it no longer copies to host and back): every fitting N is priced. The
+** same rule as lua/ndplan/block_plan.lua on a fixed layout, in C so that the search can
+** rank every candidate by what Megatron can run. A search keeps one workspace per thread
+** (nd_megatron_ws): the layout is resolved once per choice, each block N's plan read off
+** each layer's place in its group, and the forms priced through the thread's price cache.
 */
 #include <math.h>
 #include <stddef.h>
