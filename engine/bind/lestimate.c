@@ -175,11 +175,21 @@ static inline int opt_field (lua_State *L, int t, key_filter f, const char *key)
   return LUA_TNIL;
 }
 
+/* The storage of a per-layer plan being read, zeroed on first use (the layers a table
+   does not state keep everything, with the strategy's switches). */
+static nd_layer_plan *plan_storage (nd_layer_plan *plan, int *started) {
+  if (!*started) { memset(plan, 0, sizeof *plan); *started = 1; }
+  return plan;
+}
+
 /* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
    no strategy key but is true in the table at index `ignore` (0: none) is skipped, and any
-   other is an unknown argument of nd.estimate's (whose arguments the table is). */
-static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
-  int keys;
+   other is an unknown argument of nd.estimate's (whose arguments the table is). A per-layer
+   plan (layer_recompute or layer_offload given) is read into `plan`, the caller's storage,
+   and st->layers points there; without one st->layers is NULL. */
+static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
+                           nd_layer_plan *plan) {
+  int keys, started = 0;
   key_filter f = 0;
   nd_strategy_init(st);
   luaL_checktype(L, t, LUA_TTABLE);
@@ -233,9 +243,10 @@ static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_selective_ops: more than %d layers", ND_MAX_LAYERS);
+    plan_storage(plan, &started);  /* read, used when the modes are given too */
     for (i = 1; i <= n; i++) {
       lua_geti(L, -1, i);
-      st->layer_ops[i - 1] = (unsigned char)nd_read_ops(L, "layer_selective_ops", i);
+      plan->ops[i - 1] = (unsigned char)nd_read_ops(L, "layer_selective_ops", i);
       lua_pop(L, 1);
     }
   }
@@ -270,13 +281,13 @@ static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_recompute: more than %d layers", ND_MAX_LAYERS);
-    st->per_layer = 1;
+    st->layers = plan_storage(plan, &started);
     for (i = 1; i <= n; i++) {
       nd_recompute r;
       lua_geti(L, -1, i);
       if (nd_recompute_parse(luaL_checkstring(L, -1), &r) != 0)
         luaL_error(L, "layer_recompute[%I]: unknown mode '%s'", i, lua_tostring(L, -1));
-      st->layer_recompute[i - 1] = (unsigned char)r;
+      plan->recompute[i - 1] = (unsigned char)r;
       lua_pop(L, 1);
     }
   }
@@ -286,11 +297,11 @@ static void read_strategy (lua_State *L, int t, int ignore, nd_strategy *st) {
     luaL_checktype(L, -1, LUA_TTABLE);
     n = luaL_len(L, -1);
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_offload: more than %d layers", ND_MAX_LAYERS);
-    st->per_layer = 1;  /* the modes default to none */
+    st->layers = plan_storage(plan, &started);  /* the modes default to none */
     for (i = 1; i <= n; i++) {
       lua_geti(L, -1, i);
       if (!lua_isboolean(L, -1)) luaL_error(L, "layer_offload[%I]: expected true or false", i);
-      st->layer_offload[i - 1] = (unsigned char)lua_toboolean(L, -1);
+      plan->offload[i - 1] = (unsigned char)lua_toboolean(L, -1);
       lua_pop(L, 1);
     }
   }
@@ -535,7 +546,7 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   lua_pushboolean(L, st->flash_attention); lua_setfield(L, -2, "flash_attention");
   if (st->tp_comm_overlap) { lua_pushboolean(L, 1); lua_setfield(L, -2, "tp_comm_overlap"); }
   lua_pushstring(L, nd_schedule_name(st->schedule)); lua_setfield(L, -2, "schedule");
-  lua_pushstring(L, st->per_layer ? "per_layer" : nd_recompute_name(st->recompute));
+  lua_pushstring(L, st->layers ? "per_layer" : nd_recompute_name(st->recompute));
   lua_setfield(L, -2, "recompute");
   lua_pushstring(L, nd_strategy_recipe(st)->name); lua_setfield(L, -2, "precision");
   lua_pushboolean(L, st->param_gather); lua_setfield(L, -2, "fp8_param_gather");
@@ -552,30 +563,30 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
   push_ops(L, st->selective_ops);
   lua_setfield(L, -2, "selective_ops");
   push_layout(L, st, m);
-  if (st->per_layer) {  /* each layer's mode, body then MTP */
+  if (st->layers) {  /* each layer's mode, body then MTP */
+    const nd_layer_plan *pl = st->layers;
     int i, n = (int)(m->num_layers + m->mtp_layers);
     lua_createtable(L, n, 0);
     for (i = 0; i < n; i++) {
-      lua_pushstring(L, nd_recompute_name((nd_recompute)st->layer_recompute[i]));
+      lua_pushstring(L, nd_recompute_name((nd_recompute)pl->recompute[i]));
       lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "layer_recompute");
-    for (i = 0; i < n && !(st->layer_recompute[i] == ND_RECOMPUTE_SELECTIVE
-                           && st->layer_ops[i]); i++) {}
+    for (i = 0; i < n && !(pl->recompute[i] == ND_RECOMPUTE_SELECTIVE && pl->ops[i]); i++) {}
     if (i < n) {  /* some selective layer with its own switches: each layer's set */
       lua_createtable(L, n, 0);
       for (i = 0; i < n; i++) {
-        push_ops(L, st->layer_recompute[i] != ND_RECOMPUTE_SELECTIVE ? 0u
-                    : st->layer_ops[i] ? st->layer_ops[i] : st->selective_ops);
+        push_ops(L, pl->recompute[i] != ND_RECOMPUTE_SELECTIVE ? 0u
+                    : pl->ops[i] ? pl->ops[i] : st->selective_ops);
         lua_rawseti(L, -2, i + 1);
       }
       lua_setfield(L, -2, "layer_selective_ops");
     }
-    for (i = 0; i < n && !st->layer_offload[i]; i++) {}
+    for (i = 0; i < n && !pl->offload[i]; i++) {}
     if (i < n) {  /* some layer offloaded: say which */
       lua_createtable(L, n, 0);
       for (i = 0; i < n; i++) {
-        lua_pushboolean(L, st->layer_offload[i]);
+        lua_pushboolean(L, pl->offload[i]);
         lua_rawseti(L, -2, i + 1);
       }
       lua_setfield(L, -2, "layer_offload");
@@ -612,43 +623,40 @@ typedef struct lazy_result {
 } lazy_result;
 
 /*
-** A result keeps the strategy as the estimator resolved it, packed: without the per-layer
-** arrays when it has no per-layer modes (nothing a result builds reads them then) and
-** without the unused tail of stage_layers (pp x vpp entries are). unpack_strategy restores
-** it, the arrays and the tail zero.
+** A result keeps the strategy as the estimator resolved it, packed: without the unused tail
+** of stage_layers (pp x vpp entries are), and followed by its per-layer plan when it has
+** one. unpack_strategy restores it, the tail zero, its plan read where the result keeps it.
 */
-#define ST_ARRAYS_AT offsetof(nd_strategy, layer_recompute)
-#define ST_ARRAYS_END (offsetof(nd_strategy, layer_ops) + sizeof ((nd_strategy *)0)->layer_ops)
 #define ST_CHUNKS_AT offsetof(nd_strategy, stage_layers)
-_Static_assert(offsetof(nd_strategy, layer_offload) > ST_ARRAYS_AT
-               && offsetof(nd_strategy, layer_offload) < ST_ARRAYS_END
-               && ST_ARRAYS_END <= ST_CHUNKS_AT,
-               "the per-layer arrays are layer_recompute .. layer_ops, before stage_layers");
 _Static_assert(ST_CHUNKS_AT + sizeof ((nd_strategy *)0)->stage_layers + sizeof (double)
                > sizeof (nd_strategy), "stage_layers is the strategy's last member");
-_Static_assert(offsetof(nd_strategy, per_layer) + sizeof (int) <= ST_ARRAYS_AT
-               && offsetof(nd_strategy, vpp) < ST_ARRAYS_AT,
-               "per_layer, pp and vpp come before the per-layer arrays");
+_Static_assert(offsetof(nd_strategy, layers) < ST_CHUNKS_AT
+               && offsetof(nd_strategy, vpp) < ST_CHUNKS_AT,
+               "layers, pp and vpp come before stage_layers");
+
+static size_t chunks_size (const nd_strategy *st) {
+  return (size_t)st->pp * (size_t)st->vpp * sizeof st->stage_layers[0];
+}
 
 static size_t packed_size (const nd_strategy *st) {
-  size_t chunks = (size_t)st->pp * (size_t)st->vpp * sizeof st->stage_layers[0];
-  if (st->per_layer) return ST_CHUNKS_AT + chunks;
-  return ST_ARRAYS_AT + (ST_CHUNKS_AT - ST_ARRAYS_END) + chunks;
+  return ST_CHUNKS_AT + chunks_size(st) + (st->layers ? sizeof *st->layers : 0);
 }
 
 static void pack_strategy (const nd_strategy *st, unsigned char *out, size_t n) {
-  const unsigned char *p = (const unsigned char *)st;
-  if (st->per_layer) { memcpy(out, p, n); return; }
-  memcpy(out, p, ST_ARRAYS_AT);
-  memcpy(out + ST_ARRAYS_AT, p + ST_ARRAYS_END, n - ST_ARRAYS_AT);
+  size_t head = ST_CHUNKS_AT + chunks_size(st);
+  memcpy(out, st, head);
+  if (st->layers) memcpy(out + head, st->layers, n - head);
 }
 
+/* The strategy packed at `in` (n bytes): its plan, if any, is read in place (the result
+   holding it outlives the unpacked copy). */
 static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st) {
-  unsigned char *p = (unsigned char *)st;
+  size_t head;
   memset(st, 0, sizeof *st);
-  memcpy(p, in, n < ST_ARRAYS_AT ? n : ST_ARRAYS_AT);
-  if (((const nd_strategy *)(const void *)p)->per_layer) memcpy(p, in, n);
-  else memcpy(p + ST_ARRAYS_END, in + ST_ARRAYS_AT, n - ST_ARRAYS_AT);
+  memcpy(st, in, ST_CHUNKS_AT);
+  head = ST_CHUNKS_AT + chunks_size(st);
+  memcpy(st, in, head < n ? head : n);
+  if (st->layers) st->layers = (const nd_layer_plan *)(const void *)(in + head);
 }
 
 static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
@@ -875,20 +883,28 @@ static int e_finish (lua_State *L) {
   return 0;
 }
 
+/* A strategy and the storage of its per-layer plan, which st->layers points at when the
+   table gives one. */
+typedef struct strategy_box {
+  nd_strategy st;
+  nd_layer_plan layers;
+} strategy_box;
+
 /* The arguments every entry point shares: model, device, job and strategy at 1-4. */
 typedef struct call_args {
   const nd_model_spec *m;
   const nd_device *dev;
   nd_job job;
   nd_costs costs;
-  nd_strategy *st;  /* GC-owned scratch: a raise while reading leaks nothing */
+  nd_strategy *st;        /* GC-owned scratch: a raise while reading leaks nothing */
+  nd_layer_plan *layers;  /* its plan's storage, likewise (st->layers, when it has one) */
 } call_args;
 
 /* Reads arguments 1-4 and the costs at costs_index, then truncates the stack there (at keep
    when that is above: arguments the caller reads after); the
    strategy goes into st (NULL: a new GC-owned block), skipping the keys of the table at
    costs_index + 1 when `ignore` (what else a caller's table holds). */
-static void read_call_into (lua_State *L, int costs_index, call_args *a, nd_strategy *st,
+static void read_call_into (lua_State *L, int costs_index, call_args *a, strategy_box *box,
                             int ignore, int keep) {
   int top;
   a->m = nd_checkmodel(L, 1);
@@ -898,8 +914,10 @@ static void read_call_into (lua_State *L, int costs_index, call_args *a, nd_stra
   if (ignore) luaL_checktype(L, costs_index + 1, LUA_TTABLE);
   top = costs_index + (ignore ? 1 : 0);
   lua_settop(L, keep > top ? keep : top);
-  a->st = st ? st : (nd_strategy *)lua_newuserdatauv(L, sizeof *a->st, 0);
-  read_strategy(L, 4, ignore ? costs_index + 1 : 0, a->st);
+  if (!box) box = (strategy_box *)lua_newuserdatauv(L, sizeof *box, 0);
+  a->st = &box->st;
+  a->layers = &box->layers;
+  read_strategy(L, 4, ignore ? costs_index + 1 : 0, a->st, a->layers);
 }
 
 static void read_call (lua_State *L, int costs_index, call_args *a) {
@@ -914,7 +932,7 @@ static void read_call (lua_State *L, int costs_index, call_args *a) {
    and device are anchored in the scratch's user values, so their addresses stay theirs. */
 typedef struct run_scratch {
   nd_estimate e;
-  nd_strategy st;
+  strategy_box st;
   nd_price_cache *pc;      /* NULL: no memory for one (each call prices its kinds) */
   const nd_model_spec *m;  /* what pc holds prices of */
   const nd_device *dev;
@@ -1035,14 +1053,15 @@ static nd_price_cache *new_price_cache (lua_State *L, int entries) {
 static int e_one_more_full (lua_State *L) {
   call_args a;
   nd_estimate *e;
-  nd_strategy *v;
+  strategy_box *v;
   nd_price_cache *pc;
   char err[256];
   int i, n = 0, layers;
   read_call(L, 5, &a);
-  if (!a.st->per_layer) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
+  if (!a.st->layers) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  v = (nd_strategy *)lua_newuserdatauv(L, sizeof *v, 0);
+  v = (strategy_box *)lua_newuserdatauv(L, sizeof *v, 0);
+  v->layers = *a.st->layers;  /* a variant changes one layer of its own copy of the plan */
   /* the variants differ in recompute modes alone, which no layer-kind price reads: priced
      once (the cache's entries point at this call's job and costs, so it lives for it) */
   pc = new_price_cache(L, 8);
@@ -1055,12 +1074,17 @@ static int e_one_more_full (lua_State *L) {
   lua_createtable(L, layers, 0);  /* step_time_s */
   lua_createtable(L, layers, 0);  /* peak_memory_bytes (top) */
   for (i = 0; i < layers; i++) {
-    if (a.st->layer_recompute[i] == ND_RECOMPUTE_FULL) continue;
-    *v = *a.st;
-    v->layer_recompute[i] = ND_RECOMPUTE_FULL;
-    v->layer_ops[i] = 0;
-    if (nd_estimate_run_cached(a.m, a.dev, &a.job, v, &a.costs, pc, e, err, sizeof err) != 0)
-      continue;
+    int priced;
+    if (a.st->layers->recompute[i] == ND_RECOMPUTE_FULL) continue;
+    v->st = *a.st;  /* as given: each variant is resolved from it */
+    v->st.layers = &v->layers;
+    v->layers.recompute[i] = ND_RECOMPUTE_FULL;
+    v->layers.ops[i] = 0;
+    priced = nd_estimate_run_cached(a.m, a.dev, &a.job, &v->st, &a.costs, pc, e, err,
+                                    sizeof err) == 0;
+    v->layers.recompute[i] = a.st->layers->recompute[i];  /* the plan as given again */
+    v->layers.ops[i] = a.st->layers->ops[i];
+    if (!priced) continue;
     n++;
     lua_pushinteger(L, i + 1);
     lua_rawseti(L, -4, n);
@@ -1266,8 +1290,8 @@ static int e_balance (lua_State *L) {
   luaL_argcheck(L, budget > 0.0 && isfinite(budget), 5, "a positive number of bytes");
   read_call(L, 6, &a);
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  if (nd_layout_balance(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, e, &moves, err,
-                        sizeof err) != 0)
+  if (nd_layout_balance(a.m, a.dev, &a.job, a.st, &a.costs, budget, modes, a.layers, e,
+                        &moves, err, sizeof err) != 0)
     return push_refusal(L, err);
   push_result(L, e, a.st, &a.costs);
   nd_setint(L, "layout_moves", moves);
@@ -1328,12 +1352,13 @@ static int e_megatron (lua_State *L) {
 ** pp, vpp and the layout fields).
 */
 static int e_layout (lua_State *L) {
-  nd_strategy *st = (nd_strategy *)lua_newuserdatauv(L, sizeof *st, 0);
+  strategy_box *box = (strategy_box *)lua_newuserdatauv(L, sizeof *box, 0);
+  nd_strategy *st = &box->st;
   lua_Integer body = luaL_checkinteger(L, 2), mtp = luaL_optinteger(L, 3, 0);
   nd_model_spec m;
   char err[256];
   int s, c;
-  read_strategy(L, 1, 0, st);
+  read_strategy(L, 1, 0, st, &box->layers);
   if (body < 1 || mtp < 0 || body + mtp > ND_MAX_LAYERS)
     return luaL_argerror(L, 2, "expected 1 to 1024 body+MTP layers");
   if (nd_layout_resolve(st, (int)body, (int)mtp, err, sizeof err) != 0) {

@@ -805,9 +805,9 @@ static void add_layers (stage_sum *ss, const layer_cost *lc, int mode, unsigned 
 */
 static void count_layer (stage_sum *ss, int layer) {
   int slot = kind_slot(ss->x, layer);
-  int mode = ss->x->st->per_layer ? ss->x->st->layer_recompute[layer]
-                                  : (int)ss->x->st->recompute;
-  unsigned mask = ss->x->st->per_layer ? ss->x->st->layer_ops[layer] : 0u;
+  const nd_layer_plan *pl = ss->x->st->layers;  /* NULL: the whole-model mode */
+  int mode = pl ? pl->recompute[layer] : (int)ss->x->st->recompute;
+  unsigned mask = pl ? pl->ops[layer] : 0u;
   if (ss->x->quant && (layer >= ss->x->m->num_layers
                        || (layer >= ss->x->q_first && layer < ss->x->q_end))) {
     const layer_cost *lc = price_kind(ss->x, layer);  /* priced once per kind */
@@ -823,7 +823,7 @@ static void count_layer (stage_sum *ss, int layer) {
       ss->nsel++;
     }
     ss->sel[g].n++;
-    if (ss->x->st->layer_offload[layer]) ss->sel[g].off++;
+    if (pl->offload[layer]) ss->sel[g].off++;  /* mask set: a plan */
     if (ss->count[slot][ND_RECOMPUTE_NONE] + ss->count[slot][ND_RECOMPUTE_SELECTIVE]
         + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->example[slot] = layer;
     return;
@@ -831,7 +831,7 @@ static void count_layer (stage_sum *ss, int layer) {
   if (ss->count[slot][ND_RECOMPUTE_NONE] + ss->count[slot][ND_RECOMPUTE_SELECTIVE]
       + ss->count[slot][ND_RECOMPUTE_FULL] == 0) ss->used[ss->nused++] = slot;
   if (ss->count[slot][mode]++ == 0) ss->example[slot] = layer;
-  if (ss->x->st->per_layer && ss->x->st->layer_offload[layer]) ss->count_off[slot][mode]++;
+  if (pl && pl->offload[layer]) ss->count_off[slot][mode]++;
 }
 
 /*
@@ -841,7 +841,7 @@ static void count_layer (stage_sum *ss, int layer) {
 static void count_chunk (stage_sum *ss, int first, int n) {
   const ctx *x = ss->x;
   int i = first, end = first + n, mode = (int)x->st->recompute, body = (int)x->m->num_layers;
-  if (x->st->per_layer) {
+  if (x->st->layers) {
     for (; i < end; i++) count_layer(ss, i);
     return;
   }

@@ -30,12 +30,21 @@ typedef struct pricing {
   double budget;
   unsigned modes;
   int megatron, method, n;
-  nd_recompute_plan *plan;
 } pricing;
 
-/* Prices st (a copy is planned or estimated); returns 0 and fills out when it fits. */
-static int price (const pricing *pr, const nd_strategy *st, nd_strategy *priced,
-                  nd_estimate *out, char *err, size_t errlen) {
+/* A balance run's strategies and estimate, in one allocation; the plans priced strategies
+   read (the planner's, a block form's) and the best layout's own copy of its plan. */
+typedef struct balance_run {
+  nd_strategy best, trial, priced, start;
+  nd_estimate scratch;
+  nd_recompute_plan plan;   /* per-layer modes: priced->layers points here */
+  nd_layer_plan form;       /* a Megatron block form: priced->layers points here */
+  nd_layer_plan best_plan;  /* best->layers, when it has a plan */
+} balance_run;
+
+/* Prices st into priced (planned or estimated); returns 0 and fills out when it fits. */
+static int price (const pricing *pr, balance_run *b, const nd_strategy *st,
+                  nd_strategy *priced, nd_estimate *out, char *err, size_t errlen) {
   const nd_model_spec *m = pr->m;
   const nd_device *dev = pr->dev;
   const nd_job *job = pr->job;
@@ -43,12 +52,12 @@ static int price (const pricing *pr, const nd_strategy *st, nd_strategy *priced,
   double budget = pr->budget;
   *priced = *st;
   if (pr->modes) {
-    priced->per_layer = 0;
-    return nd_recompute_plan_run(m, dev, job, priced, costs, budget, pr->modes, pr->plan, out,
+    priced->layers = NULL;
+    return nd_recompute_plan_run(m, dev, job, priced, costs, budget, pr->modes, &b->plan, out,
                                  err, errlen);
   }
   if (pr->megatron
-      && nd_megatron_form(m, job, priced, pr->method, pr->n, err, errlen) < 0)
+      && nd_megatron_form(m, job, priced, pr->method, pr->n, &b->form, err, errlen) < 0)
     return -1;
   if (nd_estimate_run(m, dev, job, priced, costs, out, err, errlen) != 0) return -1;
   if (out->peak > budget) {
@@ -59,54 +68,48 @@ static int price (const pricing *pr, const nd_strategy *st, nd_strategy *priced,
   return 0;
 }
 
-static int balance (const pricing *pr, nd_strategy *st, nd_estimate *out, int *moves,
-                    char *err, size_t errlen);
+static int balance (const pricing *pr, nd_strategy *st, nd_layer_plan *layers,
+                    nd_estimate *out, int *moves, char *err, size_t errlen);
 
 int nd_layout_balance (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                        nd_strategy *st, const nd_costs *costs, double budget,
-                       unsigned per_layer_modes, nd_estimate *out, int *moves,
-                       char *err, size_t errlen) {
+                       unsigned per_layer_modes, nd_layer_plan *layers, nd_estimate *out,
+                       int *moves, char *err, size_t errlen) {
   pricing pr;
-  int rc;
   memset(&pr, 0, sizeof pr);
   pr.m = m; pr.dev = dev; pr.job = job; pr.costs = costs; pr.budget = budget;
   pr.modes = per_layer_modes;
-  pr.plan = (nd_recompute_plan *)malloc(sizeof *pr.plan);
-  if (!pr.plan) { snprintf(err, errlen, "layout: out of memory"); return -1; }
-  rc = balance(&pr, st, out, moves, err, errlen);
-  free(pr.plan);
-  return rc;
+  return balance(&pr, st, layers, out, moves, err, errlen);
 }
 
 int nd_layout_balance_megatron (const nd_model_spec *m, const nd_device *dev,
                                 const nd_job *job, nd_strategy *st, const nd_costs *costs,
-                                double budget, int method, int num_layers, nd_estimate *out,
-                                int *moves, char *err, size_t errlen) {
+                                double budget, int method, int num_layers,
+                                nd_layer_plan *layers, nd_estimate *out, int *moves,
+                                char *err, size_t errlen) {
   pricing pr;
   memset(&pr, 0, sizeof pr);
   pr.m = m; pr.dev = dev; pr.job = job; pr.costs = costs; pr.budget = budget;
   pr.megatron = 1; pr.method = method; pr.n = num_layers;
-  return balance(&pr, st, out, moves, err, errlen);
+  return balance(&pr, st, layers, out, moves, err, errlen);
 }
 
-static int balance (const pricing *pr, nd_strategy *st, nd_estimate *out, int *moves,
-                    char *err, size_t errlen) {
-  nd_strategy *best = NULL, *trial = NULL, *priced = NULL, *start = NULL;
-  nd_estimate *scratch = NULL;
+static int balance (const pricing *pr, nd_strategy *st, nd_layer_plan *layers,
+                    nd_estimate *out, int *moves, char *err, size_t errlen) {
+  balance_run *b;
+  nd_strategy *best, *trial, *priced, *start;
   double best_step;
-  int p, round, rc = -1;
+  int p, round, rc = -1, total = (int)(pr->m->num_layers + pr->m->mtp_layers);
   *moves = 0;
-  best = (nd_strategy *)malloc(sizeof *best);
-  trial = (nd_strategy *)malloc(sizeof *trial);
-  priced = (nd_strategy *)malloc(sizeof *priced);
-  start = (nd_strategy *)malloc(sizeof *start);
-  scratch = (nd_estimate *)malloc(sizeof *scratch);
-  if (!best || !trial || !priced || !start || !scratch) {
+  if (!(b = (balance_run *)malloc(sizeof *b))) {
     snprintf(err, errlen, "layout: out of memory");
-    goto done;
+    return -1;
   }
+  best = &b->best; trial = &b->trial; priced = &b->priced; start = &b->start;
   /* the starting layout, resolved (an even split unless st gives one) */
-  if (price(pr, st, best, out, err, errlen) != 0) goto done;
+  if (price(pr, b, st, priced, out, err, errlen) != 0) goto done;
+  /* the best keeps its own plan: the next layout priced rewrites the planner's */
+  nd_strategy_own_plan(best, priced, &b->best_plan, total);
   p = best->pp;
   if (best->vpp > 1 || best->schedule == ND_SCHED_DUALPIPE) {
     snprintf(err, errlen, "layout: balancing needs vpp = 1 and a schedule other than dualpipe");
@@ -129,11 +132,11 @@ static int balance (const pricing *pr, nd_strategy *st, nd_estimate *out, int *m
       trial->first_layers = trial->last_layers = 0;
       trial->stage_layers[slow]--;
       trial->stage_layers[to]++;
-      if (price(pr, trial, priced, scratch, err, errlen) == 0
-          && scratch->step_time < round_best * (1.0 - 1e-12)) {
-        round_best = scratch->step_time;
-        *best = *priced;
-        memcpy(out, scratch, sizeof *out);
+      if (price(pr, b, trial, priced, &b->scratch, err, errlen) == 0
+          && b->scratch.step_time < round_best * (1.0 - 1e-12)) {
+        round_best = b->scratch.step_time;
+        nd_strategy_own_plan(best, priced, &b->best_plan, total);
+        memcpy(out, &b->scratch, sizeof *out);
         moved = 1;
       }
     }
@@ -141,10 +144,14 @@ static int balance (const pricing *pr, nd_strategy *st, nd_estimate *out, int *m
     best_step = round_best;
     ++*moves;
   }
+  if (best->layers && !layers) {
+    snprintf(err, errlen, "layout: no storage given for the layout's per-layer plan");
+    goto done;
+  }
   err[0] = '\0';
-  *st = *best;
+  nd_strategy_own_plan(st, best, layers, total);
   rc = 0;
 done:
-  free(best); free(trial); free(priced); free(start); free(scratch);
+  free(b);
   return rc;
 }

@@ -590,6 +590,7 @@ struct nd_recompute_ws {
   unsigned char *picked;
   double *va, *vr;
   nd_estimate *alt;             /* a whole-model mode against the plan (offload share) */
+  nd_layer_plan uniform;        /* that mode, per layer */
   nd_price_cache *pc;           /* the caller's layer prices (nd_recompute_ws_cache), or NULL */
 };
 
@@ -676,9 +677,10 @@ typedef struct stage_plan {
 static int plan_ends (plan_run *pr) {
   workspace *ws = &pr->w->ws;
   nd_estimate *out = pr->out;
-  int s, i;
+  nd_layer_plan *pl;
+  int s;
   pr->trial = *pr->st;
-  pr->trial.per_layer = 0;
+  pr->trial.layers = NULL;
   pr->trial.recompute = ND_RECOMPUTE_FULL;
   if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, pr->w->pc, out,
                       pr->err, pr->errlen) != 0) return -1;
@@ -709,10 +711,11 @@ static int plan_ends (plan_run *pr) {
     pr->base_compute[s] = out->stage[s].fwd_s + out->stage[s].bwd_s;  /* what hides offload */
   }
   pr->dual = pr->trial.schedule == ND_SCHED_DUALPIPE;
-  pr->trial.per_layer = 1;
-  for (i = 0; i < pr->total; i++) pr->trial.layer_recompute[i] = ND_RECOMPUTE_FULL;
-  memset(pr->trial.layer_offload, 0, sizeof pr->trial.layer_offload);
-  memset(pr->trial.layer_ops, 0, sizeof pr->trial.layer_ops);
+  pl = &pr->plan->layers;  /* the caller's storage: the plan is built there */
+  memset(pl->recompute, ND_RECOMPUTE_FULL, (size_t)pr->total);
+  memset(pl->offload, 0, (size_t)pr->total);
+  memset(pl->ops, 0, (size_t)pr->total);
+  pr->trial.layers = pl;
   return 0;
 }
 
@@ -961,6 +964,7 @@ static void stage_assign (plan_run *pr, stage_plan *sp) {
   unsigned char *chosen = ws->chosen;
   nd_strategy *trial = &pr->trial;
   nd_recompute_plan *plan = pr->plan;
+  nd_layer_plan *pl = &plan->layers;  /* trial's plan */
   int i, k, *slot = sp->slot, s = sp->s, p = pr->p;
   sp->saved = 0.0;
   if (sp->use_variants) {
@@ -979,9 +983,9 @@ static void stage_assign (plan_run *pr, stage_plan *sp) {
         chosen[best_j] = t;
       }
       op = &opts[slot[i]][chosen[i]];
-      trial->layer_recompute[layer] = op->mode;
-      trial->layer_ops[layer] = op->mode == ND_RECOMPUTE_SELECTIVE ? op->mask : 0;
-      trial->layer_offload[layer] = 0;
+      pl->recompute[layer] = op->mode;
+      pl->ops[layer] = op->mode == ND_RECOMPUTE_SELECTIVE ? op->mask : 0;
+      pl->offload[layer] = 0;
       plan->offload_bytes[layer] = 0.0;
       sp->saved += r[i * 3 + ND_RECOMPUTE_FULL] - op->time;
     }
@@ -996,8 +1000,8 @@ static void stage_assign (plan_run *pr, stage_plan *sp) {
     else if (sp->counts[k][ND_RECOMPUTE_SELECTIVE] > 0) md = ND_RECOMPUTE_SELECTIVE;
     else md = ND_RECOMPUTE_NONE;
     sp->counts[k][md]--;
-    trial->layer_recompute[layer] = (unsigned char)md;
-    trial->layer_offload[layer] = (unsigned char)off;
+    pl->recompute[layer] = (unsigned char)md;
+    pl->offload[layer] = (unsigned char)off;
     plan->offload_bytes[layer] = off ? sp->raw_bytes[k] : 0.0;
     sp->saved += r[i * 3 + ND_RECOMPUTE_FULL] - r[i * 3 + md];
   }
@@ -1042,14 +1046,9 @@ static int plan_finish (plan_run *pr) {
   nd_recompute_plan *plan = pr->plan;
   double budget = pr->budget;
   int s, p = pr->p;
-  {  /* the plan on the strategy as given (resolving twice would pin an interleaved layout) */
-    nd_strategy given = *st;
-    given.per_layer = 1;
-    memcpy(given.layer_recompute, pr->trial.layer_recompute, sizeof given.layer_recompute);
-    memcpy(given.layer_offload, pr->trial.layer_offload, sizeof given.layer_offload);
-    memcpy(given.layer_ops, pr->trial.layer_ops, sizeof given.layer_ops);
-    pr->trial = given;
-  }
+  /* the plan on the strategy as given (resolving twice would pin an interleaved layout) */
+  pr->trial = *st;
+  pr->trial.layers = &plan->layers;
   if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &pr->trial, pr->costs, pr->w->pc, out,
                       pr->err, pr->errlen) != 0) return -1;
   if (out->peak > budget * (1.0 + 1e-9)) {  /* the linear model above is exact: a bug */
@@ -1071,11 +1070,12 @@ static int plan_finish (plan_run *pr) {
     }
     for (md = ND_RECOMPUTE_FULL; md >= 0; md--) {  /* full first: savings are against it */
       nd_strategy uniform = *st;
-      uniform.per_layer = 1;
-      memset(uniform.layer_recompute, md, sizeof uniform.layer_recompute);
+      nd_layer_plan *u = &pr->w->uniform;  /* the workspace's: kept in plan->layers if it wins */
+      memset(u->recompute, md, (size_t)pr->total);
       /* one mode for every layer: none of the given per-layer switch sets or offload */
-      memset(uniform.layer_ops, 0, sizeof uniform.layer_ops);
-      memset(uniform.layer_offload, 0, sizeof uniform.layer_offload);
+      memset(u->ops, 0, (size_t)pr->total);
+      memset(u->offload, 0, (size_t)pr->total);
+      uniform.layers = u;
       if (nd_estimate_run_cached(pr->m, pr->dev, pr->job, &uniform, pr->costs, pr->w->pc, alt,
                           pr->err, pr->errlen) != 0) continue;
       if (md == ND_RECOMPUTE_FULL) {
@@ -1085,7 +1085,7 @@ static int plan_finish (plan_run *pr) {
       if ((pr->modes & ND_RECOMPUTE_MASK(md)) && alt->peak <= budget
           && alt->step_time < out->step_time) {
         memcpy(out, alt, sizeof *out);
-        pr->trial = uniform;
+        nd_strategy_own_plan(&pr->trial, &uniform, &plan->layers, pr->total);
         for (s = 0; s < p; s++)
           plan->stage_savings[s] = priced_full
             ? (full_rec[s] - alt->stage[s].recompute_s) * pr->trial.mb : 0.0;

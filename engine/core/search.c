@@ -159,7 +159,7 @@ void nd_candidate_strategy (const nd_candidate *c, const nd_strategy *base, int 
   st->dp = c->dp; st->tp = c->tp; st->pp = c->pp; st->vpp = c->vpp; st->cp = c->cp;
   st->ep = c->ep; st->etp = c->etp; st->mbs = c->mbs; st->mb = c->mb;
   st->sp = c->sp; st->zero = c->zero; st->recompute = (nd_recompute)c->recompute;
-  st->per_layer = 0;
+  st->layers = NULL;
   st->precision = (nd_recipe_id)c->precision;
   if (c->dp_shard > 0) { st->dp_shard = c->dp_shard; st->dp_replicate = 0; }
   nd_layout_variant(st, body, c->layout);  /* a variant that cannot apply: resolve refuses */
@@ -177,7 +177,7 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
   st->sp = c->sp; st->zero = c->zero;
   st->recompute = c->recompute >= ND_SEARCH_PER_LAYER ? ND_RECOMPUTE_NONE
                                                       : (nd_recompute)c->recompute;
-  st->per_layer = 0;
+  st->layers = NULL;  /* a planner's plan, if the last candidate had one */
   st->schedule = base->schedule;
   st->reshard = base->reshard;  /* resolution sets the default for the candidate's pp */
   st->dp_shard = base->dp_shard;  /* and the shard group for its dp */
@@ -332,10 +332,11 @@ static int twin_fit (const walker *w, unsigned long long index) {
       && (w->fits[i / 8] >> (i % 8) & 1u);
 }
 
-/* Whether a per-layer plan recomputes nothing. */
+/* Whether a strategy (a per-layer plan, or its whole-model mode) recomputes nothing. */
 static int plan_keeps_all (const nd_strategy *st, const nd_model_spec *m) {
   int i, n = (int)(m->num_layers + m->mtp_layers);
-  for (i = 0; i < n; i++) if (st->layer_recompute[i] != ND_RECOMPUTE_NONE) return 0;
+  if (!st->layers) return st->recompute == ND_RECOMPUTE_NONE;
+  for (i = 0; i < n; i++) if (st->layers->recompute[i] != ND_RECOMPUTE_NONE) return 0;
   return 1;
 }
 
@@ -349,12 +350,13 @@ static int out_of_memory (const char *err) { return strstr(err, "out of memory")
    the Megatron form, the last two chosen under the budget. */
 /* Returns -1 when priced, else the refusal: a plan that cannot fit is over memory; an
    allocation that failed is out of memory (the walk stops on it); the walk checked
-   everything else, so any other failure is counted as out of bounds. */
+   everything else, so any other failure is counted as out of bounds. The planners' choices
+   (plan, mc: where st's plan then is) and tables (rws, mws) are the worker's. */
 static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estimate *e,
                             nd_recompute_plan *plan, nd_recompute_ws *rws,
+                            nd_megatron_choice *mc, nd_megatron_ws *mws,
                             nd_price_cache *pc) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
-  int method, num_layers;
   char err[128];  /* not shown: the code says why (read for out of memory only) */
   err[0] = '\0';
   if (recompute == ND_SEARCH_PER_LAYER) {
@@ -365,11 +367,11 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
     return plan->failed_stage >= 0 ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
   if (recompute == ND_SEARCH_MEGATRON) {
-    if (nd_recompute_megatron_run(w->m, w->dev, w->job, st, w->costs, budget, e, &method,
-                                  &num_layers, err, sizeof err) == 0)
+    if (nd_recompute_megatron_choose_ws(w->m, w->dev, w->job, st, w->costs, budget, 0, e,
+                                        mc, mws, err, sizeof err) == 0)
       return -1;
     if (out_of_memory(err)) return ND_REFUSE_NO_MEMORY;
-    return method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
+    return mc->method == ND_MEGATRON_OVER ? ND_REFUSE_MEMORY : ND_REFUSE_BOUNDS;
   }
   if (nd_estimate_run_cached(w->m, w->dev, w->job, st, w->costs, pc, e, err, sizeof err) == 0)
     return -1;
@@ -378,11 +380,13 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
 
 /* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
 typedef struct worker_scratch {
-  nd_strategy st;          /* pricing */
+  nd_strategy st;          /* pricing (its plan, when priced with one: plan or mc below) */
   nd_strategy chk;         /* the walk's checks */
   nd_estimate e;
-  nd_recompute_plan plan;
+  nd_recompute_plan plan;  /* the per-layer planner's choice (its plan st reads) */
+  nd_megatron_choice mc;   /* the Megatron choice (a block form's plan st reads) */
   nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
+  nd_megatron_ws *mws;     /* the Megatron choice's tables, likewise */
   nd_price_cache *pc;      /* layer-kind prices shared by the candidates it prices */
   nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
                                        (NULL: none; the layer prices depend on the recipe) */
@@ -435,13 +439,18 @@ static worker_scratch *new_scratch (const walker *w) {
   ws->tree.pp = 0;
   ws->tree.shape_tp = ws->tree.shape_dp = 0;
   { int v; for (v = 0; v < ND_VARIANT_COUNT; v++) ws->tree.lay[v] = p->base; }
-  if (!(ws->rws = nd_recompute_ws_new())) { free(ws); return NULL; }
-  if (!(ws->pc = nd_price_cache_new(PRICE_CACHE_ENTRIES))) {
+  ws->rws = nd_recompute_ws_new();
+  ws->mws = nd_megatron_ws_new();
+  ws->pc = nd_price_cache_new(PRICE_CACHE_ENTRIES);
+  if (!ws->rws || !ws->mws || !ws->pc) {
     nd_recompute_ws_free(ws->rws);
+    nd_megatron_ws_free(ws->mws);
+    nd_price_cache_free(ws->pc);
     free(ws);
     return NULL;
   }
   nd_recompute_ws_cache(ws->rws, ws->pc);
+  nd_megatron_ws_cache(ws->mws, ws->pc);
   if (!p->exhaustive) new_bounds(w, ws->bound);  /* NULL (a model the bounds do not
                                                     cover): every candidate is priced */
   return ws;
@@ -450,6 +459,7 @@ static worker_scratch *new_scratch (const walker *w) {
 static void free_scratch (worker_scratch *ws) {
   if (!ws) return;
   nd_recompute_ws_free(ws->rws);
+  nd_megatron_ws_free(ws->mws);
   nd_price_cache_free(ws->pc);
   free_bounds(ws->bound);
   free(ws);
@@ -492,7 +502,7 @@ static int process_one (walker *w, slot *s, worker_scratch *ws, nd_candidate *c,
     }
   }
   load_candidate(st, c, &w->p->base, (int)w->m->num_layers);
-  why = price_candidate(w, c->recompute, st, e, &ws->plan, ws->rws, ws->pc);
+  why = price_candidate(w, c->recompute, st, e, &ws->plan, ws->rws, &ws->mc, ws->mws, ws->pc);
   if (why >= 0) { s->late[why]++; return 0; }
   if (c->recompute == ND_SEARCH_PER_LAYER && w->p->dim[ND_DIM_RECOMPUTE].is_auto
       && plan_keeps_all(st, w->m)) {  /* the same run as its none candidate: not twice */

@@ -251,7 +251,7 @@ static void load_degrees (nd_strategy *d, const nd_strategy *s) {
   d->ep = s->ep; d->etp = s->etp; d->mbs = s->mbs; d->mb = s->mb; d->sp = s->sp;
   d->zero = s->zero; d->schedule = s->schedule; d->reshard = s->reshard;
   d->dp_shard = s->dp_shard; d->dp_replicate = 0;
-  d->recompute = ND_RECOMPUTE_NONE; d->per_layer = 0;
+  d->recompute = ND_RECOMPUTE_NONE; d->layers = NULL;
   d->account = s->account; d->first_layers = s->first_layers; d->last_layers = s->last_layers;
   d->explicit_layout = ND_LAYOUT_RESOLVED;
 }

@@ -69,6 +69,21 @@ void nd_strategy_init (nd_strategy *st) {
   st->bf16_first = st->bf16_last = -1;
   st->reshard = -1;  /* the trainer's default for the pipeline degree */
   st->flash_attention = 1;
+  st->layers = NULL;  /* the whole-model mode */
+}
+
+void nd_strategy_own_plan (nd_strategy *dst, const nd_strategy *src, nd_layer_plan *storage,
+                           int layers) {
+  const nd_layer_plan *from = src->layers;
+  *dst = *src;
+  if (!from) return;
+  if (from != storage) {
+    size_t n = layers < 0 ? 0 : layers > ND_MAX_LAYERS ? ND_MAX_LAYERS : (size_t)layers;
+    memcpy(storage->recompute, from->recompute, n);
+    memcpy(storage->offload, from->offload, n);
+    memcpy(storage->ops, from->ops, n);
+  }
+  dst->layers = storage;
 }
 
 static const char *const op_names[ND_OP_COUNT] = {"attn_core", "norms", "act", "mla_up",
@@ -456,11 +471,11 @@ static int resolve (nd_strategy *st, const nd_model_spec *m, const nd_job *job, 
                   (long long)st->tp * st->cp * st->dp_shard);
   if (st->reshard < 0 || st->reshard > 1) st->reshard = st->pp > 1 ? 0 : 1;
   if (resolve_layout(st, body, mtp, w) != 0) return -1;
-  if (st->per_layer)
+  if (st->layers)
     for (s = 0; s < body + mtp; s++) {
-      if (st->layer_recompute[s] >= ND_RECOMPUTE_COUNT)
+      if (st->layers->recompute[s] >= ND_RECOMPUTE_COUNT)
         return refuse(w, ND_REFUSE_BOUNDS, "recompute: layer %d has an unknown mode", s);
-      if (st->layer_ops[s] >= ND_OP_MASKS)
+      if (st->layers->ops[s] >= ND_OP_MASKS)
         return refuse(w, ND_REFUSE_BOUNDS, "recompute: layer %d has unknown selective switches", s);
     }
   return 0;

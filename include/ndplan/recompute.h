@@ -16,7 +16,7 @@
 /* Also let layers keep everything and offload it to host memory (with an offload share of
    0): a stage's first layers, while the copies hide behind the stage's compute. */
 #define ND_PLAN_OFFLOAD (1u << ND_RECOMPUTE_COUNT)
-/* Also let each selective layer take its own set of switches (strategy layer_ops): every set
+/* Also let each selective layer take its own set of switches (nd_layer_plan.ops): every set
    on its kind's Pareto front of (bytes, seconds), chosen per layer by a bucket DP, on stages
    of up to 256 layers. Not with an offload share or per-layer offload whose copies the stage
    must hide. */
@@ -32,14 +32,17 @@ typedef struct nd_recompute_plan {
                                            choice (all full when full is allowed) */
   int failed_stage;                     /* -1, or the first stage that cannot fit */
   double offload_bytes[ND_MAX_LAYERS];  /* per layer: bytes per micro-batch sent to host */
+  nd_layer_plan layers;                 /* the plan chosen: st->layers points here */
 } nd_recompute_plan;
 
 /*
 ** Chooses st's per-layer recompute modes among `modes` so that every stage's peak stays
 ** within `budget` bytes, each stage spending the least recompute time; on success st holds
-** the plan (per_layer = 1), out its estimate, and 0 is returned. Returns -1 with a reason
-** in err when the strategy is refused or a stage cannot fit even with its least-memory
-** choice ("over memory: ...", plan->failed_stage set).
+** the plan (st->layers = &plan->layers: st reads it while plan lives), out its estimate,
+** and 0 is returned. A plan st had is replaced. Returns -1 with a reason in err when the
+** strategy is refused or a stage cannot fit even with its least-memory choice ("over
+** memory: ...", plan->failed_stage set); st is then as given (plan->layers is rewritten
+** either way: st's own plan may be there).
 */
 int nd_recompute_plan_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                            nd_strategy *st, const nd_costs *costs, double budget,
@@ -65,25 +68,23 @@ int nd_recompute_plan_run_ws (const nd_model_spec *m, const nd_device *dev,
 /*
 ** The recompute Megatron-LM can state (engine/core/recompute_megatron.c): selective on every
 ** layer, full on every layer, or full on the first N layers of each stage (of each chunk
-** with VPP), the fastest that fits `budget` bytes on the strategy's own layout. On success
-** st holds it (per_layer for block N), out its estimate, *method one of ND_MEGATRON_*,
-** *num_layers N (1 for uniform, 0 otherwise); returns 0. Returns -1 with the reason in err
-** when the strategy is refused, its schedule has no Megatron flag, or no form fits ("over
-** memory: ...").
+** with VPP), the fastest that fits `budget` bytes on the strategy's own layout.
 */
 enum { ND_MEGATRON_NONE, ND_MEGATRON_SELECTIVE, ND_MEGATRON_UNIFORM, ND_MEGATRON_BLOCK };
-/* *method when it returns -1: no form fits the budget (over memory), or another refusal */
+/* choice->method when a choice returns -1: no form fits the budget (over memory), or
+   another refusal */
 #define ND_MEGATRON_OVER (-1)
 #define ND_MEGATRON_REFUSED (-2)
 
 /*
 ** A Megatron form on st's own layout: ND_MEGATRON_NONE, _SELECTIVE, _UNIFORM as whole-model
-** modes; ND_MEGATRON_BLOCK full on the first n layers of each stage (each chunk with VPP) of
-** st's resolved layout. Returns the largest group's layers, or -1 with the reason when st
-** does not resolve.
+** modes (st->layers = NULL); ND_MEGATRON_BLOCK full on the first n layers of each stage
+** (each chunk with VPP) of st's resolved layout, written into `layers` (the caller's
+** storage; st->layers = layers). Returns the largest group's layers, or -1 with the reason
+** when st does not resolve (or a block form has no storage).
 */
 int nd_megatron_form (const nd_model_spec *m, const nd_job *job, nd_strategy *st, int method,
-                      int n, char *err, size_t errlen);
+                      int n, nd_layer_plan *layers, char *err, size_t errlen);
 
 /* What nd_recompute_megatron_choose chose, and the least-memory form it priced. */
 typedef struct nd_megatron_choice {
@@ -92,22 +93,38 @@ typedef struct nd_megatron_choice {
   int priced;               /* estimates made on the given layout */
   int least_method, least_num_layers;
   double least_peak;        /* bytes: the lowest peak of any form priced */
+  nd_layer_plan layers;     /* block N's plan: the chosen st->layers points here */
 } nd_megatron_choice;
 
 /*
-** nd_recompute_megatron_run's choice, in the order none, selective, uniform, block (ties:
-** the first; as fast: the lighter). With balance (vpp 1, not dualpipe), every form that fits
-** the given layout is balanced on its own (nd_layout_balance_megatron) and the fastest
-** balanced one wins. Returns 0, or -1 with the reason (choice->least_* still set).
+** The choice, in the order none, selective, uniform, block (ties: the first; as fast: the
+** lighter). On success st holds it (a block form's plan in choice->layers), out its
+** estimate, choice->method one of ND_MEGATRON_*, num_layers N (1 for uniform, 0 otherwise);
+** returns 0. Returns -1 with the reason in err (choice->least_* still set) when the
+** strategy is refused, its schedule has no Megatron flag, or no form fits ("over memory:
+** ...", ND_MEGATRON_OVER). With balance (vpp 1, not dualpipe), every form that fits the
+** given layout is balanced on its own (nd_layout_balance_megatron) and the fastest balanced
+** one wins.
 */
 int nd_recompute_megatron_choose (const nd_model_spec *m, const nd_device *dev,
                                   const nd_job *job, nd_strategy *st, const nd_costs *costs,
                                   double budget, int balance, nd_estimate *out,
                                   nd_megatron_choice *choice, char *err, size_t errlen);
 
-int nd_recompute_megatron_run (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
-                               nd_strategy *st, const nd_costs *costs, double budget,
-                               nd_estimate *out, int *method, int *num_layers, char *err,
-                               size_t errlen);
+/*
+** The same with the choice's tables (its strategies, plans and estimates, about 250 KB) kept
+** in `ws` between runs: a search chooses per candidate, one workspace per thread
+** (nd_megatron_ws_new; NULL: out of memory). Its estimates go through pc when given
+** (nd_megatron_ws_cache: kept by the caller, freed after ws's last run; NULL: none).
+*/
+typedef struct nd_megatron_ws nd_megatron_ws;
+nd_megatron_ws *nd_megatron_ws_new (void);
+void nd_megatron_ws_free (nd_megatron_ws *ws);
+void nd_megatron_ws_cache (nd_megatron_ws *ws, nd_price_cache *pc);
+int nd_recompute_megatron_choose_ws (const nd_model_spec *m, const nd_device *dev,
+                                     const nd_job *job, nd_strategy *st, const nd_costs *costs,
+                                     double budget, int balance, nd_estimate *out,
+                                     nd_megatron_choice *choice, nd_megatron_ws *ws,
+                                     char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,8 @@
 /*
 ** ndplan/strategy.h -- one parallel strategy: the degrees of every dimension, the
 ** micro-batching, the pipeline schedule and layout, recompute, offload and precision.
-** Plain data, copied freely; nd_strategy_validate refuses what cannot run, with a reason.
+** Plain data, copied freely (about 1 KB: a per-layer plan is referenced, not held);
+** nd_strategy_check refuses what cannot run, with a reason.
 */
 #ifndef NDPLAN_STRATEGY_H
 #define NDPLAN_STRATEGY_H
@@ -68,6 +69,19 @@ enum {
 #define ND_OP_BIT(op) (1u << (op))
 #define ND_OP_MASKS (1 << ND_OP_COUNT)  /* every set of switches, as a mask */
 
+/*
+** A per-layer plan: each layer's recompute mode, host offload and selective switches, body
+** then MTP layers. Optional: a strategy without one (nd_strategy.layers NULL) runs its
+** whole-model mode on every layer.
+*/
+typedef struct nd_layer_plan {
+  unsigned char recompute[ND_MAX_LAYERS];  /* each layer's nd_recompute */
+  unsigned char offload[ND_MAX_LAYERS];    /* 1 = the layer's kept activations of waiting
+                                              micro-batches are in host memory */
+  unsigned char ops[ND_MAX_LAYERS];        /* a selective layer's own switches (ND_OP_BIT
+                                              mask); 0 = selective_ops */
+} nd_layer_plan;
+
 typedef struct nd_strategy {
   int dp, tp, pp, vpp, cp, ep, etp;  /* degrees; vpp = model chunks per stage */
   int sp;                  /* sequence parallel (activations outside TP regions split by tp) */
@@ -87,14 +101,17 @@ typedef struct nd_strategy {
   int mbs;                 /* micro-batch size (sequences) */
   int mb;                  /* micro-batches per step per pipeline; 0 = from the global batch */
   nd_schedule schedule;
-  nd_recompute recompute;  /* whole-model mode, used when per_layer is 0 */
+  nd_recompute recompute;  /* whole-model mode, used when layers is NULL */
   unsigned selective_ops;  /* ND_OP_BIT mask of what "selective" repeats (attn_core) */
-  int per_layer;           /* 1: layer_recompute[] gives each layer's mode */
-  unsigned char layer_recompute[ND_MAX_LAYERS];
-  unsigned char layer_offload[ND_MAX_LAYERS];  /* per_layer: 1 = the layer's kept activations
-                                                  of waiting micro-batches are in host memory */
-  unsigned char layer_ops[ND_MAX_LAYERS];  /* per_layer: a selective layer's own switches
-                                              (ND_OP_BIT mask); 0 = selective_ops */
+  /* The per-layer plan, or NULL: the whole-model mode. Borrowed, never owned: it points at
+     storage its maker keeps (a binding's userdata, a planner's nd_recompute_plan or
+     nd_megatron_choice, a search worker's scratch), which must outlive every use of the
+     strategy. A struct copy shares the plan, and no code writes a plan through a strategy
+     (hence const): code that changes one writes storage of its own and points its
+     strategy there (nd_strategy_own_plan). Resolve and the estimators only read it; a
+     planner run into the same storage again (the same nd_recompute_plan) changes what every
+     strategy pointing there reads, so a plan kept past the next run is copied first. */
+  const nd_layer_plan *layers;
   double offload;          /* share (0..1) of the activations a stage holds for micro-batches
                               not being computed that wait in host memory instead */
   nd_recipe_id precision;  /* the training recipe (ndplan/precision.h) */
@@ -127,6 +144,14 @@ typedef struct nd_job {
 } nd_job;
 
 void nd_strategy_init (nd_strategy *st);
+
+/*
+** dst = src, with src's per-layer plan (if any) copied into `storage` (the first `layers`
+** entries of each table: the model's body+MTP layers) and dst pointed at it, so that dst
+** no longer shares the plan src reads. storage may be src's own plan (nothing is copied).
+*/
+void nd_strategy_own_plan (nd_strategy *dst, const nd_strategy *src, nd_layer_plan *storage,
+                           int layers);
 
 /* The job's counts, before any narrowing: each at least 1 and at most its ND_MAX_* bound.
    Returns 0, or -1 with a one-line reason naming the field. */

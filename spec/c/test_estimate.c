@@ -80,6 +80,7 @@ int main (void) {
     static nd_model_spec m;
     static nd_device d;
     static nd_strategy u, pl;
+    static nd_layer_plan modes;
     static nd_estimate a, b;
     nd_job job = {16, 128, 4096};
     int k, mode;
@@ -95,8 +96,8 @@ int main (void) {
         if (k == 2) { u.precision = ND_RECIPE_FP8_DELAYED; u.bf16_first = 2; u.bf16_last = 3; }
         if (k == 3) u.schedule = ND_SCHED_DUALPIPE;
         pl = u;
-        pl.per_layer = 1;
-        for (i = 0; i < 32; i++) pl.layer_recompute[i] = (unsigned char)mode;
+        pl.layers = &modes;
+        for (i = 0; i < 32; i++) modes.recompute[i] = (unsigned char)mode;
         m.kinds.count = 0;  /* numbered per call */
         CHECK(nd_estimate_run(&m, &d, &job, &u, &c, &a, err, sizeof err) == 0, "%s: %s", what, err);
         nd_model_number_kinds(&m);

@@ -7,7 +7,7 @@
 **    stage_need is each stage's all-full peak;
 **  - the plan it returns, priced again by nd_estimate_run, gives the same figures, and its
 **    stage savings are the recompute time it saves against all full, per step;
-**  - nd_recompute_megatron_run is the fastest fitting of the forms Megatron can state, each
+**  - nd_recompute_megatron_choose is the fastest fitting of the forms Megatron can state, each
 **    built by nd_megatron_form and priced here.
 */
 #include <math.h>
@@ -28,6 +28,7 @@ typedef struct world {
   nd_job job;
   nd_costs c;
   nd_strategy base;
+  nd_layer_plan assigned;  /* the plan of the assignment being priced */
   double peak[COMBOS], step[COMBOS];
 } world;
 
@@ -45,11 +46,12 @@ static void setup (world *w) {
 }
 
 /* The strategy of assignment `code` (base 3 digits, layer 0 first). */
-static void assign (const world *w, int code, nd_strategy *st) {
+static void assign (world *w, int code, nd_strategy *st) {
   int i;
   *st = w->base;
-  st->per_layer = 1;
-  for (i = 0; i < LAYERS; i++, code /= 3) st->layer_recompute[i] = (unsigned char)(code % 3);
+  memset(&w->assigned, 0, sizeof w->assigned);
+  st->layers = &w->assigned;
+  for (i = 0; i < LAYERS; i++, code /= 3) w->assigned.recompute[i] = (unsigned char)(code % 3);
 }
 
 static int cmp_double (const void *a, const void *b) {
@@ -89,7 +91,7 @@ static void check_plans (world *w) {
     CHECK(e.peak <= budget, "budget %.0f: the plan peaks at %.0f", budget, e.peak);
     CHECK(fabs(e.step_time - best) <= 1e-9 * best, "budget %.0f: plan %.9f s, brute force "
           "%.9f s", budget, e.step_time, best);
-    CHECK(st.per_layer == 1 && plan.failed_stage == -1, "a per-layer plan");
+    CHECK(st.layers == &plan.layers && plan.failed_stage == -1, "a per-layer plan");
     /* priced again as it stands: the same run */
     CHECK(nd_estimate_run(&w->m, &w->d, &w->job, &st, &w->c, &again, err, sizeof err) == 0
           && again.step_time == e.step_time && again.peak == e.peak,
@@ -118,6 +120,7 @@ static void check_plans (world *w) {
    step times, in the order none, selective, uniform, block 1..n. */
 static int megatron_forms (world *w, double *peak, double *step, int *method_of) {
   static nd_estimate e;
+  static nd_layer_plan block;
   nd_strategy st;
   char err[256];
   int method, n, k = 0, most = LAYERS;
@@ -125,8 +128,10 @@ static int megatron_forms (world *w, double *peak, double *step, int *method_of)
     for (n = method == ND_MEGATRON_BLOCK; n <= (method == ND_MEGATRON_BLOCK ? most : 0); n++) {
       int largest;
       st = w->base;
-      largest = nd_megatron_form(&w->m, &w->job, &st, method, n, err, sizeof err);
+      largest = nd_megatron_form(&w->m, &w->job, &st, method, n, &block, err, sizeof err);
       CHECK(largest >= 0, "form %d n %d: %s", method, n, err);
+      CHECK((st.layers == &block) == (method == ND_MEGATRON_BLOCK), "form %d: a plan only for "
+            "block", method);
       if (method == ND_MEGATRON_BLOCK && n == 1) most = largest;  /* N up to a stage's layers */
       if (nd_estimate_run(&w->m, &w->d, &w->job, &st, &w->c, &e, err, sizeof err) != 0) {
         CHECK(0, "form %d n %d priced: %s", method, n, err);
@@ -139,10 +144,11 @@ static int megatron_forms (world *w, double *peak, double *step, int *method_of)
   return k;
 }
 
-/* nd_recompute_megatron_run at budgets between the forms' distinct peaks: the fastest form
-   that fits. */
+/* nd_recompute_megatron_choose at budgets between the forms' distinct peaks: the fastest
+   form that fits. */
 static void check_megatron (world *w) {
   static nd_estimate got;
+  static nd_megatron_choice mc;
   double peak[LAYERS + 3], step[LAYERS + 3], sorted[LAYERS + 3];
   int method_of[LAYERS + 3], n = megatron_forms(w, peak, step, method_of), i, k, chosen = 0;
   memcpy(sorted, peak, sizeof peak);
@@ -151,24 +157,24 @@ static void check_megatron (world *w) {
     double budget = i + 1 < n ? (sorted[i] + sorted[i + 1]) / 2 : sorted[i] * 1.001, best = HUGE_VAL;
     nd_strategy st = w->base;
     char err[256];
-    int method, num;
     if (i + 1 < n && sorted[i + 1] - sorted[i] <= 1e6) continue;
     for (k = 0; k < n; k++) if (peak[k] <= budget && step[k] < best) best = step[k];
-    CHECK(nd_recompute_megatron_run(&w->m, &w->d, &w->job, &st, &w->c, budget, &got, &method,
-                                    &num, err, sizeof err) == 0, "budget %.0f: %s", budget, err);
+    CHECK(nd_recompute_megatron_choose(&w->m, &w->d, &w->job, &st, &w->c, budget, 0, &got, &mc,
+                                       err, sizeof err) == 0, "budget %.0f: %s", budget, err);
     CHECK(got.peak <= budget && got.step_time == best, "budget %.0f: form %d n %d at %.9f s, "
-          "the fastest fitting %.9f s", budget, method, num, got.step_time, best);
-    chosen |= 1 << method;
+          "the fastest fitting %.9f s", budget, mc.method, mc.num_layers, got.step_time, best);
+    CHECK((st.layers == &mc.layers) == (mc.method == ND_MEGATRON_BLOCK),
+          "budget %.0f: the plan in the choice for block only", budget);
+    chosen |= 1 << mc.method;
   }
   CHECK(chosen & (1 << ND_MEGATRON_BLOCK), "some budget takes a block form (%#x)",
         (unsigned)chosen);
   {  /* under every form: over memory */
     nd_strategy st = w->base;
     char err[256];
-    int method, num;
-    CHECK(nd_recompute_megatron_run(&w->m, &w->d, &w->job, &st, &w->c, sorted[0] * 0.99, &got,
-                                    &method, &num, err, sizeof err) != 0
-          && method == ND_MEGATRON_OVER, "under every form: %s", err);
+    CHECK(nd_recompute_megatron_choose(&w->m, &w->d, &w->job, &st, &w->c, sorted[0] * 0.99, 0,
+                                       &got, &mc, err, sizeof err) != 0
+          && mc.method == ND_MEGATRON_OVER, "under every form: %s", err);
   }
 }
 

@@ -381,7 +381,7 @@ static void check_per_layer_round_trip (const nd_model_spec *m, const nd_device 
       CHECK(0, "row %llu: planned again: %s", r->index, err);
       continue;
     }
-    CHECK(st->per_layer && same_figures(r, e), "row %llu: planned again %.9g s %.9g B, the "
+    CHECK(st->layers == &plan->layers && same_figures(r, e), "row %llu: planned again %.9g s %.9g B, the "
           "row %.9g s %.9g B", r->index, e->step_time, e->peak, r->step_time, r->peak);
     *given = *st;  /* the plan as a caller passes it back */
     if (nd_estimate_run(m, d, job, given, &costs, again, err, sizeof err) != 0)
@@ -389,7 +389,7 @@ static void check_per_layer_round_trip (const nd_model_spec *m, const nd_device 
     else
       CHECK(same_figures(r, again), "row %llu: the plan priced as given %.9g s, the row %.9g s",
             r->index, again->step_time, r->step_time);
-    for (k = 0; k < n; k++) modes |= 1 << st->layer_recompute[k];
+    for (k = 0; k < n; k++) modes |= 1 << st->layers->recompute[k];
     mixed += (modes & (modes - 1)) != 0;  /* more than one mode */
     checked++;
   }

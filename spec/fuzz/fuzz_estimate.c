@@ -271,7 +271,8 @@ static void make_costs (rd *r, nd_costs *c) {
 }
 
 /* A strategy and the job it runs; degrees mostly chosen to divide what they must. */
-static void make_strategy (rd *r, const nd_model_spec *m, nd_strategy *st, nd_job *job) {
+static void make_strategy (rd *r, const nd_model_spec *m, nd_strategy *st, nd_layer_plan *pl,
+                           nd_job *job) {
   int body = (int)m->num_layers, total = (int)(m->num_layers + m->mtp_layers), i;
   long long devices;
   nd_strategy_init(st);
@@ -305,11 +306,12 @@ static void make_strategy (rd *r, const nd_model_spec *m, nd_strategy *st, nd_jo
   st->recompute = (nd_recompute)range(r, 0, ND_RECOMPUTE_COUNT - 1);
   if ((u8(r) & 3) == 0) {
     unsigned run = u8(r);
-    st->per_layer = 1;
+    memset(pl, 0, sizeof *pl);
+    st->layers = pl;
     for (i = 0; i < total; i++)
-      st->layer_recompute[i] = (unsigned char)(run & 1 ? (i * 7 + run) % 3 : u8(r) % 3);
+      pl->recompute[i] = (unsigned char)(run & 1 ? (i * 7 + run) % 3 : u8(r) % 3);
     if (run & 2)  /* selective layers with their own switch sets */
-      for (i = 0; i < total; i++) st->layer_ops[i] = (unsigned char)(u8(r) % ND_OP_MASKS);
+      for (i = 0; i < total; i++) pl->ops[i] = (unsigned char)(u8(r) % ND_OP_MASKS);
   }
   if (u8(r) & 1) st->selective_ops = (unsigned)(u8(r) % ND_OP_MASKS);
   switch (u8(r) & 3) {
@@ -352,7 +354,8 @@ static void violated (const char *what, double a, double b, const nd_strategy *s
   fprintf(stderr, "fuzz_estimate: %s (%.17g vs %.17g); dp %d tp %d pp %d vpp %d cp %d ep %d "
           "etp %d zero %d mbs %d mb %d schedule %d recompute %d per_layer %d offload %g\n",
           what, a, b, st->dp, st->tp, st->pp, st->vpp, st->cp, st->ep, st->etp, st->zero,
-          st->mbs, st->mb, (int)st->schedule, (int)st->recompute, st->per_layer, st->offload);
+          st->mbs, st->mb, (int)st->schedule, (int)st->recompute, st->layers != NULL,
+          st->offload);
   abort();
 }
 
@@ -412,8 +415,10 @@ static void check (const nd_estimate *e, const nd_strategy *st) {
 
 static nd_model_spec model;        /* large (layer arrays): static, not on the stack */
 static nd_strategy strategy, work;
+static nd_layer_plan strategy_plan;  /* the strategy's per-layer plan, when it has one */
 static nd_estimate est, planned, full, none;
 static nd_recompute_plan plan;
+static nd_megatron_choice megatron;
 
 /* NDPLAN_FUZZ_STATS=1: how far the inputs got, printed at exit (is the harness useful?) */
 static unsigned long n_cases, n_models, n_devices, n_priced, n_planned;
@@ -457,7 +462,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   if (nd_device_validate(&dev, err, sizeof err) != 0) return 0;
   n_devices++;
   make_costs(&r, &costs);
-  make_strategy(&r, &model, &strategy, &job);
+  make_strategy(&r, &model, &strategy, &strategy_plan, &job);
   work = strategy;
   if (nd_estimate_run(&model, &dev, &job, &work, &costs, &est, err, sizeof err) != 0) return 0;
   n_priced++;
@@ -465,13 +470,13 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   /* the planner, under a budget between the whole-model full and none peaks (a little
      beyond both, so that some plans cannot fit and some need no recompute) */
   work = strategy;
-  work.per_layer = 0;
+  work.layers = NULL;
   work.recompute = ND_RECOMPUTE_FULL;
   if (nd_estimate_run(&model, &dev, &job, &work, &costs, &full, err, sizeof err) != 0)
     violated("whole-model full recompute refused where the strategy was priced", 0, 0, &work);
   check(&full, &work);
   work = strategy;
-  work.per_layer = 0;
+  work.layers = NULL;
   work.recompute = ND_RECOMPUTE_NONE;
   if (nd_estimate_run(&model, &dev, &job, &work, &costs, &none, err, sizeof err) != 0)
     violated("no recompute refused where the strategy was priced", 0, 0, &work);
@@ -481,20 +486,23 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   budget = 0.95 * full.peak + budget_share * (1.1 * none.peak - 0.95 * full.peak);
   {  /* the Megatron form: within the budget, none or full per layer, never faster than
         the best of the whole-model modes it includes when they fit */
-    int method = -1, n_layers = -1, i, total = (int)(model.num_layers + model.mtp_layers);
+    int i, total = (int)(model.num_layers + model.mtp_layers);
+    const nd_layer_plan *pl;
     work = strategy;
-    if (nd_recompute_megatron_run(&model, &dev, &job, &work, &costs, budget, &planned, &method,
-                                  &n_layers, err, sizeof err) == 0) {
+    if (nd_recompute_megatron_choose(&model, &dev, &job, &work, &costs, budget, 0, &planned,
+                                     &megatron, err, sizeof err) == 0) {
       check(&planned, &work);
       if (planned.peak > budget * (1.0 + 1e-9))
         violated("Megatron form over budget", planned.peak, budget, &work);
       if (full.peak <= budget && planned.step_time > full.step_time * (1.0 + 1e-9))
         violated("Megatron form slower than full recompute that fits", planned.step_time,
                  full.step_time, &work);
-      for (i = 0; work.per_layer && i < total; i++)
-        if (work.layer_recompute[i] == ND_RECOMPUTE_SELECTIVE || work.layer_ops[i]
-            || work.layer_offload[i])
-          violated("Megatron block form with a layer neither kept nor full", i, method, &work);
+      if (work.layers && work.layers != &megatron.layers)
+        violated("a Megatron form's plan outside the choice", 0, megatron.method, &work);
+      for (i = 0, pl = work.layers; pl && i < total; i++)
+        if (pl->recompute[i] == ND_RECOMPUTE_SELECTIVE || pl->ops[i] || pl->offload[i])
+          violated("Megatron block form with a layer neither kept nor full", i,
+                   megatron.method, &work);
     }
     else if (strstr(err, "internal error") != NULL) violated(err, budget, 0.0, &work);
     else if (full.peak <= budget && strncmp(err, "over memory", 11) == 0
@@ -519,7 +527,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   }
   n_planned++;
   check(&planned, &work);
-  if (!work.per_layer) violated("a plan without per-layer modes", 0, 0, &work);
+  if (work.layers != &plan.layers) violated("a plan without per-layer modes", 0, 0, &work);
   if (planned.peak > budget * (1.0 + 1e-9)) violated("plan over budget", planned.peak, budget, &work);
   if (strict && modes == ND_RECOMPUTE_ALL && full.peak <= budget
       && planned.step_time > full.step_time * (1.0 + 1e-9))
@@ -527,17 +535,18 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
              full.step_time, &work);
   {
     int i, n = (int)(model.num_layers + model.mtp_layers);
+    const nd_layer_plan *pl = &plan.layers;
     for (i = 0; i < n; i++)
-      if (!(modes & ND_RECOMPUTE_MASK(work.layer_recompute[i])))
-        violated("plan uses a mode not allowed", work.layer_recompute[i], modes, &work);
-      else if (work.layer_ops[i] && (!(modes & ND_PLAN_VARIANTS)
-                                     || work.layer_recompute[i] != ND_RECOMPUTE_SELECTIVE))
+      if (!(modes & ND_RECOMPUTE_MASK(pl->recompute[i])))
+        violated("plan uses a mode not allowed", pl->recompute[i], modes, &work);
+      else if (pl->ops[i] && (!(modes & ND_PLAN_VARIANTS)
+                              || pl->recompute[i] != ND_RECOMPUTE_SELECTIVE))
         violated("own switches on a layer that variants were not allowed for, or not selective",
-                 work.layer_ops[i], modes, &work);
-      else if (work.layer_offload[i] && (!(modes & ND_PLAN_OFFLOAD)
-                                         || work.layer_recompute[i] != ND_RECOMPUTE_NONE))
+                 pl->ops[i], modes, &work);
+      else if (pl->offload[i] && (!(modes & ND_PLAN_OFFLOAD)
+                                  || pl->recompute[i] != ND_RECOMPUTE_NONE))
         violated("an offloaded layer that offload was not allowed for, or recomputed",
-                 work.layer_recompute[i], modes, &work);
+                 pl->recompute[i], modes, &work);
   }
   return 0;
 }
