@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L  /* pthreads */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,11 @@ typedef struct slot {
   double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
   unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
   unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
+  /* with workers (w->mu): the threads pricing its entries, the one that took it from the
+     front, any that joined it from the back (each keeps to neighbouring entries, whose
+     prices its caches hold) */
+  atomic_ullong left;                  /* the entries left: [low 32 bits, high 32 bits) */
+  int active;                          /* threads pricing it */
 } slot;
 
 /* The innermost loops' values at one (tp, dp): shape_of. */
@@ -274,7 +280,7 @@ typedef struct walker {
   slot node_counts;                    /* walk_skips_node's counts of one sub-tree */
   int chunk, nslots, threads;
   slot *slots;
-  unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
+  unsigned long long filled, delivered;  /* chunk sequence numbers */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
   nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
@@ -378,7 +384,7 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
   return out_of_memory(err) ? ND_REFUSE_NO_MEMORY : ND_REFUSE_BOUNDS;
 }
 
-/* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
+/* What one pricing thread keeps: its own scratch, so the threads price concurrently. */
 typedef struct worker_scratch {
   nd_strategy st;          /* pricing (its plan, when priced with one: plan or mc below) */
   nd_strategy chk;         /* the walk's checks */
@@ -391,6 +397,7 @@ typedef struct worker_scratch {
   nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
                                        (NULL: none; the layer prices depend on the recipe) */
   tree tree;               /* the nodes it walks */
+  slot part;               /* its share of a chunk others price too: rows and counts */
 } worker_scratch;
 
 /* The recipes the walk takes (ascending nd_recipe_id), into out; their count. */
@@ -451,6 +458,15 @@ static worker_scratch *new_scratch (const walker *w) {
   }
   nd_recompute_ws_cache(ws->rws, ws->pc);
   nd_megatron_ws_cache(ws->mws, ws->pc);
+  memset(&ws->part, 0, sizeof ws->part);
+  ws->part.rows_cap = w->chunk;
+  if (!(ws->part.rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *ws->part.rows))) {
+    nd_recompute_ws_free(ws->rws);
+    nd_megatron_ws_free(ws->mws);
+    nd_price_cache_free(ws->pc);
+    free(ws);
+    return NULL;
+  }
   if (!p->exhaustive) new_bounds(w, ws->bound);  /* NULL (a model the bounds do not
                                                     cover): every candidate is priced */
   return ws;
@@ -462,6 +478,7 @@ static void free_scratch (worker_scratch *ws) {
   nd_megatron_ws_free(ws->mws);
   nd_price_cache_free(ws->pc);
   free_bounds(ws->bound);
+  free(ws->part.rows);
   free(ws);
 }
 
@@ -542,37 +559,155 @@ static int process_one (walker *w, slot *s, worker_scratch *ws, nd_candidate *c,
 
 static int walk_node (walker *w, slot *s, worker_scratch *ws, int i);
 
-/* Prices one chunk; uses only its own scratch, so workers run it concurrently. */
-static void price_slot (walker *w, slot *s, worker_scratch *ws) {
-  int i;
+/* Zeroes a slot's (or a part's) rows and counts. */
+static void clear_counts (slot *s) {
   s->priced = 0;
   memset(s->late, 0, sizeof s->late);
   s->equivalent = s->pruned_time = s->pruned_memory = 0;
   s->skipped_time = s->skipped_memory = 0;
+}
+
+/* Entry i of slot s, priced into s. 0, or -1 to stop. */
+static int price_entry (walker *w, slot *s, worker_scratch *ws, int i) {
+  return (s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
+       : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]);
+}
+
+/* Prices one chunk on the walking thread alone (-j 1). */
+static void price_slot (walker *w, slot *s, worker_scratch *ws) {
+  int i;
+  clear_counts(s);
   for (i = 0; i < s->n; i++)
-    if ((s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
-        : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]))
-      break;
+    if (price_entry(w, s, ws, i)) break;
+}
+
+static int row_order (const void *a, const void *b) {
+  unsigned long long x = ((const nd_search_row *)a)->index, y = ((const nd_search_row *)b)->index;
+  return x < y ? -1 : x > y;
+}
+
+/* Whether a slot's rows are in walk order (parts taken from the back are not). */
+static int in_walk_order (const slot *s) {
+  int i;
+  for (i = 1; i < s->priced; i++) if (s->rows[i - 1].index > s->rows[i].index) return 0;
+  return 1;
+}
+
+/* Adds a thread's part to its slot (w->mu held): the counts, and its rows after the slot's
+   (handed over whole when the slot has none), put in walk order when the last is in. */
+static void merge_part (slot *s, slot *part) {
+  int r;
+  for (r = 0; r < ND_REFUSE_COUNT; r++) s->late[r] += part->late[r];
+  s->equivalent += part->equivalent;
+  s->pruned_time += part->pruned_time;
+  s->pruned_memory += part->pruned_memory;
+  s->skipped_time += part->skipped_time;
+  s->skipped_memory += part->skipped_memory;
+  if (part->priced == 0) return;
+  if (s->priced == 0) {  /* the buffers swapped: no copy */
+    nd_search_row *rows = s->rows;
+    int cap = s->rows_cap;
+    s->rows = part->rows; s->rows_cap = part->rows_cap; s->priced = part->priced;
+    part->rows = rows; part->rows_cap = cap;
+    return;
+  }
+  if (s->priced + part->priced > s->rows_cap) {
+    int cap = s->priced + part->priced;
+    nd_search_row *rows = (nd_search_row *)realloc(s->rows, (size_t)cap * sizeof *rows);
+    if (!rows) { s->late[ND_REFUSE_NO_MEMORY] += (unsigned long long)part->priced; return; }
+    s->rows = rows;
+    s->rows_cap = cap;
+  }
+  memcpy(s->rows + s->priced, part->rows, (size_t)part->priced * sizeof *part->rows);
+  s->priced += part->priced;
+}
+
+/* The next entry of s to price, from the front or the back of those left, or -1. */
+static int next_entry (slot *s, int back) {
+  unsigned long long r = atomic_load(&s->left), next;
+  unsigned lo, hi;
+  do {
+    lo = (unsigned)(r & 0xffffffffu);
+    hi = (unsigned)(r >> 32);
+    if (lo >= hi) return -1;
+    next = back ? (unsigned long long)(hi - 1) << 32 | lo : (unsigned long long)hi << 32 | (lo + 1);
+  } while (!atomic_compare_exchange_weak(&s->left, &r, next));
+  return (int)(back ? hi - 1 : lo);
+}
+
+static int entries_left (slot *s) {
+  unsigned long long r = atomic_load(&s->left);
+  return (unsigned)(r & 0xffffffffu) < (unsigned)(r >> 32);
+}
+
+/*
+** Prices entries of slot s on this thread (w->mu held, the thread counted in s->active),
+** from the front or the back of those left, into the thread's part, then adds the part to
+** the slot; the last thread out marks the chunk done. Returns with w->mu held.
+*/
+static void price_part (walker *w, slot *s, worker_scratch *ws, int back) {
+  slot *part = &ws->part;
+  int i;
+  part->cand = s->cand; part->index = s->index; part->flag = s->flag; part->n = s->n;
+  part->time_cut = s->time_cut; part->over_cut = s->over_cut;
+  clear_counts(part);
+  pthread_mutex_unlock(&w->mu);
+  while ((i = next_entry(s, back)) >= 0)
+    if (price_entry(w, part, ws, i)) { atomic_store(&s->left, 0); break; }  /* stop */
+  pthread_mutex_lock(&w->mu);
+  merge_part(s, part);
+  if (--s->active > 0) return;
+  if (!in_walk_order(s)) qsort(s->rows, (size_t)s->priced, sizeof *s->rows, row_order);
+  s->state = SLOT_DONE;
+  /* the walk waits for the oldest chunk in flight alone (deliver_oldest) */
+  if (s == &w->slots[w->delivered % (unsigned long long)w->nslots])
+    pthread_cond_signal(&w->done_cv);
+}
+
+/*
+** A chunk for a thread to price (w->mu held), the thread counted in its active ones, or
+** NULL: the oldest in flight while some of its entries are left (delivery waits for it),
+** else the oldest no thread has taken, else the oldest with entries left. *back: whether
+** the thread joins it (from the back of its entries). A chunk of costly plans is so shared
+** by the threads instead of holding up the ones after it.
+*/
+static slot *work_for (walker *w, int *back) {
+  unsigned long long k;
+  slot *s;
+  for (k = w->delivered; k < w->filled; k++) {
+    s = &w->slots[k % (unsigned long long)w->nslots];
+    if (s->state == SLOT_TAKEN && k == w->delivered && entries_left(s)) break;
+    if (s->state == SLOT_FILLED) {
+      s->state = SLOT_TAKEN;
+      clear_counts(s);
+      atomic_store(&s->left, (unsigned long long)s->n << 32);
+      s->active = 1;
+      *back = 0;
+      return s;
+    }
+  }
+  for (k = w->delivered; k < w->filled; k++) {
+    s = &w->slots[k % (unsigned long long)w->nslots];
+    if (s->state == SLOT_TAKEN && entries_left(s)) {
+      s->active++;
+      *back = 1;
+      return s;
+    }
+  }
+  return NULL;
 }
 
 static void *worker_main (void *arg) {
   walker *w = (walker *)arg;
   worker_scratch *ws = new_scratch(w);
   pthread_mutex_lock(&w->mu);
-  for (;;) {
-    slot *s;
-    while (!w->quit && w->taken == w->filled) pthread_cond_wait(&w->work_cv, &w->mu);
-    if (w->taken == w->filled) break;  /* quit with nothing left */
-    s = &w->slots[w->taken % (unsigned long long)w->nslots];
-    w->taken++;
-    s->state = SLOT_TAKEN;
-    pthread_mutex_unlock(&w->mu);
-    if (ws) price_slot(w, s, ws);
-    else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
-    pthread_mutex_lock(&w->mu);
-    if (!ws) w->status = ND_SEARCH_NO_MEMORY;
-    s->state = SLOT_DONE;
-    pthread_cond_broadcast(&w->done_cv);
+  if (!ws) w->status = ND_SEARCH_NO_MEMORY;  /* it prices nothing; the walk reports it */
+  while (ws) {
+    int back;
+    slot *s = work_for(w, &back);
+    if (s) price_part(w, s, ws, back);
+    else if (w->quit) break;
+    else pthread_cond_wait(&w->work_cv, &w->mu);
   }
   pthread_mutex_unlock(&w->mu);
   free_scratch(ws);
@@ -627,30 +762,26 @@ static int deliver_oldest (walker *w, int block) {
     pthread_mutex_lock(&w->mu);
     while (s->state != SLOT_DONE && block) pthread_cond_wait(&w->done_cv, &w->mu);
     done = s->state == SLOT_DONE;
+    if (done) w->delivered++;  /* under the lock: the workers read it (work_for) */
     pthread_mutex_unlock(&w->mu);
     if (!done) return 0;
   }
-  w->delivered++;
+  else w->delivered++;
   deliver(w, s);
   return 1;
 }
 
 /*
-** The walking thread is one of the -j threads: when it would wait, it prices the next
-** chunk no worker has taken yet. Returns 1 if it priced one.
+** The walking thread is one of the -j threads: when it would wait, it prices what a worker
+** would (work_for), the oldest chunk's entries left first. Returns 1 if it priced any.
 */
 static int help (walker *w) {
   slot *s;
+  int back;
   pthread_mutex_lock(&w->mu);
-  if (w->taken == w->filled) { pthread_mutex_unlock(&w->mu); return 0; }
-  s = &w->slots[w->taken % (unsigned long long)w->nslots];
-  w->taken++;
-  s->state = SLOT_TAKEN;
-  pthread_mutex_unlock(&w->mu);
-  price_slot(w, s, w->inline_scratch);
-  pthread_mutex_lock(&w->mu);
-  s->state = SLOT_DONE;
-  pthread_cond_broadcast(&w->done_cv);
+  if (!w->inline_scratch || !(s = work_for(w, &back))) { pthread_mutex_unlock(&w->mu); return 0; }
+  pthread_cond_signal(&w->work_cv);  /* a waiting worker may join it */
+  price_part(w, s, w->inline_scratch, back);
   pthread_mutex_unlock(&w->mu);
   return 1;
 }
@@ -936,9 +1067,10 @@ static void drain (walker *w) {
       if (w->threads > 0) {
         pthread_mutex_lock(&w->mu);
         while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
+        w->delivered++;
         pthread_mutex_unlock(&w->mu);
       }
-      w->delivered++;
+      else w->delivered++;
     }
   }
   next_cuts(w);
