@@ -1,20 +1,17 @@
 /*
-** search.c -- the strategy space: bounds, the loop nest, refusal labels, and pricing on a
-** pool of threads with results delivered in walk order.
+** search.c -- the strategy space: bounds, the loop nest, refusal labels, and what a pricing
+** thread does with the entries of a chunk.
 **
 ** The calling thread walks the space and hands contiguous chunks of sub-trees (nodes: the
 ** candidates of one set of degrees down to ETP; with an admit hook or exhaustive, single
-** candidates) to the workers through a small ring of slots; a worker walks each node,
-** skipping what the lower bounds prune against the cuts the chunk was filled with (whole
-** sub-trees at once where they can), checks each candidate left (refusing what cannot run)
-** and prices the rest. Chunks come back strictly in the order they were filled, so the rows a caller
+** candidates) to the pricing threads (search_pool.c); a thread walks each node, skipping
+** what the lower bounds prune against the cuts the chunk was filled with (whole sub-trees at
+** once where they can), checks each candidate left (refusing what cannot run) and prices
+** the rest. Chunks come back strictly in the order they were filled, so the rows a caller
 ** sees, the counts and everything computed from them are the same for any -j. Only a
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */
-#define _POSIX_C_SOURCE 200809L  /* pthreads */
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +19,7 @@
 #include "ndplan/recompute.h"
 #include "ndplan/search.h"
 #include "search_bound.h"
-
-/* Chunks between a cut's delivery and the walk applying it: at least the slots in flight,
-   so the walk sees the same cuts at every -j (and prunes the same candidates). */
-#define CUT_LAG 16
+#include "search_walk.h"
 
 /* Layer-kind price groups a pricing thread keeps (nd_price_cache): candidates are priced in
    walk order, and the degrees the prices depend on change in the loops outside pp's, so
@@ -38,7 +32,6 @@
    8 MiB hold DeepSeek-V3's groups on 2,048 devices across the recompute passes: 1,706 ->
    1,268 M instructions for its search at -j 1, the process's peak 7.4 -> 15.6 MB. */
 #define BOUND_CACHE_BYTES ((size_t)1 << 23)
-
 
 static const char *const dim_names[ND_DIM_COUNT] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
@@ -113,9 +106,6 @@ void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
   b->mbs = (int)(job->global_batch < 1000000000 ? job->global_batch : 1000000000);
 }
 
-/* Values one loop can take: more than any 32-bit number has divisors (1536). */
-#define LOOP_MAX 1600
-
 /*
 ** The values one loop takes: the divisors of `of` (ascending) within [1, bound] when
 ** auto, or the listed values that divide `of` (a listed value over the bound is kept: the
@@ -188,116 +178,6 @@ static void load_candidate (nd_strategy *st, const nd_candidate *c, const nd_str
   /* the layout fields of the variant (resolution writes stage_layers from them) */
   nd_layout_variant(st, body, c->layout);
 }
-
-/* ---- the pool ------------------------------------------------------------------- */
-
-enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
-
-/* What the walk hands a worker for each candidate (slot.flag): what is left to do
-   (CAND_KIND bits), and what the walk found its lower bounds to say (CAND_BOUND bits: 0
-   not evaluated; else price it, or prune it by time or by memory once the checks keep it). */
-enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY, CAND_NODE, CAND_KIND = 3,
-       CAND_PRICE = 4, CAND_PRUNE_TIME = 8, CAND_PRUNE_MEMORY = 12, CAND_BOUND = 12 };
-/* A CAND_NODE entry stands for every candidate of one (recompute, tp, pp, cp, mbs, ep, etp)
-   (its sub-tree, walked by the worker: walk_node), from its index on; its other bits: */
-enum { NODE_SAME = 4, NODE_LONE = 8 };  /* walk_tail's same_as_none and lone */
-
-/* Verdicts of the lower bounds tail_sp keeps for one SP value's candidates (recipes x ZeRO
-   stages x shard groups; a larger tail is emitted with none). */
-#define VERDICTS 4096
-
-typedef struct slot {
-  int state, n;
-  nd_candidate *cand;
-  unsigned long long *index;
-  unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
-  nd_search_row *rows;
-  int priced, rows_cap;                /* rows[0..priced) of rows_cap */
-  double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
-  unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
-  unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
-  /* with workers (w->mu): the threads pricing its entries, the one that took it from the
-     front, any that joined it from the back (each keeps to neighbouring entries, whose
-     prices its caches hold) */
-  atomic_ullong left;                  /* the entries left: [low 32 bits, high 32 bits) */
-  int active;                          /* threads pricing it */
-} slot;
-
-/* The innermost loops' values at one (tp, dp): shape_of. */
-typedef struct tail_shape {
-  int rcv[ND_RECIPE_COUNT], nrc;       /* recipes */
-  const int *zv;                       /* ZeRO stages */
-  int nz, zmax, zok;                   /* zok: each within 0-3, and not too many pairs */
-  int hv[LOOP_MAX], nh, full;          /* shard groups (shard_groups) */
-  int walked[2];                       /* SP values */
-  int n;                               /* (ZeRO, shard group) pairs walked: */
-  int tz[VERDICTS], th[VERDICTS], tat[VERDICTS];  /* ZeRO, group index, verdict index */
-  int tg[VERDICTS];                    /* the group (base's resolved), per representative */
-  double tt[VERDICTS], tm[VERDICTS];   /* their bounds */
-  unsigned long long per;              /* candidates of one SP value in a tail */
-} tail_shape;
-
-/* One VPP value walked at a pp, with its layout variants and subtree's verdicts. */
-typedef struct vpp_entry {
-  int vpp, n, layout[ND_VARIANT_COUNT];  /* its layout variants */
-  int state[2], code[2];               /* subtree's TAIL_* by SP value (at one etp) */
-} vpp_entry;
-
-/*
-** What one thread needs to walk sub-trees: the walk's own (the VPP values and tail shapes
-** it counts nodes by; every candidate, when it emits them one by one) and each pricing
-** thread's (the nodes it walks: their checks and bounds against its slot's cuts).
-*/
-typedef struct tree {
-  struct worker_scratch *ws;           /* a pricing thread's (NULL: the walk's) */
-  slot *s;                             /* the slot whose node it walks: counts and rows */
-  double time_cut, over_cut;           /* that slot's cuts */
-  unsigned long long next;             /* the walk index of the node's next candidate */
-  nd_strategy rep;                     /* representatives (check_sp) */
-  nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
-  int pp, nv;                          /* vpps: the VPP values walked at pp */
-  vpp_entry vpps[LOOP_MAX];
-  tail_shape shape;                    /* of the tails at one (tp, dp) */
-  int shape_tp, shape_dp;              /* which (0: none yet) */
-  unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
-  int sv[LOOP_MAX];                    /* subtree's VPP values */
-  double st_t[LOOP_MAX];               /* and their time bounds */
-} tree;
-
-typedef struct walker {
-  const nd_search_params *p;
-  const nd_model_spec *m;
-  const nd_device *dev;
-  const nd_job *job;
-  const nd_costs *costs;
-  const nd_search_hooks *hooks;
-  nd_search_counts *counts;
-  nd_search_bounds b;
-  nd_strategy scratch;                 /* for the checks of the walk */
-  tree tree;                           /* the walk's */
-  int zv[LOOP_MAX], nz;                /* the ZeRO stages walked */
-  struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
-  slot node_counts;                    /* walk_skips_node's counts of one sub-tree */
-  int chunk, nslots, threads;
-  slot *slots;
-  unsigned long long filled, delivered;  /* chunk sequence numbers */
-  int status;                          /* ND_SEARCH_OK or why the walk stops */
-  int quit;
-  nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
-  nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
-  double time_cut, over_cut;           /* the cuts the walk applies now */
-  double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
-  /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
-  int twin;                            /* TWIN_* */
-  unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
-  unsigned long long fits_cap;         /* bytes of fits */
-  unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
-  int tail;                            /* nodes: the pricing threads walk each sub-tree
-                                          (not exhaustive, no admit hook) */
-  pthread_mutex_t mu;
-  pthread_cond_t work_cv, done_cv;
-  pthread_t *tids;
-} walker;
 
 static int check (const walker *w, nd_strategy *st, nd_candidate *c);
 static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd_candidate *c,
@@ -384,22 +264,6 @@ static int price_candidate (walker *w, int recompute, nd_strategy *st, nd_estima
   return out_of_memory(err) ? ND_REFUSE_NO_MEMORY : ND_REFUSE_BOUNDS;
 }
 
-/* What one pricing thread keeps: its own scratch, so the threads price concurrently. */
-typedef struct worker_scratch {
-  nd_strategy st;          /* pricing (its plan, when priced with one: plan or mc below) */
-  nd_strategy chk;         /* the walk's checks */
-  nd_estimate e;
-  nd_recompute_plan plan;  /* the per-layer planner's choice (its plan st reads) */
-  nd_megatron_choice mc;   /* the Megatron choice (a block form's plan st reads) */
-  nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
-  nd_megatron_ws *mws;     /* the Megatron choice's tables, likewise */
-  nd_price_cache *pc;      /* layer-kind prices shared by the candidates it prices */
-  nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
-                                       (NULL: none; the layer prices depend on the recipe) */
-  tree tree;               /* the nodes it walks */
-  slot part;               /* its share of a chunk others price too: rows and counts */
-} worker_scratch;
-
 /* The recipes the walk takes (ascending nd_recipe_id), into out; their count. */
 static int recipes_walked (const nd_search_params *p, int *out) {
   int i, n = 0;
@@ -436,7 +300,7 @@ static void free_bounds (nd_bound **b) {
   for (i = 0; i < ND_RECIPE_COUNT; i++) { nd_bound_free(b[i]); b[i] = NULL; }
 }
 
-static worker_scratch *new_scratch (const walker *w) {
+worker_scratch *nd_walk_new_scratch (const walker *w) {
   worker_scratch *ws = (worker_scratch *)malloc(sizeof *ws);
   const nd_search_params *p = w->p;
   if (!ws) return NULL;
@@ -472,7 +336,7 @@ static worker_scratch *new_scratch (const walker *w) {
   return ws;
 }
 
-static void free_scratch (worker_scratch *ws) {
+void nd_walk_free_scratch (worker_scratch *ws) {
   if (!ws) return;
   nd_recompute_ws_free(ws->rws);
   nd_megatron_ws_free(ws->mws);
@@ -555,280 +419,6 @@ static int process_one (walker *w, slot *s, worker_scratch *ws, nd_candidate *c,
   for (t = 0; t < ND_T_COUNT; t++) r->time_parts[t] = e->time_parts[t];
   r->key = e->step_time;
   return 0;
-}
-
-static int walk_node (walker *w, slot *s, worker_scratch *ws, int i);
-
-/* Zeroes a slot's (or a part's) rows and counts. */
-static void clear_counts (slot *s) {
-  s->priced = 0;
-  memset(s->late, 0, sizeof s->late);
-  s->equivalent = s->pruned_time = s->pruned_memory = 0;
-  s->skipped_time = s->skipped_memory = 0;
-}
-
-/* Entry i of slot s, priced into s. 0, or -1 to stop. */
-static int price_entry (walker *w, slot *s, worker_scratch *ws, int i) {
-  return (s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
-       : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]);
-}
-
-/* Prices one chunk on the walking thread alone (-j 1). */
-static void price_slot (walker *w, slot *s, worker_scratch *ws) {
-  int i;
-  clear_counts(s);
-  for (i = 0; i < s->n; i++)
-    if (price_entry(w, s, ws, i)) break;
-}
-
-static int row_order (const void *a, const void *b) {
-  unsigned long long x = ((const nd_search_row *)a)->index, y = ((const nd_search_row *)b)->index;
-  return x < y ? -1 : x > y;
-}
-
-/* Whether a slot's rows are in walk order (parts taken from the back are not). */
-static int in_walk_order (const slot *s) {
-  int i;
-  for (i = 1; i < s->priced; i++) if (s->rows[i - 1].index > s->rows[i].index) return 0;
-  return 1;
-}
-
-/* Adds a thread's part to its slot (w->mu held): the counts, and its rows after the slot's
-   (handed over whole when the slot has none), put in walk order when the last is in. */
-static void merge_part (slot *s, slot *part) {
-  int r;
-  for (r = 0; r < ND_REFUSE_COUNT; r++) s->late[r] += part->late[r];
-  s->equivalent += part->equivalent;
-  s->pruned_time += part->pruned_time;
-  s->pruned_memory += part->pruned_memory;
-  s->skipped_time += part->skipped_time;
-  s->skipped_memory += part->skipped_memory;
-  if (part->priced == 0) return;
-  if (s->priced == 0) {  /* the buffers swapped: no copy */
-    nd_search_row *rows = s->rows;
-    int cap = s->rows_cap;
-    s->rows = part->rows; s->rows_cap = part->rows_cap; s->priced = part->priced;
-    part->rows = rows; part->rows_cap = cap;
-    return;
-  }
-  if (s->priced + part->priced > s->rows_cap) {
-    int cap = s->priced + part->priced;
-    nd_search_row *rows = (nd_search_row *)realloc(s->rows, (size_t)cap * sizeof *rows);
-    if (!rows) { s->late[ND_REFUSE_NO_MEMORY] += (unsigned long long)part->priced; return; }
-    s->rows = rows;
-    s->rows_cap = cap;
-  }
-  memcpy(s->rows + s->priced, part->rows, (size_t)part->priced * sizeof *part->rows);
-  s->priced += part->priced;
-}
-
-/* The next entry of s to price, from the front or the back of those left, or -1. */
-static int next_entry (slot *s, int back) {
-  unsigned long long r = atomic_load(&s->left), next;
-  unsigned lo, hi;
-  do {
-    lo = (unsigned)(r & 0xffffffffu);
-    hi = (unsigned)(r >> 32);
-    if (lo >= hi) return -1;
-    next = back ? (unsigned long long)(hi - 1) << 32 | lo : (unsigned long long)hi << 32 | (lo + 1);
-  } while (!atomic_compare_exchange_weak(&s->left, &r, next));
-  return (int)(back ? hi - 1 : lo);
-}
-
-static int entries_left (slot *s) {
-  unsigned long long r = atomic_load(&s->left);
-  return (unsigned)(r & 0xffffffffu) < (unsigned)(r >> 32);
-}
-
-/*
-** Prices entries of slot s on this thread (w->mu held, the thread counted in s->active),
-** from the front or the back of those left, into the thread's part, then adds the part to
-** the slot; the last thread out marks the chunk done. Returns with w->mu held.
-*/
-static void price_part (walker *w, slot *s, worker_scratch *ws, int back) {
-  slot *part = &ws->part;
-  int i;
-  part->cand = s->cand; part->index = s->index; part->flag = s->flag; part->n = s->n;
-  part->time_cut = s->time_cut; part->over_cut = s->over_cut;
-  clear_counts(part);
-  pthread_mutex_unlock(&w->mu);
-  while ((i = next_entry(s, back)) >= 0)
-    if (price_entry(w, part, ws, i)) { atomic_store(&s->left, 0); break; }  /* stop */
-  pthread_mutex_lock(&w->mu);
-  merge_part(s, part);
-  if (--s->active > 0) return;
-  if (!in_walk_order(s)) qsort(s->rows, (size_t)s->priced, sizeof *s->rows, row_order);
-  s->state = SLOT_DONE;
-  /* the walk waits for the oldest chunk in flight alone (deliver_oldest) */
-  if (s == &w->slots[w->delivered % (unsigned long long)w->nslots])
-    pthread_cond_signal(&w->done_cv);
-}
-
-/*
-** A chunk for a thread to price (w->mu held), the thread counted in its active ones, or
-** NULL: the oldest in flight while some of its entries are left (delivery waits for it),
-** else the oldest no thread has taken, else the oldest with entries left. *back: whether
-** the thread joins it (from the back of its entries). A chunk of costly plans is so shared
-** by the threads instead of holding up the ones after it.
-*/
-static slot *work_for (walker *w, int *back) {
-  unsigned long long k;
-  slot *s;
-  for (k = w->delivered; k < w->filled; k++) {
-    s = &w->slots[k % (unsigned long long)w->nslots];
-    if (s->state == SLOT_TAKEN && k == w->delivered && entries_left(s)) break;
-    if (s->state == SLOT_FILLED) {
-      s->state = SLOT_TAKEN;
-      clear_counts(s);
-      atomic_store(&s->left, (unsigned long long)s->n << 32);
-      s->active = 1;
-      *back = 0;
-      return s;
-    }
-  }
-  for (k = w->delivered; k < w->filled; k++) {
-    s = &w->slots[k % (unsigned long long)w->nslots];
-    if (s->state == SLOT_TAKEN && entries_left(s)) {
-      s->active++;
-      *back = 1;
-      return s;
-    }
-  }
-  return NULL;
-}
-
-static void *worker_main (void *arg) {
-  walker *w = (walker *)arg;
-  worker_scratch *ws = new_scratch(w);
-  pthread_mutex_lock(&w->mu);
-  if (!ws) w->status = ND_SEARCH_NO_MEMORY;  /* it prices nothing; the walk reports it */
-  while (ws) {
-    int back;
-    slot *s = work_for(w, &back);
-    if (s) price_part(w, s, ws, back);
-    else if (w->quit) break;
-    else pthread_cond_wait(&w->work_cv, &w->mu);
-  }
-  pthread_mutex_unlock(&w->mu);
-  free_scratch(ws);
-  return NULL;
-}
-
-/* Hands a priced chunk to the caller (calling thread) and frees its slot. */
-static void deliver (walker *w, slot *s) {
-  int i, r;
-  nd_search_counts *c = w->counts;
-  for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
-  /* a candidate the process had no memory to price: the run fails (its counts would
-     depend on the allocator), nothing more is delivered */
-  if (s->late[ND_REFUSE_NO_MEMORY] > 0 && w->status == ND_SEARCH_OK)
-    w->status = ND_SEARCH_NO_MEMORY;
-  c->equivalent += s->equivalent;
-  c->pruned_time += s->pruned_time;
-  c->pruned_memory += s->pruned_memory;
-  c->skipped_time += s->skipped_time;
-  c->skipped_memory += s->skipped_memory;
-  c->priced += (unsigned long long)s->priced;
-  for (i = 0; i < s->priced; i++) {
-    if (s->rows[i].fits) c->fit++;
-    else c->refused[ND_REFUSE_MEMORY]++;
-    if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
-        && s->rows[i].c.recompute == ND_RECOMPUTE_NONE)
-      record_fit(w, &s->rows[i]);
-  }
-  if (w->status == ND_SEARCH_OK && s->priced > 0 && w->hooks && w->hooks->deliver
-      && w->hooks->deliver(w->hooks->ud, s->rows, s->priced) != 0)
-    w->status = ND_SEARCH_HOOK_ERROR;
-  if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
-      && w->hooks->progress(w->hooks->ud, c) != 0)
-    w->status = ND_SEARCH_HOOK_ERROR;
-  {  /* the cuts after this chunk (delivered chunks are numbered in walk order) */
-    unsigned long long k = (w->delivered - 1) % CUT_LAG;
-    w->cut_time[k] = w->cut_over[k] = HUGE_VAL;
-    if (w->hooks && w->hooks->cuts)
-      w->hooks->cuts(w->hooks->ud, &w->cut_time[k], &w->cut_over[k]);
-  }
-  s->state = SLOT_FREE;
-  s->n = 0;
-}
-
-/* Delivers the oldest chunk in flight, waiting for it if block is set. 1 if delivered. */
-static int deliver_oldest (walker *w, int block) {
-  slot *s;
-  if (w->delivered == w->filled) return 0;
-  s = &w->slots[w->delivered % (unsigned long long)w->nslots];
-  if (w->threads > 0) {
-    int done;
-    pthread_mutex_lock(&w->mu);
-    while (s->state != SLOT_DONE && block) pthread_cond_wait(&w->done_cv, &w->mu);
-    done = s->state == SLOT_DONE;
-    if (done) w->delivered++;  /* under the lock: the workers read it (work_for) */
-    pthread_mutex_unlock(&w->mu);
-    if (!done) return 0;
-  }
-  else w->delivered++;
-  deliver(w, s);
-  return 1;
-}
-
-/*
-** The walking thread is one of the -j threads: when it would wait, it prices what a worker
-** would (work_for), the oldest chunk's entries left first. Returns 1 if it priced any.
-*/
-static int help (walker *w) {
-  slot *s;
-  int back;
-  pthread_mutex_lock(&w->mu);
-  if (!w->inline_scratch || !(s = work_for(w, &back))) { pthread_mutex_unlock(&w->mu); return 0; }
-  pthread_cond_signal(&w->work_cv);  /* a waiting worker may join it */
-  price_part(w, s, w->inline_scratch, back);
-  pthread_mutex_unlock(&w->mu);
-  return 1;
-}
-
-/* Delivers the oldest chunk if it is done, else prices one, else waits for the oldest. */
-static void make_progress (walker *w) {
-  if (!deliver_oldest(w, 0) && !help(w)) deliver_oldest(w, 1);
-}
-
-/* The slot being filled (the one after the last submitted). */
-static slot *current (walker *w) {
-  return &w->slots[w->filled % (unsigned long long)w->nslots];
-}
-
-/* The cuts for the chunk the walk fills next: those after chunk filled - CUT_LAG, which is
-   delivered by now at any -j (at most nslots <= CUT_LAG chunks are in flight). */
-static void next_cuts (walker *w) {
-  unsigned long long f = w->filled;
-  w->time_cut = w->over_cut = HUGE_VAL;
-  if (f >= CUT_LAG) {
-    w->time_cut = w->cut_time[(f - CUT_LAG) % CUT_LAG];
-    w->over_cut = w->cut_over[(f - CUT_LAG) % CUT_LAG];
-  }
-}
-
-static void submit (walker *w) {
-  slot *s = current(w);
-  if (s->n == 0) return;
-  if (w->threads == 0) {  /* -j 1: price inline, deliver at once */
-    worker_scratch *ws = w->inline_scratch;
-    if (!ws) { w->status = ND_SEARCH_NO_MEMORY; s->n = 0; return; }
-    price_slot(w, s, ws);
-    w->filled++;
-    w->delivered++;
-    deliver(w, s);
-    next_cuts(w);
-    return;
-  }
-  pthread_mutex_lock(&w->mu);
-  s->state = SLOT_FILLED;
-  w->filled++;
-  pthread_cond_signal(&w->work_cv);
-  pthread_mutex_unlock(&w->mu);
-  while (deliver_oldest(w, 0)) {}  /* keep the caller's view current */
-  /* the next slot must be free before the walk fills it: price rather than wait */
-  while (w->filled - w->delivered >= (unsigned long long)w->nslots) make_progress(w);
-  next_cuts(w);
 }
 
 /* ---- the walk ------------------------------------------------------------------- */
@@ -1041,39 +631,19 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
     if (!keep) { w->counts->refused[ND_REFUSE_FILTERED]++; return; }
     flag = CAND_READY;
   }
-  s = current(w);
+  s = nd_pool_current(w);
   /* a chunk spans at most `chunk` places of the walk too (the tails it skips take places):
      the cuts come as many places late as when every candidate was emitted */
   if (s->n > 0 && index - s->index[0] >= (unsigned long long)w->chunk) {
-    submit(w);
+    nd_pool_submit(w);
     if (w->status != ND_SEARCH_OK) return;
-    s = current(w);
+    s = nd_pool_current(w);
   }
   if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
   s->flag[s->n] = (unsigned char)flag;
-  if (++s->n == w->chunk) submit(w);
-}
-
-/* Submits the partial chunk and delivers what is in flight (in order), or just waits for it
-   when stopping. */
-static void drain (walker *w) {
-  if (w->status == ND_SEARCH_OK) submit(w);
-  while (w->delivered < w->filled) {
-    if (w->status == ND_SEARCH_OK) make_progress(w);
-    else {
-      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
-      if (w->threads > 0) {
-        pthread_mutex_lock(&w->mu);
-        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
-        w->delivered++;
-        pthread_mutex_unlock(&w->mu);
-      }
-      else w->delivered++;
-    }
-  }
-  next_cuts(w);
+  if (++s->n == w->chunk) nd_pool_submit(w);
 }
 
 /* At the start of a recompute pass: the none pass's fits are recorded for the per-layer
@@ -1089,7 +659,7 @@ static void begin_pass (walker *w, int rec) {
     w->none_start = w->counts->tested;
   }
   else if (rec == ND_SEARCH_PER_LAYER && w->twin == TWIN_DONE) {
-    drain(w);
+    nd_pool_drain(w);
     w->pl_start = w->counts->tested;
     if (w->twin == TWIN_DONE) w->twin = TWIN_USE;
   }
@@ -1465,7 +1035,7 @@ static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int l
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested;
   w->counts->tested += size;
-  s = current(w);
+  s = nd_pool_current(w);
   if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
@@ -1474,7 +1044,7 @@ static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int l
   /* a chunk spans `chunk` places of the walk, or as many nodes: the cuts come about as
      many places late as when every candidate was emitted */
   if (++s->n == w->chunk || w->counts->tested - s->index[0] >= (unsigned long long)w->chunk)
-    submit(w);
+    nd_pool_submit(w);
 }
 
 static void walk (walker *w) {
@@ -1566,23 +1136,55 @@ static void walk (walker *w) {
   }
 }
 
-static void free_slots (walker *w) {
-  int i;
-  if (!w->slots) return;
-  for (i = 0; i < w->nslots; i++) {
-    free(w->slots[i].cand);
-    free(w->slots[i].index);
-    free(w->slots[i].flag);
-    free(w->slots[i].rows);
+/* Entry i of slot s, priced into s. 0, or -1 to stop. */
+int nd_walk_price_entry (walker *w, slot *s, worker_scratch *ws, int i) {
+  return (s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
+       : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]);
+}
+
+/* Hands a priced chunk to the caller (calling thread) and frees its slot. */
+void nd_walk_deliver (walker *w, slot *s) {
+  int i, r;
+  nd_search_counts *c = w->counts;
+  for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
+  /* a candidate the process had no memory to price: the run fails (its counts would
+     depend on the allocator), nothing more is delivered */
+  if (s->late[ND_REFUSE_NO_MEMORY] > 0 && w->status == ND_SEARCH_OK)
+    w->status = ND_SEARCH_NO_MEMORY;
+  c->equivalent += s->equivalent;
+  c->pruned_time += s->pruned_time;
+  c->pruned_memory += s->pruned_memory;
+  c->skipped_time += s->skipped_time;
+  c->skipped_memory += s->skipped_memory;
+  c->priced += (unsigned long long)s->priced;
+  for (i = 0; i < s->priced; i++) {
+    if (s->rows[i].fits) c->fit++;
+    else c->refused[ND_REFUSE_MEMORY]++;
+    if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
+        && s->rows[i].c.recompute == ND_RECOMPUTE_NONE)
+      record_fit(w, &s->rows[i]);
   }
-  free(w->slots);
+  if (w->status == ND_SEARCH_OK && s->priced > 0 && w->hooks && w->hooks->deliver
+      && w->hooks->deliver(w->hooks->ud, s->rows, s->priced) != 0)
+    w->status = ND_SEARCH_HOOK_ERROR;
+  if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
+      && w->hooks->progress(w->hooks->ud, c) != 0)
+    w->status = ND_SEARCH_HOOK_ERROR;
+  {  /* the cuts after this chunk (delivered chunks are numbered in walk order) */
+    unsigned long long k = (w->delivered - 1) % CUT_LAG;
+    w->cut_time[k] = w->cut_over[k] = HUGE_VAL;
+    if (w->hooks && w->hooks->cuts)
+      w->hooks->cuts(w->hooks->ud, &w->cut_time[k], &w->cut_over[k]);
+  }
+  s->state = SLOT_FREE;
+  s->n = 0;
 }
 
 int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_device *dev,
                    const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
                    nd_search_counts *counts, char *err, size_t errlen) {
   walker *w;
-  int i, status, started = 0, pool = 0;
+  int i, status;
   memset(counts, 0, sizeof *counts);
   if (job->devices < 1 || job->global_batch < 1 || job->seq_len < 1) {
     if (err && errlen) snprintf(err, errlen, "devices, global_batch and seq_len must be positive");
@@ -1602,56 +1204,23 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   if (!p->exhaustive) new_bound_caches(w);  /* before any thread's bounds */
   if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */
     new_bounds(w, w->bound);
-  w->slots = (slot *)calloc((size_t)w->nslots, sizeof *w->slots);
-  status = w->slots ? ND_SEARCH_OK : ND_SEARCH_NO_MEMORY;
-  for (i = 0; status == ND_SEARCH_OK && i < w->nslots; i++) {
-    slot *s = &w->slots[i];
-    s->cand = (nd_candidate *)malloc((size_t)w->chunk * sizeof *s->cand);
-    s->index = (unsigned long long *)malloc((size_t)w->chunk * sizeof *s->index);
-    s->flag = (unsigned char *)malloc((size_t)w->chunk);
-    s->rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *s->rows);
-    s->rows_cap = w->chunk;
-    if (!s->cand || !s->index || !s->flag || !s->rows) status = ND_SEARCH_NO_MEMORY;
-  }
-  if (status != ND_SEARCH_OK) {
+  if ((status = nd_pool_open(w)) != ND_SEARCH_OK) {
     free_bounds(w->bound);
     for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
-    free_slots(w);
     free(w);
     return status;
   }
-  if (w->threads > 0) {
-    pool = 1;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->work_cv, NULL);
-    pthread_cond_init(&w->done_cv, NULL);
-    w->tids = (pthread_t *)calloc((size_t)w->threads, sizeof *w->tids);
-    for (i = 0; w->tids && i < w->threads; i++)
-      if (pthread_create(&w->tids[i], NULL, worker_main, w) == 0) started++;
-    if (started == 0) w->threads = 0;  /* no thread: price inline */
-  }
-  if (!(w->inline_scratch = new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
+  if (!(w->inline_scratch = nd_walk_new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
   w->tail = !p->exhaustive && !(hooks && hooks->admit);
   if (w->status == ND_SEARCH_OK) walk(w);
-  drain(w);
-  if (pool) {
-    pthread_mutex_lock(&w->mu);
-    w->quit = 1;
-    pthread_cond_broadcast(&w->work_cv);
-    pthread_mutex_unlock(&w->mu);
-    for (i = 0; i < started; i++) pthread_join(w->tids[i], NULL);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->work_cv);
-    pthread_cond_destroy(&w->done_cv);
-  }
-  free(w->tids);
-  free_scratch(w->inline_scratch);
+  nd_pool_drain(w);
+  nd_pool_close(w);
+  nd_walk_free_scratch(w->inline_scratch);
   free_bounds(w->bound);
   for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
   free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
   status = w->status;
-  free_slots(w);
   free(w);
   return status;
 }

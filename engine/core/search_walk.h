@@ -1,0 +1,173 @@
+/*
+** search_walk.h -- what the search's walk (search.c) and its pool of pricing threads
+** (search_pool.c) share: the walker, the chunks it hands out (slots), the sub-tree walk's
+** state (tree) and a pricing thread's scratch. Private to the core.
+*/
+#ifndef NDPLAN_SEARCH_WALK_H
+#define NDPLAN_SEARCH_WALK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ndplan/recompute.h"
+#include "ndplan/search.h"
+#include "search_bound.h"
+
+/* Chunks between a cut's delivery and the walk applying it: at least the slots in flight,
+   so the walk sees the same cuts at every -j (and prunes the same candidates). */
+#define CUT_LAG 16
+
+/* Values one loop can take: more than any 32-bit number has divisors (1536). */
+#define LOOP_MAX 1600
+
+enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
+
+/* What the walk hands a worker for each candidate (slot.flag): what is left to do
+   (CAND_KIND bits), and what the walk found its lower bounds to say (CAND_BOUND bits: 0
+   not evaluated; else price it, or prune it by time or by memory once the checks keep it). */
+enum { CAND_UNCHECKED = 0, CAND_EQUIVALENT, CAND_READY, CAND_NODE, CAND_KIND = 3,
+       CAND_PRICE = 4, CAND_PRUNE_TIME = 8, CAND_PRUNE_MEMORY = 12, CAND_BOUND = 12 };
+/* A CAND_NODE entry stands for every candidate of one (recompute, tp, pp, cp, mbs, ep, etp)
+   (its sub-tree, walked by the worker: walk_node), from its index on; its other bits: */
+enum { NODE_SAME = 4, NODE_LONE = 8 };  /* walk_tail's same_as_none and lone */
+
+/* Verdicts of the lower bounds tail_sp keeps for one SP value's candidates (recipes x ZeRO
+   stages x shard groups; a larger tail is emitted with none). */
+#define VERDICTS 4096
+
+typedef struct slot {
+  int state, n;
+  nd_candidate *cand;
+  unsigned long long *index;
+  unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
+  nd_search_row *rows;
+  int priced, rows_cap;                /* rows[0..priced) of rows_cap */
+  double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
+  unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
+  unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
+  /* with workers (w->mu): the threads pricing its entries, the one that took it from the
+     front, any that joined it from the back (each keeps to neighbouring entries, whose
+     prices its caches hold) */
+  atomic_ullong left;                  /* the entries left: [low 32 bits, high 32 bits) */
+  int active;                          /* threads pricing it */
+} slot;
+
+/* The innermost loops' values at one (tp, dp): shape_of. */
+typedef struct tail_shape {
+  int rcv[ND_RECIPE_COUNT], nrc;       /* recipes */
+  const int *zv;                       /* ZeRO stages */
+  int nz, zmax, zok;                   /* zok: each within 0-3, and not too many pairs */
+  int hv[LOOP_MAX], nh, full;          /* shard groups (shard_groups) */
+  int walked[2];                       /* SP values */
+  int n;                               /* (ZeRO, shard group) pairs walked: */
+  int tz[VERDICTS], th[VERDICTS], tat[VERDICTS];  /* ZeRO, group index, verdict index */
+  int tg[VERDICTS];                    /* the group (base's resolved), per representative */
+  double tt[VERDICTS], tm[VERDICTS];   /* their bounds */
+  unsigned long long per;              /* candidates of one SP value in a tail */
+} tail_shape;
+
+/* One VPP value walked at a pp, with its layout variants and subtree's verdicts. */
+typedef struct vpp_entry {
+  int vpp, n, layout[ND_VARIANT_COUNT];  /* its layout variants */
+  int state[2], code[2];               /* subtree's TAIL_* by SP value (at one etp) */
+} vpp_entry;
+
+/*
+** What one thread needs to walk sub-trees: the walk's own (the VPP values and tail shapes
+** it counts nodes by; every candidate, when it emits them one by one) and each pricing
+** thread's (the nodes it walks: their checks and bounds against its slot's cuts).
+*/
+typedef struct tree {
+  struct worker_scratch *ws;           /* a pricing thread's (NULL: the walk's) */
+  slot *s;                             /* the slot whose node it walks: counts and rows */
+  double time_cut, over_cut;           /* that slot's cuts */
+  unsigned long long next;             /* the walk index of the node's next candidate */
+  nd_strategy rep;                     /* representatives (check_sp) */
+  nd_strategy lay[ND_VARIANT_COUNT];   /* the layout variants of one (pp, vpp) */
+  int pp, nv;                          /* vpps: the VPP values walked at pp */
+  vpp_entry vpps[LOOP_MAX];
+  tail_shape shape;                    /* of the tails at one (tp, dp) */
+  int shape_tp, shape_dp;              /* which (0: none yet) */
+  unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
+  int sv[LOOP_MAX];                    /* subtree's VPP values */
+  double st_t[LOOP_MAX];               /* and their time bounds */
+} tree;
+
+typedef struct walker {
+  const nd_search_params *p;
+  const nd_model_spec *m;
+  const nd_device *dev;
+  const nd_job *job;
+  const nd_costs *costs;
+  const nd_search_hooks *hooks;
+  nd_search_counts *counts;
+  nd_search_bounds b;
+  nd_strategy scratch;                 /* for the checks of the walk */
+  tree tree;                           /* the walk's */
+  int zv[LOOP_MAX], nz;                /* the ZeRO stages walked */
+  struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
+  slot node_counts;                    /* walk_skips_node's counts of one sub-tree */
+  int chunk, nslots, threads;
+  slot *slots;
+  unsigned long long filled, delivered;  /* chunk sequence numbers */
+  int status;                          /* ND_SEARCH_OK or why the walk stops */
+  int quit;
+  nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
+  nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
+  double time_cut, over_cut;           /* the cuts the walk applies now */
+  double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
+  /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
+  int twin;                            /* TWIN_* */
+  unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
+  unsigned long long fits_cap;         /* bytes of fits */
+  unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
+  int tail;                            /* nodes: the pricing threads walk each sub-tree
+                                          (not exhaustive, no admit hook) */
+  pthread_mutex_t mu;                  /* the pool's (pool: initialised) */
+  pthread_cond_t work_cv, done_cv;
+  pthread_t *tids;
+  int pool, started;                   /* workers started, of threads */
+} walker;
+
+/* What one pricing thread keeps: its own scratch, so the threads price concurrently. */
+typedef struct worker_scratch {
+  nd_strategy st;          /* pricing (its plan, when priced with one: plan or mc below) */
+  nd_strategy chk;         /* the walk's checks */
+  nd_estimate e;
+  nd_recompute_plan plan;  /* the per-layer planner's choice (its plan st reads) */
+  nd_megatron_choice mc;   /* the Megatron choice (a block form's plan st reads) */
+  nd_recompute_ws *rws;    /* the per-layer planner's tables, kept between candidates */
+  nd_megatron_ws *mws;     /* the Megatron choice's tables, likewise */
+  nd_price_cache *pc;      /* layer-kind prices shared by the candidates it prices */
+  nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
+                                       (NULL: none; the layer prices depend on the recipe) */
+  tree tree;               /* the nodes it walks */
+  slot part;               /* its share of a chunk others price too: rows and counts */
+} worker_scratch;
+
+/* ---- the walk's, for the pool (search.c) ---------------------------------------- */
+
+/* A pricing thread's scratch (NULL: no memory), and its release. */
+worker_scratch *nd_walk_new_scratch (const walker *w);
+void nd_walk_free_scratch (worker_scratch *ws);
+/* Entry i of slot s (a node's sub-tree or one candidate), priced into s. 0, or -1 to stop. */
+int nd_walk_price_entry (walker *w, slot *s, worker_scratch *ws, int i);
+/* Hands a priced chunk to the caller (the calling thread) and frees its slot. */
+void nd_walk_deliver (walker *w, slot *s);
+
+/* ---- the pool's, for the walk (search_pool.c) ------------------------------------ */
+
+/* The slots (w->nslots of w->chunk entries) and, at -j 2 and up, the workers: ND_SEARCH_OK,
+   or ND_SEARCH_NO_MEMORY (nothing left to free). */
+int nd_pool_open (walker *w);
+/* The workers stopped and joined, the slots freed. */
+void nd_pool_close (walker *w);
+/* The slot the walk fills (the one after the last submitted). */
+slot *nd_pool_current (walker *w);
+/* Hands the filled slot to the pricing threads (-j 1: prices and delivers it). */
+void nd_pool_submit (walker *w);
+/* Submits the partial chunk and delivers what is in flight (in order), or just waits for it
+   when stopping. */
+void nd_pool_drain (walker *w);
+
+#endif
