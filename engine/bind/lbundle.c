@@ -67,11 +67,25 @@ static int b_read (lua_State *L) {
   return 2;
 }
 
-/* load(path) -> chunk | nil, message: compiles a bundled Lua file as text */
+/*
+** load(path) -> chunk | nil, message: a bundled Lua file as a function. The embedded copy
+** of a .lua file is the chunk compiled at build time (engine/tools/embed.c), the only binary
+** chunk ndplan loads; should this Lua not read it (another release's format), its text is
+** compiled instead, as is every file under $NDPLAN_ROOT.
+*/
 static int b_load (lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   size_t len;
   const char *src;
+  if (!override_root()) {
+    const nd_bundled_file *f = find_bundled(path);
+    if (f && f->chunk) {
+      const char *name = lua_pushfstring(L, "@%s", f->path);
+      if (luaL_loadbufferx(L, (const char *)f->chunk, f->chunk_size, name, "b") == LUA_OK)
+        return 1;
+      lua_pop(L, 2);  /* the message and the name */
+    }
+  }
   if (!push_file(L, path)) {
     luaL_pushfail(L);
     lua_pushfstring(L, "no bundled file '%s'", path);

@@ -1,7 +1,12 @@
 /*
 ** lunits.c -- Lua binding ndplan.c.units: the core's unit formatting, so the CLI and the
-** C core print sizes and times the same way.
+** C core print sizes and times the same way; and the shortest exact text of a number, which
+** every file ndplan writes uses (ndplan.io.json, recompute_potentials.csv).
 */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <lua.h>
 #include <lauxlib.h>
 
@@ -25,9 +30,39 @@ static int u_seconds (lua_State *L) {
   return 1;
 }
 
+/*
+** shortest(x) -> text | nothing: an integer as tostring writes it; an integral float below
+** 2^63 in magnitude as that integer; another finite number in the fewest significant digits,
+** 15 to 17, that read back to the same double; nothing for NaN and infinities.
+*/
+static int u_shortest (lua_State *L) {
+  char buf[40];
+  double x;
+  int digits;
+  if (lua_isinteger(L, 1)) {
+    lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, 1));
+    return 1;
+  }
+  x = luaL_checknumber(L, 1);
+  if (!isfinite(x)) return 0;
+  if (x == floor(x) && fabs(x) < 0x1p63) {
+    lua_pushfstring(L, "%I", (LUAI_UACINT)(lua_Integer)x);
+    return 1;
+  }
+  for (digits = 15; digits <= 17; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (strtod(buf, NULL) == x) {
+      lua_pushstring(L, buf);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static const luaL_Reg funcs[] = {
   {"bytes", u_bytes},
   {"seconds", u_seconds},
+  {"shortest", u_shortest},
   {NULL, NULL}
 };
 

@@ -63,21 +63,12 @@ function M.kinds(model)
   return out
 end
 
--- layer_modes(result, n) -> per-layer plan modes, 1-based
-local function layer_modes(strategy, n)
-  local modes = {}
-  local per_layer, whole = strategy.layer_recompute, strategy.recompute
-  for i = 1, n do
-    local m = per_layer and per_layer[i] or whole
-    modes[i] = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
-  end
-  return modes
-end
-
 -- The layer kinds of a model (immutable), found once: the potentials build many plans.
 local kinds_of = setmetatable({}, {__mode = "k"})
 
 -- from_estimate(result, model [, savings]) -> plan. result is an nd.estimate result.
+-- One pass over the layers: each one's plan mode (from the estimator's), and the ranges of
+-- consecutive layers of one kind, mode, offload and switch set.
 function M.from_estimate(result, model, savings)
   local kinds = kinds_of[model]
   if not kinds then
@@ -85,38 +76,41 @@ function M.from_estimate(result, model, savings)
     kinds_of[model] = kinds
   end
   local strategy = result.strategy
-  local modes = layer_modes(strategy, #kinds)
+  local layer_modes, whole = strategy.layer_recompute, strategy.recompute
   local off = result.layer_offload_bytes or {}
-  local ranges = {}
+  local ranges, per_layer, n, last, first_mode = {}, {}, 0, nil, nil
   for i = 1, #kinds do
-    local last = ranges[#ranges]
-    local bytes = off[i] or 0
-    if last and last.kind == kinds[i] and last.mode == modes[i] and last.offload_bytes == bytes
-       and same_as(last, modes[i], strategy, i) then
+    local m = layer_modes and layer_modes[i] or whole
+    local mode = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
+    first_mode = first_mode or mode
+    per_layer[i] = TO_ESTIMATOR[mode]
+    local kind, bytes = kinds[i], off[i] or 0
+    if last and last.kind == kind and last.mode == mode and last.offload_bytes == bytes
+       and same_as(last, mode, strategy, i) then
       last.count = last.count + 1
     else
-      ranges[#ranges + 1] = {first = i - 1, count = 1, kind = kinds[i], mode = modes[i],
-                             option = {switches = switches(modes[i], strategy, i),
-                                       link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
-                             offload_bytes = bytes}
+      last = {first = i - 1, count = 1, kind = kind, mode = mode,
+              option = {switches = switches(mode, strategy, i),
+                        link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
+              offload_bytes = bytes}
+      n = n + 1
+      ranges[n] = last
     end
   end
   local stage_memory, stage_savings = {}, {}
+  local saved = savings or result.stage_savings_s or {}
   for s, st in ipairs(result.stages) do
     stage_memory[s] = st.peak / MiB
-    stage_savings[s] = (savings or result.stage_savings_s or {})[s] or 0
+    stage_savings[s] = saved[s] or 0
   end
-  local per_layer = {}
-  for i = 1, #modes do per_layer[i] = TO_ESTIMATOR[modes[i]] end
   -- the offloaded layers, to price the plan again
-  local layer_offload = result.strategy.layer_offload
   local plan = {score = result.step_time_s, memory = result.peak_memory_bytes / MiB,
-                dimensions = M.dimensions(result.strategy), ranges = ranges,
+                dimensions = M.dimensions(strategy), ranges = ranges,
                 stage_memory = stage_memory, stage_savings = stage_savings,
                 score_parts = result.time_parts_s, layer_recompute = per_layer,
-                layer_offload = layer_offload, stage_layers = result.strategy.stage_layers,
-                layer_selective_ops = result.strategy.layer_selective_ops}
-  if result.strategy.recompute ~= "per_layer" then plan.mode = modes[1] end
+                layer_offload = strategy.layer_offload, stage_layers = strategy.stage_layers,
+                layer_selective_ops = strategy.layer_selective_ops}
+  if whole ~= "per_layer" then plan.mode = first_mode end
   return plan
 end
 

@@ -118,10 +118,13 @@ function M.has_ranges(plan)
   return type(plan) == "table" and type(plan.ranges) == "table" and #plan.ranges > 0
 end
 
+local memo, shared_settings, validated  -- kept while a reader runs (M.reading, below)
+
 -- validate_ranges(plan) -> plan; raises on a negative first, a non-positive count, an
 -- unknown mode, a negative offload or overlapping ranges. A plan without ranges is valid.
 function M.validate_ranges(plan)
   if not M.has_ranges(plan) then return plan end
+  if validated and validated[plan] then return plan end  -- read unchanged while reading
   local spans = {}
   for i, r in ipairs(plan.ranges) do
     if type(r) ~= "table" then
@@ -159,22 +162,23 @@ function M.validate_ranges(plan)
                           a.first, a.last, b.first, b.last), 0)
     end
   end
+  if validated then validated[plan] = true end
   return plan
 end
 
 -- While a reader runs (M.reading), layer_modes keeps what it found for each plan, so one
 -- that reads many plans it does not change expands each plan's ranges once.
 -- Equal settings are then one table (shared), so comparing two plans' layers mostly
--- compares identities.
-local memo, shared_settings
+-- compares identities. (validated, declared above: the plans validate_ranges passed.)
 
 -- reading(f, ...) -> f(...), with layer_modes' findings kept until f returns or raises.
 -- f must not change the ranges of a plan it reads, nor the settings layer_modes gives.
 function M.reading(f, ...)
   if memo then return f(...) end
   memo, shared_settings = setmetatable({}, {__mode = "k"}), {}
+  validated = setmetatable({}, {__mode = "k"})
   local r = table.pack(pcall(f, ...))
-  memo, shared_settings = nil, nil
+  memo, shared_settings, validated = nil, nil, nil
   if not r[1] then error(r[2], 0) end
   return table.unpack(r, 2, r.n)
 end
@@ -375,24 +379,36 @@ end
 -- Does `candidate` run exactly one more layer of one kind fully recomputed than `current`,
 -- on the same layers, each keeping its kind? Compared as counts of (kind, mode), so which
 -- layer turned full does not matter.
+-- Walked span by span (both plans validated): a stretch of layers both state, of one range
+-- in each, counts its length at once.
 local function one_more_full(current, candidate)
-  local lc, ic = M.layer_modes(current)
-  local ln, inew = M.layer_modes(candidate)
-  if not ln or #ic ~= #inew then return false end
+  local a, b = in_layer_order(current.ranges), in_layer_order(candidate.ranges)
   local delta = {}  -- delta[kind][mode] = candidate count - current count
   local function add(kind, mode, d)
     kind = kind == nil and NO_KIND or kind
     delta[kind] = delta[kind] or {}
     delta[kind][mode] = (delta[kind][mode] or 0) + d
   end
-  for n, i in ipairs(ic) do
-    local before, after = lc[i], ln[i]
-    if inew[n] ~= i or after.kind ~= before.kind then return false end
-    if after.mode ~= before.mode then  -- the same kind and mode count nothing
-      add(before.kind, before.mode, -1)
-      add(after.kind, after.mode, 1)
+  local i, j = 1, 1
+  local at_a, at_b = math.tointeger(a[1].first), math.tointeger(b[1].first)  -- next layers
+  while a[i] and b[j] do
+    local ra, rb = a[i], b[j]
+    -- both must state the same layers, each keeping its kind
+    if at_a ~= at_b or ra.kind ~= rb.kind then return false end
+    local end_a = math.tointeger(ra.first) + math.tointeger(ra.count) - 1
+    local end_b = math.tointeger(rb.first) + math.tointeger(rb.count) - 1
+    local last = math.min(end_a, end_b)
+    local before, after = MODE_NAME[ra.mode], MODE_NAME[rb.mode]
+    if after ~= before then  -- the same kind and mode count nothing
+      add(ra.kind, before, at_a - last - 1)
+      add(rb.kind, after, last - at_a + 1)
     end
+    if end_a == last then i = i + 1; at_a = a[i] and math.tointeger(a[i].first)
+    else at_a = last + 1 end
+    if end_b == last then j = j + 1; at_b = b[j] and math.tointeger(b[j].first)
+    else at_b = last + 1 end
   end
+  if a[i] or b[j] then return false end  -- one states layers past the other's last
   local gained, lost = nil, nil
   for kind, modes in pairs(delta) do
     for mode, d in pairs(modes) do

@@ -27,6 +27,27 @@ describe("ndplan.io.json encode", function()
     assert.equal("[null,null]", json.encode({0 / 0, math.huge}, {shortest = true}))
   end)
 
+  it("writes a number in the fewest of 15 to 17 digits that reads back, integral ones whole", function()
+    math.randomseed(18)
+    for _ = 1, 5000 do  -- random doubles over many magnitudes, both signs
+      local x = (math.random() - 0.5) * 10 ^ math.random(-300, 300)
+      local want
+      for digits = 15, 17 do
+        local s = string.format("%." .. digits .. "g", x)
+        if tonumber(s) == x then want = s; break end
+      end
+      if x == math.floor(x) and math.abs(x) < 2^63 then want = tostring(math.tointeger(x)) end
+      assert.equal(want, json.shortest(x))
+    end
+    assert.equal("7", json.shortest(7))
+    assert.equal("-9223372036854775808", json.shortest(math.mininteger))
+    assert.equal("-9.223372036854776e+18", json.shortest(-2.0^63))  -- no integer reads it
+    assert.equal("1152921504606846976", json.shortest(2.0^60))
+    assert.equal("0", json.shortest(-0.0))
+    assert.is_nil(json.shortest(0 / 0))
+    assert.is_nil(json.shortest(math.huge))
+  end)
+
   it("indents objects and arrays one member per line, with ': ' after a key", function()
     local doc = json.object({{"b", 1}, {"a", json.object({{"on", true}})}, {"l", {1, 2}},
                              {"e", {}}})

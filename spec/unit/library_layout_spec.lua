@@ -75,6 +75,34 @@ describe("the library's layout", function()
     end
   end)
 
+  -- the embedded copies are chunks compiled at build time (engine/tools/embed.c): each must
+  -- keep the file name and lines its text compiles to, so tracebacks read as before
+  it("loads each embedded file with the name and lines of its text", function()
+    local function lines_of(f)
+      local info = debug.getinfo(f, "SL")
+      local active = {}
+      for l in pairs(info.activelines) do active[#active + 1] = l end
+      table.sort(active)
+      return {source = info.source, last = info.lastlinedefined, lines = active}
+    end
+    local paths = lua_files("lua/ndplan")
+    for _, p in ipairs(lua_files("scripts")) do paths[#paths + 1] = p end
+    for _, path in ipairs(paths) do
+      local embedded = assert(nd.bundle.load(path))
+      local from_text = assert(load(read(path), "@" .. path, "t"))
+      assert.same(lines_of(from_text), lines_of(embedded), path)
+    end
+    local r = R.run({"-e", 'require("ndplan.recompute").layer_modes({ranges = {{first = 0, '
+                           .. 'count = "x", mode = "off"}}})'}, {env = "env -u NDPLAN_ROOT"})
+    local line, n = nil, 0  -- the line of the error() that message comes from
+    for text in (read("lua/ndplan/recompute.lua") .. "\n"):gmatch("([^\n]*)\n") do
+      n = n + 1
+      if text:find("count must be a whole number", 1, true) then line = n end
+    end
+    assert.matches("lua/ndplan/recompute.lua:" .. line .. ": in function "
+                   .. "'ndplan.recompute.validate_ranges'", r.err, 1, true)
+  end)
+
   it("loads every module by its name in the binary, embedded and from a source tree", function()
     local names = {}
     for _, m in ipairs(modules()) do names[#names + 1] = string.format("%q", m.name) end

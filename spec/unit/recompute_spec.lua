@@ -601,6 +601,72 @@ describe("per-range readings against per-layer oracles", function()
     close()
     return default, out, count.full
   end
+  -- keep_potential's one-more-full test, layer by layer: the same layers stated, each keeping
+  -- its kind, and the (kind, mode) counts differing by one layer of one kind turned full
+  local function one_more_full_oracle(a, b)
+    local la, ia = R.layer_modes(a)
+    local lb, ib = R.layer_modes(b)
+    if #ia ~= #ib then return false end
+    local delta = {}
+    for n, i in ipairs(ia) do
+      if ib[n] ~= i or la[i].kind ~= lb[i].kind then return false end
+      local k = la[i].kind
+      delta[k] = delta[k] or {off = 0, selective = 0, full = 0}
+      delta[k][la[i].mode] = delta[k][la[i].mode] - 1
+      delta[k][lb[i].mode] = delta[k][lb[i].mode] + 1
+    end
+    local gained, lost, nonzero = nil, nil, 0
+    for k, d in pairs(delta) do
+      for mode, v in pairs(d) do
+        if v ~= 0 then
+          nonzero = nonzero + 1
+          if mode == "full" and v == 1 then gained = k elseif mode ~= "full" and v == -1 then lost = k end
+        end
+      end
+    end
+    return nonzero == 2 and gained ~= nil and gained == lost
+  end
+  -- b: a's layers, one of them (sometimes) turned full and (sometimes) another's kind or
+  -- mode changed, cut into ranges at random
+  local function variant(a, rand)
+    local la, ia = R.layer_modes(a)
+    local layers = {}
+    for n, i in ipairs(ia) do layers[n] = {i, la[i].kind, la[i].mode} end
+    if rand(4) > 1 then local l = layers[rand(#layers)]; l[3] = "full" end
+    if rand(4) == 1 then local l = layers[rand(#layers)]; l[2] = KINDS[rand(2)] end
+    if rand(4) == 1 then local l = layers[rand(#layers)]; l[3] = MODES[rand(4)] end
+    if rand(8) == 1 then table.remove(layers, rand(#layers)) end
+    local ranges = {}
+    for _, l in ipairs(layers) do
+      local last = ranges[#ranges]
+      if last and last.first + last.count == l[1] and last.kind == l[2] and last.mode == l[3]
+         and rand(3) > 1 then
+        last.count = last.count + 1
+      else
+        ranges[#ranges + 1] = range(l[1], 1, l[2], l[3])
+      end
+    end
+    if #ranges == 0 then return nil end
+    if rand(2) == 1 then ranges[1], ranges[#ranges] = ranges[#ranges], ranges[1] end
+    return plan(1, 1, ranges)
+  end
+  it("agree on one more full layer over 3,000 random pairs", function()
+    local rand = math.random
+    math.randomseed(18)
+    local kept_some = 0
+    for _ = 1, 3000 do
+      local a = random_plan(rand)
+      local b = variant(a, rand)
+      if b then
+        local expect = not R.offloads(b) and one_more_full_oracle(a, b)
+        local got = R.keep_potential(a, {}, {b})
+        assert.equal(expect, got == b)
+        if got then kept_some = kept_some + 1 end
+      end
+    end
+    assert.is_true(kept_some > 300)  -- both answers are exercised
+  end)
+
   it("agree on 3,000 random pairs", function()
     local rand = math.random
     math.randomseed(12)

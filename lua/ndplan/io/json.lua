@@ -38,15 +38,8 @@ local ORDERED = {__name = "ndplan.json.object"}
 function M.object(members) return setmetatable(members, ORDERED) end
 
 -- shortest(x) -> the text of a finite number: integral values without a fraction, others
--- in the fewest significant digits that read back exactly
-function M.shortest(x)
-  if math.type(x) == "integer" then return tostring(x) end
-  if x == math.floor(x) and math.abs(x) < 2^63 then return tostring(math.tointeger(x)) end
-  for digits = 15, 17 do
-    local s = string.format("%." .. digits .. "g", x)
-    if tonumber(s) == x then return s end
-  end
-end
+-- in the fewest significant digits (15 to 17) that read back exactly (ndplan.c.units)
+M.shortest = require("ndplan.c.units").shortest
 
 local function number(v, shortest)
   if v ~= v or v == math.huge or v == -math.huge then return "null" end
