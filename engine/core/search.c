@@ -322,15 +322,6 @@ worker_scratch *nd_walk_new_scratch (const walker *w) {
   }
   nd_recompute_ws_cache(ws->rws, ws->pc);
   nd_megatron_ws_cache(ws->mws, ws->pc);
-  memset(&ws->part, 0, sizeof ws->part);
-  ws->part.rows_cap = w->chunk;
-  if (!(ws->part.rows = (nd_search_row *)malloc((size_t)w->chunk * sizeof *ws->part.rows))) {
-    nd_recompute_ws_free(ws->rws);
-    nd_megatron_ws_free(ws->mws);
-    nd_price_cache_free(ws->pc);
-    free(ws);
-    return NULL;
-  }
   if (!p->exhaustive) new_bounds(w, ws->bound);  /* NULL (a model the bounds do not
                                                     cover): every candidate is priced */
   return ws;
@@ -342,7 +333,6 @@ void nd_walk_free_scratch (worker_scratch *ws) {
   nd_megatron_ws_free(ws->mws);
   nd_price_cache_free(ws->pc);
   free_bounds(ws->bound);
-  free(ws->part.rows);
   free(ws);
 }
 

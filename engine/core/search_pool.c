@@ -3,13 +3,9 @@
 ** delivered in the order they were filled.
 **
 ** The calling thread walks and fills slots (search.c); at -j 2 and up, jobs - 1 workers and
-** the calling thread, when it would wait, price them. A thread takes the oldest slot no
-** thread has taken and prices its entries from the front; a thread that finds none joins
-** the oldest slot with entries left, from the back, so a chunk of costly plans is shared
-** instead of holding up every chunk after it. Each thread's rows and counts go into its own
-** part, added to the slot under the pool's lock and put back in walk order. Slots are
-** delivered strictly in the order they were filled, so the rows a caller sees and every
-** count are the same at any -j.
+** the calling thread, when it would wait, price them, each taking the oldest slot no thread
+** has taken. Slots are delivered strictly in the order they were filled, so the rows a
+** caller sees and every count are the same at any -j.
 */
 #define _POSIX_C_SOURCE 200809L  /* pthreads */
 #include <math.h>
@@ -18,150 +14,52 @@
 
 #include "search_walk.h"
 
-/* Zeroes a slot's (or a part's) rows and counts. */
-static void clear_counts (slot *s) {
+/* Prices one chunk; uses only the thread's own scratch, so the threads run it concurrently. */
+static void price_slot (walker *w, slot *s, worker_scratch *ws) {
+  int i;
   s->priced = 0;
   memset(s->late, 0, sizeof s->late);
   s->equivalent = s->pruned_time = s->pruned_memory = 0;
   s->skipped_time = s->skipped_memory = 0;
-}
-
-/* Prices one chunk on the walking thread alone (-j 1). */
-static void price_slot (walker *w, slot *s, worker_scratch *ws) {
-  int i;
-  clear_counts(s);
   for (i = 0; i < s->n; i++)
     if (nd_walk_price_entry(w, s, ws, i)) break;
 }
 
-/* qsort's order of rows: their walk index. */
-static int row_order (const void *a, const void *b) {
-  unsigned long long x = ((const nd_search_row *)a)->index, y = ((const nd_search_row *)b)->index;
-  return x < y ? -1 : x > y;
-}
-
-/* Whether a slot's rows are in walk order (parts taken from the back are not). */
-static int in_walk_order (const slot *s) {
-  int i;
-  for (i = 1; i < s->priced; i++) if (s->rows[i - 1].index > s->rows[i].index) return 0;
-  return 1;
-}
-
-/* Adds a thread's part to its slot (w->mu held): the counts, and its rows after the slot's
-   (handed over whole when the slot has none), put in walk order when the last is in. */
-static void merge_part (slot *s, slot *part) {
-  int r;
-  for (r = 0; r < ND_REFUSE_COUNT; r++) s->late[r] += part->late[r];
-  s->equivalent += part->equivalent;
-  s->pruned_time += part->pruned_time;
-  s->pruned_memory += part->pruned_memory;
-  s->skipped_time += part->skipped_time;
-  s->skipped_memory += part->skipped_memory;
-  if (part->priced == 0) return;
-  if (s->priced == 0) {  /* the buffers swapped: no copy */
-    nd_search_row *rows = s->rows;
-    int cap = s->rows_cap;
-    s->rows = part->rows; s->rows_cap = part->rows_cap; s->priced = part->priced;
-    part->rows = rows; part->rows_cap = cap;
-    return;
-  }
-  if (s->priced + part->priced > s->rows_cap) {
-    int cap = s->priced + part->priced;
-    nd_search_row *rows = (nd_search_row *)realloc(s->rows, (size_t)cap * sizeof *rows);
-    if (!rows) { s->late[ND_REFUSE_NO_MEMORY] += (unsigned long long)part->priced; return; }
-    s->rows = rows;
-    s->rows_cap = cap;
-  }
-  memcpy(s->rows + s->priced, part->rows, (size_t)part->priced * sizeof *part->rows);
-  s->priced += part->priced;
-}
-
-/* The next entry of s to price, from the front or the back of those left, or -1. */
-static int next_entry (slot *s, int back) {
-  unsigned long long r = atomic_load(&s->left), next;
-  unsigned lo, hi;
-  do {
-    lo = (unsigned)(r & 0xffffffffu);
-    hi = (unsigned)(r >> 32);
-    if (lo >= hi) return -1;
-    next = back ? (unsigned long long)(hi - 1) << 32 | lo : (unsigned long long)hi << 32 | (lo + 1);
-  } while (!atomic_compare_exchange_weak(&s->left, &r, next));
-  return (int)(back ? hi - 1 : lo);
-}
-
-static int entries_left (slot *s) {
-  unsigned long long r = atomic_load(&s->left);
-  return (unsigned)(r & 0xffffffffu) < (unsigned)(r >> 32);
-}
-
-/*
-** Prices entries of slot s on this thread (w->mu held, the thread counted in s->active),
-** from the front or the back of those left, into the thread's part, then adds the part to
-** the slot; the last thread out marks the chunk done. Returns with w->mu held.
-*/
-static void price_part (walker *w, slot *s, worker_scratch *ws, int back) {
-  slot *part = &ws->part;
-  int i;
-  part->cand = s->cand; part->index = s->index; part->flag = s->flag; part->n = s->n;
-  part->time_cut = s->time_cut; part->over_cut = s->over_cut;
-  clear_counts(part);
-  pthread_mutex_unlock(&w->mu);
-  while ((i = next_entry(s, back)) >= 0)
-    if (nd_walk_price_entry(w, part, ws, i)) { atomic_store(&s->left, 0); break; }  /* stop */
-  pthread_mutex_lock(&w->mu);
-  merge_part(s, part);
-  if (--s->active > 0) return;
-  if (!in_walk_order(s)) qsort(s->rows, (size_t)s->priced, sizeof *s->rows, row_order);
+/* A priced chunk done (w->mu held): the walk, waiting for the oldest chunk in flight
+   alone (deliver_oldest), is woken when it is that one. */
+static void mark_done (walker *w, slot *s) {
   s->state = SLOT_DONE;
-  /* the walk waits for the oldest chunk in flight alone (deliver_oldest) */
   if (s == &w->slots[w->delivered % (unsigned long long)w->nslots])
     pthread_cond_signal(&w->done_cv);
 }
 
-/*
-** A chunk for a thread to price (w->mu held), the thread counted in its active ones, or
-** NULL: the oldest in flight while some of its entries are left (delivery waits for it),
-** else the oldest no thread has taken, else the oldest with entries left. *back: whether
-** the thread joins it (from the back of its entries). A chunk of costly plans is so shared
-** by the threads instead of holding up the ones after it.
-*/
-static slot *work_for (walker *w, int *back) {
-  unsigned long long k;
+/* The oldest chunk no thread has taken, now taken (w->mu held), or NULL. */
+static slot *take (walker *w) {
   slot *s;
-  for (k = w->delivered; k < w->filled; k++) {
-    s = &w->slots[k % (unsigned long long)w->nslots];
-    if (s->state == SLOT_TAKEN && k == w->delivered && entries_left(s)) break;
-    if (s->state == SLOT_FILLED) {
-      s->state = SLOT_TAKEN;
-      clear_counts(s);
-      atomic_store(&s->left, (unsigned long long)s->n << 32);
-      s->active = 1;
-      *back = 0;
-      return s;
-    }
-  }
-  for (k = w->delivered; k < w->filled; k++) {
-    s = &w->slots[k % (unsigned long long)w->nslots];
-    if (s->state == SLOT_TAKEN && entries_left(s)) {
-      s->active++;
-      *back = 1;
-      return s;
-    }
-  }
-  return NULL;
+  if (w->taken == w->filled) return NULL;
+  s = &w->slots[w->taken % (unsigned long long)w->nslots];
+  w->taken++;
+  s->state = SLOT_TAKEN;
+  return s;
 }
 
 static void *worker_main (void *arg) {
   walker *w = (walker *)arg;
   worker_scratch *ws = nd_walk_new_scratch(w);
   pthread_mutex_lock(&w->mu);
-  if (!ws) w->status = ND_SEARCH_NO_MEMORY;  /* it prices nothing; the walk reports it */
-  while (ws) {
-    int back;
-    slot *s = work_for(w, &back);
-    if (s) price_part(w, s, ws, back);
-    else if (w->quit) break;
-    else pthread_cond_wait(&w->work_cv, &w->mu);
+  for (;;) {
+    slot *s = take(w);
+    if (!s) {
+      if (w->quit) break;
+      pthread_cond_wait(&w->work_cv, &w->mu);
+      continue;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (ws) price_slot(w, s, ws);
+    else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
+    pthread_mutex_lock(&w->mu);
+    if (!ws) w->status = ND_SEARCH_NO_MEMORY;
+    mark_done(w, s);
   }
   pthread_mutex_unlock(&w->mu);
   nd_walk_free_scratch(ws);
@@ -178,7 +76,7 @@ static int deliver_oldest (walker *w, int block) {
     pthread_mutex_lock(&w->mu);
     while (s->state != SLOT_DONE && block) pthread_cond_wait(&w->done_cv, &w->mu);
     done = s->state == SLOT_DONE;
-    if (done) w->delivered++;  /* under the lock: the workers read it (work_for) */
+    if (done) w->delivered++;  /* under the lock: a worker reads it (mark_done) */
     pthread_mutex_unlock(&w->mu);
     if (!done) return 0;
   }
@@ -188,16 +86,18 @@ static int deliver_oldest (walker *w, int block) {
 }
 
 /*
-** The walking thread is one of the -j threads: when it would wait, it prices what a worker
-** would (work_for), the oldest chunk's entries left first. Returns 1 if it priced any.
+** The walking thread is one of the -j threads: when it would wait, it prices the next
+** chunk no worker has taken yet. Returns 1 if it priced one.
 */
 static int help (walker *w) {
   slot *s;
-  int back;
   pthread_mutex_lock(&w->mu);
-  if (!w->inline_scratch || !(s = work_for(w, &back))) { pthread_mutex_unlock(&w->mu); return 0; }
-  pthread_cond_signal(&w->work_cv);  /* a waiting worker may join it */
-  price_part(w, s, w->inline_scratch, back);
+  s = w->inline_scratch ? take(w) : NULL;
+  pthread_mutex_unlock(&w->mu);
+  if (!s) return 0;
+  price_slot(w, s, w->inline_scratch);
+  pthread_mutex_lock(&w->mu);
+  mark_done(w, s);
   pthread_mutex_unlock(&w->mu);
   return 1;
 }

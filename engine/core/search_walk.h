@@ -7,7 +7,6 @@
 #define NDPLAN_SEARCH_WALK_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 
 #include "ndplan/recompute.h"
 #include "ndplan/search.h"
@@ -45,11 +44,6 @@ typedef struct slot {
   double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
   unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
   unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
-  /* with workers (w->mu): the threads pricing its entries, the one that took it from the
-     front, any that joined it from the back (each keeps to neighbouring entries, whose
-     prices its caches hold) */
-  atomic_ullong left;                  /* the entries left: [low 32 bits, high 32 bits) */
-  int active;                          /* threads pricing it */
 } slot;
 
 /* The innermost loops' values at one (tp, dp): shape_of. */
@@ -109,7 +103,7 @@ typedef struct walker {
   slot node_counts;                    /* walk_skips_node's counts of one sub-tree */
   int chunk, nslots, threads;
   slot *slots;
-  unsigned long long filled, delivered;  /* chunk sequence numbers */
+  unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
   nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
@@ -142,7 +136,6 @@ typedef struct worker_scratch {
   nd_bound *bound[ND_RECIPE_COUNT];  /* the lower bounds by recipe, with their caches
                                        (NULL: none; the layer prices depend on the recipe) */
   tree tree;               /* the nodes it walks */
-  slot part;               /* its share of a chunk others price too: rows and counts */
 } worker_scratch;
 
 /* ---- the walk's, for the pool (search.c) ---------------------------------------- */
