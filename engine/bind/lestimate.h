@@ -1,7 +1,8 @@
 /*
 ** lestimate.h -- what the estimate and search bindings (ndplan.c.estimate, ndplan.c.search)
-** share: one reader of named costs, so the two cannot disagree on which costs exist, and
-** the setters of their result tables. Include lua.h and lauxlib.h first.
+** share: the readers of their arguments (lread.c: one reader of named costs, strategies,
+** recipes and schedules, so the two cannot disagree on what exists), and the pushers of
+** their result tables (lestimate.c). Include lua.h and lauxlib.h first.
 */
 #ifndef NDPLAN_BIND_LESTIMATE_H
 #define NDPLAN_BIND_LESTIMATE_H
@@ -9,19 +10,31 @@
 #include "ndplan/estimate.h"
 #include "ndplan/recompute.h"
 
-/* Fills c with the defaults, then the table at index t (nil: none); raises on an unknown
-   name or a value that is not a number. */
+/* ---- reading (lread.c) ---- */
+
+/* Costs read once (pack_costs): a userdata holding one nd_costs, taken where a table is. */
+#define COSTS_MT "ndplan.costs"
+
+/* Fills c with the defaults, then the table at index t (nil: none; a packed COSTS_MT
+   userdata: its costs); raises on an unknown name or a value that is not a number. */
 void nd_read_costs (lua_State *L, int t, nd_costs *c);
+
+/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
+   no strategy key but is true in the table at index `ignore` (0: none) is skipped, and any
+   other is an unknown argument of nd.estimate's (whose arguments the table is). A per-layer
+   plan (layer_recompute or layer_offload given) is read into `plan`, the caller's storage,
+   and st->layers points there; without one st->layers is NULL. */
+void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_plan *plan);
+
+/* The job table at index t (devices, global_batch, seq_len; 0 where absent). */
+void nd_read_job (lua_State *L, int t, nd_job *job);
+
+/* nd_recompute_name for an int (the form name lists take). */
+const char *nd_recompute_word (int i);
 
 /* Parses the recipe name at index i into *out; raises "KEY: expected bf16, ..., got 'x'"
    listing the table's names. */
 void nd_check_recipe (lua_State *L, int i, const char *key, nd_recipe_id *out);
-/* Pushes {recipe, family, scaling, gemm_precision, gemm_peak_flops, element_bytes, ...}:
-   the recipe of st with its byte widths under costs c (ndplan estimate --json
-   "precision"). */
-void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
-                     const nd_costs *c, int body);
-
 /* Parses the schedule name at index i into *out; raises "schedule: expected 1f1b, ...,
    got 'x'" listing the core's names. */
 void nd_check_schedule (lua_State *L, int i, nd_schedule *out);
@@ -31,12 +44,20 @@ void nd_check_schedule (lua_State *L, int i, nd_schedule *out);
    list). */
 unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer);
 
+/* Adds "a, b, c <last> d" for a NULL-terminated list of names to b. */
+void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last);
+
+/* ---- pushing (lestimate.c) ---- */
+
+/* Pushes {recipe, family, scaling, gemm_precision, gemm_peak_flops, element_bytes, ...}:
+   the recipe of st with its byte widths under costs c (ndplan estimate --json
+   "precision"). */
+void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
+                     const nd_costs *c, int body);
+
 /* Sets the pipeline layout flags of st (Megatron's names) on the table on top: the fields
    nd.estimate reads them from, pushed where set. */
 void nd_push_layout_flags (lua_State *L, const nd_strategy *st);
-
-/* Adds "a, b, c <last> d" for a NULL-terminated list of names to b. */
-void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last);
 
 /* Pushes nd.estimate's result table of an estimate (its fields built on first read) for
    the strategy st priced under costs c, holding the model and device at stack indices

@@ -1,0 +1,397 @@
+/*
+** lread.c -- what the bindings read from Lua: costs, op switches, strategy tables (with
+** their pipeline layouts and per-layer plans), jobs, recipe and schedule names. Misuse
+** raises, naming the field and what was expected.
+*/
+#include <stddef.h>
+#include <string.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+
+#include "ndplan/estimate.h"
+#include "ndplan/fields.h"
+#include "ndplan/layout.h"
+#include "ndplan/search.h"
+#include "lestimate.h"
+
+/*
+** Name lookups the readers make on every call, one Lua table each per state, kept in the
+** registry: a cost's name -> its field's index in nd_cost_fields, a strategy key -> true.
+** A key read from the caller's table is then found by its (already hashed) Lua string.
+*/
+static char cost_lookup_id, strategy_lookup_id;
+
+static int push_lookup (lua_State *L, const char *id) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, id) != LUA_TNIL) return lua_gettop(L);
+  lua_pop(L, 1);
+  lua_newtable(L);
+  if (id == &cost_lookup_id) {
+    int i, n;
+    const nd_field *f = nd_cost_fields(&n);
+    for (i = 0; i < n; i++) { lua_pushinteger(L, i); lua_setfield(L, -2, f[i].name); }
+  }
+  else {
+    const char *const *k;
+    for (k = nd_strategy_keys; *k; k++) { lua_pushboolean(L, 1); lua_setfield(L, -2, *k); }
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, id);
+  return lua_gettop(L);
+}
+
+void nd_read_costs (lua_State *L, int t, nd_costs *c) {
+  int n, names;
+  const nd_field *table = nd_cost_fields(&n);
+  const nd_costs *packed;
+  nd_costs_init(c);
+  if (lua_isnoneornil(L, t)) return;
+  if ((packed = (const nd_costs *)luaL_testudata(L, t, COSTS_MT)) != NULL) {
+    *c = *packed;
+    return;
+  }
+  luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  names = push_lookup(L, &cost_lookup_id);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    int found;
+    lua_pushvalue(L, -2);
+    found = lua_type(L, -1) == LUA_TSTRING && lua_rawget(L, names) == LUA_TNUMBER;
+    if (!found) luaL_error(L, "costs: unknown field '%s'", key);
+    if (!lua_isnumber(L, -2)) luaL_error(L, "costs.%s: expected a number", key);
+    *nd_field_slot(c, &table[lua_tointeger(L, -1)]) = lua_tonumber(L, -2);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+}
+
+static int get_int (lua_State *L, int t, const char *key, int dflt) {
+  int isnum;
+  lua_Integer v;
+  if (lua_getfield(L, t, key) == LUA_TNIL) { lua_pop(L, 1); return dflt; }
+  v = lua_tointegerx(L, -1, &isnum);
+  if (!isnum) luaL_error(L, "%s: expected an integer, got %s", key, luaL_typename(L, -1));
+  if (v < -1000000000 || v > 1000000000) luaL_error(L, "%s: %I is out of range", key, v);
+  lua_pop(L, 1);
+  return (int)v;
+}
+
+static int get_bool (lua_State *L, int t, const char *key, int dflt) {
+  int v;
+  if (lua_getfield(L, t, key) == LUA_TNIL) { lua_pop(L, 1); return dflt; }
+  if (lua_isboolean(L, -1)) v = lua_toboolean(L, -1);
+  else if (lua_isinteger(L, -1)) v = lua_tointeger(L, -1) != 0;
+  else return luaL_error(L, "%s: expected a boolean, got %s", key, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Pushes "a, b or c" for the core's names name(0) .. name(n - 1); returns it. */
+static const char *enum_words (lua_State *L, const char *(*name)(int), int n) {
+  const char *names[16];  /* the core's enums are shorter */
+  luaL_Buffer b;
+  int i;
+  if (n > 15) n = 15;
+  for (i = 0; i < n; i++) names[i] = name(i);
+  names[n] = NULL;
+  luaL_buffinit(L, &b);
+  nd_add_names(&b, names, "or");
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+const char *nd_recompute_word (int i) { return nd_recompute_name((nd_recompute)i); }
+
+/* A set of op switches from the array of names on top of the stack, as a mask; `layer` > 0
+   names the element of a per-layer list in the error. */
+unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer) {
+  lua_Integer i, n;
+  unsigned mask = 0;
+  if (layer > 0 && !lua_istable(L, -1))
+    luaL_error(L, "%s[%I]: expected an array of op names", key, layer);
+  luaL_checktype(L, -1, LUA_TTABLE);
+  n = luaL_len(L, -1);
+  for (i = 1; i <= n; i++) {
+    int op = 0;  /* luaL_error does not return; clang cannot tell */
+    lua_geti(L, -1, i);
+    if (lua_type(L, -1) != LUA_TSTRING || nd_op_parse(lua_tostring(L, -1), &op) != 0) {
+      const char *ops = enum_words(L, nd_op_name, ND_OP_COUNT);
+      if (layer > 0) luaL_error(L, "%s[%I][%I]: expected %s", key, layer, i, ops);
+      luaL_error(L, "%s[%I]: expected %s", key, i, ops);
+    }
+    mask |= ND_OP_BIT(op);
+    lua_pop(L, 1);
+  }
+  return mask;
+}
+
+static void read_layout (lua_State *L, int t, unsigned long long f, nd_strategy *st);
+
+/*
+** The keys a strategy table holds, as bits of a 64-bit filter (from a key's length and its
+** first and last letters): the reader asks the table only for keys whose bit is set, where
+** most of the 33 keys are absent from a typical strategy.
+*/
+typedef unsigned long long key_filter;
+
+static inline key_filter key_bit (const char *k, size_t n) {
+  return 1ull << ((n * 7u + (unsigned char)k[0] * 3u + (unsigned char)k[n - 1]) & 63u);
+}
+
+static inline int opt_int (lua_State *L, int t, key_filter f, const char *key, int dflt) {
+  return (f & key_bit(key, strlen(key))) ? get_int(L, t, key, dflt) : dflt;
+}
+
+static inline int opt_bool (lua_State *L, int t, key_filter f, const char *key, int dflt) {
+  return (f & key_bit(key, strlen(key))) ? get_bool(L, t, key, dflt) : dflt;
+}
+
+/* lua_getfield for a key the filter may rule out (then nil is pushed). */
+static inline int opt_field (lua_State *L, int t, key_filter f, const char *key) {
+  if (f & key_bit(key, strlen(key))) return lua_getfield(L, t, key);
+  lua_pushnil(L);
+  return LUA_TNIL;
+}
+
+/* The storage of a per-layer plan being read, zeroed on first use (the layers a table
+   does not state keep everything, with the strategy's switches). */
+static nd_layer_plan *plan_storage (nd_layer_plan *plan, int *started) {
+  if (!*started) { memset(plan, 0, sizeof *plan); *started = 1; }
+  return plan;
+}
+
+/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
+   no strategy key but is true in the table at index `ignore` (0: none) is skipped, and any
+   other is an unknown argument of nd.estimate's (whose arguments the table is). A per-layer
+   plan (layer_recompute or layer_offload given) is read into `plan`, the caller's storage,
+   and st->layers points there; without one st->layers is NULL. */
+void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
+                       nd_layer_plan *plan) {
+  int keys, started = 0;
+  key_filter f = 0;
+  nd_strategy_init(st);
+  luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  keys = push_lookup(L, &strategy_lookup_id);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    size_t n;
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : "?";
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, keys) == LUA_TNIL) {
+      int skip = 0;
+      if (ignore) {
+        lua_pushvalue(L, -2);
+        skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
+        lua_pop(L, 1);
+      }
+      if (!skip && ignore) {  /* nd.estimate's own arguments: its misuse, at its caller's
+                                 place (level 2: nd.estimate called this binding) */
+        const char *name = luaL_tolstring(L, -2, NULL);
+        luaL_where(L, 2);
+        lua_pushfstring(L, "%snd.estimate: unknown argument '%s'", lua_tostring(L, -1), name);
+        lua_error(L);
+      }
+      if (!skip) luaL_error(L, "strategy: unknown field '%s'", key);
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    f |= key_bit(key, n);
+  }
+  lua_pop(L, 1);
+  st->dp = opt_int(L, t, f, "dp", 0);
+  st->tp = opt_int(L, t, f, "tp", 1);
+  st->pp = opt_int(L, t, f, "pp", 1);
+  st->vpp = opt_int(L, t, f, "vpp", 1);
+  st->cp = opt_int(L, t, f, "cp", 1);
+  st->ep = opt_int(L, t, f, "ep", 1);
+  st->etp = opt_int(L, t, f, "etp", 1);
+  st->sp = opt_bool(L, t, f, "sp", 0);
+  st->zero = opt_int(L, t, f, "zero", 0);
+  st->dp_shard = opt_int(L, t, f, "dp_shard", 0);  /* 0: all of dp */
+  st->dp_replicate = opt_int(L, t, f, "dp_replicate", 0);  /* 0: from dp_shard */
+  st->mbs = opt_int(L, t, f, "mbs", 1);
+  if (opt_field(L, t, f, "selective_ops") != LUA_TNIL)  /* array of op names */
+    st->selective_ops = nd_read_ops(L, "selective_ops", 0);
+  lua_pop(L, 1);
+  if (opt_field(L, t, f, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > ND_MAX_LAYERS) luaL_error(L, "layer_selective_ops: more than %d layers", ND_MAX_LAYERS);
+    plan_storage(plan, &started);  /* read, used when the modes are given too */
+    for (i = 1; i <= n; i++) {
+      lua_geti(L, -1, i);
+      plan->ops[i - 1] = (unsigned char)nd_read_ops(L, "layer_selective_ops", i);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  if (opt_field(L, t, f, "offload") != LUA_TNIL) {
+    if (!lua_isnumber(L, -1))
+      luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, -1));
+    st->offload = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  st->mb = opt_int(L, t, f, "mb", 0);
+  st->flash_attention = opt_bool(L, t, f, "flash_attention", 1);
+  st->tp_comm_overlap = opt_bool(L, t, f, "tp_comm_overlap", 0);
+  if (opt_field(L, t, f, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
+  lua_pop(L, 1);
+  if (opt_field(L, t, f, "precision") != LUA_TNIL)
+    nd_check_recipe(L, -1, "precision", &st->precision);
+  lua_pop(L, 1);
+  st->param_gather = opt_bool(L, t, f, "fp8_param_gather", 0);
+  st->reshard = opt_bool(L, t, f, "reshard_after_forward", -1);  /* -1: the trainer's default */
+  st->bf16_first = opt_int(L, t, f, "bf16_first_layers", -1);
+  st->bf16_last = opt_int(L, t, f, "bf16_last_layers", -1);
+  if (opt_field(L, t, f, "recompute") != LUA_TNIL
+      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0) {
+    const char *got = lua_tostring(L, -1);  /* stays below the words */
+    luaL_error(L, "recompute: expected %s, got '%s'",
+               enum_words(L, nd_recompute_word, ND_RECOMPUTE_COUNT), got);
+  }
+  lua_pop(L, 1);
+  if (opt_field(L, t, f, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > ND_MAX_LAYERS) luaL_error(L, "layer_recompute: more than %d layers", ND_MAX_LAYERS);
+    st->layers = plan_storage(plan, &started);
+    for (i = 1; i <= n; i++) {
+      nd_recompute r;
+      lua_geti(L, -1, i);
+      if (nd_recompute_parse(luaL_checkstring(L, -1), &r) != 0)
+        luaL_error(L, "layer_recompute[%I]: unknown mode '%s'", i, lua_tostring(L, -1));
+      plan->recompute[i - 1] = (unsigned char)r;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  if (opt_field(L, t, f, "layer_offload") != LUA_TNIL) {  /* array of booleans */
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n > ND_MAX_LAYERS) luaL_error(L, "layer_offload: more than %d layers", ND_MAX_LAYERS);
+    st->layers = plan_storage(plan, &started);  /* the modes default to none */
+    for (i = 1; i <= n; i++) {
+      lua_geti(L, -1, i);
+      if (!lua_isboolean(L, -1)) luaL_error(L, "layer_offload[%I]: expected true or false", i);
+      plan->offload[i - 1] = (unsigned char)lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  read_layout(L, t, f, st);
+}
+
+/* The pipeline layout fields (Megatron's names); pp and vpp are read. */
+static void read_layout (lua_State *L, int t, key_filter kf, nd_strategy *st) {
+  int f = opt_int(L, t, kf, "decoder_first_pipeline_num_layers", 0);
+  int l = opt_int(L, t, kf, "decoder_last_pipeline_num_layers", 0);
+  if (f < 0 || f > ND_MAX_LAYERS || l < 0 || l > ND_MAX_LAYERS)
+    luaL_error(L, "decoder_first/last_pipeline_num_layers: expected 1..%d layers", ND_MAX_LAYERS);
+  st->first_layers = (short)f;
+  st->last_layers = (short)l;
+  st->account = (unsigned char)(
+      (opt_bool(L, t, kf, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
+      | (opt_bool(L, t, kf, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
+  if (opt_field(L, t, kf, "stage_layers") != LUA_TNIL) {
+    lua_Integer i, n;
+    luaL_checktype(L, -1, LUA_TTABLE);
+    n = luaL_len(L, -1);
+    if (n != st->pp && n != (lua_Integer)st->pp * st->vpp)
+      luaL_error(L, "stage_layers: %I sizes, expected pp = %d stage sizes%s", n, st->pp,
+                 st->vpp > 1 ? " or pp*vpp chunk sizes" : "");
+    if (n > ND_MAX_CHUNKS) luaL_error(L, "stage_layers: more than %d chunks", ND_MAX_CHUNKS);
+    for (i = 1; i <= n; i++) {
+      lua_Integer v;
+      lua_geti(L, -1, i);
+      v = luaL_checkinteger(L, -1);
+      if (v < 0 || v > ND_MAX_LAYERS)
+        luaL_error(L, "stage_layers[%I]: expected 0..%d layers, got %I", i, ND_MAX_LAYERS, v);
+      st->stage_layers[i - 1] = (int)v;
+      lua_pop(L, 1);
+    }
+    if (n == st->pp && st->vpp > 1) {  /* per stage: each stage's over its chunks */
+      int s, c, v = st->vpp, p = st->pp, per[ND_MAX_STAGES];
+      for (s = 0; s < p; s++) {
+        per[s] = st->stage_layers[s];
+        if (per[s] % v != 0)
+          luaL_error(L, "stage_layers[%d]: %d layers do not split into vpp = %d chunks "
+                     "(give pp*vpp chunk sizes)", s + 1, per[s], v);
+      }
+      for (s = 0; s < p; s++)
+        for (c = 0; c < v; c++) st->stage_layers[c * p + s] = per[s] / v;
+    }
+    st->explicit_layout = ND_LAYOUT_CHUNKS;
+  }
+  lua_pop(L, 1);
+  if (opt_field(L, t, kf, "pipeline_model_parallel_layout") != LUA_TNIL) {
+    char err[256];
+    if (st->explicit_layout)
+      luaL_error(L, "pipeline_model_parallel_layout: cannot be set with stage_layers");
+    if (nd_layout_parse(st, luaL_checkstring(L, -1), err, sizeof err) != 0)
+      luaL_error(L, "pipeline_model_parallel_layout: %s", err);
+  }
+  lua_pop(L, 1);
+}
+
+void nd_read_job (lua_State *L, int t, nd_job *job) {
+  luaL_checktype(L, t, LUA_TTABLE);
+  job->devices = get_int(L, t, "devices", 0);
+  job->seq_len = get_int(L, t, "seq_len", 0);
+  if (lua_getfield(L, t, "global_batch") == LUA_TNIL) job->global_batch = 0;
+  else job->global_batch = (long long)luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+}
+
+void nd_check_recipe (lua_State *L, int i, const char *key, nd_recipe_id *out) {
+  luaL_Buffer b;
+  int r;
+  i = lua_absindex(L, i);
+  if (lua_type(L, i) == LUA_TSTRING && nd_recipe_parse(lua_tostring(L, i), out) == 0) return;
+  luaL_tolstring(L, i, NULL);  /* what was given, below the buffer */
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "bf16, fp16, fp8 (");  /* the table's names, fp8 standing for its default */
+  luaL_addstring(&b, nd_recipe_get(ND_RECIPE_FP8_DEFAULT)->name);
+  luaL_addstring(&b, ")");
+  for (r = ND_RECIPE_FP16 + 1; r < ND_RECIPE_COUNT; r++) {
+    if (r == ND_RECIPE_FP8_DEFAULT) continue;
+    luaL_addstring(&b, r == ND_RECIPE_COUNT - 1 ? " or " : ", ");
+    luaL_addstring(&b, nd_recipe_get((nd_recipe_id)r)->name);
+  }
+  luaL_pushresult(&b);
+  luaL_error(L, "%s: expected %s, got '%s'", key, lua_tostring(L, -1), lua_tostring(L, -2));
+}
+
+void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last) {
+  int i;
+  for (i = 0; names[i]; i++) {
+    if (i > 0 && names[i + 1]) luaL_addstring(b, ", ");
+    else if (i > 0) { luaL_addchar(b, ' '); luaL_addstring(b, last); luaL_addchar(b, ' '); }
+    luaL_addstring(b, names[i]);
+  }
+}
+
+void nd_check_schedule (lua_State *L, int i, nd_schedule *out) {
+  luaL_Buffer b;
+  const char *names[ND_SCHED_COUNT + 1];
+  int s;
+  const char *got = luaL_checkstring(L, i);  /* stays on the stack below the buffer */
+  if (nd_schedule_parse(got, out) == 0) return;
+  for (s = 0; s < ND_SCHED_COUNT; s++) names[s] = nd_schedule_name((nd_schedule)s);
+  names[ND_SCHED_COUNT] = NULL;
+  luaL_buffinit(L, &b);  /* the names, from the core's one table */
+  luaL_addstring(&b, "schedule: expected ");
+  nd_add_names(&b, names, "or");
+  luaL_addstring(&b, ", got '");
+  luaL_addstring(&b, got);
+  luaL_addstring(&b, "'");
+  luaL_pushresult(&b);
+  lua_error(L);
+}
