@@ -643,7 +643,8 @@ static int e_run (lua_State *L) {
 ** again with each layer that is not fully recomputed turned full (its own selective switches
 ** cleared), one entry per variant the estimator prices, in layer order (layers 1-based), as
 ** columns (a table per variant cost more than reading them). The recompute potentials' step
-** (ndplan.plan) in one call instead of one nd.estimate each.
+** (ndplan.plan) in one call instead of one nd.estimate each; a variant of a layer counted
+** alike with one already priced (counted_alike) takes its figures.
 */
 #define PRICE_CACHE_MT "ndplan.price_cache"
 /* A layer-kind price cache (nd_price_cache) owned by the GC, so a raise frees it. */
@@ -666,13 +667,53 @@ static nd_price_cache *new_price_cache (lua_State *L, int entries) {
   return *box;
 }
 
+/*
+** Each layer's stage in the resolved layout of st (-1: placed in none, or st refused),
+** into stage_of[0..layers).
+*/
+static void stages_of_layers (const call_args *a, int layers, int *stage_of) {
+  nd_strategy r;
+  char err[8];
+  int starts[ND_MAX_CHUNKS], k[ND_MAX_CHUNKS], s, c, j;
+  for (j = 0; j < layers; j++) stage_of[j] = -1;
+  if (nd_strategy_resolve_to(a->st, a->m, &a->job, &r, err, sizeof err) != 0) return;
+  nd_chunk_starts(&r, starts);
+  for (s = 0; s < r.pp; s++) {
+    int n = nd_stage_chunks(&r, s, k);
+    for (c = 0; c < n; c++)
+      for (j = starts[k[c]]; j < starts[k[c]] + r.stage_layers[k[c]] && j < layers; j++)
+        if (j >= 0) stage_of[j] = stage_of[j] < 0 ? s : -2;  /* -2: on two stages */
+  }
+  for (j = 0; j < layers; j++) if (stage_of[j] < -1) stage_of[j] = -1;
+}
+
+/*
+** Whether layers i and j of a plan are counted alike by the estimator: on the same stage,
+** of one kind (nd_layer_kind_equal), under the same mode, switches and offload, both in
+** or both out of the recipe's BF16 end layers (its quantized parameters). A stage sums its
+** layers by those counts alone (estimate.c's count_layer), so turning either one full
+** prices the same; potentials_batch_spec holds it against nd.estimate variant by variant.
+*/
+static int counted_alike (const call_args *a, const int *stage_of, int first, int last,
+                          int i, int j) {
+  const nd_layer_plan *pl = a->st->layers;
+  int body = (int)a->m->num_layers;
+  return stage_of[i] >= 0 && stage_of[i] == stage_of[j] && i < body && j < body
+      && nd_layer_kind_equal(&a->m->layer[i], &a->m->layer[j])
+      && pl->recompute[i] == pl->recompute[j] && pl->ops[i] == pl->ops[j]
+      && pl->offload[i] == pl->offload[j]
+      && (i >= first && i < body - last) == (j >= first && j < body - last);
+}
+
 static int e_one_more_full (lua_State *L) {
   call_args a;
   nd_estimate *e;
   strategy_box *v;
   nd_price_cache *pc;
   char err[256];
-  int i, n = 0, layers;
+  int i, n = 0, layers, nrep = 0, first, last;
+  int *stage_of, *rep;   /* each layer's stage; the layers priced, in order */
+  double *rep_t, *rep_m;  /* and their figures */
   read_call(L, 5, &a);
   if (!a.st->layers) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
@@ -685,28 +726,50 @@ static int e_one_more_full (lua_State *L) {
   layers = (int)luaL_len(L, -1);
   lua_pop(L, 1);
   if (layers > ND_MAX_LAYERS) layers = ND_MAX_LAYERS;
+  stage_of = (int *)lua_newuserdatauv(L, 2 * (size_t)(layers + 1) * sizeof *stage_of
+                                         + 2 * (size_t)(layers + 1) * sizeof *rep_t, 0);
+  rep = stage_of + layers + 1;
+  rep_t = (double *)(rep + layers + 1);
+  rep_m = rep_t + layers + 1;
+  stages_of_layers(&a, layers, stage_of);
+  nd_strategy_bf16_layers(a.st, (int)a.m->num_layers, &first, &last);
   lua_createtable(L, 0, 3);       /* the result, then its columns above it: */
   lua_createtable(L, layers, 0);  /* layer */
   lua_createtable(L, layers, 0);  /* step_time_s */
   lua_createtable(L, layers, 0);  /* peak_memory_bytes (top) */
   for (i = 0; i < layers; i++) {
-    int priced;
+    int priced, r;
+    double t, peak;
     if (a.st->layers->recompute[i] == ND_RECOMPUTE_FULL) continue;
-    v->st = *a.st;  /* as given: each variant is resolved from it */
-    v->st.layers = &v->layers;
-    v->layers.recompute[i] = ND_RECOMPUTE_FULL;
-    v->layers.ops[i] = 0;
-    priced = nd_estimate_run_cached(a.m, a.dev, &a.job, &v->st, &a.costs, pc, e, err,
-                                    sizeof err) == 0;
-    v->layers.recompute[i] = a.st->layers->recompute[i];  /* the plan as given again */
-    v->layers.ops[i] = a.st->layers->ops[i];
-    if (!priced) continue;
+    for (r = 0; r < nrep; r++)  /* a layer counted alike was priced: its figures */
+      if (counted_alike(&a, stage_of, first, last, rep[r], i)) break;
+    if (r < nrep) {
+      if (rep_t[r] != rep_t[r]) continue;  /* that variant was refused: so is this one */
+      t = rep_t[r];
+      peak = rep_m[r];
+    }
+    else {
+      v->st = *a.st;  /* as given: each variant is resolved from it */
+      v->st.layers = &v->layers;
+      v->layers.recompute[i] = ND_RECOMPUTE_FULL;
+      v->layers.ops[i] = 0;
+      priced = nd_estimate_run_cached(a.m, a.dev, &a.job, &v->st, &a.costs, pc, e, err,
+                                      sizeof err) == 0;
+      v->layers.recompute[i] = a.st->layers->recompute[i];  /* the plan as given again */
+      v->layers.ops[i] = a.st->layers->ops[i];
+      rep[nrep] = i;
+      rep_t[nrep] = priced ? e->step_time : NAN;
+      rep_m[nrep++] = priced ? e->peak : NAN;
+      if (!priced) continue;
+      t = e->step_time;
+      peak = e->peak;
+    }
     n++;
     lua_pushinteger(L, i + 1);
     lua_rawseti(L, -4, n);
-    lua_pushnumber(L, e->step_time);
+    lua_pushnumber(L, t);
     lua_rawseti(L, -3, n);
-    lua_pushnumber(L, e->peak);
+    lua_pushnumber(L, peak);
     lua_rawseti(L, -2, n);
   }
   lua_setfield(L, -4, "peak_memory_bytes");

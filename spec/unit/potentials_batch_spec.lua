@@ -37,6 +37,69 @@ describe("one_more_full", function()
     end
   end)
 
+  -- Layers the estimator counts alike (one stage, kind, mode, switches, offload, BF16 end
+  -- or not) are priced once and their figures shared: every variant must still be what
+  -- nd.estimate gives it alone, across layouts, models and recipes that place layers apart.
+  local OPS = {"attn_core", "norms", "act", "mla_up", "moe_dispatch"}
+  local cases = {
+    {"llama3.1-8b", "h100", {devices = 8, global_batch = 64, seq_len = 4096},
+     {tp = 2, pp = 4, vpp = 2, mbs = 1, zero = 1, sp = true}},
+    {"llama3.1-8b", "h100", {devices = 8, global_batch = 64, seq_len = 4096},
+     {tp = 1, pp = 2, mbs = 2, zero = 1, account_for_embedding_in_pipeline_split = true,
+      account_for_loss_in_pipeline_split = true}},
+    {"deepseek-v3", "h800", {devices = 256, global_batch = 1024, seq_len = 4096},
+     {tp = 2, pp = 8, ep = 32, mbs = 1, zero = 1, sp = true}},
+    {"llama3.1-8b", "b200", {devices = 8, global_batch = 64, seq_len = 4096},
+     {tp = 2, pp = 2, mbs = 1, zero = 1, sp = true, precision = "nvfp4"}},
+    {"llama3.1-8b", "h100", {devices = 8, global_batch = 64, seq_len = 4096},
+     {tp = 2, pp = 2, mbs = 1, zero = 1, sp = true, precision = "fp8:tensorwise",
+      bf16_first_layers = 3, bf16_last_layers = 2}},
+  }
+  for ci, c in ipairs(cases) do
+    it("prices every variant as nd.estimate does: " .. c[1] .. " case " .. ci, function()
+      local model, device = assert(nd.model(c[1])), assert(nd.device(c[2]))
+      local rng = 7 * ci  -- a fixed sequence: the plans are the same from run to run
+      local function rand(n) rng = (rng * 1103515245 + 12345) % 2147483648; return rng % n + 1 end
+      local L = model.num_layers
+      local shared, total = 0, 0
+      for _ = 1, 3 do
+        local modes, ops, off = {}, {}, {}
+        for i = 1, L do
+          local r = rand(10)
+          modes[i] = r <= 4 and "none" or r <= 8 and "selective" or "full"
+          ops[i] = modes[i] == "selective" and rand(3) == 1 and {OPS[rand(3)]} or {}
+          off[i] = modes[i] ~= "full" and rand(6) == 1
+        end
+        local st = {layer_recompute = modes, layer_selective_ops = ops, layer_offload = off}
+        for k, v in pairs(c[4]) do st[k] = v end
+        local cols = core.one_more_full(model, device, c[3], st)
+        local seen = {}
+        for n = 1, #cols.layer do
+          local i = cols.layer[n]
+          local key = cols.step_time_s[n] .. "/" .. cols.peak_memory_bytes[n]
+          if seen[key] then shared = shared + 1 end
+          seen[key] = true
+          total = total + 1
+          local a = {model = model, device = device, stack = "none"}
+          for k, v in pairs(c[3]) do a[k] = v end
+          for k, v in pairs(st) do a[k] = v end
+          local m2 = {}
+          for j = 1, L do m2[j] = modes[j] end
+          m2[i] = "full"
+          local o2 = {}
+          for j = 1, L do o2[j] = ops[j] end
+          o2[i] = {}
+          a.layer_recompute, a.layer_selective_ops = m2, o2
+          local e = assert(nd.estimate(a))
+          assert.equal(e.step_time_s, cols.step_time_s[n])
+          assert.equal(e.peak_memory_bytes, cols.peak_memory_bytes[n])
+        end
+      end
+      assert.is_true(total > 0)
+      assert.is_true(shared > 0)  -- some variants were counted alike
+    end)
+  end
+
   it("refuses a strategy without per-layer modes", function()
     assert.has_error(function() core.one_more_full(m, dev, job, base) end)
   end)
