@@ -44,12 +44,12 @@ void nd_read_costs (lua_State *L, int t, nd_costs *c) {
   int n, names;
   const nd_field *table = nd_cost_fields(&n);
   const nd_costs *packed;
-  nd_costs_init(c);
-  if (lua_isnoneornil(L, t)) return;
-  if ((packed = (const nd_costs *)luaL_testudata(L, t, COSTS_MT)) != NULL) {
-    *c = *packed;
+  if (!lua_isnoneornil(L, t) && (packed = (const nd_costs *)luaL_testudata(L, t, COSTS_MT))) {
+    *c = *packed;  /* read once (pack_costs) */
     return;
   }
+  nd_costs_init(c);
+  if (lua_isnoneornil(L, t)) return;
   luaL_checktype(L, t, LUA_TTABLE);
   t = lua_absindex(L, t);
   names = push_lookup(L, &cost_lookup_id);

@@ -171,13 +171,14 @@ end
 -- result.step_time_band, with low_s and high_s the band around its step time: core.add_stack,
 -- or when first read with core.run's figures).
 local stack_module
-local figures_of = setmetatable({}, {__mode = "k"})  -- info -> "dense:bf16" -> figures
+local figures_of = setmetatable({}, {__mode = "k"})  -- info -> moe -> precision -> figures
 local function stack_figures(info, moe, strategy)
   if not info then return nil end
   local precision = strategy.precision or "bf16"
-  local key = type(precision) == "string" and (moe and "moe:" or "dense:") .. precision
+  local key = type(precision) == "string" and precision
   local per = figures_of[info]
-  if not per then per = {}; figures_of[info] = per end
+  if not per then per = {[true] = {}, [false] = {}}; figures_of[info] = per end
+  per = per[moe]
   local fig = key and per[key]
   if fig then return fig end
   local stack = stack_module or require "ndplan.config.stack"
