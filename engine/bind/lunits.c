@@ -3,9 +3,6 @@
 ** C core print sizes and times the same way; and the shortest exact text of a number, which
 ** every file ndplan writes uses (ndplan.io.json, recompute_potentials.csv).
 */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include <lua.h>
 #include <lauxlib.h>
@@ -37,26 +34,13 @@ static int u_seconds (lua_State *L) {
 */
 static int u_shortest (lua_State *L) {
   char buf[40];
-  double x;
-  int digits;
   if (lua_isinteger(L, 1)) {
     lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, 1));
     return 1;
   }
-  x = luaL_checknumber(L, 1);
-  if (!isfinite(x)) return 0;
-  if (x == floor(x) && fabs(x) < 0x1p63) {
-    lua_pushfstring(L, "%I", (LUAI_UACINT)(lua_Integer)x);
-    return 1;
-  }
-  for (digits = 15; digits <= 17; digits++) {
-    snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (strtod(buf, NULL) == x) {
-      lua_pushstring(L, buf);
-      return 1;
-    }
-  }
-  return 0;
+  if (nd_format_shortest(buf, sizeof buf, luaL_checknumber(L, 1)) == 0) return 0;
+  lua_pushstring(L, buf);
+  return 1;
 }
 
 static const luaL_Reg funcs[] = {

@@ -12,6 +12,7 @@ static const luaL_Reg bindings[] = {
   {"ndplan.c.bundle", luaopen_ndplan_bundle},
   {"ndplan.c.yaml", luaopen_ndplan_yaml},
   {"ndplan.c.units", luaopen_ndplan_units},
+  {"ndplan.c.json", luaopen_ndplan_json},
   {"ndplan.c.model", luaopen_ndplan_model},
   {"ndplan.c.device", luaopen_ndplan_device},
   {"ndplan.c.estimate", luaopen_ndplan_estimate},

@@ -14,6 +14,7 @@ int luaopen_ndplan(lua_State *L);          /* module.c: the assembled module */
 int luaopen_ndplan_bundle(lua_State *L);   /* lbundle.c: bundled files and the searcher */
 int luaopen_ndplan_yaml(lua_State *L);     /* lyaml.c: libyaml loader with line/column */
 int luaopen_ndplan_units(lua_State *L);    /* lunits.c: byte/time/rate formatting */
+int luaopen_ndplan_json(lua_State *L);     /* ljson.c: the JSON writer of ndplan.io.json */
 int luaopen_ndplan_model(lua_State *L);    /* lmodel.c: model spec, layer stack, params */
 int luaopen_ndplan_device(lua_State *L);   /* ldevice.c: device records */
 int luaopen_ndplan_estimate(lua_State *L); /* lestimate.c: memory and step-time estimators */

@@ -3,6 +3,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ndplan/units.h"
@@ -110,4 +111,16 @@ int nd_format_g (char *buf, size_t size, double x, int precision) {
   }
   *o = '\0';
   return (int)(o - buf);
+}
+
+int nd_format_shortest (char *buf, size_t size, double x) {
+  int digits;
+  buf[0] = '\0';
+  if (!isfinite(x)) return 0;
+  if (x == floor(x) && fabs(x) < 0x1p63) return snprintf(buf, size, "%lld", (long long)x);
+  for (digits = 15; digits <= 17; digits++) {  /* 17 always reads back */
+    int n = snprintf(buf, size, "%.*g", digits, x);
+    if (strtod(buf, NULL) == x) return n;
+  }
+  return 0;
 }

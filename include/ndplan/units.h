@@ -29,4 +29,12 @@ char *nd_format_seconds (char *buf, size_t size, double seconds);
 */
 int nd_format_g (char *buf, size_t size, double x, int precision);
 
+/*
+** The shortest exact text of a finite double, which every file ndplan writes uses: an
+** integral value below 2^63 in magnitude as that integer ("%lld"); another in the fewest
+** significant digits, 15 to 17, that read back (strtod) to the same double. Into buf (at
+** least 40 bytes); returns the length, 0 for NaN and infinities (buf then "").
+*/
+int nd_format_shortest (char *buf, size_t size, double x);
+
 #endif

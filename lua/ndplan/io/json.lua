@@ -41,67 +41,14 @@ function M.object(members) return setmetatable(members, ORDERED) end
 -- in the fewest significant digits (15 to 17) that read back exactly (ndplan.c.units)
 M.shortest = require("ndplan.c.units").shortest
 
-local function number(v, shortest)
-  if v ~= v or v == math.huge or v == -math.huge then return "null" end
-  if shortest then return M.shortest(v) end
-  if math.type(v) == "integer" then return string.format("%d", v) end
-  if v == math.floor(v) and math.abs(v) < 2^53 then return string.format("%.0f", v) end
-  return string.format("%.17g", v)
-end
-
-local NAMED = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\t'] = '\\t', ['\r'] = '\\r'}
-local function escape(c) return NAMED[c] or string.format("\\u%04x", c:byte()) end
-local function encode(v, out, depth, opts)
-  local t = type(v)
-  if depth > M.MAX_DEPTH then
-    error(string.format("json.encode: nested deeper than %d (a cycle?)", M.MAX_DEPTH), 0)
-  end
-  if v == nil or v == M.null then out[#out + 1] = "null"
-  elseif t == "boolean" then out[#out + 1] = tostring(v)
-  elseif t == "number" then out[#out + 1] = number(v, opts.shortest)
-  elseif t == "string" then
-    -- most strings need no escape: found first, gsub only when one does
-    if v:find('[%c"\\]') then out[#out + 1] = '"' .. v:gsub('[%c"\\]', escape) .. '"'
-    else out[#out + 1] = '"' .. v .. '"' end
-  elseif t == "table" then
-    local ordered, n, keys = getmetatable(v) == ORDERED, #v, nil
-    local array = not ordered and (n > 0 or next(v) == nil)
-    if not ordered and not array then  -- a plain object: its keys sorted
-      keys = {}
-      for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-      table.sort(keys)
-      n = #keys
-    end
-    if n == 0 then out[#out + 1] = array and "[]" or "{}"; return end
-    local inner = opts.indent and "\n" .. string.rep(opts.indent, depth + 1)
-    out[#out + 1] = array and "[" or "{"
-    for i = 1, n do
-      if i > 1 then out[#out + 1] = "," end
-      if inner then out[#out + 1] = inner end
-      local key, val
-      if ordered then key, val = v[i][1], v[i][2]
-      elseif keys then
-        key, val = keys[i], v[keys[i]]
-        if val == nil then val = v[math.tointeger(tonumber(key))] end
-      else val = v[i] end
-      if key ~= nil then
-        encode(tostring(key), out, depth + 1, opts)
-        out[#out + 1] = inner and ": " or ":"
-      end
-      encode(val, out, depth + 1, opts)
-    end
-    if inner then out[#out + 1] = "\n" .. string.rep(opts.indent, depth) end
-    out[#out + 1] = array and "]" or "}"
-  else
-    error("json.encode: cannot encode a " .. t, 0)
-  end
-end
+-- The writing itself is C (ndplan.c.json: engine/bind/ljson.c has the rules); it reads the
+-- value as Lua does, metamethods included, so lazy result tables write what pairs shows.
+local write = require("ndplan.c.json").encode
 
 -- encode(value [, {shortest =, indent =}]) -> JSON text
 function M.encode(value, opts)
-  local out = {}
-  encode(value, out, 0, opts or {})
-  return table.concat(out)
+  opts = opts or {}
+  return write(value, ORDERED, M.null, M.MAX_DEPTH, opts.shortest, opts.indent)
 end
 
 return M
