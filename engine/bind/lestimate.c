@@ -682,7 +682,7 @@ static void stages_of_layers (const call_args *a, int layers, int *stage_of) {
     int n = nd_stage_chunks(&r, s, k);
     for (c = 0; c < n; c++)
       for (j = starts[k[c]]; j < starts[k[c]] + r.stage_layers[k[c]] && j < layers; j++)
-        if (j >= 0) stage_of[j] = stage_of[j] < 0 ? s : -2;  /* -2: on two stages */
+        if (j >= 0) stage_of[j] = stage_of[j] == -1 ? s : -2;  /* -2: on two stages */
   }
   for (j = 0; j < layers; j++) if (stage_of[j] < -1) stage_of[j] = -1;
 }
