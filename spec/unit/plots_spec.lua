@@ -153,6 +153,27 @@ describe("ndplan.svg", function()
     assert.equal("100", svg.num(100.004))
   end)
 
+  it("writes whole and half numbers (written directly, and kept) as the %.2f rule does", function()
+    local function rule(x)  -- the rule itself: "%.2f", a trailing zero or ".00" dropped, "-0" -> "0"
+      local s = string.format("%.2f", x)
+      local n = #s
+      if s:byte(n) == 48 then s = s:sub(1, s:byte(n - 1) == 48 and n - 3 or n - 1) end
+      return s == "-0" and "0" or s
+    end
+    local values = {0, -0.0, 0.5, -0.5, 2.5, -2.5, 1e15, -1e15, 2^50 + 0.5, -(2^50 + 0.5),
+                    2^51, -2^51, 2^51 + 1, 2^52 + 0.5, 0.25, -0.25, 0.005, -0.004}
+    for i = -3000, 3000 do
+      values[#values + 1] = i / 2
+      values[#values + 1] = i / 4
+      values[#values + 1] = i / 3
+    end
+    for pass = 1, 2 do  -- the second pass reads what the first kept
+      for _, v in ipairs(values) do
+        assert.equal(rule(v), svg.num(v), string.format("%.17g (pass %d)", v, pass))
+      end
+    end
+  end)
+
   it("an axis with an infinite or NaN end is an error, never an endless loop (issue 17)", function()
     -- a report with an infinite budget looped in the candidates chart's ticks (~400 MB/s);
     -- a count hook ends a loop that a regression would make endless

@@ -5,9 +5,27 @@ local M = {}
 
 -- num(x) -> text: "%.2f" with trailing zeros and a bare point dropped; "-0" becomes "0".
 -- Raises on NaN and infinities: a chart with such a coordinate is a bug upstream.
+local floor, tointeger = math.floor, math.tointeger
+local halves, nhalves = {}, 0  -- the text of whole and half numbers written so far
 function M.num(x)
+  local known = halves[x]  -- (a NaN key reads nil)
+  if known then return known end
   if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
     error("svg: not a finite number: " .. tostring(x), 2)
+  end
+  -- a whole or half number (the charts' half pixels) is exact in binary, so "%.2f" gives
+  -- its digits and ".00" or ".50": written directly, without formatting a float, and kept
+  -- (a chart writes the same pixel coordinates many times)
+  local a = x < 0 and -x or x
+  local whole = floor(a)
+  if a < 2^51 and (a == whole or a - whole == 0.5) then
+    local digits = tostring(tointeger(whole))
+    local text
+    if a == whole then text = x < 0 and a ~= 0 and "-" .. digits or digits
+    else text = (x < 0 and "-" or "") .. digits .. ".5" end
+    if nhalves >= 65536 then halves, nhalves = {}, 0 end
+    halves[x], nhalves = text, nhalves + 1
+    return text
   end
   -- "%.2f" ends in a point and two digits: drop a trailing zero, or both and the point
   local s = string.format("%.2f", x)
