@@ -62,24 +62,31 @@ static void params (nd_search_params *p, double budget, int jobs) {
   p->chunk = 16;
 }
 
+/* Every row an exhaustive walk of p prices (the default costs) into rows; what names the
+   walk in a failure. */
+static void walk_every (nd_search_params *p, const nd_model_spec *m, const nd_device *d,
+                        const nd_job *job, const char *what, all_rows *rows) {
+  nd_search_hooks h;
+  nd_search_counts c;
+  nd_costs costs;
+  char err[256];
+  p->exhaustive = 1;
+  nd_costs_init(&costs);
+  memset(&h, 0, sizeof h);
+  h.deliver = collect_all;
+  h.ud = rows;
+  CHECK(nd_search_run(p, m, d, job, &costs, &h, &c, err, sizeof err) == ND_SEARCH_OK,
+        "%s: %s", what, err);
+}
+
 /* The oracle: every valid candidate priced (exhaustive, no cuts), sorted here. */
 static void oracle (const nd_model_spec *m, const nd_device *d, const nd_job *job,
                     double budget, all_rows *fit, all_rows *over) {
   nd_search_params p;
-  nd_search_hooks h;
-  nd_search_counts c;
-  nd_costs costs;
   all_rows every = {NULL, 0, 0};
-  char err[128];
   int i;
   params(&p, budget, 1);
-  p.exhaustive = 1;
-  nd_costs_init(&costs);
-  memset(&h, 0, sizeof h);
-  h.deliver = collect_all;
-  h.ud = &every;
-  CHECK(nd_search_run(&p, m, d, job, &costs, &h, &c, err, sizeof err) == ND_SEARCH_OK,
-        "oracle: %s", err);
+  walk_every(&p, m, d, job, "oracle", &every);
   for (i = 0; i < every.n; i++) {
     all_rows *to = every.rows[i].fits ? fit : over;
     collect_all(to, &every.rows[i], 1);
@@ -350,8 +357,6 @@ static int same_figures (const nd_search_row *r, const nd_estimate *e) {
 static void check_per_layer_round_trip (const nd_model_spec *m, const nd_device *d,
                                         const nd_job *job) {
   nd_search_params p;
-  nd_search_hooks h;
-  nd_search_counts c;
   nd_costs costs;
   all_rows rows = {NULL, 0, 0};
   nd_strategy *st = (nd_strategy *)malloc(sizeof *st), *given = (nd_strategy *)malloc(sizeof *st);
@@ -363,13 +368,8 @@ static void check_per_layer_round_trip (const nd_model_spec *m, const nd_device 
   params(&p, budget, 2);
   p.dim[ND_DIM_RECOMPUTE].n = 1;
   p.dim[ND_DIM_RECOMPUTE].v[0] = ND_SEARCH_PER_LAYER;
-  p.exhaustive = 1;
-  nd_costs_init(&costs);
-  memset(&h, 0, sizeof h);
-  h.deliver = collect_all;
-  h.ud = &rows;
-  CHECK(nd_search_run(&p, m, d, job, &costs, &h, &c, err, sizeof err) == ND_SEARCH_OK,
-        "per-layer walk: %s", err);
+  walk_every(&p, m, d, job, "per-layer walk", &rows);
+  nd_costs_init(&costs);  /* the walk's, to price its rows again */
   for (i = 0; i < rows.n; i++) {
     const nd_search_row *r = &rows.rows[i];
     int modes = 0;
