@@ -259,6 +259,30 @@ local function job_error(k, v)
   end
 end
 
+-- objects(args) -> model, device (args.stack's profile applied), costs, sinfo | nil, message:
+-- what nd.estimate prices args.model on args.device with (costs: packed or nil, sinfo: the
+-- profile's info), a bundled name found in one table read.
+function M.objects(args)
+  if not FIXED then fixed_tables() end
+  local mo, de = args.model, args.device
+  local model = not args.strict and FIXED.model[mo]
+  if not model then
+    local merr
+    model, merr = M.resolve("model", mo, args.strict and STRICT or nil)
+    if not model then return nil, merr end
+  end
+  local device = FIXED.device[de]
+  if not device then
+    local derr
+    device, derr = M.resolve("device", de)
+    if not device then return nil, derr end
+  end
+  local costs, sinfo
+  device, costs, sinfo = stacked(args, device)
+  if not device then return nil, costs end
+  return model, device, costs, sinfo
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
@@ -286,22 +310,8 @@ function M.estimate(args)
           and type(gb) == "number" and type(sq) == "number" and args.max_mem == nil) then
     M.check_misuse("nd.estimate", args)
   end
-  if not FIXED then fixed_tables() end
-  local model = not args.strict and FIXED.model[mo]
-  if not model then
-    local merr
-    model, merr = M.resolve("model", mo, args.strict and STRICT or nil)
-    if not model then return nil, merr end
-  end
-  local device = FIXED.device[de]
-  if not device then
-    local derr
-    device, derr = M.resolve("device", de)
-    if not device then return nil, derr end
-  end
-  local costs, sinfo
-  device, costs, sinfo = stacked(args, device)
-  if not device then return nil, costs end
+  local model, device, costs, sinfo = M.objects(args)
+  if not model then return nil, device end
   local job = {devices = n_devices, global_batch = gb, seq_len = sq}
   if not (math_type(n_devices) == "integer" and n_devices >= 1 and n_devices <= LIMIT.devices
           and math_type(gb) == "integer" and gb >= 1 and gb <= LIMIT.global_batch

@@ -163,17 +163,15 @@ end
 -- the ones nd.estimate resolves for the plan's arguments (checked against its price of the
 -- plan itself).
 local STRATEGY_KEYS
--- args -> {model, device, costs, budget} as nd.estimate resolves them (from the model,
--- device, stack, costs and max_mem of args, which every step of a potentials run shares)
+-- args -> {model, device, costs, budget} as nd.estimate resolves them (ndplan.estimate's
+-- objects and budget, from the model, device, stack, costs and max_mem of args, which every
+-- step of a potentials run shares)
 local resolved_of = setmetatable({}, {__mode = "k"})
 local function resolve_call(est, a, args)
   local known = resolved_of[args]
   if known then return known[1], known[2], known[3], known[4] end
-  local model = est.resolve("model", a.model, {strict = a.strict})
-  local device = model and est.resolve("device", a.device)
-  local costs
-  if device then device, costs = est.with_stack(a, device) end
-  local budget = device and est.budget(device, a.max_mem)
+  local model, device, costs = est.objects(a)
+  local budget = model and est.budget(device, a.max_mem)
   if budget then resolved_of[args] = {model, device, costs, budget} end
   return model, device, costs, budget
 end
