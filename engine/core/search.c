@@ -30,8 +30,11 @@
 /* The layer prices the lower bounds keep, in all: one cache per recipe walked (each its own
    prices), which the -j threads walking sub-trees share; search_bound.c says what they buy.
    8 MiB hold DeepSeek-V3's groups on 2,048 devices across the recompute passes: 1,706 ->
-   1,268 M instructions for its search at -j 1, the process's peak 7.4 -> 15.6 MB. */
+   1,268 M instructions for its search at -j 1, the process's peak 7.4 -> 15.6 MB. Each
+   starts at BOUND_CACHE_FIRST_BYTES and grows as its groups fill it, so a search with few
+   groups (a dense model's few hundred) keeps little. */
 #define BOUND_CACHE_BYTES ((size_t)1 << 23)
+#define BOUND_CACHE_FIRST_BYTES ((size_t)1 << 18)
 
 static const char *const dim_names[ND_DIM_COUNT] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "mb", "mbs", "recompute"
@@ -291,8 +294,8 @@ static void new_bounds (const walker *w, nd_bound **b) {
 static void new_bound_caches (walker *w) {
   int rv[ND_RECIPE_COUNT], n = recipes_walked(w->p, rv), i;
   for (i = 0; i < n; i++)
-    w->bound_cache[rv[i]] = nd_bound_cache_new(w->m, BOUND_CACHE_BYTES / (size_t)n,
-                                               w->threads + 1);
+    w->bound_cache[rv[i]] = nd_bound_cache_new(w->m, BOUND_CACHE_FIRST_BYTES / (size_t)n,
+                                               BOUND_CACHE_BYTES / (size_t)n, w->threads + 1);
 }
 
 static void free_bounds (nd_bound **b) {

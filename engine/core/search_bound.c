@@ -58,12 +58,15 @@
 #include "search_bound.h"
 
 #define BOUND_KINDS ND_MAX_LAYER_KINDS  /* distinct kinds (nd_layer_kind_equal) */
-/* Groups of layer prices kept: sets of GROUP_WAYS, least recently used replaced first, as
-   many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one set).
-   The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
+/* Groups of layer prices kept: sets of GROUP_WAYS, least recently used replaced first, at
+   most as many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one
+   set). The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
    etp's) and every group once per recompute pass (the outermost loop). DeepSeek-V3 on
    2,048 devices has 17,996 groups (23,288 on 16,384): 4,096 kept in sets of 4 priced
-   73,129, each again in every pass; 32,768 in sets of 8 price 22,068 (37,931). */
+   73,129, each again in every pass; 32,768 in sets of 8 price 22,068 (37,931). A dense
+   model has a few hundred (Llama-3.1-405B on 16,384 devices: 548), so the cache starts at
+   the caller's first_bytes and doubles in place (grow) rather than replace a group once half
+   its room is used, up to cache_bytes: a search keeps about the memory its groups need. */
 #define GROUP_WAYS 8
 #define MAX_GROUPS 32768
 /* The estimate's own price cache of a bound (price_group): a group is priced once, so it
@@ -87,22 +90,36 @@ static double by_mode (const double *v, int mode) {
   return x;
 }
 
-typedef struct group {
+/* A group the cache keeps (its prices in the cache's prices). */
+typedef struct kept {
   int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
   int ok;           /* 0: the estimator refused a layer (no bound) */
+  unsigned hash;    /* of key: its set at any number of sets */
   unsigned long long used;  /* its set's clock at its last use */
-  kind_price *k;    /* nkinds entries */
+} kept;
+
+/* A group's prices as a bound uses them: its thread's copy of the cache's. */
+typedef struct group {
+  int key[6];
+  int ok;
+  kind_price k[BOUND_KINDS];   /* nkinds entries */
 } group;
 
-#define LOCK_STRIPES 64  /* locks of the shared cache: set i takes lock i % LOCK_STRIPES */
+/* Locks of the shared cache. A group's lock is its hash's low bits (lock_mask: the first
+   number of sets less one, at most LOCK_STRIPES - 1), which its set at any later number of
+   sets keeps: the groups of one set always share a lock, and a lookup knows its lock
+   before it reads the number of sets, which only grow changes, holding every lock. */
+#define LOCK_STRIPES 64
 
 struct nd_bound_cache {
   int nkinds;
-  int sets;                        /* of GROUP_WAYS groups */
+  int sets, max_sets;              /* of GROUP_WAYS groups (powers of two) */
   int locked;                      /* shared by threads: lookups take their set's lock */
+  unsigned lock_mask;
   unsigned long long *clock;       /* per set: the LRU order of its groups */
-  group *slot;                     /* sets x GROUP_WAYS */
-  kind_price *prices;              /* sets x GROUP_WAYS x nkinds */
+  int held[LOCK_STRIPES];          /* groups kept, by lock (each counted under its own) */
+  kept *slot;                      /* sets x GROUP_WAYS */
+  kind_price *prices;              /* sets x GROUP_WAYS x nkinds: slot i's from i x nkinds */
   pthread_mutex_t lock[LOCK_STRIPES];
 };
 
@@ -138,7 +155,6 @@ struct nd_bound {
   nd_price_cache *pc;              /* for price_group: the costs validated once, not per
                                       group (NULL: validated each time) */
   group local;                     /* the group in use: a copy of the cache's */
-  kind_price local_k[BOUND_KINDS];
   memo memo[2];                     /* the last stage sums, by sp */
 };
 
@@ -160,38 +176,55 @@ static int kinds_of (const nd_model_spec *m, int total, int *rep) {
   return n;
 }
 
-nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t cache_bytes, int threads) {
+/* The sets (a power of two, at least one, at most MAX_GROUPS groups) whose prices fit bytes. */
+static int sets_for (size_t bytes, int nkinds) {
+  int n = 1;
+  while (n * 2 * GROUP_WAYS <= MAX_GROUPS
+         && (size_t)n * 2 * GROUP_WAYS * nkinds * sizeof(kind_price) <= bytes)
+    n *= 2;
+  return n;
+}
+
+nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t first_bytes,
+                                    size_t cache_bytes, int threads) {
   nd_bound_cache *c;
   int rep[BOUND_KINDS], i, total = (int)(m->num_layers + m->mtp_layers), nkinds;
   if (total < 1 || total > ND_MAX_LAYERS || (nkinds = kinds_of(m, total, rep)) < 1) return NULL;
   c = (nd_bound_cache *)calloc(1, sizeof *c);
   if (!c) return NULL;
   c->nkinds = nkinds;
-  c->sets = 1;
-  while (c->sets * 2 * GROUP_WAYS <= MAX_GROUPS
-         && (size_t)c->sets * 2 * GROUP_WAYS * nkinds * sizeof(kind_price) <= cache_bytes)
-    c->sets *= 2;
+  c->max_sets = sets_for(cache_bytes, nkinds);
+  c->sets = sets_for(first_bytes, nkinds);
+  if (c->sets > c->max_sets) c->sets = c->max_sets;
+  c->lock_mask = (unsigned)(c->sets < LOCK_STRIPES ? c->sets : LOCK_STRIPES) - 1u;
   c->clock = (unsigned long long *)calloc((size_t)c->sets, sizeof *c->clock);
-  c->slot = (group *)calloc((size_t)c->sets * GROUP_WAYS, sizeof *c->slot);
+  c->slot = (kept *)calloc((size_t)c->sets * GROUP_WAYS, sizeof *c->slot);
   c->prices = (kind_price *)calloc((size_t)c->sets * GROUP_WAYS * nkinds, sizeof *c->prices);
   if (!c->clock || !c->slot || !c->prices) {
     free(c->clock); free(c->slot); free(c->prices); free(c);
     return NULL;
   }
-  for (i = 0; i < c->sets * GROUP_WAYS; i++) c->slot[i].k = c->prices + (size_t)i * nkinds;
   c->locked = threads > 1;
-  for (i = 0; c->locked && i < LOCK_STRIPES; i++) pthread_mutex_init(&c->lock[i], NULL);
+  for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_init(&c->lock[i], NULL);
   return c;
 }
 
 void nd_bound_cache_free (nd_bound_cache *c) {
   int i;
   if (!c) return;
-  for (i = 0; c->locked && i < LOCK_STRIPES; i++) pthread_mutex_destroy(&c->lock[i]);
+  for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_destroy(&c->lock[i]);
   free(c->clock);
   free(c->slot);
   free(c->prices);
   free(c);
+}
+
+int nd_bound_cache_room (nd_bound_cache *c) {
+  int n;
+  if (c->locked) pthread_mutex_lock(&c->lock[0]);
+  n = c->sets * GROUP_WAYS;
+  if (c->locked) pthread_mutex_unlock(&c->lock[0]);
+  return n;
 }
 
 nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
@@ -215,7 +248,6 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
   if (b->nkinds != cache->nkinds) { free(b); return NULL; }  /* another model's cache */
   b->cache = cache;
   b->pc = nd_price_cache_new(CACHE_KINDS_GROUPS);
-  b->local.k = b->local_k;
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
   if (!b->prefix) { nd_price_cache_free(b->pc); free(b); return NULL; }
   for (i = 0; i < total; i++) {
@@ -229,7 +261,7 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
 nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                         const nd_costs *costs, const nd_strategy *base, double budget,
                         size_t cache_bytes) {
-  nd_bound_cache *c = nd_bound_cache_new(m, cache_bytes, 1);
+  nd_bound_cache *c = nd_bound_cache_new(m, cache_bytes, cache_bytes, 1);
   nd_bound *b = c ? nd_bound_new_shared(m, dev, job, costs, base, budget, c) : NULL;
   if (!b) { nd_bound_cache_free(c); return NULL; }
   b->owns_cache = 1;
@@ -294,46 +326,125 @@ static double cp_exposed (const nd_costs *co, double cp, double core) {
   return cp - hidden + co->overlap_sm_share * hidden;
 }
 
-/* The copy of a kept group's prices into the thread's own (the set's lock held). */
-static void copy_group (group *to, const group *from, int nkinds) {
-  memcpy(to->key, from->key, sizeof to->key);
-  to->ok = from->ok;
-  memcpy(to->k, from->k, (size_t)nkinds * sizeof *to->k);
+/* The hash of a group's key: FNV-1a, then MurmurHash3's finalizer, as the sets are its low
+   bits and FNV's multiplications carry only upwards (the powers of two of cp and mbs from
+   256 on met in one set). */
+static unsigned key_hash (const int *key) {
+  unsigned h = 2166136261u;
+  int i;
+  for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
+  h ^= h >> 16; h *= 0x85ebca6bu;
+  h ^= h >> 13; h *= 0xc2b2ae35u;
+  return h ^ (h >> 16);
+}
+
+static void lock_all (nd_bound_cache *c) {
+  unsigned i;
+  for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_lock(&c->lock[i]);
+}
+
+static void unlock_all (nd_bound_cache *c) {
+  unsigned i;
+  for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_unlock(&c->lock[i]);
+}
+
+/* Whether at least half the cache's room holds groups (every lock held): below, a full
+   set replaces a group (a few sets fill while most have room), above, the cache grows. */
+static int half_full (const nd_bound_cache *c) {
+  long n = 0;
+  unsigned i;
+  for (i = 0; i <= c->lock_mask; i++) n += c->held[i];
+  return 2 * n >= (long)c->sets * GROUP_WAYS;
+}
+
+/* Doubles the sets in place (every lock held): set i's groups stay in i or move to
+   i + sets, as their hashes say, so none is lost (each new set holds at most what one old
+   one held). 0, or -1 out of memory (the cache as it was: it replaces groups instead). */
+static int grow (nd_bound_cache *c) {
+  int n = c->sets, K = c->nkinds, si, i, moved;
+  unsigned long long *clock;
+  kept *slot;
+  kind_price *prices;
+  if (n >= c->max_sets) return -1;
+  clock = (unsigned long long *)realloc(c->clock, 2 * (size_t)n * sizeof *clock);
+  if (!clock) return -1;
+  c->clock = clock;
+  slot = (kept *)realloc(c->slot, 2 * (size_t)n * GROUP_WAYS * sizeof *slot);
+  if (!slot) return -1;
+  c->slot = slot;
+  prices = (kind_price *)realloc(c->prices, 2 * (size_t)n * GROUP_WAYS * K * sizeof *prices);
+  if (!prices) return -1;
+  c->prices = prices;
+  memset(slot + (size_t)n * GROUP_WAYS, 0, (size_t)n * GROUP_WAYS * sizeof *slot);
+  for (si = 0; si < n; si++) {
+    kept *from = slot + (size_t)si * GROUP_WAYS, *to = from + (size_t)n * GROUP_WAYS;
+    clock[si + n] = clock[si];
+    for (i = moved = 0; i < GROUP_WAYS; i++) {
+      if (from[i].key[0] == 0 || !(from[i].hash & (unsigned)n)) continue;
+      to[moved] = from[i];
+      memcpy(prices + ((size_t)(to - slot) + moved) * K, prices + (size_t)(from - slot + i) * K,
+             (size_t)K * sizeof *prices);
+      moved++;
+      memset(&from[i], 0, sizeof from[i]);
+    }
+  }
+  c->sets = 2 * n;
+  return 0;
 }
 
 /* The prices of st's group, in the bound's own copy: the cache's, else priced and stored. */
 static const group *group_of (nd_bound *b, const nd_strategy *st) {
   nd_bound_cache *c = b->cache;
-  int key[6], i, si;
-  unsigned h = 2166136261u;
-  group *g, *set, *mine = &b->local;
+  int key[6], i, si, K = b->nkinds, may_grow;
+  unsigned h;
+  kept *set, *g;
+  group *mine = &b->local;
   pthread_mutex_t *lock;
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
   key[5] = st->sp ? 1 : 0;
   if (memcmp(mine->key, key, sizeof key) == 0) return mine;  /* the same group again */
-  for (i = 0; i < 6; i++) h = (h ^ (unsigned)key[i]) * 16777619u;
+  h = key_hash(key);
+  may_grow = 1;
+  lock = c->locked ? &c->lock[h & c->lock_mask] : NULL;
+  if (lock) pthread_mutex_lock(lock);
   si = (int)(h & (unsigned)(c->sets - 1));
   set = &c->slot[(size_t)si * GROUP_WAYS];
-  lock = c->locked ? &c->lock[si % LOCK_STRIPES] : NULL;
-  if (lock) pthread_mutex_lock(lock);
   for (i = 0; i < GROUP_WAYS; i++)
     if (memcmp(set[i].key, key, sizeof key) == 0) {
       set[i].used = ++c->clock[si];
-      copy_group(mine, &set[i], b->nkinds);
+      memcpy(mine->key, key, sizeof key);
+      mine->ok = set[i].ok;
+      memcpy(mine->k, c->prices + ((size_t)si * GROUP_WAYS + i) * K, (size_t)K * sizeof *mine->k);
       if (lock) pthread_mutex_unlock(lock);
       return mine;
     }
   if (lock) pthread_mutex_unlock(lock);
   memcpy(mine->key, key, sizeof key);  /* not kept: priced for this group, then stored */
   price_group(b, mine, st);
-  if (lock) pthread_mutex_lock(lock);
-  g = set;
-  for (i = 0; i < GROUP_WAYS; i++) {
-    if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }  /* stored meanwhile */
-    if (set[i].used < g->used) g = &set[i];  /* the least recently used (an empty one) */
+  for (;;) {  /* where to store it, the set's lock held */
+    if (lock) pthread_mutex_lock(lock);
+    si = (int)(h & (unsigned)(c->sets - 1));
+    set = &c->slot[(size_t)si * GROUP_WAYS];
+    g = set;
+    for (i = 0; i < GROUP_WAYS; i++) {
+      if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }  /* stored meanwhile */
+      if (set[i].used < g->used) g = &set[i];  /* the least recently used (an empty one) */
+    }
+    if (g->key[0] == 0 || memcmp(g->key, key, sizeof key) == 0 || !may_grow
+        || c->sets >= c->max_sets)
+      break;
+    if (lock) pthread_mutex_unlock(lock);  /* a full set: the cache grows rather than replace */
+    lock_all(c);
+    if (si == (int)(h & (unsigned)(c->sets - 1)) && (half_full(c) ? grow(c) : -1) != 0)
+      may_grow = 0;
+    unlock_all(c);  /* (another thread may have grown it meanwhile: looked at again) */
   }
-  copy_group(g, mine, b->nkinds);
+  if (g->key[0] == 0) c->held[h & c->lock_mask]++;
+  memcpy(g->key, key, sizeof key);
+  g->ok = mine->ok;
+  g->hash = h;
   g->used = ++c->clock[si];
+  memcpy(c->prices + (size_t)(g - c->slot) * K, mine->k, (size_t)K * sizeof *mine->k);
   if (lock) pthread_mutex_unlock(lock);
   return mine;
 }

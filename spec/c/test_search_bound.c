@@ -143,13 +143,16 @@ static void *shared_walk (void *arg) {
   return NULL;
 }
 
-static void shared_cache (const nd_model_spec *m, const nd_device *d) {
+/* Two threads share a cache of first_bytes that may grow to cache_bytes: their bounds are
+   those of one thread alone, and the cache grew as asked (grows: 1) or stayed. */
+static void shared_cache (const nd_model_spec *m, const nd_device *d, size_t first_bytes,
+                          size_t cache_bytes, int grows) {
   nd_job job = {64, 64, 8192};
   nd_costs costs;
   nd_strategy base;
   shared_run *runs = (shared_run *)calloc(3, sizeof *runs);
   pthread_t tid[2];
-  int i, k, bounded = 0;
+  int i, k, bounded = 0, room;
   if (!runs) return;
   nd_costs_init(&costs);
   nd_strategy_init(&base);
@@ -159,9 +162,10 @@ static void shared_cache (const nd_model_spec *m, const nd_device *d) {
     runs[k].reverse = k == 2;
   }
   shared_walk(&runs[0]);  /* the reference: its own cache, one thread */
-  runs[1].cache = runs[2].cache = nd_bound_cache_new(m, 4096, 2);  /* a few sets */
+  runs[1].cache = runs[2].cache = nd_bound_cache_new(m, first_bytes, cache_bytes, 2);
   CHECK(runs[1].cache != NULL, "nd_bound_cache_new");
   if (!runs[1].cache) { free(runs); return; }
+  room = nd_bound_cache_room(runs[1].cache);
   for (k = 0; k < 2; k++)
     CHECK(pthread_create(&tid[k], NULL, shared_walk, &runs[k + 1]) == 0, "pthread_create");
   for (k = 0; k < 2; k++) pthread_join(tid[k], NULL);
@@ -176,6 +180,9 @@ static void shared_cache (const nd_model_spec *m, const nd_device *d) {
             runs[k].t[i], runs[k].mem[i], runs[0].t[i], runs[0].mem[i]);
     }
   CHECK(bounded > SHARED_N, "%d bounds compared", bounded);
+  CHECK((nd_bound_cache_room(runs[1].cache) > room) == grows,
+        "room for %d groups at first, %d at the end (grows: %d)", room,
+        nd_bound_cache_room(runs[1].cache), grows);
   nd_bound_cache_free(runs[1].cache);
   free(runs);
 }
@@ -193,7 +200,8 @@ int main (void) {
   grid(m, &d, 65536, &priced, &ratio);
   CHECK(priced > 1000, "%d strategies priced", priced);
   CHECK(ratio > 0.5, "the best CP time bound is %.3f of its step time", ratio);
-  shared_cache(m, &d);
+  shared_cache(m, &d, 4096, 4096, 0);      /* a few sets: groups replaced */
+  shared_cache(m, &d, 1, (size_t)1 << 16, 1);  /* one set at first, grown by both threads */
   free(m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures != 0;
