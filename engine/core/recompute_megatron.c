@@ -23,32 +23,38 @@
 #include "ndplan/recompute.h"
 
 /* Walks each group (a stage, or a chunk of one) of a resolved layout: each layer's place in
-   its group into pos (when set), full on the first n of each into modes (when set). */
+   its group into pos. */
 typedef struct group_walk {
-  unsigned char *modes;
   unsigned short *pos;
-  int n, chunk, at, most;
+  int chunk, at, most;
 } group_walk;
 
 static void mark (int layer, int chunk, void *ud) {
   group_walk *g = (group_walk *)ud;
   if (chunk != g->chunk) { g->chunk = chunk; g->at = 0; }
-  if (g->modes)
-    g->modes[layer] = (unsigned char)(g->at < g->n ? ND_RECOMPUTE_FULL : ND_RECOMPUTE_NONE);
-  if (g->pos) g->pos[layer] = (unsigned short)g->at;
+  g->pos[layer] = (unsigned short)g->at;
   if (++g->at > g->most) g->most = g->at;
 }
 
-/* Every stage of the resolved layout walked (group_walk); returns the largest group. */
-static int walk_groups (const nd_model_spec *m, const nd_strategy *resolved, int n,
-                        unsigned char *modes, unsigned short *pos) {
+/* Every stage of the resolved layout walked (group_walk; a layer no stage holds, which a
+   resolved layout has not, at USHRT_MAX); returns the largest group. */
+static int walk_groups (const nd_model_spec *m, const nd_strategy *resolved,
+                        unsigned short *pos) {
   int s, most = 0;
+  memset(pos, 0xff, (size_t)(m->num_layers + m->mtp_layers) * sizeof *pos);
   for (s = 0; s < resolved->pp; s++) {
-    group_walk g = {modes, pos, n, -1, 0, 0};
+    group_walk g = {pos, -1, 0, 0};
     nd_stage_foreach(resolved, (int)m->num_layers, (int)m->mtp_layers, s, mark, &g);
     if (g.most > most) most = g.most;
   }
   return most;
+}
+
+/* Block n's modes: full on the first n layers of each group (pos: each layer's place). */
+static void block_modes (const unsigned short *pos, int total, int n, unsigned char *modes) {
+  int i;
+  for (i = 0; i < total; i++)
+    modes[i] = (unsigned char)(pos[i] < n ? ND_RECOMPUTE_FULL : ND_RECOMPUTE_NONE);
 }
 
 /* The whole-model mode of a form other than block. */
@@ -61,11 +67,14 @@ int nd_megatron_form (const nd_model_spec *m, const nd_job *job, nd_strategy *st
                       int n, nd_layer_plan *layers, char *err, size_t errlen) {
   nd_strategy resolved;
   size_t total = (size_t)(m->num_layers + m->mtp_layers);
+  unsigned short pos[ND_MAX_LAYERS];
+  int most;
   if (nd_strategy_resolve_to(st, m, job, &resolved, err, errlen) != 0) return -1;
+  most = walk_groups(m, &resolved, pos);
   if (method != ND_MEGATRON_BLOCK) {
     st->layers = NULL;
     st->recompute = uniform_mode(method);
-    return walk_groups(m, &resolved, 0, NULL, NULL);
+    return most;
   }
   if (!layers) {
     snprintf(err, errlen, "recompute: a block form needs storage for its per-layer plan");
@@ -74,7 +83,8 @@ int nd_megatron_form (const nd_model_spec *m, const nd_job *job, nd_strategy *st
   memset(layers->offload, 0, total);
   memset(layers->ops, 0, total);
   st->layers = layers;
-  return walk_groups(m, &resolved, n, layers->recompute, NULL);
+  block_modes(pos, (int)total, n, layers->recompute);
+  return most;
 }
 
 /* A choice's tables, kept between runs (nd_megatron_ws_new): the strategies priced and
@@ -147,16 +157,13 @@ static void keep (megatron_run *x, int method, int n, int balance) {
    (the layout resolved once per choice: nd_megatron_form's modes, without resolving). */
 static void set_form (megatron_run *x, int method, int n) {
   nd_megatron_ws *w = x->w;
-  int i;
   w->work = *x->given;
   if (method != ND_MEGATRON_BLOCK) {
     w->work.layers = NULL;
     w->work.recompute = uniform_mode(method);
     return;
   }
-  for (i = 0; i < x->total; i++)
-    w->work_plan.recompute[i] = (unsigned char)(w->pos[i] < n ? ND_RECOMPUTE_FULL
-                                                              : ND_RECOMPUTE_NONE);
+  block_modes(w->pos, x->total, n, w->work_plan.recompute);
   w->work.layers = &w->work_plan;
 }
 
@@ -203,7 +210,7 @@ static int prepare (megatron_run *x, char *err, size_t errlen) {
   if (nd_strategy_resolve_to(x->given, x->m, x->job, &w->work, err, errlen) != 0) return -1;
   memset(w->work_plan.offload, 0, (size_t)x->total);
   memset(w->work_plan.ops, 0, (size_t)x->total);
-  return walk_groups(x->m, &w->work, 0, NULL, w->pos);
+  return walk_groups(x->m, &w->work, w->pos);
 }
 
 /* Every fitting form listed by keep, balanced on its own layout: the fastest wins. */
