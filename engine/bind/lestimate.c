@@ -231,7 +231,9 @@ static void push_memory_parts (lua_State *L, const nd_stage_estimate *se) {
 typedef struct lazy_result {
   nd_lazy head;             /* first: the lazy fields (llazy.h) */
   size_t strategy_bytes;    /* the packed strategy after the stages (pack_strategy) */
-  nd_costs costs;
+  double weight_bytes, quant_cache;  /* what precision reads of the costs */
+  nd_job job;               /* result.job, when has_job */
+  int has_job;
   double time_parts[ND_T_COUNT];
   nd_topology_entry topology[ND_GROUP_COUNT];
   int heaviest, stages;
@@ -277,9 +279,10 @@ static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st)
 
 static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
                                          "time_parts_s", "stages", "topology", "params",
-                                         "stack", "step_time_band", NULL};
+                                         "stack", "step_time_band", "job", NULL};
 #define LAZY_STACK 7   /* from the stack's figures (add_stack): its names, and the band */
 #define LAZY_BAND 8
+#define LAZY_JOB 9     /* the job priced (estimate), else none: finish sets it */
 
 static void push_stages (lua_State *L, const lazy_result *r, const nd_strategy *st,
                          const nd_model_spec *m) {
@@ -370,6 +373,14 @@ static void push_lazy (lua_State *L, int s, int i) {
     lua_remove(L, -2);
     return;
   }
+  if (i == LAZY_JOB) {
+    if (!r->has_job) { lua_pushnil(L); return; }
+    lua_createtable(L, 0, 3);
+    nd_setint(L, "devices", r->job.devices);
+    nd_setint(L, "global_batch", r->job.global_batch);
+    nd_setint(L, "seq_len", r->job.seq_len);
+    return;
+  }
   unpack_strategy((const unsigned char *)&r->stage[r->stages], r->strategy_bytes, &st);
   lua_getiuservalue(L, s, 1);
   m = (const nd_model_spec *)lua_touserdata(L, -1);
@@ -378,7 +389,14 @@ static void push_lazy (lua_State *L, int s, int i) {
   lua_pop(L, 2);  /* both stay referenced by the state */
   switch (i) {
     case 0: push_strategy(L, &st, m); break;
-    case 1: nd_push_recipe(L, &st, dev, &r->costs, (int)m->num_layers); break;
+    case 1: {
+      nd_costs c;
+      nd_costs_init(&c);
+      c.weight_bytes = r->weight_bytes;
+      c.quant_cache = r->quant_cache;
+      nd_push_recipe(L, &st, dev, &c, (int)m->num_layers);
+      break;
+    }
     case 2: push_memory_parts(L, &r->stage[r->heaviest]); break;
     case 3:
       lua_createtable(L, 0, ND_T_COUNT);
@@ -395,30 +413,54 @@ static void push_lazy (lua_State *L, int s, int i) {
   }
 }
 
-/* Pushes the result of estimate e; the model and the device are the userdata at 1 and 2. */
+/* The fields every result sets at once (and finish's), in this order; set raw with their
+   names' strings from nd_push_interned. */
+static const char *const result_keys[] = {
+  "schema", "step_time_s", "tokens_per_s", "mfu", "hfu", "model_flops", "hardware_flops",
+  "peak_memory_bytes", "allocated_bytes", "reserved_bytes", "heaviest_stage",
+  "budget_bytes", "fits", "over_bytes", "model", "device", NULL};
+enum { RK_SCHEMA = 1, RK_STEP, RK_TOKENS, RK_MFU, RK_HFU, RK_MODEL_FLOPS, RK_HW_FLOPS,
+       RK_PEAK, RK_ALLOCATED, RK_RESERVED, RK_HEAVIEST, RK_BUDGET, RK_FITS, RK_OVER,
+       RK_MODEL, RK_DEVICE };
+
+/* t[keys[k]] = v, raw, for the result at index t */
+static void rk_num (lua_State *L, int t, int keys, int k, double v) {
+  lua_rawgeti(L, keys, k);
+  lua_pushnumber(L, v);
+  lua_rawset(L, t);
+}
+
 void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
-                       const nd_costs *c, int model, int device) {
+                       const nd_costs *c, const nd_job *job, int model, int device,
+                       int figures) {
   lazy_result *r;
-  int n = e->stages;
+  int n = e->stages, t, keys;
   model = lua_absindex(L, model);
   device = lua_absindex(L, device);
-  lua_createtable(L, 0, 20);
-  lua_pushliteral(L, "ndplan.estimate/1"); lua_setfield(L, -2, "schema");
-  nd_setnum(L, "step_time_s", e->step_time);
-  nd_setnum(L, "tokens_per_s", e->tokens_per_s);
-  nd_setnum(L, "mfu", e->mfu);
-  nd_setnum(L, "hfu", e->hfu);
-  nd_setnum(L, "model_flops", e->model_flops);
-  nd_setnum(L, "hardware_flops", e->hardware_flops);
-  nd_setnum(L, "peak_memory_bytes", e->peak);
-  nd_setnum(L, "allocated_bytes", e->stage[e->heaviest].allocated);
-  nd_setnum(L, "reserved_bytes", e->stage[e->heaviest].reserved);
-  nd_setint(L, "heaviest_stage", e->heaviest);
+  if (figures) figures = lua_absindex(L, figures);
+  keys = nd_push_interned(L, result_keys);
+  lua_createtable(L, 0, 24);  /* room for the lazy fields and finish's */
+  t = lua_gettop(L);
+  lua_rawgeti(L, keys, RK_SCHEMA); lua_pushliteral(L, "ndplan.estimate/1"); lua_rawset(L, t);
+  rk_num(L, t, keys, RK_STEP, e->step_time);
+  rk_num(L, t, keys, RK_TOKENS, e->tokens_per_s);
+  rk_num(L, t, keys, RK_MFU, e->mfu);
+  rk_num(L, t, keys, RK_HFU, e->hfu);
+  rk_num(L, t, keys, RK_MODEL_FLOPS, e->model_flops);
+  rk_num(L, t, keys, RK_HW_FLOPS, e->hardware_flops);
+  rk_num(L, t, keys, RK_PEAK, e->peak);
+  rk_num(L, t, keys, RK_ALLOCATED, e->stage[e->heaviest].allocated);
+  rk_num(L, t, keys, RK_RESERVED, e->stage[e->heaviest].reserved);
+  lua_rawgeti(L, keys, RK_HEAVIEST); lua_pushinteger(L, e->heaviest); lua_rawset(L, t);
+  lua_remove(L, keys);
   r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0]
                                           + packed_size(st), 3);
   r->strategy_bytes = packed_size(st);
   pack_strategy(st, (unsigned char *)&r->stage[n], r->strategy_bytes);
-  r->costs = *c;
+  r->weight_bytes = c->weight_bytes;
+  r->quant_cache = c->quant_cache;
+  r->has_job = job != NULL;
+  if (job) r->job = *job;
   memcpy(r->time_parts, e->time_parts, sizeof r->time_parts);
   memcpy(r->topology, e->topology, sizeof r->topology);
   r->heaviest = e->heaviest;
@@ -429,23 +471,17 @@ void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st
   memcpy(r->stage, e->stage, (size_t)n * sizeof r->stage[0]);
   lua_pushvalue(L, model); lua_setiuservalue(L, -2, 1);
   lua_pushvalue(L, device); lua_setiuservalue(L, -2, 2);
+  if (figures) {  /* result.stack and .step_time_band, built when read (push_stack_field) */
+    lua_pushvalue(L, figures);
+    lua_setiuservalue(L, -2, 3);
+  }
   nd_lazy_attach(L, "ndplan.estimate");
 }
 
 /* The result of an entry point: model and device are its arguments 1 and 2. */
 static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
                          const nd_costs *c) {
-  nd_push_estimate(L, e, st, c, 1, 2);
-}
-
-/* The result on top takes its stack profile's fields from the figures at index fig (see
-   push_stack_field), built when first read. */
-static void lazy_stack (lua_State *L, int fig) {
-  fig = lua_absindex(L, fig);
-  if (!nd_lazy_state(L, -1)) return;
-  lua_pushvalue(L, fig);
-  lua_setiuservalue(L, -2, 3);
-  lua_pop(L, 1);
+  nd_push_estimate(L, e, st, c, NULL, 1, 2, 0);
 }
 
 /*
@@ -478,23 +514,39 @@ static void set_raw (lua_State *L, int t, const char *k) {
   lua_rawset(L, t);
 }
 
+/* finish's fields but the job, on the result at index `result`: the budget, the model's and
+   the device's names at the three indices from `budget` on. */
+static void set_finish (lua_State *L, int result, int budget) {
+  int peak, keys;
+  result = lua_absindex(L, result);
+  budget = lua_absindex(L, budget);
+  keys = nd_push_interned(L, result_keys);
+  lua_rawgeti(L, keys, RK_PEAK);
+  lua_rawget(L, result);
+  peak = lua_gettop(L);
+  lua_rawgeti(L, keys, RK_BUDGET); lua_pushvalue(L, budget); lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_FITS);
+  lua_pushboolean(L, lua_compare(L, peak, budget, LUA_OPLE));
+  lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_OVER);
+  lua_pushvalue(L, peak);
+  lua_pushvalue(L, budget);
+  lua_arith(L, LUA_OPSUB);                                      /* peak - budget */
+  lua_pushinteger(L, 0);
+  if (lua_compare(L, -1, -2, LUA_OPLT)) lua_pop(L, 1);          /* as math.max(0, x) */
+  else lua_remove(L, -2);
+  lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_MODEL); lua_pushvalue(L, budget + 1); lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_DEVICE); lua_pushvalue(L, budget + 2); lua_rawset(L, result);
+  lua_pop(L, 2);  /* keys, peak */
+}
+
 static int e_finish (lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checkany(L, 2);
   luaL_checkany(L, 5);
   lua_settop(L, 5);
-  lua_getfield(L, 1, "peak_memory_bytes");                      /* 6: peak */
-  lua_pushvalue(L, 2); set_raw(L, 1, "budget_bytes");
-  lua_pushboolean(L, lua_compare(L, 6, 2, LUA_OPLE)); set_raw(L, 1, "fits");
-  lua_pushvalue(L, 6);
-  lua_pushvalue(L, 2);
-  lua_arith(L, LUA_OPSUB);                                      /* 7: peak - budget */
-  lua_pushinteger(L, 0);                                        /* 8 */
-  if (lua_compare(L, 8, 7, LUA_OPLT)) lua_pop(L, 1);            /* as math.max(0, x) */
-  else lua_remove(L, 7);
-  set_raw(L, 1, "over_bytes");
-  lua_pushvalue(L, 3); set_raw(L, 1, "model");
-  lua_pushvalue(L, 4); set_raw(L, 1, "device");
+  set_finish(L, 1, 2);
   lua_pushvalue(L, 5); set_raw(L, 1, "job");
   return 0;
 }
@@ -621,20 +673,70 @@ static int push_refusal (lua_State *L, const char *why) {
 ** keys the strategy table may hold besides a strategy's (nd.estimate passes its arguments).
 ** figures: the stack profile's (add_stack), for result.stack and .step_time_band when read.
 */
+/* Prices a (read into the scratch s) with the scratch's cache and pushes the result, or nil
+   and the refusal. fig: the index of the stack profile's figures (0: none); finish: the
+   index of the budget and the names (set_finish; 0: none, the caller finishes). */
+static int push_priced (lua_State *L, run_scratch *s, const call_args *a, int fig, int finish) {
+  char err[256];
+  nd_price_cache *pc = scratch_cache(L, s, a);  /* prices bound to the scratch's copies */
+  if (nd_estimate_run_cached(a->m, a->dev, pc ? &s->job : &a->job, a->st,
+                             pc ? &s->costs : &a->costs, pc, &s->e, err, sizeof err) != 0)
+    return push_refusal(L, err);
+  nd_push_estimate(L, &s->e, a->st, &a->costs, finish ? &a->job : NULL, 1, 2, fig);
+  if (finish) set_finish(L, -1, finish);
+  return 1;
+}
+
 static int e_run (lua_State *L) {
   call_args a;
   run_scratch *s = get_scratch(L);
-  char err[256];
   int fig = lua_type(L, 7) == LUA_TTABLE;
-  nd_price_cache *pc;
   read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6), fig ? 7 : 0);
-  pc = scratch_cache(L, s, &a);  /* prices bound to the scratch's copies of job and costs */
-  if (nd_estimate_run_cached(a.m, a.dev, pc ? &s->job : &a.job, a.st, pc ? &s->costs : &a.costs,
-                             pc, &s->e, err, sizeof err) != 0)
-    return push_refusal(L, err);
-  push_result(L, &s->e, a.st, &a.costs);
-  if (fig) lazy_stack(L, 7);
-  return 1;
+  return push_priced(L, s, &a, fig ? 7 : 0, 0);
+}
+
+/* The job's ceilings (the core counts devices and tokens in 32-bit ints, a billion being
+   the documented one); ndplan.estimate names them in its messages (names().job_limits). */
+static const struct { const char *key; lua_Integer max; } job_limits[] = {
+  {"devices", 1000000000}, {"global_batch", 1000000000000000}, {"seq_len", 1000000000}};
+
+/*
+** estimate(model, device, args, costs, ignore, figures, budget, model_name, device_name)
+** -> result | nil, reason | false: nd.estimate's plain call (ndplan.estimate) at once. The
+** job is args' devices, global_batch and seq_len (false when one is no integer from 1 to its
+** ceiling: the caller's general path says what is wrong), the strategy is args (its keys
+** true in ignore skipped), priced as run prices it, and the result carries finish's fields
+** (its job built when read). costs: packed or nil; figures: the stack profile's or nil.
+*/
+static int e_estimate (lua_State *L) {
+  call_args a;
+  run_scratch *s;
+  lua_Integer v[3];
+  int i;
+  luaL_checktype(L, 3, LUA_TTABLE);
+  for (i = 0; i < 3; i++) {
+    lua_getfield(L, 3, job_limits[i].key);
+    v[i] = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    lua_pop(L, 1);
+    if (v[i] < 1 || v[i] > job_limits[i].max) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+  }
+  a.job.devices = (int)v[0];
+  a.job.global_batch = (long long)v[1];
+  a.job.seq_len = (int)v[2];
+  a.m = nd_checkmodel(L, 1);
+  a.dev = nd_checkdevice(L, 2);
+  nd_read_costs(L, 4, &a.costs);
+  luaL_checktype(L, 5, LUA_TTABLE);
+  luaL_checkany(L, 9);
+  lua_settop(L, 9);
+  s = get_scratch(L);
+  a.st = &s->st.st;
+  a.layers = &s->st.layers;
+  nd_read_strategy(L, 3, 5, a.st, a.layers);
+  return push_priced(L, s, &a, lua_type(L, 6) == LUA_TTABLE ? 6 : 0, 7);
 }
 
 /*
@@ -1111,8 +1213,8 @@ static void push_fields (lua_State *L, const nd_field *f, int n) {
 ** names() -> the core's vocabulary, each list in its enum order: schedules, recompute
 ** (the modes), megatron_schedules (those Megatron-LM states), search_recompute (the search's recompute values), plan_modes (what a
 ** per-layer plan may use), ops, precisions (peak slots), time_parts, memory_parts (a search
-** row's), groups, layout_variants, dims (the search's), strategy_keys, space_keys; costs and
-** efficiency: the descriptor rows (ndplan/fields.h).
+** row's), groups, layout_variants, dims (the search's), strategy_keys, space_keys; job_limits
+** (each job field's ceiling); costs and efficiency: the descriptor rows (ndplan/fields.h).
 */
 static int e_names (lua_State *L) {
   int n;
@@ -1143,6 +1245,9 @@ static int e_names (lua_State *L) {
   push_enum(L, dim_name, ND_DIM_COUNT); lua_setfield(L, -2, "dims");
   push_names(L, nd_strategy_keys); lua_setfield(L, -2, "strategy_keys");
   push_names(L, nd_space_keys); lua_setfield(L, -2, "space_keys");
+  lua_createtable(L, 0, 3);
+  for (n = 0; n < 3; n++) nd_setint(L, job_limits[n].key, job_limits[n].max);
+  lua_setfield(L, -2, "job_limits");
   f = nd_cost_fields(&n);
   push_fields(L, f, n); lua_setfield(L, -2, "costs");
   f = nd_efficiency_fields(&n);
@@ -1184,6 +1289,7 @@ static int e_pack_costs (lua_State *L) {
 
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"estimate", e_estimate},
   {"add_stack", e_add_stack},
   {"finish", e_finish},
   {"pack_costs", e_pack_costs},

@@ -60,10 +60,12 @@ void nd_push_recipe (lua_State *L, const nd_strategy *st, const nd_device *dev,
 void nd_push_layout_flags (lua_State *L, const nd_strategy *st);
 
 /* Pushes nd.estimate's result table of an estimate (its fields built on first read) for
-   the strategy st priced under costs c, holding the model and device at stack indices
-   model and device. */
+   the strategy st priced under costs c and the job (NULL: result.job is left to finish),
+   holding the model and device at stack indices model and device, and the stack profile's
+   figures at index figures (0: none; result.stack and .step_time_band when read). */
 void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
-                       const nd_costs *c, int model, int device);
+                       const nd_costs *c, const nd_job *job, int model, int device,
+                       int figures);
 /* Adds a per-layer plan's fields to the result on top: stage_savings_s, stage_need_bytes
    and, when a layer offloads, layer_offload_bytes and host_link_bandwidth. */
 void nd_push_plan_fields (lua_State *L, const nd_recompute_plan *plan,

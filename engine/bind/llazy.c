@@ -19,14 +19,49 @@ static int field_of (lua_State *L, const nd_lazy *z, int k) {
   return -1;
 }
 
+/*
+** Each lazy table's state is kept in one table per Lua state, weak in its keys (the lazy
+** tables: a state lives as long as its table), and the tables of one name share one
+** metatable; both are in the registry (the metatable by the name's address). A table's own
+** metatable holding its state cost a table of five fields per result, most of building one.
+*/
+static char states_id;
+
+/* The table of the states, pushed (created on first use). */
+static void push_states (lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &states_id) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &states_id);
+}
+
 nd_lazy *nd_lazy_state (lua_State *L, int t) {
   nd_lazy *z;
-  if (!lua_getmetatable(L, t)) return NULL;
-  lua_rawgeti(L, -1, 1);
+  t = lua_absindex(L, t);
+  if (lua_type(L, t) != LUA_TTABLE) return NULL;
+  push_states(L);
+  lua_pushvalue(L, t);
+  lua_rawget(L, -2);
   lua_remove(L, -2);
   z = (nd_lazy *)lua_touserdata(L, -1);
   if (!z) lua_pop(L, 1);
   return z;
+}
+
+int nd_push_interned (lua_State *L, const char *const *names) {
+  int i;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, names) == LUA_TTABLE) return lua_gettop(L);
+  lua_pop(L, 1);
+  lua_newtable(L);
+  for (i = 0; names[i]; i++) { lua_pushstring(L, names[i]); lua_rawseti(L, -2, i + 1); }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, names);
+  return lua_gettop(L);
 }
 
 /* Builds field i of the table at index 1 from the state at s, and stores it there; one the
@@ -89,12 +124,21 @@ static int lazy_pairs (lua_State *L) {
 }
 
 void nd_lazy_attach (lua_State *L, const char *name) {
-  lua_createtable(L, 1, 4);  /* the table's own metatable */
-  lua_insert(L, -2);
-  lua_rawseti(L, -2, 1);
-  lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
-  lua_pushstring(L, name); lua_setfield(L, -2, "__metatable");
-  lua_setmetatable(L, -2);
+  int state = lua_gettop(L), t = state - 1;
+  push_states(L);
+  lua_pushvalue(L, t);
+  lua_pushvalue(L, state);
+  lua_rawset(L, -3);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, name) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_pushcfunction(L, lazy_index); lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, lazy_newindex); lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, lazy_pairs); lua_setfield(L, -2, "__pairs");
+    lua_pushstring(L, name); lua_setfield(L, -2, "__metatable");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, name);
+  }
+  lua_setmetatable(L, t);
+  lua_settop(L, t);
 }

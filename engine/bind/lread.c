@@ -17,8 +17,9 @@
 
 /*
 ** Name lookups the readers make on every call, one Lua table each per state, kept in the
-** registry: a cost's name -> its field's index in nd_cost_fields, a strategy key -> true.
-** A key read from the caller's table is then found by its (already hashed) Lua string.
+** registry: a cost's name -> its field's index in nd_cost_fields, a strategy key -> its
+** index in nd_strategy_keys. A key read from the caller's table is then found by its
+** (already hashed) Lua string.
 */
 static char cost_lookup_id, strategy_lookup_id;
 
@@ -32,8 +33,8 @@ static int push_lookup (lua_State *L, const char *id) {
     for (i = 0; i < n; i++) { lua_pushinteger(L, i); lua_setfield(L, -2, f[i].name); }
   }
   else {
-    const char *const *k;
-    for (k = nd_strategy_keys; *k; k++) { lua_pushboolean(L, 1); lua_setfield(L, -2, *k); }
+    int k;
+    for (k = 0; k < ND_KEY_COUNT; k++) { lua_pushinteger(L, k); lua_setfield(L, -2, nd_strategy_keys[k]); }
   }
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, id);
@@ -67,25 +68,28 @@ void nd_read_costs (lua_State *L, int t, nd_costs *c) {
   lua_pop(L, 1);
 }
 
-static int get_int (lua_State *L, int t, const char *key, int dflt) {
+/* The integer at index i (dflt when nil); anything else raises, naming key. */
+static int check_int (lua_State *L, int i, const char *key, int dflt) {
   int isnum;
   lua_Integer v;
-  if (lua_getfield(L, t, key) == LUA_TNIL) { lua_pop(L, 1); return dflt; }
-  v = lua_tointegerx(L, -1, &isnum);
-  if (!isnum) luaL_error(L, "%s: expected an integer, got %s", key, luaL_typename(L, -1));
+  if (lua_type(L, i) == LUA_TNIL) return dflt;
+  v = lua_tointegerx(L, i, &isnum);
+  if (!isnum) luaL_error(L, "%s: expected an integer, got %s", key, luaL_typename(L, i));
   if (v < -1000000000 || v > 1000000000) luaL_error(L, "%s: %I is out of range", key, v);
-  lua_pop(L, 1);
   return (int)v;
 }
 
-static int get_bool (lua_State *L, int t, const char *key, int dflt) {
+static int get_int (lua_State *L, int t, const char *key, int dflt) {
   int v;
-  if (lua_getfield(L, t, key) == LUA_TNIL) { lua_pop(L, 1); return dflt; }
-  if (lua_isboolean(L, -1)) v = lua_toboolean(L, -1);
-  else if (lua_isinteger(L, -1)) v = lua_tointeger(L, -1) != 0;
-  else return luaL_error(L, "%s: expected a boolean, got %s", key, luaL_typename(L, -1));
+  lua_getfield(L, t, key);
+  v = check_int(L, -1, key, dflt);
   lua_pop(L, 1);
   return v;
+}
+
+/* Raises "key: expected what, got <the type of the value at index i>". */
+static int expected (lua_State *L, int i, const char *key, const char *what) {
+  return luaL_error(L, "%s: expected %s, got %s", key, what, luaL_typename(L, i));
 }
 
 /* Pushes "a, b or c" for the core's names name(0) .. name(n - 1); returns it. */
@@ -111,7 +115,7 @@ unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer) {
   unsigned mask = 0;
   if (layer > 0 && !lua_istable(L, -1))
     luaL_error(L, "%s[%I]: expected an array of op names", key, layer);
-  luaL_checktype(L, -1, LUA_TTABLE);
+  if (!lua_istable(L, -1)) expected(L, -1, key, "an array of op names");
   n = luaL_len(L, -1);
   for (i = 1; i <= n; i++) {
     int op = 0;  /* luaL_error does not return; clang cannot tell */
@@ -127,32 +131,57 @@ unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer) {
   return mask;
 }
 
-static void read_layout (lua_State *L, int t, unsigned long long f, nd_strategy *st);
-
 /*
-** The keys a strategy table holds, as bits of a 64-bit filter (from a key's length and its
-** first and last letters): the reader asks the table only for keys whose bit is set, where
-** most of the 33 keys are absent from a typical strategy.
+** A strategy table is read in one pass over its keys (most of the 33 are absent from a
+** typical strategy): each value goes to its key's slot on the stack, base + its index in
+** nd_strategy_keys, and its bit into a mask of the keys given; the fields are then read
+** from the slots of the keys given.
 */
-typedef unsigned long long key_filter;
+typedef struct slots {
+  int base;                 /* the stack index of key 0's slot */
+  unsigned long long given; /* bit k: key k is in the table */
+} slots;
 
-static inline key_filter key_bit (const char *k, size_t n) {
-  return 1ull << ((n * 7u + (unsigned char)k[0] * 3u + (unsigned char)k[n - 1]) & 63u);
+_Static_assert(ND_KEY_COUNT <= 64, "a strategy key is a bit of slots.given");
+
+#define SLOT(k) (sl->base + ND_KEY_##k)
+#define GIVEN(k) ((sl->given >> ND_KEY_##k) & 1u)
+
+static void read_layout (lua_State *L, const slots *sl, nd_strategy *st);
+
+static int slot_int (lua_State *L, const slots *sl, int k, int dflt) {
+  if (!((sl->given >> k) & 1u)) return dflt;
+  return check_int(L, sl->base + k, nd_strategy_keys[k], dflt);
 }
 
-static inline int opt_int (lua_State *L, int t, key_filter f, const char *key, int dflt) {
-  return (f & key_bit(key, strlen(key))) ? get_int(L, t, key, dflt) : dflt;
+static int slot_bool (lua_State *L, const slots *sl, int k, int dflt) {
+  int i = sl->base + k;
+  if (!((sl->given >> k) & 1u)) return dflt;
+  if (lua_isboolean(L, i)) return lua_toboolean(L, i);
+  if (lua_isinteger(L, i)) return lua_tointeger(L, i) != 0;
+  return luaL_error(L, "%s: expected a boolean, got %s", nd_strategy_keys[k],
+                    luaL_typename(L, i));
 }
 
-static inline int opt_bool (lua_State *L, int t, key_filter f, const char *key, int dflt) {
-  return (f & key_bit(key, strlen(key))) ? get_bool(L, t, key, dflt) : dflt;
-}
-
-/* lua_getfield for a key the filter may rule out (then nil is pushed). */
-static inline int opt_field (lua_State *L, int t, key_filter f, const char *key) {
-  if (f & key_bit(key, strlen(key))) return lua_getfield(L, t, key);
-  lua_pushnil(L);
-  return LUA_TNIL;
+/* The key on top is no strategy key: skipped when true in the table at `ignore`, else
+   raised as an unknown field (of nd.estimate's arguments when `ignore` is given). */
+static void unknown_key (lua_State *L, int ignore) {
+  if (ignore) {
+    int skip;
+    lua_pushvalue(L, -1);
+    skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (skip) return;
+    {  /* nd.estimate's own arguments: its misuse, at its caller's place (level 2:
+          nd.estimate called this binding) */
+      const char *name = luaL_tolstring(L, -1, NULL);
+      luaL_where(L, 2);
+      lua_pushfstring(L, "%snd.estimate: unknown argument '%s'", lua_tostring(L, -1), name);
+      lua_error(L);
+    }
+  }
+  luaL_error(L, "strategy: unknown field '%s'",
+             lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
 }
 
 /* The storage of a per-layer plan being read, zeroed on first use (the layers a table
@@ -170,57 +199,53 @@ static nd_layer_plan *plan_storage (nd_layer_plan *plan, int *started) {
 void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
                        nd_layer_plan *plan) {
   int keys, started = 0;
-  key_filter f = 0;
+  slots slot, *sl = &slot;
   nd_strategy_init(st);
   luaL_checktype(L, t, LUA_TTABLE);
   t = lua_absindex(L, t);
+  if (ignore) ignore = lua_absindex(L, ignore);
   keys = push_lookup(L, &strategy_lookup_id);
+  luaL_checkstack(L, ND_KEY_COUNT + LUA_MINSTACK, "strategy");
+  sl->base = keys + 1;
+  sl->given = 0;
+  lua_settop(L, sl->base + ND_KEY_COUNT - 1);
   lua_pushnil(L);
-  while (lua_next(L, t)) {
-    size_t n;
-    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : "?";
-    lua_pop(L, 1);
-    lua_pushvalue(L, -1);
-    if (lua_type(L, -1) != LUA_TSTRING || lua_rawget(L, keys) == LUA_TNIL) {
-      int skip = 0;
-      if (ignore) {
-        lua_pushvalue(L, -2);
-        skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
-        lua_pop(L, 1);
-      }
-      if (!skip && ignore) {  /* nd.estimate's own arguments: its misuse, at its caller's
-                                 place (level 2: nd.estimate called this binding) */
-        const char *name = luaL_tolstring(L, -2, NULL);
-        luaL_where(L, 2);
-        lua_pushfstring(L, "%snd.estimate: unknown argument '%s'", lua_tostring(L, -1), name);
-        lua_error(L);
-      }
-      if (!skip) luaL_error(L, "strategy: unknown field '%s'", key);
+  while (lua_next(L, t)) {  /* key, value */
+    int k = -1;
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      lua_pushvalue(L, -2);
+      if (lua_rawget(L, keys) == LUA_TNUMBER) k = (int)lua_tointeger(L, -1);
       lua_pop(L, 1);
+    }
+    if (k >= 0) {
+      lua_replace(L, sl->base + k);
+      sl->given |= 1ull << k;
       continue;
     }
     lua_pop(L, 1);
-    f |= key_bit(key, n);
+    unknown_key(L, ignore);
   }
-  lua_pop(L, 1);
-  st->dp = opt_int(L, t, f, "dp", 0);
-  st->tp = opt_int(L, t, f, "tp", 1);
-  st->pp = opt_int(L, t, f, "pp", 1);
-  st->vpp = opt_int(L, t, f, "vpp", 1);
-  st->cp = opt_int(L, t, f, "cp", 1);
-  st->ep = opt_int(L, t, f, "ep", 1);
-  st->etp = opt_int(L, t, f, "etp", 1);
-  st->sp = opt_bool(L, t, f, "sp", 0);
-  st->zero = opt_int(L, t, f, "zero", 0);
-  st->dp_shard = opt_int(L, t, f, "dp_shard", 0);  /* 0: all of dp */
-  st->dp_replicate = opt_int(L, t, f, "dp_replicate", 0);  /* 0: from dp_shard */
-  st->mbs = opt_int(L, t, f, "mbs", 1);
-  if (opt_field(L, t, f, "selective_ops") != LUA_TNIL)  /* array of op names */
+  st->dp = slot_int(L, sl, ND_KEY_DP, 0);
+  st->tp = slot_int(L, sl, ND_KEY_TP, 1);
+  st->pp = slot_int(L, sl, ND_KEY_PP, 1);
+  st->vpp = slot_int(L, sl, ND_KEY_VPP, 1);
+  st->cp = slot_int(L, sl, ND_KEY_CP, 1);
+  st->ep = slot_int(L, sl, ND_KEY_EP, 1);
+  st->etp = slot_int(L, sl, ND_KEY_ETP, 1);
+  st->sp = slot_bool(L, sl, ND_KEY_SP, 0);
+  st->zero = slot_int(L, sl, ND_KEY_ZERO, 0);
+  st->dp_shard = slot_int(L, sl, ND_KEY_DP_SHARD, 0);  /* 0: all of dp */
+  st->dp_replicate = slot_int(L, sl, ND_KEY_DP_REPLICATE, 0);  /* 0: from dp_shard */
+  st->mbs = slot_int(L, sl, ND_KEY_MBS, 1);
+  if (GIVEN(SELECTIVE_OPS)) {  /* array of op names */
+    lua_pushvalue(L, SLOT(SELECTIVE_OPS));
     st->selective_ops = nd_read_ops(L, "selective_ops", 0);
-  lua_pop(L, 1);
-  if (opt_field(L, t, f, "layer_selective_ops") != LUA_TNIL) {  /* per layer, op names */
+    lua_pop(L, 1);
+  }
+  if (GIVEN(LAYER_SELECTIVE_OPS)) {  /* per layer, op names */
     lua_Integer i, n;
-    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_pushvalue(L, SLOT(LAYER_SELECTIVE_OPS));
+    if (!lua_istable(L, -1)) expected(L, -1, "layer_selective_ops", "an array of op name arrays");
     n = luaL_len(L, -1);
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_selective_ops: more than %d layers", ND_MAX_LAYERS);
     plan_storage(plan, &started);  /* read, used when the modes are given too */
@@ -229,52 +254,60 @@ void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
       plan->ops[i - 1] = (unsigned char)nd_read_ops(L, "layer_selective_ops", i);
       lua_pop(L, 1);
     }
+    lua_pop(L, 1);
   }
-  lua_pop(L, 1);
-  if (opt_field(L, t, f, "offload") != LUA_TNIL) {
-    if (!lua_isnumber(L, -1))
-      luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, -1));
-    st->offload = lua_tonumber(L, -1);
+  if (GIVEN(OFFLOAD)) {
+    if (!lua_isnumber(L, SLOT(OFFLOAD)))
+      luaL_error(L, "offload: expected a share in [0, 1], got %s", luaL_typename(L, SLOT(OFFLOAD)));
+    st->offload = lua_tonumber(L, SLOT(OFFLOAD));
   }
-  lua_pop(L, 1);
-  st->mb = opt_int(L, t, f, "mb", 0);
-  st->flash_attention = opt_bool(L, t, f, "flash_attention", 1);
-  st->tp_comm_overlap = opt_bool(L, t, f, "tp_comm_overlap", 0);
-  if (opt_field(L, t, f, "schedule") != LUA_TNIL) nd_check_schedule(L, -1, &st->schedule);
-  lua_pop(L, 1);
-  if (opt_field(L, t, f, "precision") != LUA_TNIL)
-    nd_check_recipe(L, -1, "precision", &st->precision);
-  lua_pop(L, 1);
-  st->param_gather = opt_bool(L, t, f, "fp8_param_gather", 0);
-  st->reshard = opt_bool(L, t, f, "reshard_after_forward", -1);  /* -1: the trainer's default */
-  st->bf16_first = opt_int(L, t, f, "bf16_first_layers", -1);
-  st->bf16_last = opt_int(L, t, f, "bf16_last_layers", -1);
-  if (opt_field(L, t, f, "recompute") != LUA_TNIL
-      && nd_recompute_parse(luaL_checkstring(L, -1), &st->recompute) != 0) {
-    const char *got = lua_tostring(L, -1);  /* stays below the words */
-    luaL_error(L, "recompute: expected %s, got '%s'",
-               enum_words(L, nd_recompute_word, ND_RECOMPUTE_COUNT), got);
+  st->mb = slot_int(L, sl, ND_KEY_MB, 0);
+  st->flash_attention = slot_bool(L, sl, ND_KEY_FLASH_ATTENTION, 1);
+  st->tp_comm_overlap = slot_bool(L, sl, ND_KEY_TP_COMM_OVERLAP, 0);
+  if (GIVEN(SCHEDULE)) {
+    lua_pushvalue(L, SLOT(SCHEDULE));
+    nd_check_schedule(L, -1, &st->schedule);
+    lua_pop(L, 1);
   }
-  lua_pop(L, 1);
-  if (opt_field(L, t, f, "layer_recompute") != LUA_TNIL) {  /* array of mode names */
+  if (GIVEN(PRECISION))
+    nd_check_recipe(L, SLOT(PRECISION), "precision", &st->precision);
+  st->param_gather = slot_bool(L, sl, ND_KEY_FP8_PARAM_GATHER, 0);
+  st->reshard = slot_bool(L, sl, ND_KEY_RESHARD_AFTER_FORWARD, -1);  /* -1: the trainer's default */
+  st->bf16_first = slot_int(L, sl, ND_KEY_BF16_FIRST_LAYERS, -1);
+  st->bf16_last = slot_int(L, sl, ND_KEY_BF16_LAST_LAYERS, -1);
+  if (GIVEN(RECOMPUTE)) {
+    lua_pushvalue(L, SLOT(RECOMPUTE));
+    if (!lua_isstring(L, -1) || nd_recompute_parse(lua_tostring(L, -1), &st->recompute) != 0) {
+      const char *got = lua_isstring(L, -1) ? lua_tostring(L, -1) : NULL;  /* below the words */
+      const char *words = enum_words(L, nd_recompute_word, ND_RECOMPUTE_COUNT);
+      if (!got) expected(L, -2, "recompute", words);
+      luaL_error(L, "recompute: expected %s, got '%s'", words, got);
+    }
+    lua_pop(L, 1);
+  }
+  if (GIVEN(LAYER_RECOMPUTE)) {  /* array of mode names */
     lua_Integer i, n;
-    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_pushvalue(L, SLOT(LAYER_RECOMPUTE));
+    if (!lua_istable(L, -1)) expected(L, -1, "layer_recompute", "an array of mode names");
     n = luaL_len(L, -1);
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_recompute: more than %d layers", ND_MAX_LAYERS);
     st->layers = plan_storage(plan, &started);
     for (i = 1; i <= n; i++) {
       nd_recompute r;
       lua_geti(L, -1, i);
-      if (nd_recompute_parse(luaL_checkstring(L, -1), &r) != 0)
+      if (!lua_isstring(L, -1))
+        luaL_error(L, "layer_recompute[%I]: expected a mode name, got %s", i, luaL_typename(L, -1));
+      if (nd_recompute_parse(lua_tostring(L, -1), &r) != 0)
         luaL_error(L, "layer_recompute[%I]: unknown mode '%s'", i, lua_tostring(L, -1));
       plan->recompute[i - 1] = (unsigned char)r;
       lua_pop(L, 1);
     }
+    lua_pop(L, 1);
   }
-  lua_pop(L, 1);
-  if (opt_field(L, t, f, "layer_offload") != LUA_TNIL) {  /* array of booleans */
+  if (GIVEN(LAYER_OFFLOAD)) {  /* array of booleans */
     lua_Integer i, n;
-    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_pushvalue(L, SLOT(LAYER_OFFLOAD));
+    if (!lua_istable(L, -1)) expected(L, -1, "layer_offload", "an array of true or false");
     n = luaL_len(L, -1);
     if (n > ND_MAX_LAYERS) luaL_error(L, "layer_offload: more than %d layers", ND_MAX_LAYERS);
     st->layers = plan_storage(plan, &started);  /* the modes default to none */
@@ -284,25 +317,27 @@ void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
       plan->offload[i - 1] = (unsigned char)lua_toboolean(L, -1);
       lua_pop(L, 1);
     }
+    lua_pop(L, 1);
   }
-  lua_pop(L, 1);
-  read_layout(L, t, f, st);
+  read_layout(L, sl, st);
+  lua_settop(L, keys - 1);
 }
 
 /* The pipeline layout fields (Megatron's names); pp and vpp are read. */
-static void read_layout (lua_State *L, int t, key_filter kf, nd_strategy *st) {
-  int f = opt_int(L, t, kf, "decoder_first_pipeline_num_layers", 0);
-  int l = opt_int(L, t, kf, "decoder_last_pipeline_num_layers", 0);
+static void read_layout (lua_State *L, const slots *sl, nd_strategy *st) {
+  int f = slot_int(L, sl, ND_KEY_DECODER_FIRST, 0);
+  int l = slot_int(L, sl, ND_KEY_DECODER_LAST, 0);
   if (f < 0 || f > ND_MAX_LAYERS || l < 0 || l > ND_MAX_LAYERS)
     luaL_error(L, "decoder_first/last_pipeline_num_layers: expected 1..%d layers", ND_MAX_LAYERS);
   st->first_layers = (short)f;
   st->last_layers = (short)l;
   st->account = (unsigned char)(
-      (opt_bool(L, t, kf, "account_for_embedding_in_pipeline_split", 0) ? ND_ACCOUNT_EMBEDDING : 0)
-      | (opt_bool(L, t, kf, "account_for_loss_in_pipeline_split", 0) ? ND_ACCOUNT_LOSS : 0));
-  if (opt_field(L, t, kf, "stage_layers") != LUA_TNIL) {
+      (slot_bool(L, sl, ND_KEY_ACCOUNT_EMBEDDING, 0) ? ND_ACCOUNT_EMBEDDING : 0)
+      | (slot_bool(L, sl, ND_KEY_ACCOUNT_LOSS, 0) ? ND_ACCOUNT_LOSS : 0));
+  if (GIVEN(STAGE_LAYERS)) {
     lua_Integer i, n;
-    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_pushvalue(L, SLOT(STAGE_LAYERS));
+    if (!lua_istable(L, -1)) expected(L, -1, "stage_layers", "an array of layer counts");
     n = luaL_len(L, -1);
     if (n != st->pp && n != (lua_Integer)st->pp * st->vpp)
       luaL_error(L, "stage_layers: %I sizes, expected pp = %d stage sizes%s", n, st->pp,
@@ -310,8 +345,11 @@ static void read_layout (lua_State *L, int t, key_filter kf, nd_strategy *st) {
     if (n > ND_MAX_CHUNKS) luaL_error(L, "stage_layers: more than %d chunks", ND_MAX_CHUNKS);
     for (i = 1; i <= n; i++) {
       lua_Integer v;
+      int isint;
       lua_geti(L, -1, i);
-      v = luaL_checkinteger(L, -1);
+      v = lua_tointegerx(L, -1, &isint);
+      if (!isint)
+        luaL_error(L, "stage_layers[%I]: expected a layer count, got %s", i, luaL_typename(L, -1));
       if (v < 0 || v > ND_MAX_LAYERS)
         luaL_error(L, "stage_layers[%I]: expected 0..%d layers, got %I", i, ND_MAX_LAYERS, v);
       st->stage_layers[i - 1] = (int)v;
@@ -329,16 +367,18 @@ static void read_layout (lua_State *L, int t, key_filter kf, nd_strategy *st) {
         for (c = 0; c < v; c++) st->stage_layers[c * p + s] = per[s] / v;
     }
     st->explicit_layout = ND_LAYOUT_CHUNKS;
+    lua_pop(L, 1);
   }
-  lua_pop(L, 1);
-  if (opt_field(L, t, kf, "pipeline_model_parallel_layout") != LUA_TNIL) {
+  if (GIVEN(PIPELINE_LAYOUT)) {
     char err[256];
     if (st->explicit_layout)
       luaL_error(L, "pipeline_model_parallel_layout: cannot be set with stage_layers");
-    if (nd_layout_parse(st, luaL_checkstring(L, -1), err, sizeof err) != 0)
+    lua_pushvalue(L, SLOT(PIPELINE_LAYOUT));
+    if (!lua_isstring(L, -1)) expected(L, -1, "pipeline_model_parallel_layout", "a layout string");
+    if (nd_layout_parse(st, lua_tostring(L, -1), err, sizeof err) != 0)
       luaL_error(L, "pipeline_model_parallel_layout: %s", err);
+    lua_pop(L, 1);
   }
-  lua_pop(L, 1);
 }
 
 void nd_read_job (lua_State *L, int t, nd_job *job) {
@@ -382,16 +422,18 @@ void nd_check_schedule (lua_State *L, int i, nd_schedule *out) {
   luaL_Buffer b;
   const char *names[ND_SCHED_COUNT + 1];
   int s;
-  const char *got = luaL_checkstring(L, i);  /* stays on the stack below the buffer */
-  if (nd_schedule_parse(got, out) == 0) return;
+  /* what was given stays on the stack below the buffer */
+  const char *got = lua_isstring(L, i) ? lua_tostring(L, i) : NULL;
+  const char *type = luaL_typename(L, i);
+  if (got && nd_schedule_parse(got, out) == 0) return;
   for (s = 0; s < ND_SCHED_COUNT; s++) names[s] = nd_schedule_name((nd_schedule)s);
   names[ND_SCHED_COUNT] = NULL;
   luaL_buffinit(L, &b);  /* the names, from the core's one table */
   luaL_addstring(&b, "schedule: expected ");
   nd_add_names(&b, names, "or");
-  luaL_addstring(&b, ", got '");
-  luaL_addstring(&b, got);
-  luaL_addstring(&b, "'");
+  luaL_addstring(&b, got ? ", got '" : ", got ");
+  luaL_addstring(&b, got ? got : type);
+  if (got) luaL_addstring(&b, "'");
   luaL_pushresult(&b);
   lua_error(L);
 }

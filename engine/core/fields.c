@@ -150,15 +150,9 @@ int nd_costs_validate (const nd_costs *c, char *err, size_t errlen) {
   return 0;
 }
 
-const char *const nd_strategy_keys[] = {
-  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "sp", "zero", "dp_shard", "dp_replicate", "mbs",
-  "mb", "schedule", "recompute", "layer_recompute", "offload", "precision", "flash_attention",
-  "tp_comm_overlap", "stage_layers", "selective_ops", "layer_offload", "layer_selective_ops",
-  "fp8_param_gather", "bf16_first_layers", "bf16_last_layers", "reshard_after_forward",
-  "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-  "pipeline_model_parallel_layout", NULL
-};
+#define ND_KEY_NAME_(id, name) name,
+const char *const nd_strategy_keys[] = {ND_STRATEGY_KEYS(ND_KEY_NAME_) NULL};
+#undef ND_KEY_NAME_
 
 const char *const nd_space_keys[] = {
   "schedule", "precision", "flash_attention", "fp8_param_gather", "tp_comm_overlap",

@@ -55,6 +55,27 @@ double nd_field_get (const void *base, const nd_field *f);
 **   the modes a per-layer plan may use (the recompute modes, then "offload", "variants").
 */
 extern const char *const nd_strategy_keys[];
+
+/* The strategy keys as an enum (ND_KEY_TP is nd_strategy_keys' index of "tp"), for readers
+   that keep a strategy table's values by key. */
+#define ND_STRATEGY_KEYS(X) \
+  X(DP, "dp") X(TP, "tp") X(PP, "pp") X(VPP, "vpp") X(CP, "cp") X(EP, "ep") X(ETP, "etp") \
+  X(SP, "sp") X(ZERO, "zero") X(DP_SHARD, "dp_shard") X(DP_REPLICATE, "dp_replicate") \
+  X(MBS, "mbs") X(MB, "mb") X(SCHEDULE, "schedule") X(RECOMPUTE, "recompute") \
+  X(LAYER_RECOMPUTE, "layer_recompute") X(OFFLOAD, "offload") X(PRECISION, "precision") \
+  X(FLASH_ATTENTION, "flash_attention") X(TP_COMM_OVERLAP, "tp_comm_overlap") \
+  X(STAGE_LAYERS, "stage_layers") X(SELECTIVE_OPS, "selective_ops") \
+  X(LAYER_OFFLOAD, "layer_offload") X(LAYER_SELECTIVE_OPS, "layer_selective_ops") \
+  X(FP8_PARAM_GATHER, "fp8_param_gather") X(BF16_FIRST_LAYERS, "bf16_first_layers") \
+  X(BF16_LAST_LAYERS, "bf16_last_layers") X(RESHARD_AFTER_FORWARD, "reshard_after_forward") \
+  X(ACCOUNT_EMBEDDING, "account_for_embedding_in_pipeline_split") \
+  X(ACCOUNT_LOSS, "account_for_loss_in_pipeline_split") \
+  X(DECODER_FIRST, "decoder_first_pipeline_num_layers") \
+  X(DECODER_LAST, "decoder_last_pipeline_num_layers") \
+  X(PIPELINE_LAYOUT, "pipeline_model_parallel_layout")
+#define ND_KEY_ENUM_(id, name) ND_KEY_##id,
+typedef enum nd_strategy_key { ND_STRATEGY_KEYS(ND_KEY_ENUM_) ND_KEY_COUNT } nd_strategy_key;
+#undef ND_KEY_ENUM_
 extern const char *const nd_space_keys[];
 extern const char *const nd_memory_parts[];
 extern const char *const nd_plan_modes[];

@@ -22,7 +22,8 @@ local M = {}
 -- per selective layer (the search walks without variants, for speed).
 M.DEFAULT_MODES = {"none", "selective", "full", "variants"}
 
-local STRATEGY_KEYS = core.names().strategy_keys  -- what the binding reads
+local NAMES = core.names()
+local STRATEGY_KEYS = NAMES.strategy_keys  -- what the binding reads
 -- What a result's strategy carries besides its inputs: facts derived by resolve, accepted and
 -- dropped, so that result.strategy passes straight back to nd.estimate.
 local DERIVED_KEYS = {sharded_over = true, pipeline_layout = true, layout_from = true}
@@ -45,11 +46,13 @@ end
 
 -- The loaders' objects from bundled names (ndplan.config.loaded's fixed): what most calls
 -- name, found in one read each. Required on the first call (the modules require this one).
-local FIXED
+local FIXED, FIXED_MODEL, FIXED_DEVICE, FIXED_STACK, STACK
 local function fixed_tables()
+  STACK = require "ndplan.config.stack"
   FIXED = {model = require("ndplan.config.model").fixed,
            device = require("ndplan.config.device").fixed,
-           stack = require("ndplan.config.stack").fixed}
+           stack = STACK.fixed}
+  FIXED_MODEL, FIXED_DEVICE, FIXED_STACK = FIXED.model, FIXED.device, FIXED.stack
 end
 
 -- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
@@ -134,10 +137,33 @@ function M.with_stack(args, device)
   return stack.apply(s, device, args.costs)
 end
 
+-- What nd.estimate reads of a model on every call (each read of a model's field is a call
+-- into the binding): by model, which is immutable.
+local facts_of = setmetatable({}, {__mode = "k"})
+local function model_facts(model)
+  local f = facts_of[model]
+  if not f then
+    local nkv = model.num_kv_heads
+    f = {name = model.name, moe = model.num_experts > 0, kv_heads = nkv > 0 and nkv or nil}
+    facts_of[model] = f
+  end
+  return f
+end
+local facts_of_device = setmetatable({}, {__mode = "k"})
+local function device_facts(device)
+  local f = facts_of_device[device]
+  if not f then
+    f = {name = device.name, hbm_bytes = device.hbm_bytes}
+    facts_of_device[device] = f
+  end
+  return f
+end
+
 -- with_stack for nd.estimate's calls: without costs of the caller's, a (profile, device)
 -- pair is applied once and its costs read once (core.pack_costs); the profile comes from
 -- stack.shared's cache and none of it is handed out (result.stack is a copy of the names).
-local applied = setmetatable({}, {__mode = "k"})  -- profile -> device -> {device, costs, info}
+-- profile -> device -> {device, costs, info, the device's hbm_bytes and name}
+local applied = setmetatable({}, {__mode = "k"})
 local stack_lib
 local function stacked(args, device)
   if args.costs ~= nil then return M.with_stack(args, device) end
@@ -159,7 +185,8 @@ local function stacked(args, device)
   if not hit then
     local dev, costs, info = stack.apply(s, device, nil)
     if not dev then return nil, costs end
-    hit = {dev, core.pack_costs(costs), info}
+    local f = device_facts(dev)
+    hit = {dev, core.pack_costs(costs), info, f.hbm_bytes, f.name}
     per[device] = hit
   end
   return hit[1], hit[2], hit[3]
@@ -194,28 +221,6 @@ local function stack_figures(info, moe, strategy)
   return fig
 end
 
--- What nd.estimate reads of a model on every call (each read of a model's field is a call
--- into the binding): by model, which is immutable.
-local facts_of = setmetatable({}, {__mode = "k"})
-local function model_facts(model)
-  local f = facts_of[model]
-  if not f then
-    local nkv = model.num_kv_heads
-    f = {name = model.name, moe = model.num_experts > 0, kv_heads = nkv > 0 and nkv or nil}
-    facts_of[model] = f
-  end
-  return f
-end
-local facts_of_device = setmetatable({}, {__mode = "k"})
-local function device_facts(device)
-  local f = facts_of_device[device]
-  if not f then
-    f = {name = device.name, hbm_bytes = device.hbm_bytes}
-    facts_of_device[device] = f
-  end
-  return f
-end
-
 -- tp_warning(tp, kv_heads) -> a warning when a pinned TP is legal but wasteful: above the
 -- KV heads, each one is replicated (its projections and cache on tp/kv ranks), else nil
 function M.tp_warning(tp, kv_heads)
@@ -245,8 +250,8 @@ local function agreed_layout(strategy, model)
   strategy.stage_layers = nil
 end
 
--- the core counts devices and tokens in 32-bit ints: a billion is the documented ceiling
-local LIMIT = {devices = 1e9, global_batch = 1e15, seq_len = 1e9}
+-- each job field's ceiling (the binding's: the core counts devices and tokens in 32-bit ints)
+local LIMIT = NAMES.job_limits
 local STRICT = {strict = true}
 
 -- A job field that is no integer from 1 to its ceiling -> the message, else nil.
@@ -283,9 +288,44 @@ function M.objects(args)
   return model, device, costs, sinfo
 end
 
+-- result.warnings for a TP over the model's KV heads (facts: model_facts').
+local function warn_tp(result, tp, facts)
+  if tp ~= nil and facts.kv_heads and tp ~= 1 and tp > facts.kv_heads then
+    local wasted = M.tp_warning(math.tointeger(tp), facts.kv_heads)
+    if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
+  end
+end
+
 -- estimate(args) -> result | nil, message (refused strategy, unreadable model, ...).
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
+  -- The plain call in one call of the binding (core.estimate): a bundled model and device by
+  -- name, a bundled stack profile already applied to that device (the default one unless
+  -- args.stack names another), and nothing else the general path below reads (costs,
+  -- max_mem, strict, a balanced layout, stage_layers, a layout string, per_layer or megatron
+  -- recompute, recompute_modes). Any other call, and a job the binding does not take as it
+  -- is (false), takes the general path: the same result, and each message it gives.
+  if not FIXED then fixed_tables() end
+  local model, device, rc = FIXED_MODEL[args.model], FIXED_DEVICE[args.device], args.recompute
+  if model and device and rc ~= "per_layer" and rc ~= "megatron" and args.costs == nil
+     and args.max_mem == nil and not args.strict and args.stage_layers == nil
+     and args.pipeline_model_parallel_layout == nil and args.recompute_modes == nil
+     and (args.layout == nil or args.layout == "even") then
+    local per = applied[FIXED_STACK[args.stack or STACK.DEFAULT]]
+    local hit = per and per[device]
+    if hit then
+      local facts = facts_of[model] or model_facts(model)
+      local figures = figures_of[hit[3]]
+      figures = figures and figures[facts.moe][args.precision or "bf16"]
+                or stack_figures(hit[3], facts.moe, args)
+      local result, why = core.estimate(model, hit[1], args, hit[2], NOT_STRATEGY, figures,
+                                        hit[4], facts.name, hit[5])
+      if result ~= false then
+        if result then warn_tp(result, args.tp, facts) end
+        return result, why
+      end
+    end
+  end
   -- the strategy: the arguments themselves where nothing below changes it (the binding skips
   -- the other arguments, NOT_STRATEGY, and raises on any unknown one), else a copy of the
   -- strategy keys
@@ -395,11 +435,7 @@ function M.finish(result, model, device, job, budget, sinfo, strategy, figured)
   local facts = model_facts(model)
   core.finish(result, budget, facts.name, device_facts(device).name, job)
   if sinfo and not figured then core.add_stack(result, stack_figures(sinfo, facts.moe, strategy)) end
-  local tp = strategy.tp
-  if tp ~= nil and facts.kv_heads and tp ~= 1 and tp > facts.kv_heads then
-    local wasted = M.tp_warning(math.tointeger(tp), facts.kv_heads)
-    if wasted then result.warnings = {wasted} end  -- legal but wasteful choices
-  end
+  warn_tp(result, strategy.tp, facts)
   return result
 end
 
