@@ -430,14 +430,42 @@ static void rk_num (lua_State *L, int t, int keys, int k, double v) {
   lua_rawset(L, t);
 }
 
+/* finish's fields but the job, on the result at index `result`: the budget, the model's and
+   the device's names at the three indices from `budget` on; keys: result_keys' strings. */
+static void set_finish (lua_State *L, int result, int budget, int keys) {
+  int peak;
+  result = lua_absindex(L, result);
+  budget = lua_absindex(L, budget);
+  keys = lua_absindex(L, keys);
+  lua_rawgeti(L, keys, RK_PEAK);
+  lua_rawget(L, result);
+  peak = lua_gettop(L);
+  lua_rawgeti(L, keys, RK_BUDGET); lua_pushvalue(L, budget); lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_FITS);
+  lua_pushboolean(L, lua_compare(L, peak, budget, LUA_OPLE));
+  lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_OVER);
+  lua_pushvalue(L, peak);
+  lua_pushvalue(L, budget);
+  lua_arith(L, LUA_OPSUB);                                      /* peak - budget */
+  lua_pushinteger(L, 0);
+  if (lua_compare(L, -1, -2, LUA_OPLT)) lua_pop(L, 1);          /* as math.max(0, x) */
+  else lua_remove(L, -2);
+  lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_MODEL); lua_pushvalue(L, budget + 1); lua_rawset(L, result);
+  lua_rawgeti(L, keys, RK_DEVICE); lua_pushvalue(L, budget + 2); lua_rawset(L, result);
+  lua_pop(L, 1);  /* peak */
+}
+
 void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
                        const nd_costs *c, const nd_job *job, int model, int device,
-                       int figures) {
+                       int figures, int finish) {
   lazy_result *r;
   int n = e->stages, t, keys;
   model = lua_absindex(L, model);
   device = lua_absindex(L, device);
   if (figures) figures = lua_absindex(L, figures);
+  if (finish) finish = lua_absindex(L, finish);
   keys = nd_push_interned(L, result_keys);
   lua_createtable(L, 0, 24);  /* room for the lazy fields and finish's */
   t = lua_gettop(L);
@@ -452,6 +480,7 @@ void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st
   rk_num(L, t, keys, RK_ALLOCATED, e->stage[e->heaviest].allocated);
   rk_num(L, t, keys, RK_RESERVED, e->stage[e->heaviest].reserved);
   lua_rawgeti(L, keys, RK_HEAVIEST); lua_pushinteger(L, e->heaviest); lua_rawset(L, t);
+  if (finish) set_finish(L, t, finish, keys);
   lua_remove(L, keys);
   r = (lazy_result *)lua_newuserdatauv(L, sizeof *r + (size_t)n * sizeof r->stage[0]
                                           + packed_size(st), 3);
@@ -481,7 +510,7 @@ void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st
 /* The result of an entry point: model and device are its arguments 1 and 2. */
 static void push_result (lua_State *L, const nd_estimate *e, const nd_strategy *st,
                          const nd_costs *c) {
-  nd_push_estimate(L, e, st, c, NULL, 1, 2, 0);
+  nd_push_estimate(L, e, st, c, NULL, 1, 2, 0, 0);
 }
 
 /*
@@ -514,39 +543,13 @@ static void set_raw (lua_State *L, int t, const char *k) {
   lua_rawset(L, t);
 }
 
-/* finish's fields but the job, on the result at index `result`: the budget, the model's and
-   the device's names at the three indices from `budget` on. */
-static void set_finish (lua_State *L, int result, int budget) {
-  int peak, keys;
-  result = lua_absindex(L, result);
-  budget = lua_absindex(L, budget);
-  keys = nd_push_interned(L, result_keys);
-  lua_rawgeti(L, keys, RK_PEAK);
-  lua_rawget(L, result);
-  peak = lua_gettop(L);
-  lua_rawgeti(L, keys, RK_BUDGET); lua_pushvalue(L, budget); lua_rawset(L, result);
-  lua_rawgeti(L, keys, RK_FITS);
-  lua_pushboolean(L, lua_compare(L, peak, budget, LUA_OPLE));
-  lua_rawset(L, result);
-  lua_rawgeti(L, keys, RK_OVER);
-  lua_pushvalue(L, peak);
-  lua_pushvalue(L, budget);
-  lua_arith(L, LUA_OPSUB);                                      /* peak - budget */
-  lua_pushinteger(L, 0);
-  if (lua_compare(L, -1, -2, LUA_OPLT)) lua_pop(L, 1);          /* as math.max(0, x) */
-  else lua_remove(L, -2);
-  lua_rawset(L, result);
-  lua_rawgeti(L, keys, RK_MODEL); lua_pushvalue(L, budget + 1); lua_rawset(L, result);
-  lua_rawgeti(L, keys, RK_DEVICE); lua_pushvalue(L, budget + 2); lua_rawset(L, result);
-  lua_pop(L, 2);  /* keys, peak */
-}
-
 static int e_finish (lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checkany(L, 2);
   luaL_checkany(L, 5);
   lua_settop(L, 5);
-  set_finish(L, 1, 2);
+  nd_push_interned(L, result_keys);
+  set_finish(L, 1, 2, 6);
   lua_pushvalue(L, 5); set_raw(L, 1, "job");
   return 0;
 }
@@ -682,8 +685,7 @@ static int push_priced (lua_State *L, run_scratch *s, const call_args *a, int fi
   if (nd_estimate_run_cached(a->m, a->dev, pc ? &s->job : &a->job, a->st,
                              pc ? &s->costs : &a->costs, pc, &s->e, err, sizeof err) != 0)
     return push_refusal(L, err);
-  nd_push_estimate(L, &s->e, a->st, &a->costs, finish ? &a->job : NULL, 1, 2, fig);
-  if (finish) set_finish(L, -1, finish);
+  nd_push_estimate(L, &s->e, a->st, &a->costs, finish ? &a->job : NULL, 1, 2, fig, finish);
   return 1;
 }
 
@@ -694,11 +696,6 @@ static int e_run (lua_State *L) {
   read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6), fig ? 7 : 0);
   return push_priced(L, s, &a, fig ? 7 : 0, 0);
 }
-
-/* The job's ceilings (the core counts devices and tokens in 32-bit ints, a billion being
-   the documented one); ndplan.estimate names them in its messages (names().job_limits). */
-static const struct { const char *key; lua_Integer max; } job_limits[] = {
-  {"devices", 1000000000}, {"global_batch", 1000000000000000}, {"seq_len", 1000000000}};
 
 /*
 ** estimate(model, device, args, costs, ignore, figures, budget, model_name, device_name)
@@ -711,31 +708,18 @@ static const struct { const char *key; lua_Integer max; } job_limits[] = {
 static int e_estimate (lua_State *L) {
   call_args a;
   run_scratch *s;
-  lua_Integer v[3];
-  int i;
-  luaL_checktype(L, 3, LUA_TTABLE);
-  for (i = 0; i < 3; i++) {
-    lua_getfield(L, 3, job_limits[i].key);
-    v[i] = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
-    lua_pop(L, 1);
-    if (v[i] < 1 || v[i] > job_limits[i].max) {
-      lua_pushboolean(L, 0);
-      return 1;
-    }
-  }
-  a.job.devices = (int)v[0];
-  a.job.global_batch = (long long)v[1];
-  a.job.seq_len = (int)v[2];
   a.m = nd_checkmodel(L, 1);
   a.dev = nd_checkdevice(L, 2);
   nd_read_costs(L, 4, &a.costs);
-  luaL_checktype(L, 5, LUA_TTABLE);
   luaL_checkany(L, 9);
   lua_settop(L, 9);
   s = get_scratch(L);
   a.st = &s->st.st;
   a.layers = &s->st.layers;
-  nd_read_strategy(L, 3, 5, a.st, a.layers);
+  if (!nd_read_args(L, 3, 5, a.st, a.layers, &a.job)) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
   return push_priced(L, s, &a, lua_type(L, 6) == LUA_TTABLE ? 6 : 0, 7);
 }
 
@@ -1246,7 +1230,7 @@ static int e_names (lua_State *L) {
   push_names(L, nd_strategy_keys); lua_setfield(L, -2, "strategy_keys");
   push_names(L, nd_space_keys); lua_setfield(L, -2, "space_keys");
   lua_createtable(L, 0, 3);
-  for (n = 0; n < 3; n++) nd_setint(L, job_limits[n].key, job_limits[n].max);
+  for (n = 0; n < 3; n++) nd_setint(L, nd_job_limits[n].key, nd_job_limits[n].max);
   lua_setfield(L, -2, "job_limits");
   f = nd_cost_fields(&n);
   push_fields(L, f, n); lua_setfield(L, -2, "costs");

@@ -26,6 +26,17 @@ void nd_read_costs (lua_State *L, int t, nd_costs *c);
    and st->layers points there; without one st->layers is NULL. */
 void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_plan *plan);
 
+/* nd_read_strategy for nd.estimate's arguments at t, which hold the job too (true in
+   ignore, a table): 0 (nothing read) when devices, global_batch or seq_len is not an
+   integer from 1 to its ceiling, else 1 with the job and the strategy read. */
+int nd_read_args (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_plan *plan,
+                  nd_job *job);
+
+/* Each job field's ceiling, in nd_job's order (the core counts devices and tokens in 32-bit
+   ints, a billion being the documented one). */
+typedef struct nd_job_limit { const char *key; lua_Integer max; } nd_job_limit;
+extern const nd_job_limit nd_job_limits[3];
+
 /* The job table at index t (devices, global_batch, seq_len; 0 where absent). */
 void nd_read_job (lua_State *L, int t, nd_job *job);
 
@@ -62,10 +73,12 @@ void nd_push_layout_flags (lua_State *L, const nd_strategy *st);
 /* Pushes nd.estimate's result table of an estimate (its fields built on first read) for
    the strategy st priced under costs c and the job (NULL: result.job is left to finish),
    holding the model and device at stack indices model and device, and the stack profile's
-   figures at index figures (0: none; result.stack and .step_time_band when read). */
+   figures at index figures (0: none; result.stack and .step_time_band when read). finish:
+   the index of the budget, then the model's and the device's names (0: none): the fields
+   ndplan.c.estimate's finish sets but the job, set now. */
 void nd_push_estimate (lua_State *L, const nd_estimate *e, const nd_strategy *st,
                        const nd_costs *c, const nd_job *job, int model, int device,
-                       int figures);
+                       int figures, int finish);
 /* Adds a per-layer plan's fields to the result on top: stage_savings_s, stage_need_bytes
    and, when a layer offloads, layer_offload_bytes and host_link_bandwidth. */
 void nd_push_plan_fields (lua_State *L, const nd_recompute_plan *plan,

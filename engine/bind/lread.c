@@ -140,6 +140,8 @@ unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer) {
 typedef struct slots {
   int base;                 /* the stack index of key 0's slot */
   unsigned long long given; /* bit k: key k is in the table */
+  lua_Integer job[3];       /* the job's fields (nd_job_limits' order) when read: 0 when
+                               absent or no integer */
 } slots;
 
 _Static_assert(ND_KEY_COUNT <= 64, "a strategy key is a bit of slots.given");
@@ -191,27 +193,75 @@ static nd_layer_plan *plan_storage (nd_layer_plan *plan, int *started) {
   return plan;
 }
 
-/* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
-   no strategy key but is true in the table at index `ignore` (0: none) is skipped, and any
-   other is an unknown argument of nd.estimate's (whose arguments the table is). A per-layer
-   plan (layer_recompute or layer_offload given) is read into `plan`, the caller's storage,
-   and st->layers points there; without one st->layers is NULL. */
-void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
-                       nd_layer_plan *plan) {
-  int keys, started = 0;
-  slots slot, *sl = &slot;
-  nd_strategy_init(st);
-  luaL_checktype(L, t, LUA_TTABLE);
-  t = lua_absindex(L, t);
-  if (ignore) ignore = lua_absindex(L, ignore);
-  keys = push_lookup(L, &strategy_lookup_id);
+const nd_job_limit nd_job_limits[3] = {
+  {"devices", 1000000000}, {"global_batch", 1000000000000000}, {"seq_len", 1000000000}};
+
+/*
+** The lookup of a table read with the set `ignore` (nd.estimate's arguments): the strategy
+** keys' slots, and each other key true in ignore -> KEY_SKIP, or KEY_JOB - i for the job's
+** field i. Built once per ignore table (kept by it, weakly, in the registry): a set that is
+** not changed after its first use.
+*/
+#define KEY_UNKNOWN (-100)
+#define KEY_SKIP (-1)
+#define KEY_JOB (-2)
+static char merged_lookup_id;
+
+static int push_merged_lookup (lua_State *L, int ignore) {
+  int keys = push_lookup(L, &strategy_lookup_id);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &merged_lookup_id) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &merged_lookup_id);
+  }
+  lua_pushvalue(L, ignore);
+  if (lua_rawget(L, -2) != LUA_TTABLE) {
+    int i;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, ignore)) {
+      int code = KEY_SKIP;
+      if (lua_type(L, -2) != LUA_TSTRING || !lua_toboolean(L, -1)) { lua_pop(L, 1); continue; }
+      for (i = 0; i < 3; i++)
+        if (strcmp(lua_tostring(L, -2), nd_job_limits[i].key) == 0) code = KEY_JOB - i;
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      lua_pushinteger(L, code);
+      lua_rawset(L, -4);
+    }
+    lua_pushnil(L);
+    while (lua_next(L, keys)) {  /* a strategy key is one wherever else it is */
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, -4);
+    }
+    lua_pushvalue(L, ignore);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_replace(L, keys);
+  lua_settop(L, keys);
+  return keys;
+}
+
+/* The pass over the table at t: its values into their slots above the lookup it pushes (the
+   caller pops them both); an unknown key raises. */
+static void read_slots (lua_State *L, int t, int ignore, slots *sl) {
+  int keys = ignore ? push_merged_lookup(L, ignore) : push_lookup(L, &strategy_lookup_id);
   luaL_checkstack(L, ND_KEY_COUNT + LUA_MINSTACK, "strategy");
   sl->base = keys + 1;
   sl->given = 0;
+  sl->job[0] = sl->job[1] = sl->job[2] = 0;
   lua_settop(L, sl->base + ND_KEY_COUNT - 1);
   lua_pushnil(L);
   while (lua_next(L, t)) {  /* key, value */
-    int k = -1;
+    int k = KEY_UNKNOWN;
     if (lua_type(L, -2) == LUA_TSTRING) {
       lua_pushvalue(L, -2);
       if (lua_rawget(L, keys) == LUA_TNUMBER) k = (int)lua_tointeger(L, -1);
@@ -222,9 +272,53 @@ void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
       sl->given |= 1ull << k;
       continue;
     }
+    if (k <= KEY_JOB && k > KEY_JOB - 3 && lua_isinteger(L, -1))
+      sl->job[KEY_JOB - k] = lua_tointeger(L, -1);
     lua_pop(L, 1);
+    if (k != KEY_UNKNOWN) continue;
     unknown_key(L, ignore);
   }
+}
+
+static void read_fields (lua_State *L, const slots *sl, nd_strategy *st, nd_layer_plan *plan);
+
+void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
+                       nd_layer_plan *plan) {
+  int top = lua_gettop(L);
+  slots sl;
+  nd_strategy_init(st);
+  luaL_checktype(L, t, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  read_slots(L, t, ignore ? lua_absindex(L, ignore) : 0, &sl);
+  read_fields(L, &sl, st, plan);
+  lua_settop(L, top);
+}
+
+int nd_read_args (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_plan *plan,
+                  nd_job *job) {
+  int top = lua_gettop(L), i;
+  slots sl;
+  nd_strategy_init(st);
+  luaL_checktype(L, t, LUA_TTABLE);
+  luaL_checktype(L, ignore, LUA_TTABLE);
+  t = lua_absindex(L, t);
+  read_slots(L, t, lua_absindex(L, ignore), &sl);
+  for (i = 0; i < 3; i++)
+    if (sl.job[i] < 1 || sl.job[i] > nd_job_limits[i].max) {
+      lua_settop(L, top);
+      return 0;
+    }
+  job->devices = (int)sl.job[0];
+  job->global_batch = (long long)sl.job[1];
+  job->seq_len = (int)sl.job[2];
+  read_fields(L, &sl, st, plan);
+  lua_settop(L, top);
+  return 1;
+}
+
+/* The fields of a strategy from its slots (read_slots). */
+static void read_fields (lua_State *L, const slots *sl, nd_strategy *st, nd_layer_plan *plan) {
+  int started = 0;
   st->dp = slot_int(L, sl, ND_KEY_DP, 0);
   st->tp = slot_int(L, sl, ND_KEY_TP, 1);
   st->pp = slot_int(L, sl, ND_KEY_PP, 1);
@@ -320,7 +414,6 @@ void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
     lua_pop(L, 1);
   }
   read_layout(L, sl, st);
-  lua_settop(L, keys - 1);
 }
 
 /* The pipeline layout fields (Megatron's names); pp and vpp are read. */

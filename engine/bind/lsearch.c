@@ -950,7 +950,7 @@ static int res_detail (lua_State *L) {
     lua_pushstring(L, err);
     return 2;
   }
-  nd_push_estimate(L, e, st, &costs, NULL, 5, 6, 0);
+  nd_push_estimate(L, e, st, &costs, NULL, 5, 6, 0, 0);
   if (plan) nd_push_plan_fields(L, plan, m, dev, e->stages);
   if (rec == ND_SEARCH_MEGATRON) nd_push_megatron_field(L, &mc, 0);
   return 1;

@@ -300,13 +300,16 @@ end
 function M.estimate(args)
   if type(args) ~= "table" then error("nd.estimate: expected a table of arguments", 2) end
   -- The plain call in one call of the binding (core.estimate): a bundled model and device by
-  -- name, a bundled stack profile already applied to that device (the default one unless
-  -- args.stack names another), and nothing else the general path below reads (costs,
-  -- max_mem, strict, a balanced layout, stage_layers, a layout string, per_layer or megatron
-  -- recompute, recompute_modes). Any other call, and a job the binding does not take as it
-  -- is (false), takes the general path: the same result, and each message it gives.
+  -- name (or a model and a device object the general path has priced before), a bundled
+  -- stack profile already applied to that device (the default one unless args.stack names
+  -- another), and nothing else the general path below reads (costs, max_mem, strict, a
+  -- balanced layout, stage_layers, a layout string, per_layer or megatron recompute,
+  -- recompute_modes). Any other call, and a job the binding does not take as it is (false),
+  -- takes the general path: the same result, and each message it gives.
   if not FIXED then fixed_tables() end
-  local model, device, rc = FIXED_MODEL[args.model], FIXED_DEVICE[args.device], args.recompute
+  local mo, de, rc = args.model, args.device, args.recompute
+  local model = FIXED_MODEL[mo] or facts_of[mo] and mo  -- facts_of: the models resolved
+  local device = FIXED_DEVICE[de] or de  -- applied holds the devices resolved
   if model and device and rc ~= "per_layer" and rc ~= "megatron" and args.costs == nil
      and args.max_mem == nil and not args.strict and args.stage_layers == nil
      and args.pipeline_model_parallel_layout == nil and args.recompute_modes == nil
