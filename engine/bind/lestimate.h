@@ -20,15 +20,18 @@
 void nd_read_costs (lua_State *L, int t, nd_costs *c);
 
 /* Reads a strategy table; misuse (wrong types, unknown keys or names) raises. A key that is
-   no strategy key but is true in the table at index `ignore` (0: none) is skipped, and any
-   other is an unknown argument of nd.estimate's (whose arguments the table is). A per-layer
+   no strategy key but is true in the table at index `ignore` (0: none; a set read once per
+   table) is skipped, and any other is an unknown argument of nd.estimate's (whose arguments
+   the table is). A per-layer
    plan (layer_recompute or layer_offload given) is read into `plan`, the caller's storage,
    and st->layers points there; without one st->layers is NULL. */
 void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_plan *plan);
 
 /* nd_read_strategy for nd.estimate's arguments at t, which hold the job too (true in
-   ignore, a table): 0 (nothing read) when devices, global_batch or seq_len is not an
-   integer from 1 to its ceiling, else 1 with the job and the strategy read. */
+   ignore, a table; its false keys are those the plain call does not take): 0 (nothing read
+   or raised) when one of ignore's false keys is given or devices, global_batch or seq_len
+   is not an integer from 1 to its ceiling, else 1 with the job and the strategy read. The
+   set ignore is read once (keep it constant). */
 int nd_read_args (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_plan *plan,
                   nd_job *job);
 

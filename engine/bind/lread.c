@@ -138,10 +138,13 @@ unsigned nd_read_ops (lua_State *L, const char *key, lua_Integer layer) {
 ** from the slots of the keys given.
 */
 typedef struct slots {
-  int base;                 /* the stack index of key 0's slot */
+  int base;                 /* the stack index of key 0's slot; the first unknown key's
+                               after the last */
   unsigned long long given; /* bit k: key k is in the table */
   lua_Integer job[3];       /* the job's fields (nd_job_limits' order) when read: 0 when
                                absent or no integer */
+  int unknown;              /* a key neither a strategy key nor skipped is in the table */
+  int general;              /* a key false in ignore is (nd_read_args) */
 } slots;
 
 _Static_assert(ND_KEY_COUNT <= 64, "a strategy key is a bit of slots.given");
@@ -165,22 +168,15 @@ static int slot_bool (lua_State *L, const slots *sl, int k, int dflt) {
                     luaL_typename(L, i));
 }
 
-/* The key on top is no strategy key: skipped when true in the table at `ignore`, else
-   raised as an unknown field (of nd.estimate's arguments when `ignore` is given). */
+/* Raises for the key on top, no strategy key: an unknown field, or an unknown argument of
+   nd.estimate's when the table is its arguments (`ignore` given). */
 static void unknown_key (lua_State *L, int ignore) {
-  if (ignore) {
-    int skip;
-    lua_pushvalue(L, -1);
-    skip = lua_rawget(L, ignore) != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    if (skip) return;
-    {  /* nd.estimate's own arguments: its misuse, at its caller's place (level 2:
-          nd.estimate called this binding) */
-      const char *name = luaL_tolstring(L, -1, NULL);
-      luaL_where(L, 2);
-      lua_pushfstring(L, "%snd.estimate: unknown argument '%s'", lua_tostring(L, -1), name);
-      lua_error(L);
-    }
+  if (ignore) {  /* nd.estimate's own arguments: its misuse, at its caller's place (level 2:
+                    nd.estimate called this binding) */
+    const char *name = luaL_tolstring(L, -1, NULL);
+    luaL_where(L, 2);
+    lua_pushfstring(L, "%snd.estimate: unknown argument '%s'", lua_tostring(L, -1), name);
+    lua_error(L);
   }
   luaL_error(L, "strategy: unknown field '%s'",
              lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
@@ -198,76 +194,161 @@ const nd_job_limit nd_job_limits[3] = {
 
 /*
 ** The lookup of a table read with the set `ignore` (nd.estimate's arguments): the strategy
-** keys' slots, and each other key true in ignore -> KEY_SKIP, or KEY_JOB - i for the job's
-** field i. Built once per ignore table (kept by it, weakly, in the registry): a set that is
-** not changed after its first use.
+** keys' slots, each other key true in ignore -> KEY_SKIP, or KEY_JOB - i for the job's field
+** i, and each key false in ignore -> KEY_GENERAL, or its slot + GENERAL_BIT for a strategy
+** key (for nd_read_args: a key only the general path takes; nd_read_strategy reads a
+** strategy key as one, and takes any other as unknown). Built once per ignore table (kept
+** by it, weakly, in the registry): a set that is not changed after its first use.
 */
 #define KEY_UNKNOWN (-100)
+#define KEY_GENERAL (-10)
 #define KEY_SKIP (-1)
 #define KEY_JOB (-2)
-static char merged_lookup_id;
+#define GENERAL_BIT 0x100
+#define SLOT_MASK 0xff
+_Static_assert(ND_KEY_COUNT <= SLOT_MASK, "a slot is a code's low bits");
 
-static int push_merged_lookup (lua_State *L, int ignore) {
-  int keys = push_lookup(L, &strategy_lookup_id);
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &merged_lookup_id) != LUA_TTABLE) {
+/* Pushes the merged lookup of the strategy keys and the set at index ignore. */
+static void push_merged_lookup (lua_State *L, int ignore) {
+  int keys = push_lookup(L, &strategy_lookup_id), i;
+  lua_newtable(L);
+  lua_pushnil(L);
+  while (lua_next(L, keys)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_pushnil(L);
+  while (lua_next(L, ignore)) {
+    int code, slot;
+    if (lua_type(L, -2) != LUA_TSTRING) { lua_pop(L, 1); continue; }
+    code = lua_toboolean(L, -1) ? KEY_SKIP : KEY_GENERAL;
     lua_pop(L, 1);
-    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    slot = lua_rawget(L, -3) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+    if (slot >= 0 && code == KEY_SKIP) continue;  /* a strategy key is one wherever else */
+    if (slot >= 0) code = slot | GENERAL_BIT;
+    else if (code == KEY_SKIP)
+      for (i = 0; i < 3; i++)
+        if (strcmp(lua_tostring(L, -1), nd_job_limits[i].key) == 0) code = KEY_JOB - i;
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, code);
+    lua_rawset(L, -4);
+  }
+  lua_remove(L, keys);
+}
+
+/*
+** A lookup's codes by the address of its keys' strings: the caller's key is found by the
+** address lua_tostring gives, with no Lua table read. The lookup table (the index's user
+** value) keeps its key strings alive, so an address the index holds is that string's alone;
+** a key string Lua did not intern, or one of no key, is not found there and is looked up in
+** the table (the index holds only the lookup's own strings, never a caller's).
+*/
+#define INDEX_SLOTS 128  /* a power of two, over twice the keys of a lookup */
+typedef struct key_index {
+  const char *key[INDEX_SLOTS];
+  int code[INDEX_SLOTS];
+} key_index;
+
+static unsigned index_slot (const char *p) {
+  size_t u = (size_t)p;
+  return (unsigned)((u >> 4) ^ (u >> 11)) & (INDEX_SLOTS - 1);
+}
+
+/* Pushes the index of the lookup on top, which it replaces (as the index's user value). */
+static key_index *index_lookup (lua_State *L) {
+  key_index *ix = (key_index *)lua_newuserdatauv(L, sizeof *ix, 1);
+  int n = 0;
+  memset(ix, 0, sizeof *ix);
+  lua_insert(L, -2);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    if (lua_type(L, -2) == LUA_TSTRING && ++n < INDEX_SLOTS / 2) {
+      const char *p = lua_tostring(L, -2);
+      unsigned h = index_slot(p);
+      while (ix->key[h]) h = (h + 1) & (INDEX_SLOTS - 1);
+      ix->key[h] = p;
+      ix->code[h] = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_setiuservalue(L, -2, 1);
+  return ix;
+}
+
+/* The code of the key string at address p (1), or 0: not in the index. */
+static int index_find (const key_index *ix, const char *p, int *code) {
+  unsigned h = index_slot(p);
+  for (; ix->key[h]; h = (h + 1) & (INDEX_SLOTS - 1))
+    if (ix->key[h] == p) { *code = ix->code[h]; return 1; }
+  return 0;
+}
+
+static char strategy_index_id, merged_index_id;
+
+/* Pushes the index of the lookup for a table read with the set at ignore (0: none). */
+static const key_index *push_index (lua_State *L, int ignore) {
+  const key_index *ix;
+  if (!ignore) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &strategy_index_id) == LUA_TUSERDATA)
+      return (const key_index *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    push_lookup(L, &strategy_lookup_id);
+    ix = index_lookup(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &strategy_index_id);
+    return ix;
+  }
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &merged_index_id) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);  /* ignore -> its index, weak in the sets */
     lua_createtable(L, 0, 1);
     lua_pushliteral(L, "k");
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &merged_lookup_id);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &merged_index_id);
   }
   lua_pushvalue(L, ignore);
-  if (lua_rawget(L, -2) != LUA_TTABLE) {
-    int i;
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushnil(L);
-    while (lua_next(L, ignore)) {
-      int code = KEY_SKIP;
-      if (lua_type(L, -2) != LUA_TSTRING || !lua_toboolean(L, -1)) { lua_pop(L, 1); continue; }
-      for (i = 0; i < 3; i++)
-        if (strcmp(lua_tostring(L, -2), nd_job_limits[i].key) == 0) code = KEY_JOB - i;
-      lua_pop(L, 1);
-      lua_pushvalue(L, -1);
-      lua_pushinteger(L, code);
-      lua_rawset(L, -4);
-    }
-    lua_pushnil(L);
-    while (lua_next(L, keys)) {  /* a strategy key is one wherever else it is */
-      lua_pushvalue(L, -2);
-      lua_insert(L, -2);
-      lua_rawset(L, -4);
-    }
-    lua_pushvalue(L, ignore);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, -4);
+  if (lua_rawget(L, -2) == LUA_TUSERDATA) {
+    lua_remove(L, -2);
+    return (const key_index *)lua_touserdata(L, -1);
   }
-  lua_replace(L, keys);
-  lua_settop(L, keys);
-  return keys;
+  lua_pop(L, 1);
+  push_merged_lookup(L, ignore);
+  ix = index_lookup(L);
+  lua_pushvalue(L, ignore);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, -4);
+  lua_remove(L, -2);
+  return ix;
 }
 
-/* The pass over the table at t: its values into their slots above the lookup it pushes (the
-   caller pops them both); an unknown key raises. */
+/* The pass over the table at t: its values into their slots above the index it pushes (the
+   caller pops them all), the first unknown key after them. */
 static void read_slots (lua_State *L, int t, int ignore, slots *sl) {
-  int keys = ignore ? push_merged_lookup(L, ignore) : push_lookup(L, &strategy_lookup_id);
+  const key_index *ix = push_index(L, ignore);
+  int at = lua_gettop(L);
   luaL_checkstack(L, ND_KEY_COUNT + LUA_MINSTACK, "strategy");
-  sl->base = keys + 1;
+  sl->base = at + 1;
   sl->given = 0;
   sl->job[0] = sl->job[1] = sl->job[2] = 0;
-  lua_settop(L, sl->base + ND_KEY_COUNT - 1);
+  sl->unknown = sl->general = 0;
+  lua_settop(L, sl->base + ND_KEY_COUNT);
   lua_pushnil(L);
   while (lua_next(L, t)) {  /* key, value */
     int k = KEY_UNKNOWN;
-    if (lua_type(L, -2) == LUA_TSTRING) {
-      lua_pushvalue(L, -2);
-      if (lua_rawget(L, keys) == LUA_TNUMBER) k = (int)lua_tointeger(L, -1);
-      lua_pop(L, 1);
+    if (lua_type(L, -2) == LUA_TSTRING && !index_find(ix, lua_tostring(L, -2), &k)) {
+      lua_getiuservalue(L, at, 1);  /* the lookup itself */
+      lua_pushvalue(L, -3);
+      if (lua_rawget(L, -2) == LUA_TNUMBER) k = (int)lua_tointeger(L, -1);
+      lua_pop(L, 2);
     }
     if (k >= 0) {
+      sl->general |= (k & GENERAL_BIT) != 0;
+      k &= SLOT_MASK;
       lua_replace(L, sl->base + k);
       sl->given |= 1ull << k;
       continue;
@@ -275,9 +356,19 @@ static void read_slots (lua_State *L, int t, int ignore, slots *sl) {
     if (k <= KEY_JOB && k > KEY_JOB - 3 && lua_isinteger(L, -1))
       sl->job[KEY_JOB - k] = lua_tointeger(L, -1);
     lua_pop(L, 1);
-    if (k != KEY_UNKNOWN) continue;
-    unknown_key(L, ignore);
+    sl->general |= k == KEY_GENERAL;
+    if ((k == KEY_UNKNOWN || k == KEY_GENERAL) && !sl->unknown) {
+      lua_copy(L, -1, sl->base + ND_KEY_COUNT);  /* raised after the pass */
+      sl->unknown = 1;
+    }
   }
+}
+
+/* Raises for the first unknown key of the pass, if any. */
+static void check_unknown (lua_State *L, const slots *sl, int ignore) {
+  if (!sl->unknown) return;
+  lua_pushvalue(L, sl->base + ND_KEY_COUNT);
+  unknown_key(L, ignore);
 }
 
 static void read_fields (lua_State *L, const slots *sl, nd_strategy *st, nd_layer_plan *plan);
@@ -289,7 +380,9 @@ void nd_read_strategy (lua_State *L, int t, int ignore, nd_strategy *st,
   nd_strategy_init(st);
   luaL_checktype(L, t, LUA_TTABLE);
   t = lua_absindex(L, t);
-  read_slots(L, t, ignore ? lua_absindex(L, ignore) : 0, &sl);
+  if (ignore) ignore = lua_absindex(L, ignore);
+  read_slots(L, t, ignore, &sl);
+  check_unknown(L, &sl, ignore);
   read_fields(L, &sl, st, plan);
   lua_settop(L, top);
 }
@@ -302,12 +395,14 @@ int nd_read_args (lua_State *L, int t, int ignore, nd_strategy *st, nd_layer_pla
   luaL_checktype(L, t, LUA_TTABLE);
   luaL_checktype(L, ignore, LUA_TTABLE);
   t = lua_absindex(L, t);
-  read_slots(L, t, lua_absindex(L, ignore), &sl);
-  for (i = 0; i < 3; i++)
-    if (sl.job[i] < 1 || sl.job[i] > nd_job_limits[i].max) {
-      lua_settop(L, top);
-      return 0;
-    }
+  ignore = lua_absindex(L, ignore);
+  read_slots(L, t, ignore, &sl);
+  for (i = 0; i < 3; i++) sl.general |= sl.job[i] < 1 || sl.job[i] > nd_job_limits[i].max;
+  if (sl.general) {  /* the general path's, messages and all */
+    lua_settop(L, top);
+    return 0;
+  }
+  check_unknown(L, &sl, ignore);
   job->devices = (int)sl.job[0];
   job->global_batch = (long long)sl.job[1];
   job->seq_len = (int)sl.job[2];

@@ -36,6 +36,13 @@ for _, k in ipairs(STRATEGY_KEYS) do IS_STRATEGY_KEY[k], KNOWN[k] = true, true e
 for _, set in ipairs({OTHER_KEYS, DERIVED_KEYS}) do
   for k in pairs(set) do KNOWN[k], NOT_STRATEGY[k] = true, true end
 end
+-- The plain call's (core.estimate's) set: the arguments it skips (true), and those only the
+-- general path below takes (false: given, the call is not plain). Read once by the binding.
+local PLAIN_ARGS = {stage_layers = false, pipeline_model_parallel_layout = false}
+for k in pairs(NOT_STRATEGY) do PLAIN_ARGS[k] = true end
+for _, k in ipairs({"strict", "max_mem", "costs", "recompute_modes", "layout"}) do
+  PLAIN_ARGS[k] = false
+end
 
 -- nd.model and nd.device's loaders (their caches), found once
 local LOADERS = {}
@@ -302,18 +309,15 @@ function M.estimate(args)
   -- The plain call in one call of the binding (core.estimate): a bundled model and device by
   -- name (or a model and a device object the general path has priced before), a bundled
   -- stack profile already applied to that device (the default one unless args.stack names
-  -- another), and nothing else the general path below reads (costs, max_mem, strict, a
-  -- balanced layout, stage_layers, a layout string, per_layer or megatron recompute,
-  -- recompute_modes). Any other call, and a job the binding does not take as it is (false),
-  -- takes the general path: the same result, and each message it gives.
+  -- another), no per_layer or megatron recompute, and none of the arguments only the general
+  -- path below reads (PLAIN_ARGS' false ones). Any other call, and a job the binding does not
+  -- take as it is, gets false from the binding and takes the general path: the same result,
+  -- and each message it gives.
   if not FIXED then fixed_tables() end
   local mo, de, rc = args.model, args.device, args.recompute
   local model = FIXED_MODEL[mo] or facts_of[mo] and mo  -- facts_of: the models resolved
   local device = FIXED_DEVICE[de] or de  -- applied holds the devices resolved
-  if model and device and rc ~= "per_layer" and rc ~= "megatron" and args.costs == nil
-     and args.max_mem == nil and not args.strict and args.stage_layers == nil
-     and args.pipeline_model_parallel_layout == nil and args.recompute_modes == nil
-     and (args.layout == nil or args.layout == "even") then
+  if model and device and rc ~= "per_layer" and rc ~= "megatron" then
     local per = applied[FIXED_STACK[args.stack or STACK.DEFAULT]]
     local hit = per and per[device]
     if hit then
@@ -321,7 +325,7 @@ function M.estimate(args)
       local figures = figures_of[hit[3]]
       figures = figures and figures[facts.moe][args.precision or "bf16"]
                 or stack_figures(hit[3], facts.moe, args)
-      local result, why = core.estimate(model, hit[1], args, hit[2], NOT_STRATEGY, figures,
+      local result, why = core.estimate(model, hit[1], args, hit[2], PLAIN_ARGS, figures,
                                         hit[4], facts.name, hit[5])
       if result ~= false then
         if result then warn_tp(result, args.tp, facts) end

@@ -226,3 +226,176 @@ describe("nd.estimate's layer prices kept from the last call", function()
   end)
 
 end)
+
+describe("nd.estimate's plain call (core.estimate) and its general path", function()
+  -- A call naming bundled objects, with nothing only the general path reads, is priced by
+  -- one call of the binding. Each plain call must give what the general path gives for the
+  -- same arguments (forced here by a max_mem equal to the budget the general path finds for
+  -- them, strict = false forcing it too): the same result, field by field, and the same
+  -- message for each misuse.
+  local core = require "ndplan.c.estimate"
+  local real, plain = core.estimate, 0
+  before_each(function()
+    plain = 0
+    core.estimate = function(...)  -- counts the calls the binding takes as plain
+      local r, why = real(...)
+      if r ~= false then plain = plain + 1 end
+      return r, why
+    end
+  end)
+  after_each(function() core.estimate = real end)
+
+  local BASE = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+                seq_len = 8192, stack = "megatron-core"}
+  local function call(extra)
+    local a = {}
+    for k, v in pairs(BASE) do a[k] = v end
+    for k, v in pairs(extra) do a[k] = v end
+    return a
+  end
+  local function general(a)
+    local g = {}
+    for k, v in pairs(a) do g[k] = v end
+    g.strict = false
+    g.max_mem = assert(nd.estimate(g)).budget_bytes
+    g.strict = nil
+    return g
+  end
+  -- what a call gives: the result encoded whole, or the message (its position dropped)
+  local function outcome(a)
+    local ok, r, why = pcall(nd.estimate, a)
+    if not ok then return "raises " .. tostring(r):gsub("^[^ ]+:%d+: ", "") end
+    if not r then return "refuses " .. tostring(why) end
+    return json.encode(r)
+  end
+
+  local priced = {
+    {tp = 8, pp = 4, sp = true, zero = 1, recompute = "full"},
+    {tp = 8, pp = 8, vpp = 5, sp = true, recompute = "selective"},
+    {tp = 4, pp = 2, cp = 2, sp = true},
+    {tp = 16, pp = 4, sp = true},  -- over the KV heads: a warning
+    {tp = 8, pp = 4, zero = 3, dp_shard = 2, precision = "fp8"},
+    {tp = 8, pp = 4, selective_ops = {"attn_core"}, recompute = "selective", mbs = 2},
+    {tp = 8, pp = 4, stack = "torchtitan", precision = "fp8", schedule = "gpipe"},
+    {tp = 8, pp = 4, sharded_over = {optimizer = 8}, layout_from = "even"},  -- a result's
+    {model = "deepseek-v3", device = "h800", devices = 256, global_batch = 4096,
+     seq_len = 4096, pp = 8, ep = 32, zero = 1, precision = "fp8"},
+    {model = nd.model("qwen3-30b-a3b"), device = nd.device("b200"), devices = 8,
+     global_batch = 64, seq_len = 2048, tp = 2, sp = true},
+  }
+  for i, extra in ipairs(priced) do
+    it("prices case " .. i .. " as the general path does", function()
+      local a = call(extra)
+      local g = general(a)  -- (its first call may resolve the objects)
+      plain = 0
+      local fast = outcome(a)
+      assert.are.equal(1, plain)
+      assert.are.equal(outcome(g), fast)
+      assert.are.equal(1, plain)  -- max_mem: the general path alone
+      local r = assert(nd.estimate(a))
+      assert.are.same(assert(nd.estimate(general(a))).warnings, r.warnings)
+    end)
+  end
+
+  it("gives each misuse and refusal the general path's message", function()
+    local bad = {
+      {tp = "x"}, {tp = 8.5}, {sp = "yes"}, {recompute = "nope"}, {recompute = true},
+      {schedule = 5}, {schedule = true}, {selective_ops = 5}, {layer_recompute = {true}},
+      {layer_offload = 1}, {precision = "fp7"}, {offload = "half"}, {bogus = 1}, {[1] = 2},
+      {tp = 3}, {zero = 5}, {devices = 64.0}, {devices = 64.5}, {devices = 0},
+      {devices = "x"}, {seq_len = 2000000000}, {bogus = 1, devices = 64.5},
+      {bogus = 1, tp = "x"}, {tp = "x", devices = 0},
+    }
+    assert(nd.estimate(call{tp = 8, pp = 4}))
+    for _, extra in ipairs(bad) do
+      local a = call(extra)
+      if a.tp == nil then a.tp, a.pp = 8, 4 end
+      local g = {}
+      for k, v in pairs(a) do g[k] = v end
+      g.max_mem = 80e9
+      assert.are.equal(outcome(g), outcome(a))
+    end
+  end)
+
+  it("leaves a call with anything only the general path reads to it", function()
+    local path = dir .. "/config.json"
+    write(path, llama(8))
+    local general_only = {
+      {costs = {dp_overlap = 0}}, {max_mem = "70GiB"}, {strict = true}, {strict = false},
+      {layout = "balanced", max_mem = "70GiB"}, {layout = "even"},
+      {stage_layers = {20, 20, 20, 20}}, {pipeline_model_parallel_layout = "Et*20|t*20|t*20|t*20L"},
+      {recompute = "per_layer", max_mem = "70GiB"}, {recompute = "megatron", max_mem = "70GiB"},
+      {stack = "none"}, {devices = 64.0}, {model = path, devices = 8, global_batch = 64},
+    }
+    for _, extra in ipairs(general_only) do
+      local a = call(extra)
+      a.tp, a.pp = a.tp or 8, a.pp or 4
+      plain = 0
+      pcall(nd.estimate, a)
+      pcall(nd.estimate, a)
+      assert.are.equal(0, plain, next(extra))
+    end
+  end)
+end)
+
+describe("the states of lazy results", function()
+  local A = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+             seq_len = 8192, tp = 8, pp = 8, vpp = 5, sp = true, stack = "megatron-core"}
+
+  it("stay while their result does, whatever is collected meanwhile", function()
+    local kept = {}
+    for i = 1, 50 do kept[i] = assert(nd.estimate(A)) end
+    for _ = 1, 2000 do nd.estimate(A) end
+    collectgarbage()
+    collectgarbage()
+    local want = json.encode(assert(nd.estimate(A)))
+    for i = 1, 50, 7 do assert.are.equal(want, json.encode(kept[i])) end
+    assert.are.equal("megatron-core", kept[50].stack.name)
+    assert.are.equal(5, #kept[49].stages[8].chunks)
+  end)
+
+  it("go with their results", function()
+    for _ = 1, 100 do nd.estimate(A) end
+    collectgarbage()
+    collectgarbage()
+    local before = collectgarbage("count")
+    for _ = 1, 20000 do nd.estimate(A) end  -- about 40 MB, were their states kept
+    collectgarbage()
+    collectgarbage()
+    assert.is_true(collectgarbage("count") - before < 2048)
+  end)
+end)
+
+describe("a misused strategy field", function()
+  local A = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+             seq_len = 8192, tp = 8, pp = 4}
+  local function raised(k, v)
+    local a = {}
+    for key, val in pairs(A) do a[key] = val end
+    a[k] = v
+    local ok, err = pcall(nd.estimate, a)
+    assert.is_false(ok)
+    return tostring(err)
+  end
+
+  it("is named with what was expected and what was given", function()
+    assert.matches("recompute: expected none, selective or full, got boolean",
+                   raised("recompute", true), 1, true)
+    assert.matches("schedule: expected 1f1b, interleaved, gpipe, zb or dualpipe, got boolean",
+                   raised("schedule", true), 1, true)
+    assert.matches("selective_ops: expected an array of op names, got number",
+                   raised("selective_ops", 5), 1, true)
+    assert.matches("layer_recompute: expected an array of mode names, got number",
+                   raised("layer_recompute", 5), 1, true)
+    assert.matches("layer_recompute[2]: expected a mode name, got boolean",
+                   raised("layer_recompute", {"full", true}), 1, true)
+    assert.matches("layer_offload: expected an array of true or false, got string",
+                   raised("layer_offload", "yes"), 1, true)
+    assert.matches("stage_layers: expected an array of layer counts, got number",
+                   raised("stage_layers", 80), 1, true)
+    assert.matches("stage_layers[3]: expected a layer count, got boolean",
+                   raised("stage_layers", {20, 20, true, 20}), 1, true)
+    assert.matches("pipeline_model_parallel_layout: expected a layout string, got table",
+                   raised("pipeline_model_parallel_layout", {}), 1, true)
+  end)
+end)
