@@ -670,12 +670,6 @@ static int push_refusal (lua_State *L, const char *why) {
   return 2;
 }
 
-/*
-** run(model, device, job, strategy [, costs [, ignore [, figures]]]) -> result | nil, reason.
-** A refused strategy is an expected failure; malformed arguments raise. ignore: a set of
-** keys the strategy table may hold besides a strategy's (nd.estimate passes its arguments).
-** figures: the stack profile's (add_stack), for result.stack and .step_time_band when read.
-*/
 /* Prices a (read into the scratch s) with the scratch's cache and pushes the result, or nil
    and the refusal. fig: the index of the stack profile's figures (0: none); finish: the
    index of the budget and the names (set_finish; 0: none, the caller finishes). */
@@ -689,6 +683,12 @@ static int push_priced (lua_State *L, run_scratch *s, const call_args *a, int fi
   return 1;
 }
 
+/*
+** run(model, device, job, strategy [, costs [, ignore [, figures]]]) -> result | nil, reason.
+** A refused strategy is an expected failure; malformed arguments raise. ignore: a set of
+** keys the strategy table may hold besides a strategy's (nd.estimate passes its arguments).
+** figures: the stack profile's (add_stack), for result.stack and .step_time_band when read.
+*/
 static int e_run (lua_State *L) {
   call_args a;
   run_scratch *s = get_scratch(L);
@@ -700,10 +700,11 @@ static int e_run (lua_State *L) {
 /*
 ** estimate(model, device, args, costs, ignore, figures, budget, model_name, device_name)
 ** -> result | nil, reason | false: nd.estimate's plain call (ndplan.estimate) at once. The
-** job is args' devices, global_batch and seq_len (false when one is no integer from 1 to its
-** ceiling: the caller's general path says what is wrong), the strategy is args (its keys
-** true in ignore skipped), priced as run prices it, and the result carries finish's fields
-** (its job built when read). costs: packed or nil; figures: the stack profile's or nil.
+** job is args' devices, global_batch and seq_len, the strategy is args (its keys true in
+** ignore skipped), priced as run prices it, and the result carries finish's fields (its job
+** built when read). false, with nothing raised, when a key false in ignore is given or the
+** job is not integers from 1 to their ceilings: the caller's general path takes the call,
+** and says what is wrong. costs: packed or nil; figures: the stack profile's or nil.
 */
 static int e_estimate (lua_State *L) {
   call_args a;
