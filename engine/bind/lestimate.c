@@ -609,12 +609,18 @@ typedef struct run_scratch {
   const nd_device *dev;
   nd_job job;
   nd_costs costs;
+  int busy;                /* a call is using it (use_scratch) */
 } run_scratch;
 
 static int run_scratch_gc (lua_State *L) {
   run_scratch *s = (run_scratch *)lua_touserdata(L, 1);
   nd_price_cache_free(s->pc);
   s->pc = NULL;
+  return 0;
+}
+
+static int run_scratch_close (lua_State *L) {
+  ((run_scratch *)lua_touserdata(L, 1))->busy = 0;
   return 0;
 }
 
@@ -632,12 +638,38 @@ static run_scratch *get_scratch (lua_State *L) {
   s->pc = NULL;
   s->m = NULL;
   s->dev = NULL;
-  lua_createtable(L, 0, 1);
+  s->busy = 0;
+  lua_createtable(L, 0, 2);
   lua_pushcfunction(L, run_scratch_gc);
   lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, run_scratch_close);
+  lua_setfield(L, -2, "__close");
   lua_setmetatable(L, -2);
   s->pc = nd_price_cache_new(8);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &scratch_id);
+  return s;
+}
+
+/*
+** The state's scratch for one call, in use until the call returns or raises (a to-be-closed
+** slot pushed on top: the caller's arguments fixed first). A call made while another uses
+** it -- a finalizer or metamethod calling nd.estimate while a result is built or arguments
+** read, where the result would have taken the inner call's figures -- gets a scratch of its
+** own on the stack, without the price cache.
+*/
+static run_scratch *use_scratch (lua_State *L) {
+  run_scratch *s = get_scratch(L);
+  if (s->busy) {
+    s = (run_scratch *)lua_newuserdatauv(L, sizeof *s, 0);
+    s->pc = NULL;
+    s->m = NULL;
+    s->dev = NULL;
+    s->busy = 1;
+    return s;
+  }
+  s->busy = 1;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &scratch_id);
+  lua_toclose(L, -1);
   return s;
 }
 
@@ -691,9 +723,11 @@ static int push_priced (lua_State *L, run_scratch *s, const call_args *a, int fi
 */
 static int e_run (lua_State *L) {
   call_args a;
-  run_scratch *s = get_scratch(L);
+  run_scratch *s;
   int fig = lua_type(L, 7) == LUA_TTABLE;
-  read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6), fig ? 7 : 0);
+  lua_settop(L, 7);
+  s = use_scratch(L);  /* at 8, which the reading keeps */
+  read_call_into(L, 5, &a, &s->st, !lua_isnoneornil(L, 6), 8);
   return push_priced(L, s, &a, fig ? 7 : 0, 0);
 }
 
@@ -714,7 +748,7 @@ static int e_estimate (lua_State *L) {
   nd_read_costs(L, 4, &a.costs);
   luaL_checkany(L, 9);
   lua_settop(L, 9);
-  s = get_scratch(L);
+  s = use_scratch(L);
   a.st = &s->st.st;
   a.layers = &s->st.layers;
   if (!nd_read_args(L, 3, 5, a.st, a.layers, &a.job)) {

@@ -227,6 +227,56 @@ describe("nd.estimate's layer prices kept from the last call", function()
 
 end)
 
+describe("nd.estimate called while another call is under way", function()
+  -- The binding prices into a scratch of the state's; a call made from inside another (a
+  -- finalizer run by the collector while a result is built, a metamethod of an argument
+  -- read) gets a scratch of its own, so the outer result keeps its own figures.
+  local A = {model = "llama3.1-8b", device = "h100", devices = 8, global_batch = 64,
+             seq_len = 4096, tp = 2, sp = true}
+  local B = {model = "llama3.1-70b", device = "h100", devices = 64, global_batch = 512,
+             seq_len = 8192, tp = 8, pp = 4}
+  local function encoded(a) return json.encode(assert(nd.estimate(a))) end
+
+  it("from a finalizer the collector runs while a result is built", function()
+    -- (the stack profile's figures make the result's building allocate where the collector
+    -- runs the finalizers: without the scratch of its own, most results took B's figures)
+    local a = {stack = "megatron-core", tp = 1}
+    for k, v in pairs(A) do if a[k] == nil then a[k] = v end end
+    local want, other = assert(nd.estimate(a)), assert(nd.estimate(B))
+    assert.are_not.equal(want.step_time_s, other.step_time_s)
+    local mt = {__gc = function() assert(nd.estimate(B)) end}
+    local wrong, last = 0, nil
+    collectgarbage("incremental", 1, 1000)  -- a cycle at almost every allocation
+    local ok, err = pcall(function()
+      for _ = 1, 300 do
+        for _ = 1, 5 do setmetatable({}, mt) end
+        last = assert(nd.estimate(a))
+        if last.step_time_s ~= want.step_time_s or last.peak_memory_bytes ~= want.peak_memory_bytes
+           or #last.stages ~= #want.stages then
+          wrong = wrong + 1
+        end
+      end
+    end)
+    collectgarbage("incremental", 200, 100)  -- Lua's defaults
+    assert(ok, err)
+    assert.are.equal(0, wrong)
+    assert.are.equal(json.encode(want), json.encode(last))
+  end)
+
+  it("from a metamethod of an argument being read", function()
+    local ops = setmetatable({}, {
+      __len = function() assert(nd.estimate(B)); return 1 end,
+      __index = function(_, i) return i == 1 and "attn_core" or nil end})
+    local a, plain = {}, {}
+    for k, v in pairs(A) do a[k], plain[k] = v, v end
+    a.recompute, plain.recompute = "selective", "selective"
+    a.selective_ops, plain.selective_ops = ops, {"attn_core"}
+    local want = encoded(plain)
+    assert.are.equal(want, encoded(a))
+    assert.are.equal(want, encoded(plain))  -- and the next call as before
+  end)
+end)
+
 describe("nd.estimate's plain call (core.estimate) and its general path", function()
   -- A call naming bundled objects, with nothing only the general path reads, is priced by
   -- one call of the binding. Each plain call must give what the general path gives for the
