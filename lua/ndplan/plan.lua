@@ -43,7 +43,19 @@ local function same_as(last, mode, strategy, i)
   return same_switches(last.option.switches, switches(mode, strategy, i))
 end
 
-function M.dimensions(strategy)
+-- dimensions(strategy [, like]) -> the strategy's {name, value} pairs; `like` (pairs, e.g.
+-- an earlier plan's) when they hold the same values, so a sequence of plans of one strategy
+-- shares one array (plans never change theirs).
+function M.dimensions(strategy, like)
+  if like then
+    for i, d in ipairs(M.DIMENSIONS) do
+      local v = strategy[d[2]]
+      if type(v) == "boolean" then v = v and 1 or 0 end
+      local pair = like[i]
+      if not pair or pair[1] ~= d[1] or pair[2] ~= v then like = nil; break end
+    end
+    if like and #like == #M.DIMENSIONS then return like end
+  end
   local dims = {}
   for _, d in ipairs(M.DIMENSIONS) do
     local v = strategy[d[2]]
@@ -66,10 +78,14 @@ end
 -- The layer kinds of a model (immutable), found once: the potentials build many plans.
 local kinds_of = setmetatable({}, {__mode = "k"})
 
--- from_estimate(result, model [, savings]) -> plan. result is an nd.estimate result.
+local NONE = {}
+
+-- from_estimate(result, model [, savings [, like]]) -> plan. result is an nd.estimate
+-- result; like: an earlier plan of the same strategy, whose dimensions the plan shares.
 -- One pass over the layers: each one's plan mode (from the estimator's), and the ranges of
--- consecutive layers of one kind, mode, offload and switch set.
-function M.from_estimate(result, model, savings)
+-- consecutive layers of one kind, mode, offload and switch set. A layer that repeats the
+-- layer before it (estimator's mode, kind, offload) only lengthens its range.
+function M.from_estimate(result, model, savings, like)
   local kinds = kinds_of[model]
   if not kinds then
     kinds = M.kinds(model)
@@ -77,35 +93,47 @@ function M.from_estimate(result, model, savings)
   end
   local strategy = result.strategy
   local layer_modes, whole = strategy.layer_recompute, strategy.recompute
-  local off = result.layer_offload_bytes or {}
-  local ranges, per_layer, n, last, first_mode = {}, {}, 0, nil, nil
-  for i = 1, #kinds do
-    local m = layer_modes and layer_modes[i] or whole
-    local mode = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
-    first_mode = first_mode or mode
-    per_layer[i] = TO_ESTIMATOR[mode]
+  local off = result.layer_offload_bytes or NONE
+  local count = #kinds
+  -- the estimator's modes are the plan's per-layer list (each checked below); a layer it
+  -- does not state has the whole-model mode
+  local per_layer = layer_modes and {table.unpack(layer_modes, 1, count)} or {}
+  local modes, unstated = layer_modes or NONE, false
+  local ranges, n, last, first_mode = {}, 0, nil, nil
+  local prev_m, prev_kind, prev_bytes, mode = NONE, nil, nil, nil  -- (no mode is NONE)
+  for i = 1, count do
+    local m = modes[i]
+    if m == nil then m = whole; unstated = true end
     local kind, bytes = kinds[i], off[i] or 0
-    if last and last.kind == kind and last.mode == mode and last.offload_bytes == bytes
+    if m == prev_m and kind == prev_kind and bytes == prev_bytes
        and same_as(last, mode, strategy, i) then
       last.count = last.count + 1
     else
+      if m ~= prev_m then
+        mode = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
+      end
+      first_mode = first_mode or mode
       last = {first = i - 1, count = 1, kind = kind, mode = mode,
               option = {switches = switches(mode, strategy, i),
                         link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
               offload_bytes = bytes}
       n = n + 1
       ranges[n] = last
+      prev_m, prev_kind, prev_bytes = m, kind, bytes
     end
   end
+  if unstated then
+    for i = 1, count do per_layer[i] = TO_ESTIMATOR[TO_PLAN[modes[i] or whole]] end
+  end
   local stage_memory, stage_savings = {}, {}
-  local saved = savings or result.stage_savings_s or {}
+  local saved = savings or result.stage_savings_s or NONE
   for s, st in ipairs(result.stages) do
     stage_memory[s] = st.peak / MiB
     stage_savings[s] = saved[s] or 0
   end
   -- the offloaded layers, to price the plan again
   local plan = {score = result.step_time_s, memory = result.peak_memory_bytes / MiB,
-                dimensions = M.dimensions(strategy), ranges = ranges,
+                dimensions = M.dimensions(strategy, like and like.dimensions), ranges = ranges,
                 stage_memory = stage_memory, stage_savings = stage_savings,
                 score_parts = result.time_parts_s, layer_recompute = per_layer,
                 layer_offload = strategy.layer_offload, stage_layers = strategy.stage_layers,
@@ -157,11 +185,11 @@ local function one_more_full(args, plan)
   return out
 end
 
--- The same variants priced in one call (ndplan.c.estimate.one_more_full): columns {layer,
--- step_time_s, peak_memory_bytes, n} of those that fit, in layer order; each one's full
--- result is priced (price) only when it is needed. The model, device, costs and budget are
--- the ones nd.estimate resolves for the plan's arguments (checked against its price of the
--- plan itself).
+-- The same variants priced in one call (ndplan.c.estimate.one_more_full): columns layer,
+-- step_time_s, peak_memory_bytes of every variant it priced, in layer order, and the budget
+-- the ones that fit are within; each one's full result is priced (price) only when it is
+-- needed. The model, device, costs and budget are the ones nd.estimate resolves for the
+-- plan's arguments (checked against its price of the plan itself).
 local STRATEGY_KEYS
 -- args -> {model, device, costs, budget} as nd.estimate resolves them (ndplan.estimate's
 -- objects and budget, from the model, device, stack, costs and max_mem of args, which every
@@ -191,22 +219,13 @@ local function one_more_full_batch(args, plan)
   local job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}
   local ok, cols = pcall(core.one_more_full, model, device, job, strategy, costs)
   if not ok then return nil end
-  local layer, step, peak = cols.layer, cols.step_time_s, cols.peak_memory_bytes
-  local out = {layer = {}, step_time_s = {}, peak_memory_bytes = {}, n = 0}
-  local ol, os_, op, n = out.layer, out.step_time_s, out.peak_memory_bytes, 0
-  for i = 1, #layer do
-    if peak[i] <= budget then
-      n = n + 1
-      ol[n], os_[n], op[n] = layer[i], step[i], peak[i]
-    end
-  end
-  out.n = n
-  return out
+  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, budget
 end
 
-local function as_plan(r, model, full)
+-- as_plan(r, model, full, current) -> the plan of variant r of the plan `current`
+local function as_plan(r, model, full, current)
   r.strategy.recompute = "per_layer"
-  return M.from_estimate(r, model, savings_against_full(r, full))
+  return M.from_estimate(r, model, savings_against_full(r, full), current)
 end
 
 -- next_plans(args, model, plan) -> every plan with exactly one more layer fully recomputed
@@ -222,57 +241,58 @@ end
 -- not qualify (building a plan costs more than pricing it).
 local function next_potential(args, model, current, kept, full)
   local recompute = require "ndplan.recompute"
-  local priced = one_more_full_batch(args, current)
-  if not priced then  -- the batch could not price: each variant through nd.estimate
+  -- the variants priced: each one's layer, step time and peak, in layer order; those that
+  -- fit are those within budget (nil: all of them)
+  local layer, steps, peaks, budget = one_more_full_batch(args, current)
+  local results
+  if not layer then  -- the batch could not price: each variant through nd.estimate
     local each = one_more_full(args, current)
-    priced = {layer = {}, step_time_s = {}, peak_memory_bytes = {}, result = {}, n = #each}
+    layer, steps, peaks, results = {}, {}, {}, {}
     for i, v in ipairs(each) do
-      priced.layer[i], priced.result[i] = v.layer, v.result
-      priced.step_time_s[i], priced.peak_memory_bytes[i] = v.result.step_time_s,
-                                                         v.result.peak_memory_bytes
+      layer[i], results[i] = v.layer, v.result
+      steps[i], peaks[i] = v.result.step_time_s, v.result.peak_memory_bytes
     end
   end
   local function result_of(i)  -- variant i's full result, priced as next_plans prices it
-    if priced.result then return priced.result[i] end
-    local layer = priced.layer[i]
-    local per_layer, ops = {}, nil
-    for j, m in ipairs(current.layer_recompute) do per_layer[j] = m end
-    per_layer[layer] = "full"
+    if results then return results[i] end
+    local l = layer[i]
+    local per_layer, ops = {table.unpack(current.layer_recompute)}, nil  -- (no gaps)
+    per_layer[l] = "full"
     if current.layer_selective_ops then
       ops = {}
       for j, o in ipairs(current.layer_selective_ops) do ops[j] = o end
-      ops[layer] = {}
+      ops[l] = {}
     end
     local r = assert(price(args, per_layer, current.stage_layers, ops))
-    assert(r.step_time_s == priced.step_time_s[i]
-           and r.peak_memory_bytes == priced.peak_memory_bytes[i],
+    assert(r.step_time_s == steps[i] and r.peak_memory_bytes == peaks[i],
            "plan: the batch and nd.estimate priced a variant differently")
     return r
   end
-  local steps, peaks = priced.step_time_s, priced.peak_memory_bytes
-  local function key(i)  -- keep_potential's order: score, memory, then layer order
-    local score, peak = steps[i], peaks[i] / MiB
-    if type(score) ~= "number" or score ~= score or score == math.huge or score == -math.huge then
-      error(recompute.SORT_ERROR, 0)  -- as keep_potential's sort would
-    end
-    return score, peak == peak and peak or math.huge
-  end
   local function try(i)
-    return recompute.keep_potential(current, kept, {as_plan(result_of(i), model, full)})
+    return recompute.keep_potential(current, kept, {as_plan(result_of(i), model, full, current)})
   end
-  -- the first in that order nearly always qualifies: found in one pass, the rest sorted
-  -- only when it does not
-  local first, fs, fm = nil, nil, nil
-  for i = 1, priced.n do
-    local sc, mem = key(i)
-    if not first or sc < fs or (sc == fs and mem < fm) then first, fs, fm = i, sc, mem end
+  -- keep_potential's order: score, memory (MiB; NaN last), then layer order. The first in
+  -- that order nearly always qualifies: found in one pass, the rest sorted only when it
+  -- does not. (The columns are numbers: x - x is 0 for a finite one.)
+  local huge, first, fs, fm = math.huge, nil, nil, nil
+  for i = 1, #layer do
+    local peak = peaks[i]
+    if not budget or peak <= budget then
+      local score, mem = steps[i], peak / MiB
+      if score - score ~= 0 then error(recompute.SORT_ERROR, 0) end  -- as keep_potential's sort
+      if mem ~= mem then mem = huge end
+      if not first or score < fs or (score == fs and mem < fm) then first, fs, fm = i, score, mem end
+    end
   end
   local nxt = first and try(first)
   if nxt then return nxt end
   local order = {}
-  for i = 1, priced.n do
-    local sc, mem = key(i)
-    order[i] = {index = i, score = sc, memory = mem}
+  for i = 1, #layer do
+    local peak = peaks[i]
+    if not budget or peak <= budget then
+      local mem = peak / MiB
+      order[#order + 1] = {index = i, score = steps[i], memory = mem == mem and mem or huge}
+    end
   end
   table.sort(order, function(a, b)
     if a.score ~= b.score then return a.score < b.score end

@@ -242,41 +242,45 @@ end
 
 -- changed_layers(a, b) -> ascending layer numbers whose setting differs (or that only one
 -- plan states) | nil when either plan is not stated per layer
--- A validated plan's spans {lo, hi, setting} in layer order (setting: layer_modes' of its
--- layers), to compare plans per span rather than per layer.
-local function spans(plan, layers)
-  local out = {}
-  for k, r in ipairs(in_layer_order(plan.ranges)) do
-    local lo = math.tointeger(r.first)
-    out[k] = {lo, lo + math.tointeger(r.count) - 1, layers[lo]}
-  end
-  return out
-end
-
+-- Walked range by range (both plans validated, so each one's ranges in layer order do not
+-- overlap): between two places where either plan's range starts or ends, each plan states
+-- one setting (the one layer_modes gives its range's layers) or none.
 function M.changed_layers(a, b)
   local la = M.layer_modes(a)
   local lb = M.layer_modes(b)
   if not la or not lb then return nil end
-  -- cut at every span's ends: between two cuts each plan states one setting or none
-  local sa, sb = spans(a, la), spans(b, lb)
-  local cuts, seen = {}, {}
-  for _, list in ipairs({sa, sb}) do
-    for _, sp in ipairs(list) do
-      for _, c in ipairs({sp[1], sp[2] + 1}) do
-        if not seen[c] then seen[c] = true; cuts[#cuts + 1] = c end
-      end
-    end
-  end
-  table.sort(cuts)
+  local ra, rb = in_layer_order(a.ranges), in_layer_order(b.ranges)
   local changed, n, i, j = {}, 0, 1, 1
-  for k = 1, #cuts - 1 do
-    local lo, hi = cuts[k], cuts[k + 1] - 1
-    while sa[i] and sa[i][2] < lo do i = i + 1 end
-    while sb[j] and sb[j][2] < lo do j = j + 1 end
-    local x = sa[i] and sa[i][1] <= lo and sa[i][3]
-    local y = sb[j] and sb[j][1] <= lo and sb[j][3]
-    if (x or y) and not (x and y and same_setting(x, y)) then
-      for l = lo, hi do n = n + 1; changed[n] = l end
+  local x, y = ra[1], rb[1]  -- each plan's range at or after `at`, and its first and last
+  local xlo, ylo = math.tointeger(x.first), math.tointeger(y.first)
+  local xhi, yhi = xlo + math.tointeger(x.count) - 1, ylo + math.tointeger(y.count) - 1
+  local at = math.min(xlo, ylo)
+  while x or y do
+    local xin, yin = x and xlo <= at, y and ylo <= at
+    if not xin and not yin then  -- a gap in both: on to the next range either states
+      at = (x and y) and math.min(xlo, ylo) or (x and xlo or ylo)
+    else
+      -- up to where either plan's range ends, or the next one starts
+      local hi = x and (xin and xhi or xlo - 1)
+      if y then
+        local h = yin and yhi or ylo - 1
+        if not hi or h < hi then hi = h end
+      end
+      local sx, sy = xin and la[xlo], yin and lb[ylo]
+      if not (sx and sy and same_setting(sx, sy)) then
+        for l = at, hi do n = n + 1; changed[n] = l end
+      end
+      at = hi + 1
+      if xin and xhi < at then
+        i = i + 1
+        x = ra[i]
+        if x then xlo = math.tointeger(x.first); xhi = xlo + math.tointeger(x.count) - 1 end
+      end
+      if yin and yhi < at then
+        j = j + 1
+        y = rb[j]
+        if y then ylo = math.tointeger(y.first); yhi = ylo + math.tointeger(y.count) - 1 end
+      end
     end
   end
   return changed

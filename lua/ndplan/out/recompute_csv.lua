@@ -39,38 +39,62 @@ end
 
 -- One record per range: first, count, kind, mode, recompute ("full", "none" or the list of
 -- recomputed ops; "selective" when the ops are not stated), offload_bytes when > 0.
-local function ranges_json(plan)
-  local ranges = {}
-  for i, r in ipairs(plan.ranges) do ranges[i] = r end
-  table.sort(ranges, function(a, b) return a.first < b.first end)
-  local records = {}
-  for i, r in ipairs(ranges) do
-    local mode = R.normalise_mode(r.mode)
-    local ops = R.recomputed_ops(r.option)
-    local recompute
-    if mode == "full" then recompute = "full"
-    elseif mode == "off" then recompute = "none"
-    elseif #ops > 0 then recompute = ops
-    else recompute = "selective" end
-    local kv = {{"first", r.first}, {"count", r.count}, {"kind", r.kind}, {"mode", mode},
-                {"recompute", recompute}}
-    local bytes = R.offload_bytes(r)
-    if bytes > 0 then kv[#kv + 1] = {"offload_bytes", bytes} end
-    records[i] = json.object(kv)
+-- A plan's ranges are most often the previous step's but one or two: each record is made
+-- once per distinct range (records, kept while the text is built) and encoded with the rest.
+local function record(r, records)
+  local mode = R.normalise_mode(r.mode)
+  local bytes = R.offload_bytes(r)
+  local ops = mode == "selective" and R.recomputed_ops(r.option) or nil
+  local key = string.format("%s\0%s\0%s\0%s\0%s\0%s", r.first, r.count, r.kind, mode,
+                            string.format("%a", bytes), ops and table.concat(ops, "\0") or "")
+  local known = records[key]
+  if known then return known end
+  local recompute
+  if mode == "full" then recompute = "full"
+  elseif mode == "off" then recompute = "none"
+  elseif #ops > 0 then recompute = ops
+  else recompute = "selective" end
+  local kv = {{"first", r.first}, {"count", r.count}, {"kind", r.kind}, {"mode", mode},
+              {"recompute", recompute}}
+  if bytes > 0 then kv[#kv + 1] = {"offload_bytes", bytes} end
+  known = json.object(kv)
+  records[key] = known
+  return known
+end
+
+local function by_first(a, b) return a.first < b.first end
+
+local function ranges_json(plan, records)
+  local ranges = plan.ranges
+  for i = 2, #ranges do  -- plans state their ranges in layer order: sorted only when not
+    if ranges[i].first < ranges[i - 1].first then
+      local sorted = {}
+      for k, r in ipairs(ranges) do sorted[k] = r end
+      table.sort(sorted, by_first)
+      ranges = sorted
+      break
+    end
   end
-  return json.encode(records, SHORTEST)
+  local list = {}
+  for i, r in ipairs(ranges) do list[i] = record(r, records) end
+  return json.encode(list, SHORTEST)
 end
 
 -- RFC 4180: quote a field holding a comma, a quote or a line break; double its quotes.
+local find, gsub = string.find, string.gsub
 function M.csv_field(text)
-  if text:find('[,"\r\n]') then return '"' .. text:gsub('"', '""') .. '"' end
+  if find(text, '"', 1, true) then return '"' .. gsub(text, '"', '""') .. '"' end
+  if find(text, ",", 1, true) or find(text, "\n", 1, true) or find(text, "\r", 1, true) then
+    return '"' .. text .. '"'
+  end
   return text
 end
 
+-- A cell: numbers as number_text (which never needs quoting), other values as text.
 local function cell(v)
   if v == nil then return "" end
   if type(v) == "number" then return M.number_text(v) end
-  return tostring(v)
+  return M.csv_field(tostring(v))
 end
 
 -- Make the folder holding `path` (and its parents) when it is missing.
@@ -79,6 +103,33 @@ function M.ensure_parent(path)
   if parent == nil or parent == "" then return true end
   local ok, err = require("ndplan.io.files").mkdir_p(parent)
   if not ok then error(string.format("cannot create folder for %s: %s", path, tostring(err)), 0) end
+  return true
+end
+
+local COLUMNS = {"changed_layer", "full_layers", "memory_mb", "score", "recompute_mode",
+                 "recompute_layers", "layer_recompute", "stage_memory_mb", "stage_savings",
+                 "plan_scope"}
+
+-- The cells of the degrees, joined: one per name, empty where the plan states none.
+local function degree_cells(names, dims)
+  local values = {}
+  for _, pair in ipairs(dims) do
+    local name, value = R.dimension_pair(pair)
+    values[name] = value
+  end
+  local out = {}
+  for i, n in ipairs(names) do out[i] = cell(values[n]) end
+  return table.concat(out, ",")
+end
+
+-- Two arrays of dimension pairs equal by value, in order (then their cells are the same).
+local function same_pairs(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do
+    local na, va = R.dimension_pair(a[i])
+    local nb, vb = R.dimension_pair(b[i])
+    if na ~= nb or va ~= vb then return false end
+  end
   return true
 end
 
@@ -97,48 +148,35 @@ local function text(potentials)
     end
   end
   local header = {"TOP", "step"}
-  for _, n in ipairs(names) do header[#header + 1] = tostring(n) end
-  for _, c in ipairs({"changed_layer", "full_layers", "memory_mb", "score", "recompute_mode",
-                      "recompute_layers", "layer_recompute", "stage_memory_mb",
-                      "stage_savings", "plan_scope"}) do
-    header[#header + 1] = c
-  end
-  local lines = {}
-  local function emit(fields)
-    local out = {}
-    for i, f in ipairs(fields) do out[i] = M.csv_field(f) end
-    lines[#lines + 1] = table.concat(out, ",")
-  end
-  emit(header)
+  for _, n in ipairs(names) do header[#header + 1] = M.csv_field(tostring(n)) end
+  for _, c in ipairs(COLUMNS) do header[#header + 1] = c end
+  local lines = {table.concat(header, ",")}
+  local records = {}  -- ranges_json's, shared by every row
+  local row = {}      -- one row's cells, refilled for each
   for _, config in ipairs(potentials) do
-    local previous
+    local previous, last_dims, degrees
+    local rank = cell(config.rank)
     for step, plan in ipairs(config.plans or {}) do
-      local values = {}
-      for _, pair in ipairs(dims(plan, config)) do
-        local name, value = R.dimension_pair(pair)
-        values[name] = value
+      local d = dims(plan, config)
+      if not (last_dims and same_pairs(last_dims, d)) then
+        last_dims, degrees = d, degree_cells(names, d)
       end
-      local row = {cell(config.rank), cell(step - 1)}
-      for _, n in ipairs(names) do row[#row + 1] = cell(values[n]) end
       local changed = previous and R.changed_layers(previous, plan)
-      local changed_text = changed and table.concat(changed, ";") or ""
       local mode, layers = R.trainer_plan(plan)
-      local per_layer = R.has_ranges(plan)
-      for _, v in ipairs({
-        changed_text,
-        cell(R.full_layers(plan)),
-        cell(plan.memory),
-        cell(plan.score),
-        cell(mode),
-        layers and layers_json(layers) or "",
-        per_layer and ranges_json(plan) or "",
-        plan.stage_memory and json.encode(plan.stage_memory, SHORTEST) or "",
-        plan.stage_savings and json.encode(plan.stage_savings, SHORTEST) or "",
-        R.plan_scope(plan),
-      }) do
-        row[#row + 1] = v
-      end
-      emit(row)
+      row[1], row[2] = rank, cell(step - 1)
+      local k = 2
+      if #names > 0 then k = 3; row[3] = degrees end
+      row[k + 1] = changed and table.concat(changed, ";") or ""
+      row[k + 2] = cell(R.full_layers(plan))
+      row[k + 3], row[k + 4], row[k + 5] = cell(plan.memory), cell(plan.score), cell(mode)
+      row[k + 6] = layers and M.csv_field(layers_json(layers)) or ""
+      row[k + 7] = R.has_ranges(plan) and M.csv_field(ranges_json(plan, records)) or ""
+      row[k + 8] = plan.stage_memory and M.csv_field(json.encode(plan.stage_memory, SHORTEST))
+                   or ""
+      row[k + 9] = plan.stage_savings and M.csv_field(json.encode(plan.stage_savings, SHORTEST))
+                   or ""
+      row[k + 10] = M.csv_field(R.plan_scope(plan))
+      lines[#lines + 1] = table.concat(row, ",", 1, k + 10)
       previous = plan
     end
   end
