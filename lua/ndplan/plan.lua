@@ -36,13 +36,6 @@ local function same_switches(a, b)
   return true
 end
 
--- Whether layer i's switches are those of `last` (a range's), built only for selective
--- layers: full and off always recompute the same (none or the whole layer).
-local function same_as(last, mode, strategy, i)
-  if mode ~= "selective" then return true end  -- the modes agree (the caller checks)
-  return same_switches(last.option.switches, switches(mode, strategy, i))
-end
-
 -- dimensions(strategy [, like]) -> the strategy's {name, value} pairs; `like` (pairs, e.g.
 -- an earlier plan's) when they hold the same values, so a sequence of plans of one strategy
 -- shares one array (plans never change theirs).
@@ -75,53 +68,65 @@ function M.kinds(model)
   return out
 end
 
--- The layer kinds of a model (immutable), found once: the potentials build many plans.
+-- The layer kinds of a model (immutable), found once: the potentials build many plans;
+-- and where a layer's kind differs from the one before it (starts[i] true).
 local kinds_of = setmetatable({}, {__mode = "k"})
+local function model_kinds(model)
+  local known = kinds_of[model]
+  if known then return known[1], known[2] end
+  local kinds, starts = M.kinds(model), {}
+  for i = 2, #kinds do starts[i] = kinds[i] ~= kinds[i - 1] end
+  kinds_of[model] = {kinds, starts}
+  return kinds, starts
+end
 
 local NONE = {}
 
 -- from_estimate(result, model [, savings [, like]]) -> plan. result is an nd.estimate
 -- result; like: an earlier plan of the same strategy, whose dimensions the plan shares.
 -- One pass over the layers: each one's plan mode (from the estimator's), and the ranges of
--- consecutive layers of one kind, mode, offload and switch set. A layer that repeats the
--- layer before it (estimator's mode, kind, offload) only lengthens its range.
+-- consecutive layers of one kind, mode, offload and switch set: a layer starts a range
+-- where its estimator's mode, kind or offload differs from the layer before it, or its
+-- selective switches do.
 function M.from_estimate(result, model, savings, like)
-  local kinds = kinds_of[model]
-  if not kinds then
-    kinds = M.kinds(model)
-    kinds_of[model] = kinds
-  end
+  local kinds, starts = model_kinds(model)
   local strategy = result.strategy
   local layer_modes, whole = strategy.layer_recompute, strategy.recompute
   local off = result.layer_offload_bytes or NONE
   local count = #kinds
+  if off ~= NONE then  -- (the estimator states offloads per layer)
+    local own = {}
+    for i = 2, count do own[i] = starts[i] or (off[i] or 0) ~= (off[i - 1] or 0) end
+    starts = own
+  end
   -- the estimator's modes are the plan's per-layer list (each checked below); a layer it
   -- does not state has the whole-model mode
   local per_layer = layer_modes and {table.unpack(layer_modes, 1, count)} or {}
   local modes, unstated = layer_modes or NONE, false
-  local ranges, n, last, first_mode = {}, 0, nil, nil
-  local prev_m, prev_kind, prev_bytes, mode = NONE, nil, nil, nil  -- (no mode is NONE)
+  local ranges, n, last, first_mode, mode = {}, 0, nil, nil, nil
+  local prev_m, from = NONE, 1  -- (no mode is NONE); the first layer of `last`, from 1
   for i = 1, count do
     local m = modes[i]
     if m == nil then m = whole; unstated = true end
-    local kind, bytes = kinds[i], off[i] or 0
-    if m == prev_m and kind == prev_kind and bytes == prev_bytes
-       and same_as(last, mode, strategy, i) then
-      last.count = last.count + 1
-    else
+    if m ~= prev_m or starts[i]
+       or (m == "selective" and not same_switches(last.option.switches,
+                                                  switches(mode, strategy, i))) then
+      if last then last.count = i - from end
       if m ~= prev_m then
         mode = TO_PLAN[m] or error("plan: unknown recompute mode '" .. tostring(m) .. "'")
       end
       first_mode = first_mode or mode
-      last = {first = i - 1, count = 1, kind = kind, mode = mode,
+      local bytes = off[i] or 0
+      last = {first = i - 1, count = 1, kind = kinds[i], mode = mode,
               option = {switches = switches(mode, strategy, i),
                         link_bandwidth = bytes > 0 and result.host_link_bandwidth or 0},
               offload_bytes = bytes}
       n = n + 1
       ranges[n] = last
-      prev_m, prev_kind, prev_bytes = m, kind, bytes
+      prev_m, from = m, i
     end
   end
+  if last then last.count = count + 1 - from end
   if unstated then
     for i = 1, count do per_layer[i] = TO_ESTIMATOR[TO_PLAN[modes[i] or whole]] end
   end

@@ -71,6 +71,7 @@ end
 -- equal by value, in the same order.
 function M.same_dimensions(a, b)
   local da, db = dims_of(a), dims_of(b)
+  if da == db then return true end  -- (plans of one strategy may share theirs)
   if #da ~= #db then return false end
   for i = 1, #da do
     local na, va = M.dimension_pair(da[i])
@@ -118,14 +119,15 @@ function M.has_ranges(plan)
   return type(plan) == "table" and type(plan.ranges) == "table" and #plan.ranges > 0
 end
 
-local memo, shared_settings, validated  -- kept while a reader runs (M.reading, below)
+local memo, shared_settings, validated, settings_of  -- kept while a reader runs (M.reading)
 
 -- validate_ranges(plan) -> plan; raises on a negative first, a non-positive count, an
 -- unknown mode, a negative offload or overlapping ranges. A plan without ranges is valid.
 function M.validate_ranges(plan)
   if not M.has_ranges(plan) then return plan end
   if validated and validated[plan] then return plan end  -- read unchanged while reading
-  local spans = {}
+  local ordered, overlap, last_first, last_last = true, nil, nil, nil
+  local stated, full = 0, 0  -- (range_counts', kept while reading)
   for i, r in ipairs(plan.ranges) do
     if type(r) ~= "table" then
       error(string.format("recompute range %d: expected a table, got %s", i, type(r)), 0)
@@ -147,40 +149,67 @@ function M.validate_ranges(plan)
       error(string.format("recompute range %d: offload_bytes must be a number >= 0, got %s",
                           i, describe(b)), 0)
     end
-    spans[#spans + 1] = {first = r.first, last = r.first + r.count - 1}
+    -- plans state their ranges in layer order: checked as they come, sorted only when not
+    local first, last = r.first, r.first + r.count - 1
+    if ordered and last_first then
+      if first < last_first then ordered = false
+      elseif first <= last_last and not overlap then overlap = {last_first, last_last, first, last} end
+    end
+    last_first, last_last = first, last
+    stated = stated + r.count
+    if MODE_NAME[r.mode] == "full" then full = full + r.count end
   end
-  for i = 2, #spans do  -- plans state their ranges in layer order: sorted only when not
-    if spans[i].first < spans[i - 1].first then
-      table.sort(spans, function(a, b) return a.first < b.first end)
-      break
+  if not ordered then
+    local spans = {}
+    for i, r in ipairs(plan.ranges) do spans[i] = {first = r.first, last = r.first + r.count - 1} end
+    table.sort(spans, function(a, b) return a.first < b.first end)
+    overlap = nil  -- the first in layer order
+    for i = 2, #spans do
+      local a, b = spans[i - 1], spans[i]
+      if b.first <= a.last and not overlap then overlap = {a.first, a.last, b.first, b.last} end
     end
   end
-  for i = 2, #spans do
-    local a, b = spans[i - 1], spans[i]
-    if b.first <= a.last then
-      error(string.format("recompute ranges overlap: layers %d-%d and %d-%d",
-                          a.first, a.last, b.first, b.last), 0)
-    end
+  if overlap then
+    error(string.format("recompute ranges overlap: layers %d-%d and %d-%d", table.unpack(overlap)), 0)
   end
-  if validated then validated[plan] = true end
+  if validated then validated[plan] = {stated, full} end
   return plan
 end
 
 -- While a reader runs (M.reading), layer_modes keeps what it found for each plan, so one
--- that reads many plans it does not change expands each plan's ranges once.
--- Equal settings are then one table (shared), so comparing two plans' layers mostly
--- compares identities. (validated, declared above: the plans validate_ranges passed.)
+-- that reads many plans it does not change expands each plan's ranges once, and each
+-- range's setting is found once (settings_of). Equal settings are then one table (shared),
+-- so comparing two plans' layers mostly compares identities. (validated, declared above:
+-- the plans validate_ranges passed, with their range_counts.)
 
 -- reading(f, ...) -> f(...), with layer_modes' findings kept until f returns or raises.
 -- f must not change the ranges of a plan it reads, nor the settings layer_modes gives.
 function M.reading(f, ...)
   if memo then return f(...) end
   memo, shared_settings = setmetatable({}, {__mode = "k"}), {}
-  validated = setmetatable({}, {__mode = "k"})
+  validated, settings_of = setmetatable({}, {__mode = "k"}), setmetatable({}, {__mode = "k"})
   local r = table.pack(pcall(f, ...))
-  memo, shared_settings, validated = nil, nil, nil
+  memo, shared_settings, validated, settings_of = nil, nil, nil, nil
   if not r[1] then error(r[2], 0) end
   return table.unpack(r, 2, r.n)
+end
+
+-- setting(r) -> {kind, mode, offload_bytes, ops} of a (validated) range's layers, mode
+-- normalised
+local function setting(r)
+  local known = settings_of and settings_of[r]
+  if known then return known end
+  local s = {kind = r.kind, mode = MODE_NAME[r.mode], offload_bytes = M.offload_bytes(r),
+             ops = M.recomputed_ops(r.option)}
+  local kind = type(s.kind) == "string" and "s" .. s.kind or s.kind == nil and "n"
+  if shared_settings and kind then  -- (a kind of another type keeps its own table)
+    local key = kind .. "\0" .. s.mode .. "\0" .. string.format("%a", s.offload_bytes) .. "\0"
+                .. table.concat(s.ops, "\0")
+    local same = shared_settings[key]
+    if same then s = same else shared_settings[key] = s end
+  end
+  if settings_of then settings_of[r] = s end
+  return s
 end
 
 -- A plan's (validated) ranges in layer order: they do not overlap, so their layers come out
@@ -207,18 +236,10 @@ function M.layer_modes(plan)
   M.validate_ranges(plan)
   local layers, indices, n = {}, {}, 0
   for _, r in ipairs(in_layer_order(plan.ranges)) do
-    local setting = {kind = r.kind, mode = MODE_NAME[r.mode], offload_bytes = M.offload_bytes(r),
-                     ops = M.recomputed_ops(r.option)}
-    if shared_settings then
-      local key = (type(setting.kind) == "string" and "s" .. setting.kind or "\1")
-                  .. "\0" .. setting.mode .. "\0" .. string.format("%a", setting.offload_bytes)
-                  .. "\0" .. table.concat(setting.ops, "\0")
-      local known_setting = shared_settings[key]
-      if known_setting then setting = known_setting else shared_settings[key] = setting end
-    end
+    local s = setting(r)
     local first = math.tointeger(r.first)
     for i = first, first + math.tointeger(r.count) - 1 do
-      layers[i] = setting
+      layers[i] = s
       n = n + 1
       indices[n] = i
     end
@@ -244,11 +265,11 @@ end
 -- plan states) | nil when either plan is not stated per layer
 -- Walked range by range (both plans validated, so each one's ranges in layer order do not
 -- overlap): between two places where either plan's range starts or ends, each plan states
--- one setting (the one layer_modes gives its range's layers) or none.
+-- one setting (its range's) or none.
 function M.changed_layers(a, b)
-  local la = M.layer_modes(a)
-  local lb = M.layer_modes(b)
-  if not la or not lb then return nil end
+  local va = M.has_ranges(a) and M.validate_ranges(a)
+  local vb = M.has_ranges(b) and M.validate_ranges(b)
+  if not va or not vb then return nil end
   local ra, rb = in_layer_order(a.ranges), in_layer_order(b.ranges)
   local changed, n, i, j = {}, 0, 1, 1
   local x, y = ra[1], rb[1]  -- each plan's range at or after `at`, and its first and last
@@ -266,7 +287,7 @@ function M.changed_layers(a, b)
         local h = yin and yhi or ylo - 1
         if not hi or h < hi then hi = h end
       end
-      local sx, sy = xin and la[xlo], yin and lb[ylo]
+      local sx, sy = xin and setting(x), yin and setting(y)
       if not (sx and sy and same_setting(sx, sy)) then
         for l = at, hi do n = n + 1; changed[n] = l end
       end
@@ -297,7 +318,8 @@ end
 
 -- full_layers(plan) -> the number of fully recomputed layers | nil (not stated per layer)
 function M.full_layers(plan)
-  if not M.layer_modes(plan) then return nil end  -- (validates the ranges)
+  if not M.has_ranges(plan) then return nil end
+  M.validate_ranges(plan)
   local n = 0  -- counted per range: each of its layers has its mode
   for _, r in ipairs(plan.ranges) do
     if MODE_NAME[r.mode] == "full" then n = n + math.tointeger(r.count) end
@@ -328,6 +350,11 @@ end
 -- sort_results(plans) -> a new array, fastest first, lower peak memory first on equal
 -- scores, input order after that. Raises SORT_ERROR when a score is not finite.
 function M.sort_results(plans)
+  if #plans <= 1 then  -- (keep_potential's usual call: one plan)
+    local p = plans[1]
+    if p ~= nil and (type(p) ~= "table" or not is_finite(p.score)) then error(M.SORT_ERROR, 0) end
+    return {p}
+  end
   local order = {}
   for i, p in ipairs(plans) do
     if type(p) ~= "table" or not is_finite(p.score) then error(M.SORT_ERROR, 0) end
@@ -353,6 +380,8 @@ local NO_KIND = {}  -- stands for a nil kind in count keys
 -- ones do not overlap, so plans that differ in either count differ on some layer), or nil
 -- when a range has no numeric count (layer_modes then says what is wrong).
 local function range_counts(plan)
+  local known = validated and validated[plan]
+  if known then return known[1], known[2] end
   if not M.has_ranges(plan) then return nil end
   local stated, full = 0, 0
   for _, r in ipairs(plan.ranges) do
@@ -509,7 +538,8 @@ function M.trainer_plan(plan)
     end
     return mode, {}
   end
-  if not M.layer_modes(plan) then return nil end  -- (validates the ranges)
+  if not M.has_ranges(plan) then return nil end
+  M.validate_ranges(plan)
   -- per range, in layer order: each of a range's layers has the range's mode
   local ranges = in_layer_order(plan.ranges)
   local full, selective = 0, 0

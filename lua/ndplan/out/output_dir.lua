@@ -43,11 +43,15 @@ function M.search(stage, ranked, info, model, exports)
   if ok then ok, err = stage:write("search.json", search.encode_json(doc) .. "\n") end
   if not ok then return nil, err end
   -- the potentials of the top per-layer configurations, the charts and report.html
+  -- (in one reading: the CSV reads the plans the potentials built, each found out once)
   local outs = require "ndplan.out.search_outputs"
-  local potentials, plot_data = outs.potentials(doc.results, info)
+  local R = require "ndplan.recompute"
+  local potentials, plot_data, okc, cerr = R.reading(function()
+    local pots, data = outs.potentials(doc.results, info)
+    if not pots then return nil end
+    return pots, data, pcall(R.write_csv, pots, stage.dir .. "/recompute_potentials.csv")
+  end)
   if potentials then
-    local okc, cerr = pcall(require("ndplan.recompute").write_csv, potentials,
-                            stage.dir .. "/recompute_potentials.csv")
     if not okc then return nil, tostring(cerr) end
     ok, err = stage:write("recompute_plot_groups.json", json.encode(plot_data) .. "\n")
     if not ok then return nil, err end
