@@ -10,7 +10,9 @@
 **   (nd_format_shortest); integral floats below 2^53: "%.0f"; other floats: "%.17g";
 **   strings: '"', '\' and \n \t \r by name, other control bytes \u00XX;
 **   tables whose metatable (as getmetatable answers) is the ordered one: {key, value} pairs in
-**   order; #v > 0 or no field at all: an array of v[1..#v]; others: an object of sorted keys;
+**   order; whose metatable is the raw one: the text v[1] as it is (JSON written before, kept
+**   to be written again); #v > 0 or no field at all: an array of v[1..#v]; others: an object
+**   of sorted keys;
 **   anything else: "json.encode: cannot encode a <type>".
 */
 #include <ctype.h>
@@ -38,6 +40,7 @@ typedef struct encoder {
   lua_State *L;
   text_buffer *b;
   int ordered;            /* stack index of the ordered objects' metatable */
+  int raw;                /* stack index of the raw texts' metatable (0: none) */
   int null;               /* stack index of the null value */
   int null_raw;           /* the null value compares raw (no __eq can run: not a table) */
   int shortest;
@@ -272,14 +275,27 @@ static length length_of (lua_State *L, int v, int compare) {
   return n;
 }
 
+/* 1 for an ordered object, 2 for a raw text, else 0 (what getmetatable answers: ==) */
 static int is_ordered (encoder *e, int v) {
   lua_State *L = e->L;
   int yes;
   if (!lua_getmetatable(L, v)) return 0;
   if (luaL_getmetafield(L, v, "__metatable") != LUA_TNIL) lua_remove(L, -2);
-  yes = lua_compare(L, -1, e->ordered, LUA_OPEQ);
+  yes = lua_compare(L, -1, e->ordered, LUA_OPEQ) ? 1
+        : e->raw && lua_compare(L, -1, e->raw, LUA_OPEQ) ? 2 : 0;
   lua_pop(L, 1);
   return yes;
+}
+
+/* A raw text's v[1], as it is. */
+static void add_raw (encoder *e, int v) {
+  lua_State *L = e->L;
+  size_t len;
+  const char *s;
+  if (lua_geti(L, v, 1) != LUA_TSTRING) fail(L, "json.encode: a raw value holds no text");
+  s = lua_tolstring(L, -1, &len);
+  add(e, s, len);
+  lua_pop(L, 1);
 }
 
 static void depth_error (encoder *e) {
@@ -293,10 +309,12 @@ static void encode (encoder *e, int idx, lua_Integer depth);
 static void encode_table (encoder *e, int v, lua_Integer depth) {
   lua_State *L = e->L;
   int ordered = is_ordered(e, v), array = 0, keys_table = 0;
-  length n = length_of(L, v, !ordered);
+  length n;
   sort_key *keys = NULL;
   lua_Integer i, count;
   luaL_checkstack(L, 12, "json.encode");
+  if (ordered == 2) { add_raw(e, v); return; }
+  n = length_of(L, v, !ordered);
   if (!ordered) {
     array = n.positive;
     if (!array) {
@@ -380,17 +398,19 @@ static void encode (encoder *e, int idx, lua_Integer depth) {
 }
 
 /*
-** encode(value, ordered_mt, null, max_depth, shortest, indent) -> JSON text
-** ordered_mt: the metatable of ordered objects; null: the value written as null; shortest:
+** encode(value, ordered_mt, null, max_depth, shortest, indent [, raw_mt]) -> JSON text
+** ordered_mt: the metatable of ordered objects; raw_mt: that of raw texts (nil: none);
+** null: the value written as null; shortest:
 ** numbers in their fewest exact digits; indent: false for compact text, else each member
 ** on its own line under this text (a string or number) repeated per level.
 */
 static int j_encode (lua_State *L) {
   encoder e;
-  lua_settop(L, 6);
+  lua_settop(L, 7);
   luaL_checktype(L, 2, LUA_TTABLE);
   e.L = L;
   e.ordered = 2;
+  e.raw = lua_istable(L, 7) ? 7 : 0;
   e.null = 3;
   e.null_raw = lua_type(L, 3) != LUA_TTABLE && lua_type(L, 3) != LUA_TUSERDATA;
   e.max_depth = luaL_checkinteger(L, 4);
@@ -399,10 +419,10 @@ static int j_encode (lua_State *L) {
   e.unit = NULL;
   e.unit_len = 0;
   if (e.indent && (lua_type(L, 6) == LUA_TSTRING || lua_type(L, 6) == LUA_TNUMBER)) {
-    lua_pushvalue(L, 6);  /* a number's text, as string.rep takes it, anchored at 7 */
-    e.unit = lua_tolstring(L, 7, &e.unit_len);
+    lua_pushvalue(L, 6);  /* a number's text, as string.rep takes it, anchored at 8 */
+    e.unit = lua_tolstring(L, 8, &e.unit_len);
   } else lua_pushnil(L);
-  e.b = (text_buffer *)lua_newuserdatauv(L, sizeof *e.b, 0);  /* at 8 */
+  e.b = (text_buffer *)lua_newuserdatauv(L, sizeof *e.b, 0);  /* at 9 */
   e.b->p = NULL;
   e.b->n = e.b->cap = 0;
   luaL_setmetatable(L, BUFFER_MT);

@@ -194,8 +194,8 @@ function M.reading(f, ...)
   return table.unpack(r, 2, r.n)
 end
 
--- setting(r) -> {kind, mode, offload_bytes, ops} of a (validated) range's layers, mode
--- normalised
+-- range_setting(r) -> {kind, mode, offload_bytes, ops} of a (validated) range's layers,
+-- mode normalised (ops: recomputed_ops); while reading, one table per range and per setting
 local function setting(r)
   local known = settings_of and settings_of[r]
   if known then return known end
@@ -203,14 +203,16 @@ local function setting(r)
              ops = M.recomputed_ops(r.option)}
   local kind = type(s.kind) == "string" and "s" .. s.kind or s.kind == nil and "n"
   if shared_settings and kind then  -- (a kind of another type keeps its own table)
-    local key = kind .. "\0" .. s.mode .. "\0" .. string.format("%a", s.offload_bytes) .. "\0"
-                .. table.concat(s.ops, "\0")
+    local b = s.offload_bytes
+    local key = kind .. "\0" .. s.mode .. "\0" .. (b == 0 and "0" or string.format("%a", b))
+                .. "\0" .. table.concat(s.ops, "\0")
     local same = shared_settings[key]
     if same then s = same else shared_settings[key] = s end
   end
   if settings_of then settings_of[r] = s end
   return s
 end
+M.range_setting = setting
 
 -- A plan's (validated) ranges in layer order: they do not overlap, so their layers come out
 -- ascending.

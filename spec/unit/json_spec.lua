@@ -63,6 +63,25 @@ describe("ndplan.io.json encode", function()
     assert.same(doc, json.decode(json.encode(doc, {shortest = true, indent = "\t"})))
   end)
 
+  it("writes a raw value as the text it holds, as the value it was encoded from", function()
+    local parts = {json.object({{"first", 0}, {"count", 4}, {"mode", "full"}}), {76660.5, 1 / 3},
+                   "a\"b", json.null, {}}
+    for _, opts in ipairs({{}, {shortest = true}}) do
+      local raws = {}
+      for i, v in ipairs(parts) do raws[i] = json.raw(json.encode(v, opts)) end
+      assert.equal(json.encode(parts, opts), json.encode(raws, opts))
+      assert.equal(json.encode(json.object({{"k", parts[1]}}), opts),
+                   json.encode(json.object({{"k", raws[1]}}), opts))
+    end
+    assert.equal("[1,2]", json.encode(json.raw("[1,2]")))
+    -- written as it is, also under indent: the text is the caller's
+    assert.equal('[\n  {"a":1}\n]', json.encode({json.raw('{"a":1}')}, {indent = "  "}))
+    assert.has_error(function() json.raw(5) end, "json.raw: expected a string")
+    local broken = json.raw("x")
+    broken[1] = nil
+    assert.has_error(function() json.encode({broken}) end, "json.encode: a raw value holds no text")
+  end)
+
   it("refuses a cycle and a value it cannot write", function()
     local t = {}
     t[1] = t

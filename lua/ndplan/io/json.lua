@@ -37,6 +37,14 @@ local ORDERED = {__name = "ndplan.json.object"}
 -- object(members) -> an object that encodes its {key, value} pairs in the order given
 function M.object(members) return setmetatable(members, ORDERED) end
 
+-- raw(text) -> a value that encodes as `text` itself: JSON this writer wrote before (e.g.
+-- encode(x, opts) of a part a document repeats), written again without encoding it again
+local RAW = {__name = "ndplan.json.raw"}
+function M.raw(text)
+  if type(text) ~= "string" then error("json.raw: expected a string", 2) end
+  return setmetatable({text}, RAW)
+end
+
 -- shortest(x) -> the text of a finite number: integral values without a fraction, others
 -- in the fewest significant digits (15 to 17) that read back exactly (ndplan.c.units)
 M.shortest = require("ndplan.c.units").shortest
@@ -48,7 +56,7 @@ local write = require("ndplan.c.json").encode
 -- encode(value [, {shortest =, indent =}]) -> JSON text
 function M.encode(value, opts)
   opts = opts or {}
-  return write(value, ORDERED, M.null, M.MAX_DEPTH, opts.shortest, opts.indent)
+  return write(value, ORDERED, M.null, M.MAX_DEPTH, opts.shortest, opts.indent, RAW)
 end
 
 return M

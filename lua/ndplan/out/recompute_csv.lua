@@ -39,26 +39,28 @@ end
 
 -- One record per range: first, count, kind, mode, recompute ("full", "none" or the list of
 -- recomputed ops; "selective" when the ops are not stated), offload_bytes when > 0.
--- A plan's ranges are most often the previous step's but one or two: each record is made
--- once per distinct range (records, kept while the text is built) and encoded with the rest.
+-- A plan's ranges are most often the previous step's but one or two: each record is
+-- encoded once per distinct range (records[setting][first][count], kept while the text is
+-- built; a range's setting is one table per setting while reading) and written again raw.
 local function record(r, records)
-  local mode = R.normalise_mode(r.mode)
-  local bytes = R.offload_bytes(r)
-  local ops = mode == "selective" and R.recomputed_ops(r.option) or nil
-  local key = string.format("%s\0%s\0%s\0%s\0%s\0%s", r.first, r.count, r.kind, mode,
-                            string.format("%a", bytes), ops and table.concat(ops, "\0") or "")
-  local known = records[key]
+  local s = R.range_setting(r)
+  local by_first = records[s]
+  if not by_first then by_first = {}; records[s] = by_first end
+  local by_count = by_first[r.first]
+  if not by_count then by_count = {}; by_first[r.first] = by_count end
+  local known = by_count[r.count]
   if known then return known end
+  local mode, ops = s.mode, s.ops
   local recompute
   if mode == "full" then recompute = "full"
   elseif mode == "off" then recompute = "none"
   elseif #ops > 0 then recompute = ops
   else recompute = "selective" end
-  local kv = {{"first", r.first}, {"count", r.count}, {"kind", r.kind}, {"mode", mode},
+  local kv = {{"first", r.first}, {"count", r.count}, {"kind", s.kind}, {"mode", mode},
               {"recompute", recompute}}
-  if bytes > 0 then kv[#kv + 1] = {"offload_bytes", bytes} end
-  known = json.object(kv)
-  records[key] = known
+  if s.offload_bytes > 0 then kv[#kv + 1] = {"offload_bytes", s.offload_bytes} end
+  known = json.raw(json.encode(json.object(kv), SHORTEST))
+  by_count[r.count] = known
   return known
 end
 

@@ -12,7 +12,16 @@ local base = require "ndplan.out.plots_base"
 local M = {}
 
 local HTML_ESCAPES = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;"}
-local function esc(s) return (tostring(s):gsub('[&<>"]', HTML_ESCAPES)) end
+local find = string.find
+local function esc(s)
+  s = tostring(s)
+  -- most texts hold none: four plain searches cost less than a pattern over every byte
+  if not (find(s, "&", 1, true) or find(s, "<", 1, true) or find(s, ">", 1, true)
+          or find(s, '"', 1, true)) then
+    return s
+  end
+  return (s:gsub('[&<>"]', HTML_ESCAPES))
+end
 
 M.CSS = [[
 body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; color: #222;
@@ -79,7 +88,8 @@ function M.html(parts)
     out[#out + 1] = string.format('<section class="chart" id="chart-%s" aria-label="%s">', esc(c.name or i),
                                   esc(c.title or c.name or ""))
     out[#out + 1] = "<figure>"
-    out[#out + 1] = c.svg:gsub("\n$", "")
+    local svg = c.svg  -- without its last line break (a gsub would try every byte)
+    out[#out + 1] = svg:byte(-1) == 10 and svg:sub(1, -2) or svg
     out[#out + 1] = "</figure>"
     out[#out + 1] = "</section>"
   end

@@ -39,8 +39,15 @@ local ESCAPES = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot
                  ["'"] = "&#39;"}
 
 -- esc(s) -> s with the five XML special characters escaped (text and attribute values)
+local find = string.find
 function M.esc(s)
-  return (tostring(s):gsub("[&<>\"']", ESCAPES))
+  s = tostring(s)
+  -- most texts hold none: five plain searches cost less than a pattern over every byte
+  if not (find(s, "&", 1, true) or find(s, "<", 1, true) or find(s, ">", 1, true)
+          or find(s, '"', 1, true) or find(s, "'", 1, true)) then
+    return s
+  end
+  return (s:gsub("[&<>\"']", ESCAPES))
 end
 
 -- Geometry first, then presentation, then the rest alphabetically: the order never depends
