@@ -162,21 +162,22 @@ end
 -- Candidates: step time against peak memory
 ---------------------------------------------------------------------------------------------
 
--- pareto_front(points) -> the fitting points no other fitting point beats on both step time
--- and memory, by ascending memory (so descending step time)
-function M.pareto_front(points)
-  -- sorted by (memory, step time, input order), a point is on the front when it is faster
-  -- than every point before it: of the points sharing a memory figure only the first can
-  -- be, so one per distinct figure is kept, and those figures sort as plain numbers
-  local first, mems = {}, {}
-  for i, p in ipairs(points) do
-    local t, m = p.step_time_s, p.peak_bytes
-    if p.fits and type(t) == "number" and t - t == 0 and type(m) == "number" and m - m == 0 then
+-- The front of points whose figures are finite numbers (pareto_front's, below): sorted by
+-- (memory, step time, input order), a point is on the front when it is faster than every
+-- point before it: of the points sharing a memory figure only the first can be, so one per
+-- distinct figure is kept, and those figures sort as plain numbers
+local function front_of(points)
+  local first, mems, n = {}, {}, 0
+  for i = 1, #points do
+    local p = points[i]
+    if p.fits then
+      local m = p.peak_bytes
       local f = first[m]
       if not f then
-        mems[#mems + 1] = m
+        n = n + 1
+        mems[n] = m
         first[m] = p
-      elseif t < f.step_time_s then
+      elseif p.step_time_s < f.step_time_s then
         first[m] = p  -- ties in step time keep the earlier point
       end
     end
@@ -191,6 +192,19 @@ function M.pareto_front(points)
     end
   end
   return front
+end
+
+-- pareto_front(points) -> the fitting points no other fitting point beats on both step time
+-- and memory, by ascending memory (so descending step time)
+function M.pareto_front(points)
+  local finite = {}
+  for _, p in ipairs(points) do
+    local t, m = p.step_time_s, p.peak_bytes
+    if p.fits and type(t) == "number" and t - t == 0 and type(m) == "number" and m - m == 0 then
+      finite[#finite + 1] = p
+    end
+  end
+  return front_of(finite)
 end
 
 M.MAX_POINTS = 5000
@@ -238,7 +252,7 @@ function M.candidates(points, budget_bytes, opts)
     end
     valid = kept
   end
-  local front = M.pareto_front(valid)
+  local front = front_of(valid)  -- (valid: finite figures, as pareto_front would keep)
   local on_front = {}
   for _, p in ipairs(front) do on_front[p] = true end
   local shown, stride = valid, 1
@@ -318,7 +332,7 @@ function M.candidates(points, budget_bytes, opts)
   for _, group in ipairs({{false, P.misses, "misses"}, {true, P.fits, "fits"}}) do
     doc:open("g", {class = group[3], fill = group[2]})
     local list = dots[group[1]]
-    for i = 1, #list, 2 do doc:circle(list[i], list[i + 1], 2.5) end
+    doc:circles(list, 2.5)
     doc:close()
   end
 

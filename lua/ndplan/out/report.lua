@@ -15,11 +15,7 @@ local HTML_ESCAPES = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "
 local find = string.find
 local function esc(s)
   s = tostring(s)
-  -- most texts hold none: four plain searches cost less than a pattern over every byte
-  if not (find(s, "&", 1, true) or find(s, "<", 1, true) or find(s, ">", 1, true)
-          or find(s, '"', 1, true)) then
-    return s
-  end
+  if find(s, '^[^&<>"]*$') then return s end  -- most hold none: one pass, nothing built
   return (s:gsub('[&<>"]', HTML_ESCAPES))
 end
 
