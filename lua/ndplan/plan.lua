@@ -195,36 +195,49 @@ end
 -- the ones that fit are within; each one's full result is priced (price) only when it is
 -- needed. The model, device, costs and budget are the ones nd.estimate resolves for the
 -- plan's arguments (checked against its price of the plan itself).
+-- args -> what every step's batch call shares (one table per args and per whether the plan
+-- pins its layout): the model, device, costs and budget nd.estimate resolves for args
+-- (ndplan.estimate's objects and budget, from the model, device, stack, costs and max_mem
+-- of args), the job, and the strategy: the strategy keys of args with the recompute left to
+-- the plan, whose fields each call sets (the binding reads the table during the call only).
+-- false: args do not resolve.
 local STRATEGY_KEYS
--- args -> {model, device, costs, budget} as nd.estimate resolves them (ndplan.estimate's
--- objects and budget, from the model, device, stack, costs and max_mem of args, which every
--- step of a potentials run shares)
-local resolved_of = setmetatable({}, {__mode = "k"})
-local function resolve_call(est, a, args)
-  local known = resolved_of[args]
-  if known then return known[1], known[2], known[3], known[4] end
-  local model, device, costs = est.objects(a)
-  local budget = model and est.budget(device, a.max_mem)
-  if budget then resolved_of[args] = {model, device, costs, budget} end
-  return model, device, costs, budget
-end
-local function one_more_full_batch(args, plan)
+local calls_of = setmetatable({}, {__mode = "k"})
+local function batch_call(args, pinned)
+  local per = calls_of[args]
+  if not per then per = {}; calls_of[args] = per end
+  local call = per[pinned]
+  if call ~= nil then return call end
   local est = require "ndplan.estimate"
-  local core = require "ndplan.c.estimate"
   local a = {}
   for k, v in pairs(args) do a[k] = v end
   a.recompute, a.recompute_modes, a.layout = nil, nil, nil
-  a.layer_recompute, a.layer_selective_ops = plan.layer_recompute, plan.layer_selective_ops
-  est.pin_layout(a, plan.stage_layers)
-  local model, device, costs, budget = resolve_call(est, a, args)
-  if not budget then return nil end
-  local strategy = {}
-  STRATEGY_KEYS = STRATEGY_KEYS or core.names().strategy_keys  -- read once: a table per call
-  for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = a[k] end
-  local job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}
-  local ok, cols = pcall(core.one_more_full, model, device, job, strategy, costs)
+  if pinned then est.pin_layout(a, {}) end  -- (each call's plan gives its stage_layers)
+  local model, device, costs = est.objects(a)
+  local budget = model and est.budget(device, a.max_mem)
+  call = false
+  if budget then
+    local strategy = {}
+    STRATEGY_KEYS = STRATEGY_KEYS or require("ndplan.c.estimate").names().strategy_keys
+    for _, k in ipairs(STRATEGY_KEYS) do strategy[k] = a[k] end
+    call = {model = model, device = device, costs = costs, budget = budget, strategy = strategy,
+            job = {devices = a.devices, global_batch = a.global_batch, seq_len = a.seq_len}}
+  end
+  per[pinned] = call
+  return call
+end
+local function one_more_full_batch(args, plan)
+  local call = batch_call(args, plan.stage_layers ~= nil)
+  if not call then return nil end
+  local st = call.strategy
+  st.layer_recompute, st.layer_selective_ops = plan.layer_recompute, plan.layer_selective_ops
+  if plan.stage_layers ~= nil then st.stage_layers = plan.stage_layers end
+  local ok, cols = pcall(require("ndplan.c.estimate").one_more_full, call.model, call.device,
+                         call.job, st, call.costs)
+  st.layer_recompute, st.layer_selective_ops = nil, nil  -- (no plan kept past the call)
+  if plan.stage_layers ~= nil then st.stage_layers = nil end
   if not ok then return nil end
-  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, budget
+  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, call.budget
 end
 
 -- as_plan(r, model, full, current) -> the plan of variant r of the plan `current`
@@ -286,7 +299,9 @@ local function next_potential(args, model, current, kept, full)
       local score, mem = steps[i], peak / MiB
       if score - score ~= 0 then error(recompute.SORT_ERROR, 0) end  -- as keep_potential's sort
       if mem ~= mem then mem = huge end
-      if not first or score < fs or (score == fs and mem < fm) then first, fs, fm = i, score, mem end
+      if not first or score < fs or (score == fs and mem < fm) then
+        first, fs, fm = i, score, mem
+      end
     end
   end
   local nxt = first and try(first)

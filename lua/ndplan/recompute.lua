@@ -126,8 +126,7 @@ local memo, shared_settings, validated, settings_of  -- kept while a reader runs
 function M.validate_ranges(plan)
   if not M.has_ranges(plan) then return plan end
   if validated and validated[plan] then return plan end  -- read unchanged while reading
-  local ordered, overlap, last_first, last_last = true, nil, nil, nil
-  local stated, full = 0, 0  -- (range_counts', kept while reading)
+  local ordered, overlap, last_first, last_last, stated, full = true, nil, nil, nil, 0, 0
   for i, r in ipairs(plan.ranges) do
     if type(r) ~= "table" then
       error(string.format("recompute range %d: expected a table, got %s", i, type(r)), 0)
@@ -151,36 +150,36 @@ function M.validate_ranges(plan)
     end
     -- plans state their ranges in layer order: checked as they come, sorted only when not
     local first, last = r.first, r.first + r.count - 1
-    if ordered and last_first then
-      if first < last_first then ordered = false
-      elseif first <= last_last and not overlap then overlap = {last_first, last_last, first, last} end
+    if ordered and last_first and first < last_first then ordered = false
+    elseif ordered and last_first and first <= last_last and not overlap then
+      overlap = {last_first, last_last, first, last}
     end
     last_first, last_last = first, last
-    stated = stated + r.count
+    stated = stated + r.count  -- (and full: range_counts', kept while reading)
     if MODE_NAME[r.mode] == "full" then full = full + r.count end
   end
-  if not ordered then
+  if not ordered then  -- the first overlap in layer order
     local spans = {}
-    for i, r in ipairs(plan.ranges) do spans[i] = {first = r.first, last = r.first + r.count - 1} end
-    table.sort(spans, function(a, b) return a.first < b.first end)
-    overlap = nil  -- the first in layer order
-    for i = 2, #spans do
+    for i, r in ipairs(plan.ranges) do spans[i] = {r.first, r.first + r.count - 1} end
+    table.sort(spans, function(a, b) return a[1] < b[1] end)
+    overlap = nil
+    for i = #spans, 2, -1 do
       local a, b = spans[i - 1], spans[i]
-      if b.first <= a.last and not overlap then overlap = {a.first, a.last, b.first, b.last} end
+      if b[1] <= a[2] then overlap = {a[1], a[2], b[1], b[2]} end
     end
   end
   if overlap then
-    error(string.format("recompute ranges overlap: layers %d-%d and %d-%d", table.unpack(overlap)), 0)
+    error(string.format("recompute ranges overlap: layers %d-%d and %d-%d",
+                        table.unpack(overlap)), 0)
   end
   if validated then validated[plan] = {stated, full} end
   return plan
 end
 
 -- While a reader runs (M.reading), layer_modes keeps what it found for each plan, so one
--- that reads many plans it does not change expands each plan's ranges once, and each
--- range's setting is found once (settings_of). Equal settings are then one table (shared),
--- so comparing two plans' layers mostly compares identities. (validated, declared above:
--- the plans validate_ranges passed, with their range_counts.)
+-- that reads many plans it does not change expands each plan's ranges once, and finds each
+-- range's setting once (settings_of); equal settings are then one table (shared), so
+-- comparing plans mostly compares identities. (validated: plans checked, their range_counts)
 
 -- reading(f, ...) -> f(...), with layer_modes' findings kept until f returns or raises.
 -- f must not change the ranges of a plan it reads, nor the settings layer_modes gives.
@@ -264,10 +263,9 @@ local function same_setting(a, b)
 end
 
 -- changed_layers(a, b) -> ascending layer numbers whose setting differs (or that only one
--- plan states) | nil when either plan is not stated per layer
--- Walked range by range (both plans validated, so each one's ranges in layer order do not
--- overlap): between two places where either plan's range starts or ends, each plan states
--- one setting (its range's) or none.
+-- plan states) | nil when either plan is not stated per layer. Walked range by range (each
+-- plan's, validated, in layer order do not overlap): between two places where either plan's
+-- range starts or ends, each plan states one setting (its range's) or none.
 function M.changed_layers(a, b)
   local va = M.has_ranges(a) and M.validate_ranges(a)
   local vb = M.has_ranges(b) and M.validate_ranges(b)

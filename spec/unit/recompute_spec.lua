@@ -401,6 +401,27 @@ describe("plan_scope and validate_ranges", function()
       R.validate_ranges(plan(1, 1, {range(5, 2, "moe", "full"), range(0, 6, "dense", "off")}))
     end, "recompute ranges overlap: layers 0-5 and 5-6")
   end)
+
+  it("names the first overlap in layer order, and a bad range before any overlap", function()
+    -- in layer order as stated, and out of it: the same first overlap
+    local a, b, c = range(0, 4, "dense", "off"), range(3, 3, "dense", "full"),
+                    range(5, 2, "moe", "off")
+    for _, ranges in ipairs({{a, b, c}, {c, a, b}, {b, c, a}, {a, c, b}}) do
+      assert.has_error(function() R.validate_ranges(plan(1, 1, ranges)) end,
+                       "recompute ranges overlap: layers 0-3 and 3-5")
+    end
+    -- every range's fields are checked before any overlap is named
+    assert.has_error(function()
+      R.validate_ranges(plan(1, 1, {a, b, range(9, 0, "moe", "off")}))
+    end, "recompute range 3: count must be a whole number >= 1, got 0")
+    -- read while reading: checked once, the same answer
+    R.reading(function()
+      local p = plan(1, 1, {range(2, 2, "moe", "full"), range(0, 2, "dense", "off")})
+      assert.equal(p, R.validate_ranges(p))
+      assert.equal(p, R.validate_ranges(p))
+      assert.equal(2, R.full_layers(p))
+    end)
+  end)
 end)
 
 describe("write_csv", function()
