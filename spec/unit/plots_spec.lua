@@ -205,7 +205,23 @@ describe("ndplan.svg", function()
 
   it("escapes text and attributes", function()
     assert.equal("a &lt;b&gt; &amp; &quot;c&quot; &#39;d&#39;", svg.esc([[a <b> & "c" 'd']]))
+    for _, s in ipairs({"", "plain text", "a&b", "<", ">", '"', "'", "x\0<y", 12}) do
+      local want = tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;")
+                   :gsub('"', "&quot;"):gsub("'", "&#39;")
+      assert.equal(want, svg.esc(s))
+    end
     assert.equal('<text x="1" y="2">x &lt; y</text>', svg.element("text", {y = 2, x = 1}, "x < y"))
+  end)
+
+  it("writes a list of circles as circle writes each", function()
+    local list = {1, 2, 3.5, -0.25, 121.6, 0}
+    local one, many = svg.doc(10, 10, "t"), svg.doc(10, 10, "t")
+    one:open("g", {}); many:open("g", {})
+    for i = 1, #list, 2 do one:circle(list[i], list[i + 1], 2.5) end
+    many:circles(list, 2.5)
+    one:close(); many:close()
+    assert.equal(one:finish(), many:finish())
+    assert.has_error(function() svg.doc(1, 1, "t"):circles({1, 0 / 0}, 1) end)
   end)
 
   it("writes attributes in one fixed order whatever order the table was built in", function()
