@@ -5,6 +5,7 @@
 -- COST_FIELDS and DEVICE_FIELDS): one list of what a stack can calibrate, and its bounds.
 local stack_fit = require "ndplan.fit.stack_fit"
 local estimate = require "ndplan.estimate"
+local core = require "ndplan.c.estimate"
 
 local M = {}
 
@@ -73,9 +74,9 @@ function M.fields(info)
   return out, profile
 end
 
--- A ranked row priced again as the search priced it (results:detail) with one field moved
--- to `value` -> result (with fits) | nil
-local function moved(row, info, base_device, base_costs, field, value)
+-- The device and costs of the search with one field moved to `value` -> device, costs (read
+-- once: core.pack_costs) | nil (a device the efficiency does not apply to)
+local function moved_inputs(base_device, base_costs, field, value)
   local costs, device = {}, base_device
   for k, v in pairs(base_costs or {}) do costs[k] = v end
   if field.kind == "cost" then costs[field.name] = value
@@ -83,6 +84,12 @@ local function moved(row, info, base_device, base_costs, field, value)
     device = require("ndplan.config.device").with_efficiency(base_device, {[field.name] = value})
     if not device then return nil end
   end
+  return device, core.pack_costs(costs)
+end
+
+-- A ranked row priced again as the search priced it (results:detail) on device and costs
+-- (moved_inputs') -> result (with fits) | nil
+local function moved(row, info, device, costs)
   local r = info.results:detail(row.index, device, costs)
   return r and estimate.finish(r, info.model_obj, device, info.job, info.budget_bytes, nil,
                                row.strategy)
@@ -101,8 +108,9 @@ function M.report(ranked, info)
     f.winner_s, f.changes = {}, {}
     for _, side in ipairs({"lo", "hi"}) do
       local best_s, best_rank
-      for i = 1, n do
-        local r = moved(ranked[i], info, base_device, base_costs, f, f[side])
+      local device, costs = moved_inputs(base_device, base_costs, f, f[side])
+      for i = 1, device and n or 0 do
+        local r = moved(ranked[i], info, device, costs)
         if r and r.fits then
           if i == 1 then f.winner_s[side] = r.step_time_s end
           if not best_s or r.step_time_s < best_s then best_s, best_rank = r.step_time_s, ranked[i].rank end
