@@ -596,8 +596,8 @@ static void read_call (lua_State *L, int costs_index, call_args *a) {
 }
 
 /* One estimate's and one strategy's scratch per state (75 KB: allocating them per call cost
-   more than pricing), kept in the registry; nothing that runs while they are in use calls
-   back into Lua, and a result copies what it keeps. With them, the layer-kind prices of the
+   more than pricing), kept in the registry and held by one call at a time (use_scratch),
+   and a result copies what it keeps. With them, the layer-kind prices of the
    last call's model, device, job and costs (calls in a loop mostly repeat them): the job
    and costs are copies the cache is bound to, cleared when a call brings others; the model
    and device are anchored in the scratch's user values, so their addresses stay theirs. */
