@@ -280,6 +280,7 @@ static void unpack_strategy (const unsigned char *in, size_t n, nd_strategy *st)
 static const char *const lazy_names[] = {"strategy", "precision", "memory_parts_bytes",
                                          "time_parts_s", "stages", "topology", "params",
                                          "stack", "step_time_band", "job", NULL};
+#define LAZY_STAGES 4
 #define LAZY_STACK 7   /* from the stack's figures (add_stack): its names, and the band */
 #define LAZY_BAND 8
 #define LAZY_JOB 9     /* the job priced (estimate), else none: finish sets it */
@@ -402,7 +403,7 @@ static void push_lazy (lua_State *L, int s, int i) {
       lua_createtable(L, 0, ND_T_COUNT);
       for (k = 0; k < ND_T_COUNT; k++) nd_setnum(L, nd_time_part_name(k), r->time_parts[k]);
       break;
-    case 4: push_stages(L, r, &st, m); break;
+    case LAZY_STAGES: push_stages(L, r, &st, m); break;
     case 5: push_topology(L, r); break;
     default: {
       nd_params p;
@@ -1306,8 +1307,47 @@ static int e_pack_costs (lua_State *L) {
   return 1;
 }
 
+/*
+** stage_figures(result) -> peaks, recompute_s: each stage's peak bytes and recompute
+** seconds, as result.stages states them, without building result.stages (its chunks are
+** most of a result's cost when a caller needs these two figures alone, as a plan does).
+** Once result.stages is built or assigned, its figures are read from there.
+*/
+static int e_stage_figures (lua_State *L) {
+  const nd_lazy *z = nd_lazy_state(L, 1);
+  const lazy_result *r;
+  int i;
+  if (!z || z->names != lazy_names) return luaL_argerror(L, 1, "expected an nd.estimate result");
+  r = (const lazy_result *)(const void *)z;
+  lua_settop(L, 1);
+  lua_createtable(L, r->stages, 0);
+  lua_createtable(L, r->stages, 0);
+  if (z->built & (1u << LAZY_STAGES)) {
+    if (lua_getfield(L, 1, "stages") != LUA_TTABLE)
+      return luaL_error(L, "stage_figures: result.stages is not a table");
+    for (i = 1; i <= (int)luaL_len(L, -1); i++) {
+      lua_geti(L, -1, i);
+      lua_getfield(L, -1, "peak");
+      lua_rawseti(L, 2, i);
+      lua_getfield(L, -1, "recompute_s");
+      lua_rawseti(L, 3, i);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return 2;
+  }
+  for (i = 0; i < r->stages; i++) {
+    lua_pushnumber(L, r->stage[i].peak);
+    lua_rawseti(L, 2, i + 1);
+    lua_pushnumber(L, r->stage[i].recompute_s);
+    lua_rawseti(L, 3, i + 1);
+  }
+  return 2;
+}
+
 static const luaL_Reg funcs[] = {
   {"run", e_run},
+  {"stage_figures", e_stage_figures},
   {"estimate", e_estimate},
   {"add_stack", e_add_stack},
   {"finish", e_finish},

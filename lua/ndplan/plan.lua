@@ -82,6 +82,17 @@ end
 
 local NONE = {}
 
+-- stage_figures(result) -> each stage's peak bytes and recompute seconds: from an
+-- nd.estimate result without building its stages (ndplan.c.estimate.stage_figures), else
+-- from result.stages.
+local c_stage_figures = require("ndplan.c.estimate").stage_figures
+local function stage_figures(result)
+  if getmetatable(result) == "ndplan.estimate" then return c_stage_figures(result) end
+  local peaks, recompute = {}, {}
+  for s, st in ipairs(result.stages) do peaks[s], recompute[s] = st.peak, st.recompute_s end
+  return peaks, recompute
+end
+
 -- from_estimate(result, model [, savings [, like]]) -> plan. result is an nd.estimate
 -- result; like: an earlier plan of the same strategy, whose dimensions the plan shares.
 -- One pass over the layers: each one's plan mode (from the estimator's), and the ranges of
@@ -132,8 +143,8 @@ function M.from_estimate(result, model, savings, like)
   end
   local stage_memory, stage_savings = {}, {}
   local saved = savings or result.stage_savings_s or NONE
-  for s, st in ipairs(result.stages) do
-    stage_memory[s] = st.peak / MiB
+  for s, peak in ipairs((stage_figures(result))) do
+    stage_memory[s] = peak / MiB
     stage_savings[s] = saved[s] or 0
   end
   -- the offloaded layers, to price the plan again
@@ -160,10 +171,10 @@ end
 
 -- Stage savings of a fixed per-layer plan: recompute time it avoids against all full.
 local function savings_against_full(result, full)
-  local out = {}
-  for s, st in ipairs(result.stages) do
-    out[s] = (full.stages[s].recompute_s - st.recompute_s) * result.strategy.mb
-  end
+  local out, mb = {}, result.strategy.mb
+  local _, recompute = stage_figures(result)
+  local _, full_recompute = stage_figures(full)
+  for s, t in ipairs(recompute) do out[s] = (full_recompute[s] - t) * mb end
   return out
 end
 

@@ -104,3 +104,42 @@ describe("one_more_full", function()
     assert.has_error(function() core.one_more_full(m, dev, job, base) end)
   end)
 end)
+
+-- A plan reads each stage's peak and recompute time (ndplan.plan.from_estimate) through
+-- stage_figures, which skips building result.stages: it must state what result.stages does.
+describe("stage_figures", function()
+  local function estimate()
+    return assert(nd.estimate{model = "llama3.1-8b", device = "h100", devices = 8,
+                              global_batch = 64, seq_len = 8192, tp = 2, pp = 4, vpp = 2,
+                              recompute = "full"})
+  end
+  local function from_stages(r)
+    local peaks, recompute = {}, {}
+    for s, st in ipairs(r.stages) do peaks[s], recompute[s] = st.peak, st.recompute_s end
+    return peaks, recompute
+  end
+
+  it("states result.stages' peak and recompute_s, before and after they are built", function()
+    local r = estimate()
+    local peaks, recompute = core.stage_figures(r)  -- stages not built yet
+    assert.equal(nil, rawget(r, "stages"))
+    local want_peaks, want_recompute = from_stages(r)
+    assert.equal(4, #want_peaks)
+    assert.same(want_peaks, peaks)
+    assert.same(want_recompute, recompute)
+    assert.is_true(want_recompute[1] > 0)  -- full recompute costs time
+    local again_peaks, again_recompute = core.stage_figures(r)  -- now from the built stages
+    assert.same(want_peaks, again_peaks)
+    assert.same(want_recompute, again_recompute)
+  end)
+
+  it("reads assigned stages, and refuses what is not an estimate", function()
+    local r = estimate()
+    r.stages = {{peak = 1, recompute_s = 2}, {peak = 3, recompute_s = 4}}
+    local peaks, recompute = core.stage_figures(r)
+    assert.same({1, 3}, peaks)
+    assert.same({2, 4}, recompute)
+    assert.has_error(function() core.stage_figures({stages = {}}) end)
+    assert.has_error(function() core.stage_figures(42) end)
+  end)
+end)
