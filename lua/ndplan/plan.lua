@@ -237,18 +237,25 @@ local function batch_call(args, pinned)
   per[pinned] = call
   return call
 end
+-- with_plan(call, fn, stage_layers, per_layer, ops) -> fn(model, device, job, strategy,
+-- costs) called with the call's objects, its strategy holding that per-layer plan for the
+-- call only; pcall's results.
+local function with_plan(call, fn, stage_layers, per_layer, ops)
+  local st = call.strategy
+  st.layer_recompute, st.layer_selective_ops = per_layer, ops
+  if stage_layers ~= nil then st.stage_layers = stage_layers end
+  local ok, a, b = pcall(fn, call.model, call.device, call.job, st, call.costs)
+  st.layer_recompute, st.layer_selective_ops = nil, nil  -- (no plan kept past the call)
+  if stage_layers ~= nil then st.stage_layers = nil end
+  return ok, a, b
+end
 local function one_more_full_batch(args, plan)
   local call = batch_call(args, plan.stage_layers ~= nil)
   if not call then return nil end
-  local st = call.strategy
-  st.layer_recompute, st.layer_selective_ops = plan.layer_recompute, plan.layer_selective_ops
-  if plan.stage_layers ~= nil then st.stage_layers = plan.stage_layers end
-  local ok, cols = pcall(require("ndplan.c.estimate").one_more_full, call.model, call.device,
-                         call.job, st, call.costs)
-  st.layer_recompute, st.layer_selective_ops = nil, nil  -- (no plan kept past the call)
-  if plan.stage_layers ~= nil then st.stage_layers = nil end
+  local ok, cols = with_plan(call, require("ndplan.c.estimate").one_more_full, plan.stage_layers,
+                             plan.layer_recompute, plan.layer_selective_ops)
   if not ok then return nil end
-  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, call.budget
+  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, call.budget, call
 end
 
 -- as_plan(r, model, full, current) -> the plan of variant r of the plan `current`
@@ -272,7 +279,7 @@ local function next_potential(args, model, current, kept, full)
   local recompute = require "ndplan.recompute"
   -- the variants priced: each one's layer, step time and peak, in layer order; those that
   -- fit are those within budget (nil: all of them)
-  local layer, steps, peaks, budget = one_more_full_batch(args, current)
+  local layer, steps, peaks, budget, call = one_more_full_batch(args, current)
   local results
   if not layer then  -- the batch could not price: each variant through nd.estimate
     local each = one_more_full(args, current)
@@ -292,7 +299,11 @@ local function next_potential(args, model, current, kept, full)
       for j, o in ipairs(current.layer_selective_ops) do ops[j] = o end
       ops[l] = {}
     end
-    local r = assert(price(args, per_layer, current.stage_layers, ops))
+    -- the core's estimate with the objects the batch priced it with: nd.estimate's figures
+    -- (what a plan reads of them) without resolving the arguments again
+    local ok, r = with_plan(call, require("ndplan.c.estimate").run, current.stage_layers,
+                            per_layer, ops)
+    if not ok or not r then r = assert(price(args, per_layer, current.stage_layers, ops)) end
     assert(r.step_time_s == steps[i] and r.peak_memory_bytes == peaks[i],
            "plan: the batch and nd.estimate priced a variant differently")
     return r

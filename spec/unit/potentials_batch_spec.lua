@@ -143,3 +143,58 @@ describe("stage_figures", function()
     assert.has_error(function() core.stage_figures(42) end)
   end)
 end)
+
+-- ndplan.plan.potentials takes each step from the batch (one_more_full) and builds the kept
+-- plan from the core's estimate with the batch's objects; the sequence must be the one
+-- nd.estimate's plans give: next_plans (each variant through nd.estimate) and keep_potential.
+describe("potentials", function()
+  local plan = require "ndplan.plan"
+  local recompute = require "ndplan.recompute"
+  local est = require "ndplan.estimate"
+
+  local function reference(args, model, first, limit)
+    local full_args = {}
+    for k, v in pairs(args) do full_args[k] = v end
+    full_args.recompute, full_args.recompute_modes, full_args.layout = "full", nil, nil
+    est.pin_layout(full_args, first.stage_layers)
+    local full = assert(nd.estimate(full_args))
+    local kept, current = {first}, first
+    while #kept <= limit do
+      local nxt = recompute.reading(function()
+        return recompute.keep_potential(current, kept, plan.next_plans(args, model, current, full))
+      end)
+      if not nxt then break end
+      current = nxt
+    end
+    return kept
+  end
+
+  for _, c in ipairs({
+    {model = "llama3.1-8b", devices = 8, global_batch = 64, seq_len = 8192, tp = 2, pp = 2,
+     vpp = 2, max_mem = "60GiB"},
+    {model = "llama3.1-8b", devices = 8, global_batch = 32, seq_len = 8192, tp = 1, pp = 4,
+     max_mem = "60GiB", layout = "balanced"},
+  }) do
+    it("gives the sequence nd.estimate's plans give: " .. c.model .. " pp " .. c.pp, function()
+      local args = {device = "h100", recompute = "per_layer"}
+      for k, v in pairs(c) do args[k] = v end
+      local model = assert(nd.model(c.model))
+      local r = assert(nd.estimate(args))
+      local first = plan.from_estimate(r, model)
+      local row = {}
+      for k, v in pairs(args) do row[k] = v end
+      row.layout = nil
+      est.pin_layout(row, first.stage_layers)
+      local got = plan.potentials(row, model, first, 6)
+      local want = reference(row, model, first, 6)
+      assert.is_true(#want >= 3)  -- the case takes steps
+      assert.equal(#want, #got)
+      for i = 1, #want do
+        for _, k in ipairs({"score", "memory", "stage_memory", "stage_savings", "score_parts",
+                            "layer_recompute", "ranges", "dimensions", "stage_layers"}) do
+          assert.same(want[i][k], got[i][k])
+        end
+      end
+    end)
+  end
+end)
