@@ -871,15 +871,13 @@ static int res_points (lua_State *L) {
   lua_Integer want = luaL_optinteger(L, 2, 1);
   unsigned long long s = res->r.stride, stride = want > 1 ? (unsigned long long)want : 1;
   int i, n = 0;
-  char num[64];
   stride = (stride + s - 1) / s * s;
   lua_createtable(L, res->r.npoints, 0);
   for (i = 0; i < res->r.npoints; i++) {
     const nd_search_point *pt = &res->r.points[i];
     if (pt->n % stride != 0) continue;
     lua_createtable(L, 0, 3);  /* the figures as results.csv states them */
-    nd_format_g(num, sizeof num, pt->step_time, 9);
-    nd_setnum(L, "step_time_s", strtod(num, NULL));
+    nd_setnum(L, "step_time_s", nd_round_g(pt->step_time, 9));
     /* results.csv's "%.0f": the nearest integer, ties to even, which rint gives exactly in
        the default rounding mode (and without a text round trip per point) */
     nd_setnum(L, "peak_bytes", rint(pt->peak));

@@ -50,33 +50,44 @@ static double scale10 (double x, int s) {
   return s >= 0 ? x * pow10_exact[s] : x / pow10_exact[-s];
 }
 
-int nd_format_g (char *buf, size_t size, double x, int precision) {
-  char digits[12], *o = buf;
-  double a = fabs(x), y, lo = 0, hi = 0, frac;
-  unsigned long n, top;
-  int e, s, i, len, point, tries;
-  if (precision < 1 || precision > 9 || size < 24 || !(a >= 1e-300 && a <= 1e300))
-    return snprintf(buf, size, "%.*g", precision, x);
+/*
+** printf's "%.{precision}g" digits of a (> 0, 1e-300..1e300; precision 1 to 9): *n, the
+** precision digits as an integer, and *e, the decimal exponent of the first; 0 where only
+** printf's exact division can tell them (a tie too close to call, an exponent too far).
+*/
+static int g_digits (double a, int precision, unsigned long *n, int *e) {
+  double y, lo, hi, frac;
+  int s, tries;
   lo = pow10_exact[precision - 1];
   hi = pow10_exact[precision];
   /* e: the decimal exponent of a (log10's guess, corrected so a x 10^(p-1-e) lies in
      [10^(p-1), 10^p)); too far for exact powers of ten: printf */
-  e = (int)floor(log10(a));
+  *e = (int)floor(log10(a));
   for (tries = 0;; tries++) {
-    s = precision - 1 - e;
-    if (s > 22 || s < -22 || tries > 2) return snprintf(buf, size, "%.*g", precision, x);
+    s = precision - 1 - *e;
+    if (s > 22 || s < -22 || tries > 2) return 0;
     y = scale10(a, s);
-    if (y < lo) e--;
-    else if (y >= hi) e++;
+    if (y < lo) (*e)--;
+    else if (y >= hi) (*e)++;
     else break;
   }
   /* y is within 2^-53 y (< 2^-23 for y < 10^9) of a x 10^s: rounding it to an integer gives
      printf's digits unless its fraction is that close to a half */
   frac = y - floor(y);
-  if (fabs(frac - 0.5) < 1e-6) return snprintf(buf, size, "%.*g", precision, x);
-  n = (unsigned long)floor(y) + (frac > 0.5);
-  top = (unsigned long)hi;
-  if (n == top) { n /= 10; e++; }  /* 9.99..5 rounds up to the next power of ten */
+  if (fabs(frac - 0.5) < 1e-6) return 0;
+  *n = (unsigned long)floor(y) + (frac > 0.5);
+  if (*n == (unsigned long)hi) { *n /= 10; (*e)++; }  /* 9.99..5 rounds up to 10^(e+1) */
+  return 1;
+}
+
+int nd_format_g (char *buf, size_t size, double x, int precision) {
+  char digits[12], *o = buf;
+  double a = fabs(x);
+  unsigned long n;
+  int e, i, len, point;
+  if (precision < 1 || precision > 9 || size < 24 || !(a >= 1e-300 && a <= 1e300)
+      || !g_digits(a, precision, &n, &e))
+    return snprintf(buf, size, "%.*g", precision, x);
   for (i = precision - 1; i >= 0; i--) { digits[i] = (char)('0' + n % 10); n /= 10; }
   len = precision;
   if (signbit(x)) *o++ = '-';
@@ -111,6 +122,25 @@ int nd_format_g (char *buf, size_t size, double x, int precision) {
   }
   *o = '\0';
   return (int)(o - buf);
+}
+
+double nd_round_g (double x, int precision) {
+  char text[64];
+  double a = fabs(x), v;
+  unsigned long n;
+  int e, k;
+  if (precision >= 1 && precision <= 9 && a >= 1e-300 && a <= 1e300
+      && g_digits(a, precision, &n, &e)) {
+    /* n x 10^k with n < 10^9 and 10^|k| exact: one correctly rounded operation gives the
+       double nearest the decimal, which is what strtod reads (Clinger's fast path) */
+    k = e - (precision - 1);
+    if (k >= -22 && k <= 22) {
+      v = k >= 0 ? (double)n * pow10_exact[k] : (double)n / pow10_exact[-k];
+      return signbit(x) ? -v : v;
+    }
+  }
+  nd_format_g(text, sizeof text, x, precision);
+  return strtod(text, NULL);
 }
 
 int nd_format_shortest (char *buf, size_t size, double x) {

@@ -29,6 +29,10 @@ char *nd_format_seconds (char *buf, size_t size, double seconds);
 */
 int nd_format_g (char *buf, size_t size, double x, int precision);
 
+/* The double that nd_format_g's text of x reads back as (strtod's), mostly without the
+   text: x rounded to `precision` significant digits (results.csv's figures, read back). */
+double nd_round_g (double x, int precision);
+
 /*
 ** The shortest exact text of a finite double, which every file ndplan writes uses: an
 ** integral value below 2^63 in magnitude as that integer ("%lld"); another in the fewest

@@ -3,11 +3,13 @@
 ** byte for byte (results.csv's figures): values log-uniform over 10^-43..10^43, random bit
 ** patterns (NaN, infinities, subnormals), decimals with few digits, exact halves (ties
 ** to even), and the edges where the exponent or the notation changes, at every precision
-** 1 to 9; and its fallback for a buffer too small.
+** 1 to 9; and its fallback for a buffer too small. nd_round_g, at each of those values and
+** precisions, against strtod of printf's text, bit for bit.
 */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ndplan/units.h"
@@ -28,10 +30,17 @@ static void same (double x) {
   char got[64], want[64];
   int p, n;
   for (p = 1; p <= 9; p++) {
+    double back, read;
     n = nd_format_g(got, sizeof got, x, p);
     snprintf(want, sizeof want, "%.*g", p, x);
     if (strcmp(got, want) != 0 || n != (int)strlen(want)) {
       if (mismatches++ < 10) CHECK(0, "%%.%dg of %.17g: %s, printf %s", p, x, got, want);
+    }
+    /* nd_round_g: the bits strtod reads from printf's text (NaN: any NaN) */
+    back = nd_round_g(x, p);
+    read = strtod(want, NULL);
+    if (memcmp(&back, &read, sizeof back) != 0 && !(isnan(back) && isnan(read))) {
+      if (mismatches++ < 10) CHECK(0, "nd_round_g(%.17g, %d): %.17g, strtod %.17g", x, p, back, read);
     }
   }
 }
