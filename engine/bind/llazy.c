@@ -27,9 +27,8 @@ static int field_of (lua_State *L, const nd_lazy *z, int k) {
 */
 static char states_id;
 
-/* The table of the states, pushed (created on first use). */
-static void push_states (lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &states_id) == LUA_TTABLE) return;
+void nd_push_weak_keyed (lua_State *L, const void *id) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, id) == LUA_TTABLE) return;
   lua_pop(L, 1);
   lua_newtable(L);
   lua_createtable(L, 0, 1);
@@ -37,8 +36,11 @@ static void push_states (lua_State *L) {
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
   lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &states_id);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, id);
 }
+
+/* The table of the states, pushed (created on first use). */
+static void push_states (lua_State *L) { nd_push_weak_keyed(L, &states_id); }
 
 nd_lazy *nd_lazy_state (lua_State *L, int t) {
   nd_lazy *z;

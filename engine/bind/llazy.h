@@ -33,4 +33,7 @@ nd_lazy *nd_lazy_state (lua_State *L, int t);
    instead of finding each name's string again. */
 int nd_push_interned (lua_State *L, const char *const *names);
 
+/* The registry's table at key id, weak in its keys, pushed (created on first use). */
+void nd_push_weak_keyed (lua_State *L, const void *id);
+
 #endif

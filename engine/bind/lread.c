@@ -14,6 +14,7 @@
 #include "ndplan/layout.h"
 #include "ndplan/search.h"
 #include "lestimate.h"
+#include "llazy.h"
 
 /*
 ** Name lookups the readers make on every call, one Lua table each per state, kept in the
@@ -301,16 +302,7 @@ static const key_index *push_index (lua_State *L, int ignore) {
     lua_rawsetp(L, LUA_REGISTRYINDEX, &strategy_index_id);
     return ix;
   }
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &merged_index_id) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);  /* ignore -> its index, weak in the sets */
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &merged_index_id);
-  }
+  nd_push_weak_keyed(L, &merged_index_id);  /* ignore -> its index, weak in the sets */
   lua_pushvalue(L, ignore);
   if (lua_rawget(L, -2) == LUA_TUSERDATA) {
     lua_remove(L, -2);
