@@ -320,8 +320,7 @@ static void push_topology (lua_State *L, const lazy_result *r) {
   }
 }
 
-/* A copy of the table at index t (its fields, one level deep), pushed. */
-static void push_copy (lua_State *L, int t) {
+void nd_push_copy (lua_State *L, int t) {
   t = lua_absindex(L, t);
   lua_newtable(L);
   lua_pushnil(L);
@@ -346,7 +345,7 @@ static void push_stack_field (lua_State *L, int result, int fig, int band) {
     lua_pushnil(L);
     return;
   }
-  push_copy(L, -1);
+  nd_push_copy(L, -1);
   lua_remove(L, -2);
   if (band) {
     double t, scale;

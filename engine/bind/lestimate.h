@@ -63,6 +63,9 @@ void nd_add_names (luaL_Buffer *b, const char *const *names, const char *last);
 
 /* ---- pushing (lestimate.c) ---- */
 
+/* A copy of the table at index t (its fields, one level deep), pushed. */
+void nd_push_copy (lua_State *L, int t);
+
 /* Pushes {recipe, family, scaling, gemm_precision, gemm_peak_flops, element_bytes, ...}:
    the recipe of st with its byte widths under costs c (ndplan estimate --json
    "precision"). */

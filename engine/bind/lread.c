@@ -212,13 +212,7 @@ _Static_assert(ND_KEY_COUNT <= SLOT_MASK, "a slot is a code's low bits");
 /* Pushes the merged lookup of the strategy keys and the set at index ignore. */
 static void push_merged_lookup (lua_State *L, int ignore) {
   int keys = push_lookup(L, &strategy_lookup_id), i;
-  lua_newtable(L);
-  lua_pushnil(L);
-  while (lua_next(L, keys)) {
-    lua_pushvalue(L, -2);
-    lua_insert(L, -2);
-    lua_rawset(L, -4);
-  }
+  nd_push_copy(L, keys);
   lua_pushnil(L);
   while (lua_next(L, ignore)) {
     int code, slot;
