@@ -53,13 +53,12 @@ end
 
 -- The loaders' objects from bundled names (ndplan.config.loaded's fixed): what most calls
 -- name, found in one read each. Required on the first call (the modules require this one).
-local FIXED, FIXED_MODEL, FIXED_DEVICE, FIXED_STACK, STACK
+local FIXED_MODEL, FIXED_DEVICE, FIXED_STACK, STACK
 local function fixed_tables()
   STACK = require "ndplan.config.stack"
-  FIXED = {model = require("ndplan.config.model").fixed,
-           device = require("ndplan.config.device").fixed,
-           stack = STACK.fixed}
-  FIXED_MODEL, FIXED_DEVICE, FIXED_STACK = FIXED.model, FIXED.device, FIXED.stack
+  FIXED_MODEL = require("ndplan.config.model").fixed
+  FIXED_DEVICE = require("ndplan.config.device").fixed
+  FIXED_STACK = STACK.fixed
 end
 
 -- resolve("model" | "device", x [, opts]) -> the object: a name, a path or a plain table is
@@ -176,7 +175,7 @@ local function stacked(args, device)
   if args.costs ~= nil then return M.with_stack(args, device) end
   local stack = stack_lib or require "ndplan.config.stack"
   stack_lib = stack
-  local s = FIXED.stack[args.stack or stack.DEFAULT]
+  local s = FIXED_STACK[args.stack or stack.DEFAULT]
   if not s then
     local err
     s, err = stack.shared(args.stack)
@@ -275,15 +274,15 @@ end
 -- what nd.estimate prices args.model on args.device with (costs: packed or nil, sinfo: the
 -- profile's info), a bundled name found in one table read.
 function M.objects(args)
-  if not FIXED then fixed_tables() end
+  if not STACK then fixed_tables() end
   local mo, de = args.model, args.device
-  local model = not args.strict and FIXED.model[mo]
+  local model = not args.strict and FIXED_MODEL[mo]
   if not model then
     local merr
     model, merr = M.resolve("model", mo, args.strict and STRICT or nil)
     if not model then return nil, merr end
   end
-  local device = FIXED.device[de]
+  local device = FIXED_DEVICE[de]
   if not device then
     local derr
     device, derr = M.resolve("device", de)
@@ -313,7 +312,7 @@ function M.estimate(args)
   -- path below reads (PLAIN_ARGS' false ones). Any other call, and a job the binding does not
   -- take as it is, gets false from the binding and takes the general path: the same result,
   -- and each message it gives.
-  if not FIXED then fixed_tables() end
+  if not STACK then fixed_tables() end
   local mo, de, rc = args.model, args.device, args.recompute
   local model = FIXED_MODEL[mo] or facts_of[mo] and mo  -- facts_of: the models resolved
   local device = FIXED_DEVICE[de] or de  -- applied holds the devices resolved
