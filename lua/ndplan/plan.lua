@@ -315,12 +315,17 @@ local function next_potential(args, model, current, kept, full)
   -- that order nearly always qualifies: found in one pass, the rest sorted only when it
   -- does not. (The columns are numbers: x - x is 0 for a finite one.)
   local huge, first, fs, fm = math.huge, nil, nil, nil
-  for i = 1, #layer do
+  local function memory_of(i)  -- variant i's MiB in that order, nil when it does not fit
     local peak = peaks[i]
-    if not budget or peak <= budget then
-      local score, mem = steps[i], peak / MiB
+    if budget and peak > budget then return nil end
+    local mem = peak / MiB
+    return mem == mem and mem or huge
+  end
+  for i = 1, #layer do
+    local mem = memory_of(i)
+    if mem then
+      local score = steps[i]
       if score - score ~= 0 then error(recompute.SORT_ERROR, 0) end  -- as keep_potential's sort
-      if mem ~= mem then mem = huge end
       if not first or score < fs or (score == fs and mem < fm) then
         first, fs, fm = i, score, mem
       end
@@ -330,11 +335,8 @@ local function next_potential(args, model, current, kept, full)
   if nxt then return nxt end
   local order = {}
   for i = 1, #layer do
-    local peak = peaks[i]
-    if not budget or peak <= budget then
-      local mem = peak / MiB
-      order[#order + 1] = {index = i, score = steps[i], memory = mem == mem and mem or huge}
-    end
+    local mem = memory_of(i)
+    if mem then order[#order + 1] = {index = i, score = steps[i], memory = mem} end
   end
   table.sort(order, function(a, b)
     if a.score ~= b.score then return a.score < b.score end
