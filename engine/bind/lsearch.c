@@ -861,30 +861,39 @@ static int res_info (lua_State *L) {
 }
 
 /*
-** results:points(stride) -> {{step_time_s =, peak_bytes =, fits =}, ...}: the rows written
-** to results.csv whose line (1-based, after the header) is a multiple of stride, in csv
-** order. The sample holds every row up to MAX_POINTS of them, then every s-th (s a power
-** of two): the stride used is then the least multiple of s at or above the one asked.
+** results:points(stride) -> {step_time_s = {...}, peak_bytes = {...}, fits = {...}}: the
+** rows written to results.csv whose line (1-based, after the header) is a multiple of
+** stride, in csv order, as three columns of one length (a chart reads thousands: three
+** arrays instead of a table per row). The sample holds every row up to MAX_POINTS of them,
+** then every s-th (s a power of two): the stride used is then the least multiple of s at
+** or above the one asked.
 */
 static int res_points (lua_State *L) {
   results *res = check_results(L, 1);
   lua_Integer want = luaL_optinteger(L, 2, 1);
   unsigned long long s = res->r.stride, stride = want > 1 ? (unsigned long long)want : 1;
-  int i, n = 0;
+  int i, n = 0, t = lua_gettop(L) + 2;
   stride = (stride + s - 1) / s * s;
-  lua_createtable(L, res->r.npoints, 0);
+  lua_createtable(L, 0, 3);
+  lua_createtable(L, res->r.npoints, 0);  /* t: step times */
+  lua_createtable(L, res->r.npoints, 0);  /* t + 1: peaks */
+  lua_createtable(L, res->r.npoints, 0);  /* t + 2: fits */
   for (i = 0; i < res->r.npoints; i++) {
     const nd_search_point *pt = &res->r.points[i];
     if (pt->n % stride != 0) continue;
-    lua_createtable(L, 0, 3);  /* the figures as results.csv states them */
-    nd_setnum(L, "step_time_s", nd_round_g(pt->step_time, 9));
+    n++;  /* the figures as results.csv states them */
+    lua_pushnumber(L, nd_round_g(pt->step_time, 9));
+    lua_rawseti(L, t, n);
     /* results.csv's "%.0f": the nearest integer, ties to even, which rint gives exactly in
        the default rounding mode (and without a text round trip per point) */
-    nd_setnum(L, "peak_bytes", rint(pt->peak));
+    lua_pushnumber(L, rint(pt->peak));
+    lua_rawseti(L, t + 1, n);
     lua_pushboolean(L, pt->fits);
-    lua_setfield(L, -2, "fits");
-    lua_rawseti(L, -2, ++n);
+    lua_rawseti(L, t + 2, n);
   }
+  lua_setfield(L, t - 1, "fits");
+  lua_setfield(L, t - 1, "peak_bytes");
+  lua_setfield(L, t - 1, "step_time_s");
   return 1;
 }
 

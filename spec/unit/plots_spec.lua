@@ -309,6 +309,13 @@ describe("candidates", function()
     end
     local a, b = plots.candidates(many, 60 * GiB), plots.candidates(many, 60 * GiB)
     assert.equal(a, b)
+    -- the same points as columns (what a search hands) draw the same bytes
+    local cols = {step_time_s = {}, peak_bytes = {}, fits = {}, label = {}, n = #many}
+    for i, p in ipairs(many) do
+      cols.step_time_s[i], cols.peak_bytes[i], cols.fits[i], cols.label[i] =
+        p.step_time_s, p.peak_bytes, p.fits, p.label
+    end
+    assert.equal(a, plots.candidates(cols, 60 * GiB))
     check_svg(a)
     local circles = select(2, a:gsub("<circle", ""))
     assert.is_true(circles <= plots.MAX_POINTS + 8, "circles: " .. circles)

@@ -162,33 +162,49 @@ end
 -- Candidates: step time against peak memory
 ---------------------------------------------------------------------------------------------
 
--- The front of points whose figures are finite numbers (pareto_front's, below): sorted by
--- (memory, step time, input order), a point is on the front when it is faster than every
--- point before it: of the points sharing a memory figure only the first can be, so one per
--- distinct figure is kept, and those figures sort as plain numbers
-local function front_of(points)
-  local first, mems, n = {}, {}, 0
-  for i = 1, #points do
-    local p = points[i]
-    if p.fits then
-      local m = p.peak_bytes
-      local f = first[m]
-      if not f then
-        n = n + 1
-        mems[n] = m
-        first[m] = p
-      elseif p.step_time_s < f.step_time_s then
-        first[m] = p  -- ties in step time keep the earlier point
+-- The candidates as columns: step_time_s, peak_bytes, fits, and the sparse label and
+-- ranked, indexed 1 .. n. A search hands thousands: one table per column, not per point.
+local function columns_of(points)
+  if type(points.step_time_s) == "table" then
+    local c = points
+    return c.step_time_s, c.peak_bytes, c.fits, c.label or {}, c.ranked or {},
+           c.n or #c.step_time_s
+  end
+  local t, m, f, label, ranked = {}, {}, {}, {}, {}
+  for i, p in ipairs(points) do
+    t[i], m[i], f[i], label[i], ranked[i] = p.step_time_s, p.peak_bytes, p.fits, p.label, p.ranked
+  end
+  return t, m, f, label, ranked, #points
+end
+
+-- The front of the points idx[1 .. n] (indices into the columns; their figures finite
+-- numbers: pareto_front's, below): sorted by (memory, step time, input order), a point is
+-- on the front when it is faster than every point before it: of the points sharing a
+-- memory figure only the first can be, so one per distinct figure is kept, and those
+-- figures sort as plain numbers. -> the front's indices, by ascending memory.
+local function front_of(idx, n, t, m, f)
+  local first, mems, k = {}, {}, 0
+  for j = 1, n do
+    local i = idx[j]
+    if f[i] then
+      local mi = m[i]
+      local fi = first[mi]
+      if not fi then
+        k = k + 1
+        mems[k] = mi
+        first[mi] = i
+      elseif t[i] < t[fi] then
+        first[mi] = i  -- ties in step time keep the earlier point
       end
     end
   end
   table.sort(mems)
   local front, best = {}, math.huge
-  for _, m in ipairs(mems) do
-    local p = first[m]
-    if p.step_time_s < best then
-      front[#front + 1] = p
-      best = p.step_time_s
+  for _, mi in ipairs(mems) do
+    local i = first[mi]
+    if t[i] < best then
+      front[#front + 1] = i
+      best = t[i]
     end
   end
   return front
@@ -197,43 +213,50 @@ end
 -- pareto_front(points) -> the fitting points no other fitting point beats on both step time
 -- and memory, by ascending memory (so descending step time)
 function M.pareto_front(points)
-  local finite = {}
-  for _, p in ipairs(points) do
-    local t, m = p.step_time_s, p.peak_bytes
-    if p.fits and type(t) == "number" and t - t == 0 and type(m) == "number" and m - m == 0 then
-      finite[#finite + 1] = p
+  local t, m, f, _, _, count = columns_of(points)
+  local idx, n = {}, 0
+  for i = 1, count do
+    local ti, mi = t[i], m[i]
+    if f[i] and type(ti) == "number" and ti - ti == 0 and type(mi) == "number" and mi - mi == 0 then
+      n = n + 1
+      idx[n] = i
     end
   end
-  return front_of(finite)
+  local out = {}
+  for j, i in ipairs(front_of(idx, n, t, m, f)) do out[j] = points[i] end
+  return out
 end
 
 M.MAX_POINTS = 5000
 
 -- candidates(points, budget_bytes [, opts]) -> svg. points: {step_time_s, peak_bytes, fits,
--- label}. Fitting points in blue, the others grey, the Pareto front of the fitting ones as
--- a red staircase, the budget as a vertical dashed line. Over opts.max_points (5000) points
--- the front is kept whole and every k-th of the rest drawn, as the caption says; points
--- landing on the same half pixel are drawn once.
+-- label}, or the same as columns ({step_time_s = {...}, peak_bytes = {...}, fits = {...},
+-- label = {[i] = ...}, ranked = {[i] = true}, n =}: what a search hands). Fitting points in
+-- blue, the others grey, the Pareto front of the fitting ones as a red staircase, the
+-- budget as a vertical dashed line. Over opts.max_points (5000) points the front is kept
+-- whole and every k-th of the rest drawn, as the caption says; points landing on the same
+-- half pixel are drawn once.
 function M.candidates(points, budget_bytes, opts)
   opts = opts or {}
   local cap = opts.max_points or M.MAX_POINTS
+  local t, m, f, label, ranked, count = columns_of(points)
   -- one pass over the points (a search hands thousands): the drawable ones, the counts and
   -- the span of the fitting ones (base.finite inlined: a number whose x - x is 0)
   local valid, nvalid, fits, counted, fit_count = {}, 0, 0, 0, 0
   local t_lo, t_hi, m_hi = math.huge, 0, budget_bytes or 0
-  for _, p in ipairs(points) do
-    local t, m = p.step_time_s, p.peak_bytes
-    if type(t) == "number" and t - t == 0 and type(m) == "number" and m - m == 0 and t > 0 then
+  for i = 1, count do
+    local ti, mi = t[i], m[i]
+    if type(ti) == "number" and ti - ti == 0 and type(mi) == "number" and mi - mi == 0 and ti > 0 then
       nvalid = nvalid + 1
-      valid[nvalid] = p
-      local fit = p.fits
+      valid[nvalid] = i
+      local fit = f[i]
       if fit then
         fits = fits + 1
-        if t < t_lo then t_lo = t end
-        if t > t_hi then t_hi = t end
-        if m > m_hi then m_hi = m end
+        if ti < t_lo then t_lo = ti end
+        if ti > t_hi then t_hi = ti end
+        if mi > m_hi then m_hi = mi end
       end
-      if not p.ranked then  -- a ranked result is also a priced candidate: counted once
+      if not ranked[i] then  -- a ranked result is also a priced candidate: counted once
         counted = counted + 1
         if fit then fit_count = fit_count + 1 end
       end
@@ -245,26 +268,27 @@ function M.candidates(points, budget_bytes, opts)
   if fits > 0 then
     t_hi, m_hi = math.max(t_hi * 1.5, t_lo * 1.1), m_hi * 1.15
     local kept, n = {}, 0
-    for i = 1, nvalid do
-      local p = valid[i]
-      if p.step_time_s <= t_hi and p.peak_bytes <= m_hi then n = n + 1; kept[n] = p
-      elseif not p.ranked then outside = outside + 1 end
+    for j = 1, nvalid do
+      local i = valid[j]
+      if t[i] <= t_hi and m[i] <= m_hi then n = n + 1; kept[n] = i
+      elseif not ranked[i] then outside = outside + 1 end
     end
-    valid = kept
+    valid, nvalid = kept, n
   end
-  local front = front_of(valid)  -- (valid: finite figures, as pareto_front would keep)
+  local front = front_of(valid, nvalid, t, m, f)  -- (valid: finite figures)
   local on_front = {}
-  for _, p in ipairs(front) do on_front[p] = true end
-  local shown, stride = valid, 1
-  if #valid > cap then
-    local others = #valid - #front
+  for _, i in ipairs(front) do on_front[i] = true end
+  local shown, nshown, stride = valid, nvalid, 1
+  if nvalid > cap then
+    local others = nvalid - #front
     stride = math.ceil(others / math.max(1, cap - #front))
-    shown = {}
+    shown, nshown = {}, 0
     local k = 0
-    for _, p in ipairs(valid) do
-      if on_front[p] then shown[#shown + 1] = p
+    for j = 1, nvalid do
+      local i = valid[j]
+      if on_front[i] then nshown = nshown + 1; shown[nshown] = i
       else
-        if k % stride == 0 then shown[#shown + 1] = p end
+        if k % stride == 0 then nshown = nshown + 1; shown[nshown] = i end
         k = k + 1
       end
     end
@@ -273,13 +297,14 @@ function M.candidates(points, budget_bytes, opts)
   local W, H = 760, 480
   local box = {left = 80, top = 66, right = W - 24, bottom = H - 96}
   local tmin, tmax, mmax = math.huge, 0, budget_bytes or 0
-  for _, p in ipairs(valid) do
-    local t, m = p.step_time_s, p.peak_bytes
-    if t < tmin then tmin = t end
-    if t > tmax then tmax = t end
-    if m > mmax then mmax = m end
+  for j = 1, nvalid do
+    local i = valid[j]
+    local ti, mi = t[i], m[i]
+    if ti < tmin then tmin = ti end
+    if ti > tmax then tmax = ti end
+    if mi > mmax then mmax = mi end
   end
-  if #valid == 0 then tmin, tmax = 1, 10 end
+  if nvalid == 0 then tmin, tmax = 1, 10 end
   local xticks = base.ticks(0, math.max(mmax / GiB, 1e-3) * 1.02)
   local x = base.scale(0, xticks[#xticks], box.left, box.right)
   local log = tmax / tmin > 20
@@ -292,8 +317,9 @@ function M.candidates(points, budget_bytes, opts)
     yticks = base.ticks(0, tmax * factor * 1.02)
     y = base.scale(0, yticks[#yticks], box.bottom, box.top)
   end
-  local function px(p)
-    return math.floor(x(p.peak_bytes / GiB) * 2 + 0.5) / 2, math.floor(y(p.step_time_s * factor) * 2 + 0.5) / 2
+  local floor = math.floor
+  local function px(i)  -- point i's half pixel
+    return floor(x(m[i] / GiB) * 2 + 0.5) / 2, floor(y(t[i] * factor) * 2 + 0.5) / 2
   end
 
   local title = "Candidates: step time against peak memory"
@@ -302,9 +328,9 @@ function M.candidates(points, budget_bytes, opts)
     caption = caption .. string.format("; %d far slower or heavier than every fitting plan not drawn",
                                        outside)
   end
-  if #shown < #valid then
+  if nshown < nvalid then
     caption = caption .. string.format("; showing %d (1 in %d of the rest, the Pareto front in full)",
-                                       #shown, stride)
+                                       nshown, stride)
   end
   local doc = svg.doc(W, H, title, caption)
   base.heading(doc, title, caption)
@@ -314,10 +340,11 @@ function M.candidates(points, budget_bytes, opts)
   -- both groups' dots in one pass over what is shown (misses drawn first, then fits)
   local dots = {[false] = {}, [true] = {}}
   local seen = {[false] = {}, [true] = {}}  -- seen[fits][cx][cy]: half pixels (never -0)
-  for _, p in ipairs(shown) do
-    if not on_front[p] then
-      local fit = p.fits and true or false
-      local cx, cy = px(p)
+  for j = 1, nshown do
+    local i = shown[j]
+    if not on_front[i] then
+      local fit = f[i] and true or false
+      local cx, cy = px(i)
       local columns = seen[fit]
       local column = columns[cx]
       if not column then column = {}; columns[cx] = column end
@@ -338,22 +365,22 @@ function M.candidates(points, budget_bytes, opts)
 
   if #front > 0 then
     local stairs = {}
-    for i, p in ipairs(front) do
-      local cx, cy = px(p)
-      if i > 1 then stairs[#stairs + 1] = {cx, stairs[#stairs][2]} end
+    for k, i in ipairs(front) do
+      local cx, cy = px(i)
+      if k > 1 then stairs[#stairs + 1] = {cx, stairs[#stairs][2]} end
       stairs[#stairs + 1] = {cx, cy}
     end
     doc:open("g", {class = "front"})
     doc:add("polyline", {points = svg.points(stairs), fill = "none", stroke = P.front, ["stroke-width"] = 2})
-    for _, p in ipairs(front) do
-      local cx, cy = px(p)
+    for _, i in ipairs(front) do
+      local cx, cy = px(i)
       doc:open("circle", {cx = cx, cy = cy, r = 4, fill = P.front})
-      doc:add("title", {}, string.format("%s: %s, %s", p.label or "?", base.seconds(p.step_time_s), gib(p.peak_bytes)))
+      doc:add("title", {}, string.format("%s: %s, %s", label[i] or "?", base.seconds(t[i]), gib(m[i])))
       doc:close()
     end
     local best = front[#front]
     local bx, by = px(best)
-    doc:text(math.min(bx + 8, box.right - 4), by + 16, "fastest: " .. (best.label or base.seconds(best.step_time_s)),
+    doc:text(math.min(bx + 8, box.right - 4), by + 16, "fastest: " .. (label[best] or base.seconds(t[best])),
              {["text-anchor"] = bx + 8 > box.right - 200 and "end" or "start", fill = P.front, ["font-size"] = 11})
     doc:close()
   end

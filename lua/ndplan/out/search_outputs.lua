@@ -8,16 +8,21 @@ M.MAX_POINTS = 20000    -- candidates read back for the chart (the chart thins f
 M.POTENTIAL_CONFIGS = 5 -- top per-layer configurations whose potentials are written
 M.POTENTIAL_STEPS = 24  -- steps of each retained sequence
 
--- points(results, ranked, priced) -> chart points: every stride-th row of results.csv
--- (about MAX_POINTS of them; the search's sample of what it wrote there, results:points)
--- and every ranked result.
+-- points(results, ranked, priced) -> chart points as columns (plots.candidates'): every
+-- stride-th row of results.csv (about MAX_POINTS of them; the search's sample of what it
+-- wrote there, results:points), then every ranked result, labelled "#rank".
 function M.points(results, ranked, priced)
   local stride = math.max(1, math.ceil((priced or 0) / M.MAX_POINTS))
-  local pts = results and results:points(stride) or {}
+  local pts = results and results:points(stride)
+              or {step_time_s = {}, peak_bytes = {}, fits = {}}
+  local t, m, f = pts.step_time_s, pts.peak_bytes, pts.fits
+  local label, is_ranked, n = {}, {}, #t
   for _, r in ipairs(ranked) do
-    pts[#pts + 1] = {step_time_s = r.step_time_s, peak_bytes = r.peak_memory_bytes, fits = true,
-                     label = "#" .. tostring(r.rank), ranked = true}
+    n = n + 1
+    t[n], m[n], f[n] = r.step_time_s, r.peak_memory_bytes, true
+    label[n], is_ranked[n] = "#" .. tostring(r.rank), true
   end
+  pts.label, pts.ranked, pts.n = label, is_ranked, n
   return pts
 end
 
