@@ -313,17 +313,16 @@ local function next_potential(args, model, current, kept, full)
   end
   -- keep_potential's order: score, memory (MiB; NaN last), then layer order. The first in
   -- that order nearly always qualifies: found in one pass, the rest sorted only when it
-  -- does not. (The columns are numbers: x - x is 0 for a finite one.)
+  -- does not. mems[i]: variant i's MiB in that order, nil when it does not fit (within
+  -- budget). (The columns are numbers: x - x is 0 for a finite one.)
   local huge, first, fs, fm = math.huge, nil, nil, nil
-  local function memory_of(i)  -- variant i's MiB in that order, nil when it does not fit
-    local peak = peaks[i]
-    if budget and peak > budget then return nil end
-    local mem = peak / MiB
-    return mem == mem and mem or huge
-  end
+  local mems = {}
   for i = 1, #layer do
-    local mem = memory_of(i)
-    if mem then
+    local peak = peaks[i]
+    if not (budget and peak > budget) then
+      local mem = peak / MiB
+      if mem ~= mem then mem = huge end
+      mems[i] = mem
       local score = steps[i]
       if score - score ~= 0 then error(recompute.SORT_ERROR, 0) end  -- as keep_potential's sort
       if not first or score < fs or (score == fs and mem < fm) then
@@ -335,7 +334,7 @@ local function next_potential(args, model, current, kept, full)
   if nxt then return nxt end
   local order = {}
   for i = 1, #layer do
-    local mem = memory_of(i)
+    local mem = mems[i]
     if mem then order[#order + 1] = {index = i, score = steps[i], memory = mem} end
   end
   table.sort(order, function(a, b)
