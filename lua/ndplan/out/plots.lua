@@ -211,7 +211,7 @@ local function front_of(idx, n, t, m, f)
 end
 
 -- pareto_front(points) -> the fitting points no other fitting point beats on both step time
--- and memory, by ascending memory (so descending step time)
+-- and memory, by ascending memory (so descending step time); points: a list of records
 function M.pareto_front(points)
   local t, m, f, _, _, count = columns_of(points)
   local idx, n = {}, 0
