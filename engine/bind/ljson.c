@@ -157,8 +157,8 @@ static void add_newline (encoder *e, lua_Integer times) {
   while (times-- > 0) add(e, e->unit, e->unit_len);
 }
 
-/* Lua's string order (lvm.c's l_strcmp): strcoll, piece by piece across embedded zeros. */
-static int lua_string_order (const char *ls, size_t ll, const char *rs, size_t lr) {
+/* Lua's string order (declared in ndplan_lua.h: lsvg.c sorts attribute names by it too). */
+int nd_lua_string_order (const char *ls, size_t ll, const char *rs, size_t lr) {
   for (;;) {
     int temp = strcoll(ls, rs);
     size_t len;
@@ -179,7 +179,7 @@ typedef struct sort_key {
 
 static int compare_keys (const void *a, const void *b) {
   const sort_key *x = (const sort_key *)a, *y = (const sort_key *)b;
-  return lua_string_order(x->s, x->len, y->s, y->len);
+  return nd_lua_string_order(x->s, x->len, y->s, y->len);
 }
 
 /*

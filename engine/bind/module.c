@@ -18,6 +18,7 @@ static const luaL_Reg bindings[] = {
   {"ndplan.c.estimate", luaopen_ndplan_estimate},
   {"ndplan.c.files", luaopen_ndplan_files},
   {"ndplan.c.search", luaopen_ndplan_search},
+  {"ndplan.c.svg", luaopen_ndplan_svg},
   {NULL, NULL}
 };
 

@@ -21,5 +21,10 @@ int luaopen_ndplan_estimate(lua_State *L); /* lestimate.c: memory and step-time 
 int luaopen_ndplan_files(lua_State *L);    /* lfiles.c: mkdir, kinds, reads, temporaries */
 void nd_files_cleanup(void);  /* lfiles.c: removes the registered temporaries (signal-safe) */
 int luaopen_ndplan_search(lua_State *L);   /* lsearch.c: the strategy space, priced on threads */
+int luaopen_ndplan_svg(lua_State *L);      /* lsvg.c: the text of chart elements */
+
+/* ljson.c: Lua's order of two strings (lvm.c's l_strcmp: strcoll, piece by piece across
+   embedded zeros), < 0, 0 or > 0 as a < b, a == b or a > b */
+int nd_lua_string_order(const char *a, size_t alen, const char *b, size_t blen);
 
 #endif

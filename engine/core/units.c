@@ -154,3 +154,48 @@ int nd_format_shortest (char *buf, size_t size, double x) {
   }
   return 0;
 }
+
+/* Below this, x·10^d (one rounding, scale10) is within 2^-22 of the exact product, so a
+   fraction more than 1e-6 from a half rounds as the exact value does. */
+#define FIXED_FAST_LIMIT 0x1p31
+#define FIXED_TIE_MARGIN 1e-6
+
+/* Writes the decimal digits of n (no sign) at o; returns the end. */
+static char *put_digits (char *o, unsigned long n, int width) {
+  char tmp[24];
+  int k = 0;
+  do { tmp[k++] = (char)('0' + n % 10); n /= 10; } while (n > 0 || k < width);
+  while (k > 0) *o++ = tmp[--k];
+  return o;
+}
+
+int nd_format_fixed (char *buf, size_t size, double x, int decimals) {
+  double a = fabs(x), y, frac;
+  int len;
+  if (decimals >= 0 && decimals <= 9 && size >= 24
+      && (y = scale10(a, decimals)) < FIXED_FAST_LIMIT
+      && fabs((frac = y - floor(y)) - 0.5) >= FIXED_TIE_MARGIN) {
+    unsigned long n = (unsigned long)floor(y) + (frac > 0.5);
+    unsigned long unit = (unsigned long)pow10_exact[decimals];
+    unsigned long part = n % unit;
+    int places = decimals;
+    char *o = buf;
+    if (n > 0 && signbit(x)) *o++ = '-';  /* a value rounding to 0 is "0", never "-0" */
+    o = put_digits(o, n / unit, 1);
+    if (part > 0) {
+      while (part % 10 == 0) { part /= 10; places--; }
+      *o++ = '.';
+      o = put_digits(o, part, places);
+    }
+    *o = '\0';
+    return (int)(o - buf);
+  }
+  len = snprintf(buf, size, "%.*f", decimals, x);
+  if (len < 0 || (size_t)len >= size) return len;
+  if (strchr(buf, '.')) {
+    while (buf[len - 1] == '0') buf[--len] = '\0';
+    if (buf[len - 1] == '.') buf[--len] = '\0';
+  }
+  if (strcmp(buf, "-0") == 0) { buf[0] = '0'; buf[1] = '\0'; len = 1; }
+  return len;
+}

@@ -6,6 +6,7 @@
 #ifndef NDPLAN_UNITS_H
 #define NDPLAN_UNITS_H
 
+#include <float.h>
 #include <stddef.h>
 
 #define ND_KB  1e3
@@ -40,5 +41,15 @@ double nd_round_g (double x, int precision);
 ** least 40 bytes); returns the length, 0 for NaN and infinities (buf then "").
 */
 int nd_format_shortest (char *buf, size_t size, double x);
+
+/*
+** printf's "%.{decimals}f" of x (decimals 0 to 9) with the trailing zeros after the point
+** and a bare point dropped, and "-0" written "0" (the charts' coordinates, ndplan.out.svg).
+** Into buf; returns the length, snprintf's when buf is too small (then the text is cut, not
+** trimmed). ND_FIXED_SIZE holds any double's text: the digits of DBL_MAX, a sign, the point
+** and 9 decimals, and the NUL. Most values are written without printf's exact division.
+*/
+#define ND_FIXED_SIZE (DBL_MAX_10_EXP + 1 + 1 + 1 + 9 + 1)
+int nd_format_fixed (char *buf, size_t size, double x, int decimals);
 
 #endif

@@ -4,7 +4,9 @@
 ** patterns (NaN, infinities, subnormals), decimals with few digits, exact halves (ties
 ** to even), and the edges where the exponent or the notation changes, at every precision
 ** 1 to 9; and its fallback for a buffer too small. nd_round_g, at each of those values and
-** precisions, against strtod of printf's text, bit for bit.
+** precisions, against strtod of printf's text, bit for bit. nd_format_fixed, at the same
+** values and at chart coordinates (quarters, thirds, hundredths and the ties between them),
+** against "%.{d}f" with its trailing zeros and bare point dropped and "-0" as "0", d 0 to 9.
 */
 #include <math.h>
 #include <stdint.h>
@@ -45,6 +47,28 @@ static void same (double x) {
   }
 }
 
+/* the rule nd_format_fixed states, written with printf itself */
+static void fixed_oracle (char *out, size_t size, double x, int d) {
+  size_t len = (size_t)snprintf(out, size, "%.*f", d, x);
+  if (strchr(out, '.')) {
+    while (out[len - 1] == '0') out[--len] = '\0';
+    if (out[len - 1] == '.') out[--len] = '\0';
+  }
+  if (strcmp(out, "-0") == 0) strcpy(out, "0");
+}
+
+static void same_fixed (double x) {
+  static char got[ND_FIXED_SIZE], want[ND_FIXED_SIZE];
+  int d, n;
+  for (d = 0; d <= 9; d++) {
+    n = nd_format_fixed(got, sizeof got, x, d);
+    fixed_oracle(want, sizeof want, x, d);
+    if (strcmp(got, want) != 0 || n != (int)strlen(want)) {
+      if (mismatches++ < 10) CHECK(0, "fixed %d of %.17g: %s, printf %s", d, x, got, want);
+    }
+  }
+}
+
 int main (void) {
   static const double edges[] = {
     0.0, -0.0, 1e-5, 1e-4, 9.99999999e-5, 9.9999999995e-5, 0.0001, 0.00099999999995,
@@ -58,8 +82,18 @@ int main (void) {
   for (i = 0; i < (long)(sizeof edges / sizeof edges[0]); i++) {
     same(edges[i]);
     same(-edges[i]);
+    same_fixed(edges[i]);
+    same_fixed(-edges[i]);
   }
   same(INFINITY); same(-INFINITY); same(NAN);
+  same_fixed(INFINITY); same_fixed(-INFINITY); same_fixed(NAN);
+  for (i = -40000; i <= 40000; i++) {  /* chart coordinates, and the ties of 2 decimals */
+    same_fixed((double)i / 4);
+    same_fixed((double)i / 3);
+    same_fixed((double)i / 100);
+    same_fixed((double)i / 1000 + 0.005);
+    same_fixed((double)i * 1e5 + 0.125);
+  }
   for (i = 0; i < 150000; i++) {
     uint64_t r = next();
     double x;
@@ -71,11 +105,14 @@ int main (void) {
       default: x = (double)(r % 1000) * pow(10, (double)((int)((r >> 20) % 40) - 20)); break;
     }
     same(r & 1 ? -x : x);
+    same_fixed(r & 1 ? -x : x);
   }
   CHECK(mismatches == 0, "%d mismatches with printf", mismatches);
   /* too small a buffer: printf's truncation and length */
   CHECK(nd_format_g(small, sizeof small, 123.456789, 9) == 10 && strcmp(small, "123.456") == 0,
         "truncated as snprintf: %s", small);
+  CHECK(nd_format_fixed(small, sizeof small, 123456789.25, 2) == 12
+        && strcmp(small, "1234567") == 0, "fixed, truncated as snprintf: %s", small);
   if (failures) fprintf(stderr, "test_units: %d failure(s)\n", failures);
   else printf("test_units: all passed\n");
   return failures ? 1 : 0;

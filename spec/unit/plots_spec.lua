@@ -153,7 +153,7 @@ describe("ndplan.svg", function()
     assert.equal("100", svg.num(100.004))
   end)
 
-  it("writes whole and half numbers (written directly, and kept) as the %.2f rule does", function()
+  it("writes numbers as the %.2f rule does (the binding's digits without printf, and its ties)", function()
     local function rule(x)  -- the rule itself: "%.2f", a trailing zero or ".00" dropped, "-0" -> "0"
       local s = string.format("%.2f", x)
       local n = #s
@@ -161,7 +161,10 @@ describe("ndplan.svg", function()
       return s == "-0" and "0" or s
     end
     local values = {0, -0.0, 0.5, -0.5, 2.5, -2.5, 1e15, -1e15, 2^50 + 0.5, -(2^50 + 0.5),
-                    2^51, -2^51, 2^51 + 1, 2^52 + 0.5, 0.25, -0.25, 0.005, -0.004}
+                    2^51, -2^51, 2^51 + 1, 2^52 + 0.5, 0.25, -0.25, 0.005, -0.004, 0.125,
+                    0.375, 1.005, 2^31 / 100, 2^31 / 100 + 0.005, 1e300, -1e300, 5e-324,
+                    2^53, 2^53 + 2, -2^53, 123, -123, math.maxinteger, math.mininteger + 1}
+    for i = -3000, 3000 do values[#values + 1] = i / 1000 + 0.005 end  -- ties at 2 decimals
     for i = -3000, 3000 do
       values[#values + 1] = i / 2
       values[#values + 1] = i / 4
@@ -201,6 +204,8 @@ describe("ndplan.svg", function()
     assert.has_error(function() svg.num(0 / 0) end)
     assert.has_error(function() svg.num(math.huge) end)
     assert.has_error(function() svg.num("12") end)
+    assert.has_error(function() svg.attrs({x = 0 / 0}) end, "svg: x: not a finite number: " .. tostring(0 / 0))
+    assert.has_error(function() svg.attrs({[1] = 2}) end)
   end)
 
   it("escapes text and attributes", function()
@@ -231,6 +236,17 @@ describe("ndplan.svg", function()
     local want = '<rect x="1" y="2" width="4" height="3" fill="red" alpha="a" zeta="z"/>'
     assert.equal(want, svg.element("rect", a))
     assert.equal(want, svg.element("rect", b))
+    -- a second table's attributes join the first's and win where both name one
+    assert.equal(' x="1" y="5" width="4" fill="red" zeta="z"',
+                 svg.attrs({zeta = "z", x = 1, y = 2}, {y = 5, fill = "red", width = 4}))
+    assert.equal(' x="1" flag="true" label="a&amp;b"', svg.attrs({x = 1, flag = true, label = "a&b"}))
+    local doc = svg.doc(10, 10, "t")
+    doc:rect(1, 2, -3, 4, {x = 9, fill = "#fff"}, "tip <1>")
+    doc:line(1, 2, 3, 4, {stroke = "#000"})
+    doc:text(1, 2, 12, {["font-size"] = 11})
+    assert.matches('\n  <rect x="9" y="2" width="0" height="4" fill="#fff"><title>tip &lt;1&gt;</title></rect>\n'
+                   .. '  <line x1="1" y1="2" x2="3" y2="4" stroke="#000"/>\n'
+                   .. '  <text x="1" y="2" font%-size="11">12</text>\n</svg>', doc:finish())
   end)
 end)
 

@@ -2,94 +2,26 @@
 -- zeros trimmed), attributes in one fixed order, one element per line. The same input gives
 -- the same bytes on every platform, so specs can compare charts with golden files.
 local M = {}
+local c = require "ndplan.c.svg"  -- the rules: numbers, escapes, attribute order (lsvg.c)
 
 -- num(x) -> text: "%.2f" with trailing zeros and a bare point dropped; "-0" becomes "0".
 -- Raises on NaN and infinities: a chart with such a coordinate is a bug upstream.
-local floor, tointeger = math.floor, math.tointeger
-local halves, nhalves = {}, 0  -- the text of whole and half numbers written so far
-function M.num(x)
-  local known = halves[x]  -- (a NaN key reads nil)
-  if known then return known end
-  if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
-    error("svg: not a finite number: " .. tostring(x), 2)
-  end
-  -- a whole or half number (the charts' half pixels) is exact in binary, so "%.2f" gives
-  -- its digits and ".00" or ".50": written directly, without formatting a float, and kept
-  -- (a chart writes the same pixel coordinates many times)
-  local a = x < 0 and -x or x
-  local whole = floor(a)
-  if a < 2^51 and (a == whole or a - whole == 0.5) then
-    local digits = tostring(tointeger(whole))
-    local text
-    if a == whole then text = x < 0 and a ~= 0 and "-" .. digits or digits
-    else text = (x < 0 and "-" or "") .. digits .. ".5" end
-    if nhalves >= 65536 then halves, nhalves = {}, 0 end
-    halves[x], nhalves = text, nhalves + 1
-    return text
-  end
-  -- "%.2f" ends in a point and two digits: drop a trailing zero, or both and the point
-  local s = string.format("%.2f", x)
-  local n = #s
-  if s:byte(n) == 48 then s = s:sub(1, s:byte(n - 1) == 48 and n - 3 or n - 1) end
-  if s == "-0" then s = "0" end
-  return s
-end
+M.num = c.num
 
-local ESCAPES = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
-                 ["'"] = "&#39;"}
+-- esc(s) -> tostring(s) with the five XML special characters escaped (text and attribute
+-- values)
+M.esc = c.esc
 
--- esc(s) -> s with the five XML special characters escaped (text and attribute values)
-local find = string.find
-function M.esc(s)
-  s = tostring(s)
-  if find(s, "^[^&<>\"']*$") then return s end  -- most hold none: one pass, nothing built
-  return (s:gsub("[&<>\"']", ESCAPES))
-end
+-- attrs(t [, more]) -> ' k="v" ...' for the attributes of t and more (more's values win):
+-- geometry first, then presentation, then the rest alphabetically, so the order never
+-- depends on table traversal; nil values are left out
+M.attrs = c.attrs
 
--- Geometry first, then presentation, then the rest alphabetically: the order never depends
--- on table traversal.
-local ORDER = {"id", "class", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "width",
-               "height", "points", "d", "viewBox", "fill", "fill-opacity", "stroke",
-               "stroke-width", "stroke-dasharray", "opacity", "font-size", "font-weight",
-               "text-anchor", "dominant-baseline", "transform"}
-local RANK = {}
-for i, k in ipairs(ORDER) do RANK[k] = i end
-
-local function attr_value(v)
-  if type(v) == "number" then return M.num(v) end
-  return M.esc(v)
-end
-
--- attrs(t) -> ' k="v" ...' in the fixed order; nil values are left out
-function M.attrs(t)
-  local keys, n = {}, 0
-  for k in pairs(t) do n = n + 1; keys[n] = k end
-  -- an element has a few: insertion sort by (rank, name), no comparator closure per call
-  for i = 2, n do
-    local k = keys[i]
-    local rk = RANK[k] or math.huge
-    local j = i - 1
-    while j >= 1 do
-      local kj = keys[j]
-      local rj = RANK[kj] or math.huge
-      if rj < rk or (rj == rk and kj < k) then break end
-      keys[j + 1] = kj
-      j = j - 1
-    end
-    keys[j + 1] = k
-  end
-  local out = {}
-  for i = 1, n do
-    local k = keys[i]
-    out[i] = " " .. k .. '="' .. attr_value(t[k]) .. '"'
-  end
-  return table.concat(out)
-end
+local tag = c.tag
 
 -- element(name, attrs [, text]) -> one line: <name .../> or <name ...>text</name>
 function M.element(name, attrs, text)
-  if text == nil then return "<" .. name .. M.attrs(attrs or {}) .. "/>" end
-  return "<" .. name .. M.attrs(attrs or {}) .. ">" .. M.esc(text) .. "</" .. name .. ">"
+  return tag("", name, attrs, nil, text)
 end
 
 -- points(list) -> "x1,y1 x2,y2 ..." for polyline/polygon, list = {{x, y}, ...}
@@ -119,15 +51,23 @@ function M.doc(width, height, title, description)
   return d
 end
 
--- add(name, attrs [, text]): one element at the current depth
-function Doc:add(name, attrs, text)
-  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. M.element(name, attrs, text)
+-- The indent of each depth, made once.
+local INDENT = setmetatable({}, {__index = function(t, depth)
+  local s = string.rep("  ", depth)
+  t[depth] = s
+  return s
+end})
+
+-- add(name, attrs [, text [, more]]): one element at the current depth (more: attributes
+-- whose values win over attrs')
+function Doc:add(name, attrs, text, more)
+  self.lines[#self.lines + 1] = tag(INDENT[self.depth], name, attrs, more, text)
   return self
 end
 
 -- open(name, attrs) / close(): a container (<g>), with an optional <title> tooltip
 function Doc:open(name, attrs, tooltip)
-  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. "<" .. name .. M.attrs(attrs or {}) .. ">"
+  self.lines[#self.lines + 1] = INDENT[self.depth] .. "<" .. name .. M.attrs(attrs or {}) .. ">"
   self.stack = self.stack or {}
   self.stack[#self.stack + 1] = name
   self.depth = self.depth + 1
@@ -138,7 +78,7 @@ end
 function Doc:close()
   local name = table.remove(self.stack)
   self.depth = self.depth - 1
-  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. "</" .. name .. ">"
+  self.lines[#self.lines + 1] = INDENT[self.depth] .. "</" .. name .. ">"
   return self
 end
 
@@ -147,41 +87,35 @@ end
 -- circle(cx, cy, r): <circle cx= cy= r=/>, the bytes add("circle", {cx =, cy =, r =})
 -- writes, without sorting attributes (a chart draws thousands)
 function Doc:circle(cx, cy, r)
-  self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. '<circle cx="' .. M.num(cx)
+  self.lines[#self.lines + 1] = INDENT[self.depth] .. '<circle cx="' .. M.num(cx)
     .. '" cy="' .. M.num(cy) .. '" r="' .. M.num(r) .. '"/>'
   return self
 end
 -- circles(list, r): circle(list[i], list[i + 1], r) for each pair of the list, in order
 function Doc:circles(list, r)
   local lines, n, num = self.lines, #self.lines, M.num
-  local head, tail = string.rep("  ", self.depth) .. '<circle cx="', '" r="' .. num(r) .. '"/>'
+  local head, tail = INDENT[self.depth] .. '<circle cx="', '" r="' .. num(r) .. '"/>'
   for i = 1, #list, 2 do
     n = n + 1
     lines[n] = head .. num(list[i]) .. '" cy="' .. num(list[i + 1]) .. tail
   end
   return self
 end
+-- rect(x, y, w, h [, attrs [, tooltip]]): a tooltip is the rect's <title> child
+local max = math.max
 function Doc:rect(x, y, w, h, attrs, tooltip)
-  local a = {x = x, y = y, width = math.max(0, w), height = math.max(0, h)}
-  for k, v in pairs(attrs or {}) do a[k] = v end
-  if tooltip then
-    self.lines[#self.lines + 1] = string.rep("  ", self.depth) .. "<rect" .. M.attrs(a) .. "><title>"
-      .. M.esc(tooltip) .. "</title></rect>"
-    return self
-  end
-  return self:add("rect", a)
+  self.lines[#self.lines + 1] = tag(INDENT[self.depth], "rect",
+    {x = x, y = y, width = max(0, w), height = max(0, h)}, attrs, tooltip,
+    tooltip and "title" or nil)
+  return self
 end
 
 function Doc:line(x1, y1, x2, y2, attrs)
-  local a = {x1 = x1, y1 = y1, x2 = x2, y2 = y2}
-  for k, v in pairs(attrs or {}) do a[k] = v end
-  return self:add("line", a)
+  return self:add("line", {x1 = x1, y1 = y1, x2 = x2, y2 = y2}, nil, attrs)
 end
 
 function Doc:text(x, y, s, attrs)
-  local a = {x = x, y = y}
-  for k, v in pairs(attrs or {}) do a[k] = v end
-  return self:add("text", a, s)
+  return self:add("text", {x = x, y = y}, s, attrs)
 end
 
 function Doc:finish()
