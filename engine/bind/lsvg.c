@@ -242,11 +242,49 @@ static int s_tag (lua_State *L) {
   return 1;
 }
 
+/*
+** circles(indent, list, r) -> the lines indent<circle cx="x" cy="y" r="r"/> of the pairs
+** list[1], list[2], list[3], list[4] ..., joined by "\n" (nil for an empty list): the
+** dots of a chart, thousands of them, in one string.
+*/
+static int s_circles (lua_State *L) {
+  char rbuf[ND_FIXED_SIZE], xbuf[ND_FIXED_SIZE], ybuf[ND_FIXED_SIZE];
+  size_t ilen, rlen, xlen, ylen;
+  const char *indent = luaL_checklstring(L, 1, &ilen);
+  lua_Integer i, n;
+  luaL_Buffer b;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TNUMBER);
+  if (!number_text(L, 3, rbuf, &rlen)) return luaL_argerror(L, 3, "not a finite number");
+  n = (lua_Integer)luaL_len(L, 2);
+  if (n == 0) { lua_pushnil(L); return 1; }
+  luaL_buffinit(L, &b);
+  for (i = 1; i <= n; i += 2) {
+    if (lua_rawgeti(L, 2, i) != LUA_TNUMBER || !number_text(L, -1, xbuf, &xlen)
+        || lua_rawgeti(L, 2, i + 1) != LUA_TNUMBER || !number_text(L, -1, ybuf, &ylen))
+      return luaL_error(L, "svg: circles: item %d or %d is not a finite number",
+                        (int)i, (int)i + 1);
+    lua_pop(L, 2);
+    if (i > 1) luaL_addchar(&b, '\n');
+    luaL_addlstring(&b, indent, ilen);
+    luaL_addlstring(&b, "<circle cx=\"", 12);
+    luaL_addlstring(&b, xbuf, xlen);
+    luaL_addlstring(&b, "\" cy=\"", 6);
+    luaL_addlstring(&b, ybuf, ylen);
+    luaL_addlstring(&b, "\" r=\"", 5);
+    luaL_addlstring(&b, rbuf, rlen);
+    luaL_addlstring(&b, "\"/>", 3);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"num", s_num},
   {"esc", s_esc},
   {"attrs", s_attrs},
   {"tag", s_tag},
+  {"circles", s_circles},
   {NULL, NULL}
 };
 

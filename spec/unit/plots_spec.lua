@@ -227,6 +227,10 @@ describe("ndplan.svg", function()
     one:close(); many:close()
     assert.equal(one:finish(), many:finish())
     assert.has_error(function() svg.doc(1, 1, "t"):circles({1, 0 / 0}, 1) end)
+    assert.has_error(function() svg.doc(1, 1, "t"):circles({1, 2, 3}, 1) end)  -- a pair short
+    local empty = svg.doc(10, 10, "t")
+    empty:circles({}, 2.5)
+    assert.equal(svg.doc(10, 10, "t"):finish(), empty:finish())
   end)
 
   it("writes attributes in one fixed order whatever order the table was built in", function()

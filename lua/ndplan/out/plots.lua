@@ -318,8 +318,12 @@ function M.candidates(points, budget_bytes, opts)
     y = base.scale(0, yticks[#yticks], box.bottom, box.top)
   end
   local floor = math.floor
+  local function px2(i)  -- point i's half pixel, doubled (two integers)
+    return floor(x(m[i] / GiB) * 2 + 0.5), floor(y(t[i] * factor) * 2 + 0.5)
+  end
   local function px(i)  -- point i's half pixel
-    return floor(x(m[i] / GiB) * 2 + 0.5) / 2, floor(y(t[i] * factor) * 2 + 0.5) / 2
+    local cx2, cy2 = px2(i)
+    return cx2 / 2, cy2 / 2
   end
 
   local title = "Candidates: step time against peak memory"
@@ -337,22 +341,25 @@ function M.candidates(points, budget_bytes, opts)
   base.y_axis(doc, box, yticks, y, string.format("step time (%s%s)", unit, log and ", log scale" or ""))
   base.x_axis(doc, box, xticks, x, "peak memory per device (GiB)")
 
-  -- both groups' dots in one pass over what is shown (misses drawn first, then fits)
+  -- both groups' dots in one pass over what is shown (misses drawn first, then fits); a
+  -- dot is its doubled half pixel, two integers, seen once per group under one key while
+  -- they stay below 2^20 (every dot in the window does: the axes span it)
   local dots = {[false] = {}, [true] = {}}
-  local seen = {[false] = {}, [true] = {}}  -- seen[fits][cx][cy]: half pixels (never -0)
+  local seen = {[false] = {}, [true] = {}}  -- seen[fits][key]
+  local ROW = 1048576
   for j = 1, nshown do
     local i = shown[j]
     if not on_front[i] then
       local fit = f[i] and true or false
-      local cx, cy = px(i)
-      local columns = seen[fit]
-      local column = columns[cx]
-      if not column then column = {}; columns[cx] = column end
-      if not column[cy] then
-        column[cy] = true
+      local cx2, cy2 = px2(i)
+      local key = (cx2 >= 0 and cx2 < ROW and cy2 >= 0 and cy2 < ROW) and cx2 * ROW + cy2
+                  or (cx2 .. "," .. cy2)
+      local group = seen[fit]
+      if not group[key] then
+        group[key] = true
         local list = dots[fit]
-        list[#list + 1] = cx
-        list[#list + 1] = cy
+        list[#list + 1] = cx2 / 2
+        list[#list + 1] = cy2 / 2
       end
     end
   end

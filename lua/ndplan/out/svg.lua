@@ -91,14 +91,11 @@ function Doc:circle(cx, cy, r)
     .. '" cy="' .. M.num(cy) .. '" r="' .. M.num(r) .. '"/>'
   return self
 end
--- circles(list, r): circle(list[i], list[i + 1], r) for each pair of the list, in order
+-- circles(list, r): circle(list[i], list[i + 1], r) for each pair of the list, in order (one
+-- string of lines, written by the binding)
 function Doc:circles(list, r)
-  local lines, n, num = self.lines, #self.lines, M.num
-  local head, tail = INDENT[self.depth] .. '<circle cx="', '" r="' .. num(r) .. '"/>'
-  for i = 1, #list, 2 do
-    n = n + 1
-    lines[n] = head .. num(list[i]) .. '" cy="' .. num(list[i + 1]) .. tail
-  end
+  local text = c.circles(INDENT[self.depth], list, r)
+  if text then self.lines[#self.lines + 1] = text end
   return self
 end
 -- rect(x, y, w, h [, attrs [, tooltip]]): a tooltip is the rect's <title> child
