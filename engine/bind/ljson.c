@@ -96,16 +96,18 @@ static void add_number (encoder *e, int idx) {
   char buf[64];
   int len;
   double x;
-  if (lua_isinteger(L, idx)) {
-    len = snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, idx));
+  if (lua_isinteger(L, idx)) {  /* (LUA_INTEGER_FMT's "%lld") */
+    len = nd_format_integer(buf, (long long)lua_tointeger(L, idx));
     add(e, buf, (size_t)len);
     return;
   }
   x = (double)lua_tonumber(L, idx);
   if (!isfinite(x)) { add_literal(e, "null"); return; }
   if (e->shortest) len = nd_format_shortest(buf, sizeof buf, x);
-  else if (x == floor(x) && fabs(x) < 0x1p53) len = snprintf(buf, sizeof buf, "%.0f", x);
-  else len = snprintf(buf, sizeof buf, "%.17g", x);
+  else if (x == floor(x) && fabs(x) < 0x1p53)  /* "%.0f": -0.0 is "-0" */
+    len = x == 0.0 && signbit(x) ? (memcpy(buf, "-0", 3), 2)
+                                 : nd_format_integer(buf, (long long)x);
+  else len = nd_format_g(buf, sizeof buf, x, 17);  /* "%.17g" */
   add(e, buf, (size_t)len);
 }
 

@@ -238,18 +238,10 @@ static void put_text (csv_line *l, const char *text) {
   l->n += k;
 }
 
-static void put_digits (csv_line *l, unsigned long long u, int negative) {
-  char buf[24], *p = buf + sizeof buf;
-  *--p = '\0';
-  do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
-  if (negative) *--p = '-';
-  put_text(l, p);
-}
-
 /* ",%d" of v */
 static void put_int (csv_line *l, long long v) {
   l->b[l->n++] = ',';
-  put_digits(l, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v, v < 0);
+  l->n += (size_t)nd_format_integer(l->b + l->n, v);
 }
 
 /* ",%.0f" of x, the same bytes: a whole number below 2^53 (every byte count) is written
@@ -257,7 +249,7 @@ static void put_int (csv_line *l, long long v) {
 static void put_whole (csv_line *l, double x) {
   if (x >= 0.0 && !signbit(x) && x < 9007199254740992.0) {  /* -0.0 prints "-0" */
     l->b[l->n++] = ',';
-    put_digits(l, (unsigned long long)rint(x), 0);
+    l->n += (size_t)nd_format_integer(l->b + l->n, (long long)rint(x));
   }
   else l->n += (size_t)snprintf(l->b + l->n, sizeof l->b - l->n, ",%.0f", x);
 }
@@ -275,7 +267,7 @@ int nd_search_csv_row (FILE *f, const nd_search_row *r) {
   csv_line l;
   int i;
   l.n = 0;
-  put_digits(&l, r->index + 1, 0);
+  l.n += (size_t)nd_format_integer(l.b, (long long)r->index + 1);
   for (i = 0; i < (int)(sizeof ints / sizeof ints[0]); i++) put_int(&l, ints[i]);
   put_text(&l, c->sp ? ",true" : ",false");
   put_int(&l, c->zero);

@@ -50,6 +50,127 @@ static double scale10 (double x, int s) {
   return s >= 0 ? x * pow10_exact[s] : x / pow10_exact[-s];
 }
 
+/* 10^k for k in 0..19: exact in 64 bits. */
+static const unsigned long long pow10_u64[] = {
+  1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL,
+  1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+  100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+  1000000000000000000ULL, 10000000000000000000ULL
+};
+
+/* Two decimal digits per step: "00" .. "99". */
+static const char two_digits[] =
+  "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+  "8081828384858687888990919293949596979899";
+
+/* The number of decimal digits of u (1 for 0). */
+static int digit_count (unsigned long long u) {
+  int n = 1;
+  while (n < 20 && u >= pow10_u64[n]) n++;
+  return n;
+}
+
+/* Writes the last `count` decimal digits of u (zero-padded) so that they end at `end`. */
+static void put_backward (char *end, unsigned long long u, int count) {
+  for (; count >= 2; count -= 2) {
+    unsigned d = (unsigned)(u % 100) * 2;
+    u /= 100;
+    *--end = two_digits[d + 1];
+    *--end = two_digits[d];
+  }
+  if (count) *--end = (char)('0' + u % 10);
+}
+
+/* Writes the decimal digits of u at o (at least `width` of them, zero-padded); returns the
+   end. */
+static char *put_digits (char *o, unsigned long long u, int width) {
+  int n = digit_count(u);
+  if (n < width) n = width;
+  put_backward(o + n, u, n);
+  return o + n;
+}
+
+int nd_format_integer (char *buf, long long v) {
+  char *o = buf;
+  unsigned long long u = (unsigned long long)v;
+  if (v < 0) { *o++ = '-'; u = 0ULL - u; }
+  o = put_digits(o, u, 1);
+  *o = '\0';
+  return (int)(o - buf);
+}
+
+#ifdef __SIZEOF_INT128__
+typedef unsigned __int128 u128;
+
+/* 10^k for k in 0..22 (below 2^74), exactly */
+static u128 pow10_wide (int k) {
+  return k <= 19 ? (u128)pow10_u64[k] : (u128)pow10_u64[19] * pow10_u64[k - 19];
+}
+
+/* A positive normal double as m x 2^q, m an integer of 53 bits. */
+typedef struct binary_value { unsigned long long m; int q; } binary_value;
+
+/*
+** The exact decimal digits of a = m x 2^q rounded to p significant digits (1 to 17), in
+** integers: *n (p digits) and *e, the decimal exponent of the first. a x 10^s (s = p-1-e)
+** is formed exactly in 128 bits and rounded to nearest, ties to even (printf's rounding).
+** 0 where a product would not fit (very small or very large a, subnormals): the callers'
+** other ways then.
+*/
+static int exact_digits (binary_value v, int p, unsigned long long *n, int *e) {
+  int tries, e10 = ((v.q + 52) * 78913) >> 18;  /* floor(log10 2^(q+52)): e or e - 1 */
+  for (tries = 0; tries < 2; tries++, e10++) {
+    int s = p - 1 - e10;
+    u128 f, rem, half_or_more, unit = pow10_u64[p];
+    int up;
+    if (s >= 0) {
+      u128 P;
+      if (s > 22) return 0;
+      P = (u128)v.m * pow10_wide(s);  /* below 2^127 */
+      if (v.q >= 0) {
+        if (v.q > 127 || (P >> (127 - v.q)) != 0) return 0;
+        f = P << v.q;
+        up = 0;
+      } else {
+        int k = -v.q;
+        if (k > 127) return 0;
+        f = P >> k;
+        rem = P - (f << k);
+        half_or_more = (u128)1 << (k - 1);
+        up = rem > half_or_more || (rem == half_or_more && (f & 1));
+      }
+    } else {
+      int t = -s, k = v.q < 0 ? -v.q : 0;
+      u128 d;
+      if (t > 19) return 0;
+      d = pow10_u64[t];
+      if (v.q >= 0) {  /* m 2^q / 10^t */
+        u128 I;
+        if (v.q > 74) return 0;
+        I = (u128)v.m << v.q;
+        f = I / d;
+        rem = I - f * d;
+      } else {  /* m / (10^t 2^k) */
+        if (k > 63) return 0;
+        d <<= k;
+        f = (u128)v.m / d;
+        rem = (u128)v.m - f * d;
+      }
+      up = 2 * rem > d || (2 * rem == d && (f & 1));
+    }
+    if (f >= unit) continue;  /* e10 was one low */
+    if (f < unit / 10) return 0;  /* (never: the guess is at most one low) */
+    f += (unsigned)up;
+    if (f == unit) { f /= 10; e10++; }  /* 9.99..5 rounds up to 10^(e+1) */
+    *n = (unsigned long long)f;
+    *e = e10;
+    return 1;
+  }
+  return 0;
+}
+#endif
+
 /*
 ** printf's "%.{precision}g" digits of a (> 0, 1e-300..1e300; precision 1 to 9): *n, the
 ** precision digits as an integer, and *e, the decimal exponent of the first; 0 where only
@@ -80,48 +201,79 @@ static int g_digits (double a, int precision, unsigned long *n, int *e) {
   return 1;
 }
 
-int nd_format_g (char *buf, size_t size, double x, int precision) {
-  char digits[12], *o = buf;
-  double a = fabs(x);
-  unsigned long n;
-  int e, i, len, point;
-  if (precision < 1 || precision > 9 || size < 24 || !(a >= 1e-300 && a <= 1e300)
-      || !g_digits(a, precision, &n, &e))
-    return snprintf(buf, size, "%.*g", precision, x);
-  for (i = precision - 1; i >= 0; i--) { digits[i] = (char)('0' + n % 10); n /= 10; }
-  len = precision;
-  if (signbit(x)) *o++ = '-';
-  if (e < -4 || e >= precision) {  /* d.ddde+XX, trailing zeros dropped */
-    while (len > 1 && digits[len - 1] == '0') len--;
-    *o++ = digits[0];
-    if (len > 1) { *o++ = '.'; memcpy(o, digits + 1, (size_t)(len - 1)); o += len - 1; }
+/* A positive normal double as m x 2^q; 0 for a subnormal (or non-finite) one. */
+static int binary_of (double a, binary_value *v) {
+  unsigned long long bits;
+  int biased;
+  memcpy(&bits, &a, sizeof bits);
+  biased = (int)(bits >> 52 & 0x7ff);
+  if (biased == 0 || biased == 0x7ff) return 0;
+  v->m = (bits & ((1ULL << 52) - 1)) | 1ULL << 52;
+  v->q = biased - 1075;
+  return 1;
+}
+
+/* printf's "%.{p}g" text of the p digits n (the first at decimal exponent e), signed:
+   trailing zeros dropped, the digits written in place. */
+static int g_text (char *buf, unsigned long long n, int p, int e, int negative) {
+  char *o = buf;
+  int len = p, i;
+  if (negative) *o++ = '-';
+  if (e < -4 || e >= p) {  /* d.ddde+XX */
+    while (len > 1 && n % 10 == 0) { n /= 10; len--; }
+    *o = (char)('0' + n / pow10_u64[len - 1]);
+    if (len > 1) {
+      o[1] = '.';
+      put_backward(o + len + 1, n, len - 1);
+      o += len + 1;
+    } else o++;
     *o++ = 'e';
     *o++ = e < 0 ? '-' : '+';
     i = e < 0 ? -e : e;
     if (i >= 100) *o++ = (char)('0' + i / 100);
     *o++ = (char)('0' + i / 10 % 10);
     *o++ = (char)('0' + i % 10);
-  } else {  /* fixed: precision - 1 - e decimals, trailing zeros and a bare point dropped */
-    point = e + 1;  /* digits before the point (<= 0: leading zeros after "0.") */
-    while (len > point && len > 0 && digits[len - 1] == '0') len--;
+  } else {  /* fixed: p - 1 - e decimals, trailing zeros and a bare point dropped */
+    int point = e + 1;  /* digits before the point (<= 0: leading zeros after "0.") */
+    while (len > point && len > 1 && n % 10 == 0) { n /= 10; len--; }
     if (point <= 0) {
       *o++ = '0';
       *o++ = '.';
       for (i = point; i < 0; i++) *o++ = '0';
-      memcpy(o, digits, (size_t)len);
+      put_backward(o + len, n, len);
       o += len;
+    } else if (len > point) {
+      int frac = len - point;
+      put_backward(o + len + 1, n, frac);
+      put_backward(o + point, n / pow10_u64[frac], point);
+      o[point] = '.';
+      o += len + 1;
     } else {
-      memcpy(o, digits, (size_t)point);
+      put_backward(o + point, n, point);
       o += point;
-      if (len > point) {
-        *o++ = '.';
-        memcpy(o, digits + point, (size_t)(len - point));
-        o += len - point;
-      }
     }
   }
   *o = '\0';
   return (int)(o - buf);
+}
+
+int nd_format_g (char *buf, size_t size, double x, int precision) {
+  double a = fabs(x);
+  if (precision >= 1 && precision <= 17 && size >= 24 && a >= 1e-300 && a <= 1e300) {
+    unsigned long long n;
+    int e;
+#ifdef __SIZEOF_INT128__
+    binary_value v;
+    if (binary_of(a, &v) && exact_digits(v, precision, &n, &e))
+      return g_text(buf, n, precision, e, signbit(x));
+#endif
+    if (precision <= 9) {
+      unsigned long n9;
+      if (g_digits(a, precision, &n9, &e)) return g_text(buf, n9, precision, e, signbit(x));
+    }
+    (void)n;
+  }
+  return snprintf(buf, size, "%.*g", precision, x);
 }
 
 double nd_round_g (double x, int precision) {
@@ -143,11 +295,49 @@ double nd_round_g (double x, int precision) {
   return strtod(text, NULL);
 }
 
+#ifdef __SIZEOF_INT128__
+/* Does the decimal n x 10^-s read back (strtod, to nearest) as v? 1 or 0; -1 where the
+   exact comparison would not fit in 128 bits. Scaled by 10^s 2^(1-q), the distance between
+   the decimal and v is compared with half the gap to v's neighbours: 10^s, half that below
+   2^52 x 2^q (the gap below a power of two is half the one above). No tie can occur: v is
+   not an integer (q < 0), so a midpoint (2m+1) 2^(q-1) is an odd multiple of 5^(1-q) / 10^
+   (1-q), of 18 or more significant digits. */
+static int reads_back (binary_value v, unsigned long long n, int s) {
+  int k = -v.q;
+  u128 a, b, ten;
+  if (s < 0 || s > 22 || v.q >= 0 || k + 1 > 70) return -1;
+  ten = pow10_wide(s);
+  a = (u128)n << (k + 1);          /* below 2^57 x 2^70 */
+  b = ((u128)v.m * ten) << 1;       /* below 2^54 x 10^22 < 2^128 */
+  if (a >= b) return a - b < ten;
+  return v.m == 1ULL << 52 ? 2 * (b - a) < ten : b - a < ten;
+}
+#endif
+
 int nd_format_shortest (char *buf, size_t size, double x) {
   int digits;
   buf[0] = '\0';
   if (!isfinite(x)) return 0;
-  if (x == floor(x) && fabs(x) < 0x1p63) return snprintf(buf, size, "%lld", (long long)x);
+  if (x == floor(x) && fabs(x) < 0x1p63) {
+    if (size >= 24) return nd_format_integer(buf, (long long)x);
+    return snprintf(buf, size, "%lld", (long long)x);
+  }
+#ifdef __SIZEOF_INT128__
+  {  /* the digits of 15, 16 and 17, exactly; read back exactly */
+    binary_value v;
+    unsigned long long n;
+    int e;
+    if (size >= 24 && binary_of(fabs(x), &v)) {
+      for (digits = 15; digits <= 17; digits++) {
+        int back;
+        if (!exact_digits(v, digits, &n, &e)) break;
+        back = digits == 17 ? 1 : reads_back(v, n, digits - 1 - e);
+        if (back < 0) break;
+        if (back) return g_text(buf, n, digits, e, signbit(x));
+      }
+    }
+  }
+#endif
   for (digits = 15; digits <= 17; digits++) {  /* 17 always reads back */
     int n = snprintf(buf, size, "%.*g", digits, x);
     if (strtod(buf, NULL) == x) return n;
@@ -159,15 +349,6 @@ int nd_format_shortest (char *buf, size_t size, double x) {
    fraction more than 1e-6 from a half rounds as the exact value does. */
 #define FIXED_FAST_LIMIT 0x1p31
 #define FIXED_TIE_MARGIN 1e-6
-
-/* Writes the decimal digits of n (no sign) at o; returns the end. */
-static char *put_digits (char *o, unsigned long n, int width) {
-  char tmp[24];
-  int k = 0;
-  do { tmp[k++] = (char)('0' + n % 10); n /= 10; } while (n > 0 || k < width);
-  while (k > 0) *o++ = tmp[--k];
-  return o;
-}
 
 int nd_format_fixed (char *buf, size_t size, double x, int decimals) {
   double a = fabs(x), y, frac;

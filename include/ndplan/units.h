@@ -22,11 +22,12 @@ char *nd_format_bytes (char *buf, size_t size, double bytes, int binary);
 char *nd_format_seconds (char *buf, size_t size, double seconds);
 
 /*
-** printf's "%.{precision}g" of x (precision 1 to 9; round to nearest, ties to even, as the
+** printf's "%.{precision}g" of x (precision 1 to 17; round to nearest, ties to even, as the
 ** C library under the default rounding mode), into buf (at least 24 bytes); returns the
-** length. Where x is near enough a tie in its last digit that one double rounding could
-** decide it, and outside 1e-300..1e300, it calls snprintf itself: the bytes are always
-** printf's, most of them without its exact long division (results.csv writes millions).
+** length. Most values (about 10^-22 to 10^38) are rounded exactly in 128-bit integers;
+** where that cannot hold them, precisions to 9 are rounded in doubles unless a tie is too
+** close to call, and the rest (outside 1e-300..1e300 always) go to snprintf: the bytes are
+** always printf's, most of them without its long division (results.csv writes millions).
 */
 int nd_format_g (char *buf, size_t size, double x, int precision);
 
@@ -34,11 +35,15 @@ int nd_format_g (char *buf, size_t size, double x, int precision);
    text: x rounded to `precision` significant digits (results.csv's figures, read back). */
 double nd_round_g (double x, int precision);
 
+/* printf's "%lld" of v into buf (at least 21 bytes); returns the length. */
+int nd_format_integer (char *buf, long long v);
+
 /*
 ** The shortest exact text of a finite double, which every file ndplan writes uses: an
 ** integral value below 2^63 in magnitude as that integer ("%lld"); another in the fewest
-** significant digits, 15 to 17, that read back (strtod) to the same double. Into buf (at
-** least 40 bytes); returns the length, 0 for NaN and infinities (buf then "").
+** significant digits, 15 to 17, that read back (strtod) to the same double ("%.{15,16,17}g";
+** mostly found and checked in exact integer arithmetic, else with snprintf and strtod).
+** Into buf (at least 40 bytes); returns the length, 0 for NaN and infinities (buf then "").
 */
 int nd_format_shortest (char *buf, size_t size, double x);
 

@@ -3,7 +3,9 @@
 ** byte for byte (results.csv's figures): values log-uniform over 10^-43..10^43, random bit
 ** patterns (NaN, infinities, subnormals), decimals with few digits, exact halves (ties
 ** to even), and the edges where the exponent or the notation changes, at every precision
-** 1 to 9; and its fallback for a buffer too small. nd_round_g, at each of those values and
+** 1 to 17; and its fallback for a buffer too small. nd_format_shortest, at the same values,
+** against its rule written with printf and strtod (the fewest of 15, 16, 17 digits that
+** read back); nd_format_integer against "%lld". nd_round_g, at each of those values and
 ** precisions, against strtod of printf's text, bit for bit. nd_format_fixed, at the same
 ** values and at chart coordinates (quarters, thirds, hundredths and the ties between them),
 ** against "%.{d}f" with its trailing zeros and bare point dropped and "-0" as "0", d 0 to 9.
@@ -28,16 +30,34 @@ static uint64_t next (void) {  /* xorshift64: the same values on every run */
 
 static int mismatches;
 
+/* nd_format_shortest's rule, with the C library's text and reading */
+static int shortest_oracle (char *out, size_t size, double x) {
+  int digits;
+  out[0] = '\0';
+  if (!isfinite(x)) return 0;
+  if (x == floor(x) && fabs(x) < 0x1p63) return snprintf(out, size, "%lld", (long long)x);
+  for (digits = 15; digits < 17; digits++) {
+    int n = snprintf(out, size, "%.*g", digits, x);
+    if (strtod(out, NULL) == x) return n;
+  }
+  return snprintf(out, size, "%.17g", x);
+}
+
 static void same (double x) {
   char got[64], want[64];
   int p, n;
-  for (p = 1; p <= 9; p++) {
+  n = nd_format_shortest(got, sizeof got, x);
+  if (n != shortest_oracle(want, sizeof want, x) || strcmp(got, want) != 0) {
+    if (mismatches++ < 10) CHECK(0, "shortest of %.17g: %s, printf and strtod %s", x, got, want);
+  }
+  for (p = 1; p <= 17; p++) {
     double back, read;
     n = nd_format_g(got, sizeof got, x, p);
     snprintf(want, sizeof want, "%.*g", p, x);
     if (strcmp(got, want) != 0 || n != (int)strlen(want)) {
       if (mismatches++ < 10) CHECK(0, "%%.%dg of %.17g: %s, printf %s", p, x, got, want);
     }
+    if (p > 9) continue;  /* (nd_round_g's precisions) */
     /* nd_round_g: the bits strtod reads from printf's text (NaN: any NaN) */
     back = nd_round_g(x, p);
     read = strtod(want, NULL);
@@ -106,6 +126,34 @@ int main (void) {
     }
     same(r & 1 ? -x : x);
     same_fixed(r & 1 ? -x : x);
+  }
+  for (i = -80; i <= 80; i++) {  /* powers of two and their neighbours: the gap changes */
+    double t = ldexp(1.0, (int)i);
+    same(t); same(nextafter(t, 0)); same(nextafter(t, INFINITY));
+    same(t * 0.1); same(t / 3); same(t * 1.1);
+  }
+  for (i = 0; i < 200000; i++) {  /* ratios of small integers: the shortest texts' usual input */
+    uint64_t r = next();
+    double x = (double)(r % 1000003) / (double)((r >> 24) % 9973 + 1) * pow(2, (double)(r % 61) - 30);
+    char got[64], want[64];
+    int n = nd_format_shortest(got, sizeof got, x);
+    if (n != shortest_oracle(want, sizeof want, x) || strcmp(got, want) != 0) {
+      if (mismatches++ < 10) CHECK(0, "shortest of %.17g: %s, printf and strtod %s", x, got, want);
+    }
+  }
+  {
+    static const long long ints[] = {0, 1, -1, 9, 10, 99, 100, -100, 123456789012345678LL,
+                                     9223372036854775807LL, -9223372036854775807LL - 1};
+    for (i = 0; i < (long)(sizeof ints / sizeof ints[0]) + 100000; i++) {
+      long long v = i < (long)(sizeof ints / sizeof ints[0]) ? ints[i]
+                    : (long long)(next() >> (next() % 64));
+      char got[32], want[32];
+      int n = nd_format_integer(got, i % 2 ? -v : v);
+      snprintf(want, sizeof want, "%lld", i % 2 ? -v : v);
+      if (strcmp(got, want) != 0 || n != (int)strlen(want)) {
+        if (mismatches++ < 10) CHECK(0, "integer %s, printf %s", got, want);
+      }
+    }
   }
   CHECK(mismatches == 0, "%d mismatches with printf", mismatches);
   /* too small a buffer: printf's truncation and length */
