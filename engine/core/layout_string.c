@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ndplan/strategy.h"
+#include "ndplan/units.h"
 
 static int fail (char *err, size_t len, const char *fmt, ...) {
   if (err && len) {
@@ -161,32 +162,58 @@ done:
   return rc;
 }
 
-/* One chunk as text: E first, t's, m's, L last. */
+/* Text appended as snprintf would: what fits is written (always NUL-ended), the full
+   length counted; a layout string is formatted for every result a caller reads. */
+typedef struct text_out { char *s; size_t len, w; } text_out;
+
+static void append (text_out *o, const char *text, size_t n) {
+  if (o->w + 1 < o->len) {
+    size_t room = o->len - 1 - o->w, k = n < room ? n : room;
+    memcpy(o->s + o->w, text, k);
+    o->s[o->w + k] = '\0';
+  }
+  o->w += n;
+}
+
+static void append_int (text_out *o, int v) {
+  char digits[24];
+  append(o, digits, (size_t)nd_format_integer(digits, v));
+}
+
+/* A run of n t's (or m's): "t", "tt", else "t*n". */
+static void append_run (text_out *o, char c, int n) {
+  char two[2];
+  two[0] = two[1] = c;
+  if (n <= 2) { append(o, two, (size_t)n); return; }
+  append(o, two, 1);
+  append(o, "*", 1);
+  append_int(o, n);
+}
+
+/* One chunk as text: E first, t's, m's, L last (at most 26 bytes and the NUL). */
 static int chunk_text (const nd_strategy *st, int k, int body, int mtp, char *out, size_t len) {
   int first = 0, i, n = st->stage_layers[k], t, mm, lo, hi, last = st->pp * st->vpp - 1;
-  size_t w = 0;
+  text_out o;
+  o.s = out; o.len = len; o.w = 0;
   for (i = 0; i < k; i++) first += st->stage_layers[i];
   lo = first > body ? first : body;                        /* the MTP layers it holds */
   hi = first + n < body + mtp ? first + n : body + mtp;
   mm = hi > lo ? hi - lo : 0;
   t = n - mm;
   out[0] = '\0';
-  if (k == 0) w += (size_t)snprintf(out + w, len - w, "E");
-  if (t > 0 && w < len)
-    w += (size_t)(t <= 2 ? snprintf(out + w, len - w, "%.*s", t, "tt")
-                         : snprintf(out + w, len - w, "t*%d", t));
-  if (mm > 0 && w < len)
-    w += (size_t)(mm <= 2 ? snprintf(out + w, len - w, "%.*s", mm, "mm")
-                          : snprintf(out + w, len - w, "m*%d", mm));
-  if (k == last && w < len) w += (size_t)snprintf(out + w, len - w, "L");
-  return w < len ? 0 : -1;
+  if (k == 0) append(&o, "E", 1);
+  if (t > 0) append_run(&o, 't', t);
+  if (mm > 0) append_run(&o, 'm', mm);
+  if (k == last) append(&o, "L", 1);
+  return o.w < len ? 0 : -1;
 }
 
 int nd_layout_format (const nd_strategy *st, int body, int mtp, char *buf_, size_t len) {
   int n = st->pp * st->vpp, k = 0;
-  size_t w = 0;
   char cur[32], next[32];
+  text_out o;
   if (n < 1 || n > ND_MAX_CHUNKS || len == 0) return -1;
+  o.s = buf_; o.len = len; o.w = 0;
   buf_[0] = '\0';
   while (k < n) {
     int r = 1;
@@ -194,12 +221,17 @@ int nd_layout_format (const nd_strategy *st, int body, int mtp, char *buf_, size
     /* a run of equal chunks before the last one: "(X|)*r" */
     while (k + r < n - 1 && chunk_text(st, k + r, body, mtp, next, sizeof next) == 0
            && strcmp(cur, next) == 0) r++;
-    if (r >= 2)
-      w += (size_t)snprintf(buf_ + (w < len ? w : len - 1), w < len ? len - w : 1, "(%s|)*%d,", cur, r);
-    else
-      w += (size_t)snprintf(buf_ + (w < len ? w : len - 1), w < len ? len - w : 1, "%s%s", cur,
-                            k + 1 < n ? "|" : "");
+    if (r >= 2) {
+      append(&o, "(", 1);
+      append(&o, cur, strlen(cur));
+      append(&o, "|)*", 3);
+      append_int(&o, r);
+      append(&o, ",", 1);
+    } else {
+      append(&o, cur, strlen(cur));
+      if (k + 1 < n) append(&o, "|", 1);
+    }
     k += r;
   }
-  return (int)w;
+  return (int)o.w;
 }

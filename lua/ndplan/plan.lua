@@ -8,7 +8,8 @@
 -- each stage saves against full recompute), score_parts (the estimate's time parts), mode
 -- (when one mode covers every layer), and layer_recompute, layer_selective_ops and
 -- stage_layers (the estimator's per-layer modes, switch sets and layout, kept to re-price
--- the plan).
+-- the plan). The plans of one sequence share their equal dimensions arrays and ranges
+-- (plans never change theirs).
 local M = {}
 
 local MiB = 2 ^ 20
@@ -93,6 +94,25 @@ local function stage_figures(result)
   return peaks, recompute
 end
 
+-- The ranges of a plan, each one equal to a range of `like` (an earlier plan's, in layer
+-- order too) replaced by that table: a step of the potentials changes one or two ranges,
+-- and what the recompute module finds out about a range it keeps per table while reading.
+local function same_range(a, b)
+  local oa, ob = a.option, b.option
+  return a.first == b.first and a.count == b.count and a.kind == b.kind and a.mode == b.mode
+         and a.offload_bytes == b.offload_bytes and oa.link_bandwidth == ob.link_bandwidth
+         and same_switches(oa.switches, ob.switches)
+end
+local function shared_ranges(ranges, earlier)
+  local j, m = 1, #earlier
+  for i, r in ipairs(ranges) do
+    while j <= m and earlier[j].first < r.first do j = j + 1 end
+    local e = earlier[j]
+    if e and e.option and same_range(r, e) then ranges[i] = e end
+  end
+  return ranges
+end
+
 -- from_estimate(result, model [, savings [, like]]) -> plan. result is an nd.estimate
 -- result; like: an earlier plan of the same strategy, whose dimensions the plan shares.
 -- One pass over the layers: each one's plan mode (from the estimator's), and the ranges of
@@ -138,6 +158,7 @@ function M.from_estimate(result, model, savings, like)
     end
   end
   if last then last.count = count + 1 - from end
+  if like then ranges = shared_ranges(ranges, like.ranges) end
   if unstated then
     for i = 1, count do per_layer[i] = TO_ESTIMATOR[TO_PLAN[modes[i] or whole]] end
   end
@@ -170,10 +191,16 @@ local function price(args, per_layer, stage_layers, layer_ops)
 end
 
 -- Stage savings of a fixed per-layer plan: recompute time it avoids against all full.
+-- (full's own figures found once: every step of the potentials compares with it)
+local full_figures = setmetatable({}, {__mode = "k"})
 local function savings_against_full(result, full)
   local out, mb = {}, result.strategy.mb
   local _, recompute = stage_figures(result)
-  local _, full_recompute = stage_figures(full)
+  local full_recompute = full_figures[full]
+  if not full_recompute then
+    _, full_recompute = stage_figures(full)
+    full_figures[full] = full_recompute
+  end
   for s, t in ipairs(recompute) do out[s] = (full_recompute[s] - t) * mb end
   return out
 end
@@ -315,18 +342,17 @@ local function next_potential(args, model, current, kept, full)
   -- that order nearly always qualifies: found in one pass, the rest sorted only when it
   -- does not. mems[i]: variant i's MiB in that order, nil when it does not fit (within
   -- budget). (The columns are numbers: x - x is 0 for a finite one.)
+  -- (MiB and bytes order alike: the memory is compared in bytes, NaN as huge)
   local huge, first, fs, fm = math.huge, nil, nil, nil
-  local mems = {}
+  local cap = budget or huge
   for i = 1, #layer do
     local peak = peaks[i]
-    if not (budget and peak > budget) then
-      local mem = peak / MiB
-      if mem ~= mem then mem = huge end
-      mems[i] = mem
+    if not (peak > cap) then
       local score = steps[i]
       if score - score ~= 0 then error(recompute.SORT_ERROR, 0) end  -- as keep_potential's sort
-      if not first or score < fs or (score == fs and mem < fm) then
-        first, fs, fm = i, score, mem
+      if peak ~= peak then peak = huge end
+      if not first or score < fs or (score == fs and peak < fm) then
+        first, fs, fm = i, score, peak
       end
     end
   end
@@ -334,8 +360,12 @@ local function next_potential(args, model, current, kept, full)
   if nxt then return nxt end
   local order = {}
   for i = 1, #layer do
-    local mem = mems[i]
-    if mem then order[#order + 1] = {index = i, score = steps[i], memory = mem} end
+    local peak = peaks[i]
+    if not (peak > cap) then
+      local mem = peak / MiB
+      if mem ~= mem then mem = huge end
+      order[#order + 1] = {index = i, score = steps[i], memory = mem}
+    end
   end
   table.sort(order, function(a, b)
     if a.score ~= b.score then return a.score < b.score end

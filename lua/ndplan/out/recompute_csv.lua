@@ -160,7 +160,7 @@ local function text(potentials)
     local rank = cell(config.rank)
     for step, plan in ipairs(config.plans or {}) do
       local d = dims(plan, config)
-      if not (last_dims and same_pairs(last_dims, d)) then
+      if not (last_dims == d or (last_dims and same_pairs(last_dims, d))) then
         last_dims, degrees = d, degree_cells(names, d)
       end
       local changed = previous and R.changed_layers(previous, plan)
