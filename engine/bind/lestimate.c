@@ -759,13 +759,18 @@ static int e_estimate (lua_State *L) {
 }
 
 /*
-** one_more_full(model, device, job, strategy [, costs]) -> {layer = {...}, step_time_s =
-** {...}, peak_memory_bytes = {...}}: a per-layer strategy (layer_recompute given) priced
-** again with each layer that is not fully recomputed turned full (its own selective switches
-** cleared), one entry per variant the estimator prices, in layer order (layers 1-based), as
-** columns (a table per variant cost more than reading them). The recompute potentials' step
-** (ndplan.plan) in one call instead of one nd.estimate each; a variant of a layer counted
-** alike with one already priced (counted_alike) takes its figures.
+** one_more_full(model, device, job, strategy [, costs [, budget]]) -> {layer = {...},
+** step_time_s = {...}, peak_memory_bytes = {...}, first =, result =}: a per-layer strategy
+** (layer_recompute given) priced again with each layer that is not fully recomputed turned
+** full (its own selective switches cleared), one entry per variant the estimator prices, in
+** layer order (layers 1-based), as columns (a table per variant cost more than reading
+** them). The recompute potentials' step (ndplan.plan) in one call instead of one
+** nd.estimate each; a variant of a layer counted alike with one already priced
+** (counted_alike) takes its figures. With a budget (bytes): first, the entry that comes
+** first among those within it (not over it) by step time, then peak (NaN last), then layer,
+** and result, that variant's result as run gives it (the step's plan reads it: not priced
+** twice); both absent when none is within it or a step time is not finite. The first is
+** always one the estimator priced: a layer counted alike ties with the earlier one.
 */
 #define PRICE_CACHE_MT "ndplan.price_cache"
 /* A layer-kind price cache (nd_price_cache) owned by the GC, so a raise frees it. */
@@ -826,19 +831,33 @@ static int counted_alike (const call_args *a, const int *stage_of, int first, in
       && (i >= first && i < body - last) == (j >= first && j < body - last);
 }
 
+/* Does a variant of figures (t, peak) come before the best one so far (bt, bpeak) in the
+   potentials' order: step time, then peak with NaN last (an earlier layer wins ties)? */
+static int comes_first (double t, double peak, double bt, double bpeak) {
+  if (t != bt) return t < bt;
+  if (peak != peak) return 0;
+  return bpeak != bpeak || peak < bpeak;
+}
+
 static int e_one_more_full (lua_State *L) {
   call_args a;
-  nd_estimate *e;
-  strategy_box *v;
+  nd_estimate *e, *best_e;
+  strategy_box *v, *best_v;
   nd_price_cache *pc;
   char err[256];
-  int i, n = 0, layers, nrep = 0, first, last;
+  int i, n = 0, layers, nrep = 0, first, last, best = 0, unsure = 0;
   int *stage_of, *rep;   /* each layer's stage; the layers priced, in order */
   double *rep_t, *rep_m;  /* and their figures */
+  double budget = 0, best_t = 0, best_peak = 0;
+  int with_budget = !lua_isnoneornil(L, 6);
+  if (with_budget) budget = luaL_checknumber(L, 6);
+  lua_settop(L, 5);
   read_call(L, 5, &a);
   if (!a.st->layers) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
   e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
+  best_e = (nd_estimate *)lua_newuserdatauv(L, sizeof *best_e, 0);
   v = (strategy_box *)lua_newuserdatauv(L, sizeof *v, 0);
+  best_v = (strategy_box *)lua_newuserdatauv(L, sizeof *best_v, 0);
   v->layers = *a.st->layers;  /* a variant changes one layer of its own copy of the plan */
   /* the variants differ in recompute modes alone, which no layer-kind price reads: priced
      once (the cache's entries point at this call's job and costs, so it lives for it) */
@@ -884,7 +903,21 @@ static int e_one_more_full (lua_State *L) {
       if (!priced) continue;
       t = e->step_time;
       peak = e->peak;
+      if (with_budget && !(peak > budget) && (!best || comes_first(t, peak, best_t, best_peak))) {
+        nd_estimate *swap = best_e;  /* the best so far kept, its strategy with it */
+        best_e = e;
+        e = swap;
+        best_v->st = v->st;
+        best_v->layers = v->layers;
+        best_v->layers.recompute[i] = ND_RECOMPUTE_FULL;
+        best_v->layers.ops[i] = 0;
+        best_v->st.layers = &best_v->layers;
+        best = n + 1;
+        best_t = t;
+        best_peak = peak;
+      }
     }
+    if (with_budget && !(peak > budget) && !isfinite(t)) unsure = 1;  /* the caller raises */
     n++;
     lua_pushinteger(L, i + 1);
     lua_rawseti(L, -4, n);
@@ -896,6 +929,12 @@ static int e_one_more_full (lua_State *L) {
   lua_setfield(L, -4, "peak_memory_bytes");
   lua_setfield(L, -3, "step_time_s");
   lua_setfield(L, -2, "layer");
+  if (best && !unsure) {
+    lua_pushinteger(L, best);
+    lua_setfield(L, -2, "first");
+    nd_push_estimate(L, best_e, &best_v->st, &a.costs, NULL, 1, 2, 0, 0);  /* as run's */
+    lua_setfield(L, -2, "result");
+  }
   return 1;
 }
 

@@ -276,13 +276,17 @@ local function with_plan(call, fn, stage_layers, per_layer, ops)
   if stage_layers ~= nil then st.stage_layers = nil end
   return ok, a, b
 end
+-- (with the budget, the batch also gives the variant first in keep_potential's order and
+-- its result: the step's plan is built from it, not priced again)
 local function one_more_full_batch(args, plan)
   local call = batch_call(args, plan.stage_layers ~= nil)
   if not call then return nil end
-  local ok, cols = with_plan(call, require("ndplan.c.estimate").one_more_full, plan.stage_layers,
-                             plan.layer_recompute, plan.layer_selective_ops)
+  local batch = require("ndplan.c.estimate").one_more_full
+  local ok, cols = with_plan(call, function(m, d, j, st, c) return batch(m, d, j, st, c, call.budget) end,
+                             plan.stage_layers, plan.layer_recompute, plan.layer_selective_ops)
   if not ok then return nil end
-  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, call.budget, call
+  return cols.layer, cols.step_time_s, cols.peak_memory_bytes, call.budget, call, cols.first,
+         cols.result
 end
 
 -- as_plan(r, model, full, current) -> the plan of variant r of the plan `current`
@@ -306,7 +310,8 @@ local function next_potential(args, model, current, kept, full)
   local recompute = require "ndplan.recompute"
   -- the variants priced: each one's layer, step time and peak, in layer order; those that
   -- fit are those within budget (nil: all of them)
-  local layer, steps, peaks, budget, call = one_more_full_batch(args, current)
+  local layer, steps, peaks, budget, call, batch_first, first_result =
+    one_more_full_batch(args, current)
   local results
   if not layer then  -- the batch could not price: each variant through nd.estimate
     local each = one_more_full(args, current)
@@ -318,6 +323,7 @@ local function next_potential(args, model, current, kept, full)
   end
   local function result_of(i)  -- variant i's full result, priced as next_plans prices it
     if results then return results[i] end
+    if i == batch_first then return first_result end  -- (run's result, from the batch)
     local l = layer[i]
     local per_layer, ops = {table.unpack(current.layer_recompute)}, nil  -- (no gaps)
     per_layer[l] = "full"

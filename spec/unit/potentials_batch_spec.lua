@@ -102,7 +102,67 @@ describe("one_more_full", function()
 
   it("refuses a strategy without per-layer modes", function()
     assert.has_error(function() core.one_more_full(m, dev, job, base) end)
+    local st = {layer_recompute = modes}
+    for k, v in pairs(base) do st[k] = v end
+    assert.has_error(function() core.one_more_full(m, dev, job, st, nil, "lots") end)
   end)
+
+  -- With a budget: the variant first by step time, then peak, then layer among those within
+  -- it (an oracle over the columns), and its result as run gives it alone.
+  local function oracle_first(cols, budget)
+    local best
+    for n = 1, #cols.layer do
+      local t, p = cols.step_time_s[n], cols.peak_memory_bytes[n]
+      if not (p > budget) then
+        local bt, bp = best and cols.step_time_s[best], best and cols.peak_memory_bytes[best]
+        if not best or t < bt or (t == bt and p < bp) then best = n end
+      end
+    end
+    return best
+  end
+  for ci, c in ipairs(cases) do
+    it("names the first variant within a budget and gives its result: case " .. ci, function()
+      local model, device = assert(nd.model(c[1])), assert(nd.device(c[2]))
+      local L = model.num_layers
+      local modes2, ops = {}, {}
+      for i = 1, L do
+        modes2[i] = i % 4 == 0 and "full" or i % 4 == 1 and "selective" or "none"
+        ops[i] = modes2[i] == "selective" and i % 8 == 1 and {OPS[1]} or {}
+      end
+      local st = {layer_recompute = modes2, layer_selective_ops = ops}
+      for k, v in pairs(c[4]) do st[k] = v end
+      local cols = core.one_more_full(model, device, c[3], st)
+      assert.is_nil(cols.first)
+      assert.is_nil(cols.result)
+      local peaks = {}
+      for n = 1, #cols.layer do peaks[n] = cols.peak_memory_bytes[n] end
+      table.sort(peaks)
+      -- budgets: above every variant, between two, below every one
+      for _, budget in ipairs{math.huge, peaks[math.max(1, #peaks // 2)], peaks[1] / 2} do
+        local got = core.one_more_full(model, device, c[3], st, nil, budget)
+        local want = oracle_first(got, budget)
+        assert.equal(want, got.first)
+        if want then
+          local i = got.layer[want]
+          local m2, o2 = {}, {}
+          for j = 1, L do m2[j], o2[j] = modes2[j], ops[j] end
+          m2[i], o2[i] = "full", {}
+          local a = {}
+          for k, v in pairs(st) do a[k] = v end
+          a.layer_recompute, a.layer_selective_ops = m2, o2
+          local r = assert(core.run(model, device, c[3], a))
+          local b = got.result
+          assert.equal(r.step_time_s, b.step_time_s)
+          assert.equal(r.peak_memory_bytes, b.peak_memory_bytes)
+          assert.same(r.time_parts_s, b.time_parts_s)
+          assert.same(r.strategy, b.strategy)
+          assert.same(r.stages, b.stages)
+        else
+          assert.is_nil(got.result)
+        end
+      end
+    end)
+  end
 end)
 
 -- A plan reads each stage's peak and recompute time (ndplan.plan.from_estimate) through
