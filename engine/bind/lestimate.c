@@ -759,41 +759,6 @@ static int e_estimate (lua_State *L) {
 }
 
 /*
-** one_more_full(model, device, job, strategy [, costs [, budget]]) -> {layer = {...},
-** step_time_s = {...}, peak_memory_bytes = {...}, first =, result =}: a per-layer strategy
-** (layer_recompute given) priced again with each layer that is not fully recomputed turned
-** full (its own selective switches cleared), one entry per variant the estimator prices, in
-** layer order (layers 1-based), as columns (a table per variant cost more than reading
-** them). The recompute potentials' step (ndplan.plan) in one call instead of one
-** nd.estimate each; a variant of a layer counted alike with one already priced
-** (counted_alike) takes its figures. With a budget (bytes): first, the entry that comes
-** first among those within it (not over it) by step time, then peak (NaN last), then layer,
-** and result, that variant's result as run gives it (the step's plan reads it: not priced
-** twice); both absent when none is within it or a step time is not finite. The first is
-** always one the estimator priced: a layer counted alike ties with the earlier one.
-*/
-#define PRICE_CACHE_MT "ndplan.price_cache"
-/* A layer-kind price cache (nd_price_cache) owned by the GC, so a raise frees it. */
-static int price_cache_gc (lua_State *L) {
-  nd_price_cache **box = (nd_price_cache **)luaL_checkudata(L, 1, PRICE_CACHE_MT);
-  nd_price_cache_free(*box);
-  *box = NULL;
-  return 0;
-}
-
-static nd_price_cache *new_price_cache (lua_State *L, int entries) {
-  nd_price_cache **box = (nd_price_cache **)lua_newuserdatauv(L, sizeof *box, 0);
-  *box = NULL;
-  if (luaL_newmetatable(L, PRICE_CACHE_MT)) {
-    lua_pushcfunction(L, price_cache_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  if (!(*box = nd_price_cache_new(entries))) luaL_error(L, "not enough memory");
-  return *box;
-}
-
-/*
 ** Each layer's stage in the resolved layout of st (-1: placed in none, or st refused),
 ** into stage_of[0..layers).
 */
@@ -839,38 +804,101 @@ static int comes_first (double t, double peak, double bt, double bpeak) {
   return bpeak != bpeak || peak < bpeak;
 }
 
+/* one_more_full's scratch beside the run scratch (whose estimate, strategy and price cache
+   it prices with): the best variant's estimate and the two variants' strategies. Allocating
+   them per call (150 KB) fed the collector at every step of the potentials. */
+typedef struct batch_scratch {
+  nd_estimate best_e;
+  strategy_box v, best_v;
+  int stage_of[ND_MAX_LAYERS + 1], rep[ND_MAX_LAYERS + 1];  /* each layer's stage; the
+                                                               layers priced, in order */
+  double rep_t[ND_MAX_LAYERS + 1], rep_m[ND_MAX_LAYERS + 1];  /* and their figures */
+  int busy;
+} batch_scratch;
+
+static char batch_id;  /* the registry's key of the state's batch_scratch */
+
+static int batch_scratch_close (lua_State *L) {
+  ((batch_scratch *)lua_touserdata(L, 1))->busy = 0;
+  return 0;
+}
+
+/* The state's batch scratch for one call (a to-be-closed slot pushed on top), or, while a
+   call holds it, one of the call's own. */
+static batch_scratch *use_batch_scratch (lua_State *L) {
+  batch_scratch *b;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &batch_id) != LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    b = (batch_scratch *)lua_newuserdatauv(L, sizeof *b, 0);
+    b->busy = 0;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, batch_scratch_close);
+    lua_setfield(L, -2, "__close");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_id);
+  }
+  b = (batch_scratch *)lua_touserdata(L, -1);
+  if (b->busy) {
+    lua_pop(L, 1);
+    b = (batch_scratch *)lua_newuserdatauv(L, sizeof *b, 0);
+    b->busy = 1;
+    return b;
+  }
+  b->busy = 1;
+  lua_toclose(L, -1);
+  return b;
+}
+
+/*
+** one_more_full(model, device, job, strategy [, costs [, budget]]) -> {layer = {...},
+** step_time_s = {...}, peak_memory_bytes = {...}, first =, result =}: a per-layer strategy
+** (layer_recompute given) priced again with each layer that is not fully recomputed turned
+** full (its own selective switches cleared), one entry per variant the estimator prices, in
+** layer order (layers 1-based), as columns (a table per variant cost more than reading
+** them). The recompute potentials' step (ndplan.plan) in one call instead of one
+** nd.estimate each; a variant of a layer counted alike with one already priced
+** (counted_alike) takes its figures. With a budget (bytes): first, the entry that comes
+** first among those within it (not over it) by step time, then peak (NaN last), then layer,
+** and result, that variant's result as run gives it (the step's plan reads it: not priced
+** twice); both absent when none is within it or a step time is not finite. The first is
+** always one the estimator priced: a layer counted alike ties with the earlier one.
+*/
 static int e_one_more_full (lua_State *L) {
   call_args a;
+  run_scratch *s;
+  batch_scratch *b;
   nd_estimate *e, *best_e;
   strategy_box *v, *best_v;
   nd_price_cache *pc;
   char err[256];
   int i, n = 0, layers, nrep = 0, first, last, best = 0, unsure = 0;
-  int *stage_of, *rep;   /* each layer's stage; the layers priced, in order */
-  double *rep_t, *rep_m;  /* and their figures */
+  int *stage_of, *rep;
+  double *rep_t, *rep_m;
   double budget = 0, best_t = 0, best_peak = 0;
   int with_budget = !lua_isnoneornil(L, 6);
   if (with_budget) budget = luaL_checknumber(L, 6);
   lua_settop(L, 5);
-  read_call(L, 5, &a);
+  s = use_scratch(L);  /* at 6 */
+  read_call_into(L, 5, &a, &s->st, 0, 6);
   if (!a.st->layers) return luaL_argerror(L, 4, "expected a per-layer strategy (layer_recompute)");
-  e = (nd_estimate *)lua_newuserdatauv(L, sizeof *e, 0);
-  best_e = (nd_estimate *)lua_newuserdatauv(L, sizeof *best_e, 0);
-  v = (strategy_box *)lua_newuserdatauv(L, sizeof *v, 0);
-  best_v = (strategy_box *)lua_newuserdatauv(L, sizeof *best_v, 0);
+  b = use_batch_scratch(L);  /* at 7 */
+  e = &s->e;
+  best_e = &b->best_e;
+  v = &b->v;
+  best_v = &b->best_v;
   v->layers = *a.st->layers;  /* a variant changes one layer of its own copy of the plan */
   /* the variants differ in recompute modes alone, which no layer-kind price reads: priced
-     once (the cache's entries point at this call's job and costs, so it lives for it) */
-  pc = new_price_cache(L, 8);
+     once, in the run scratch's cache (bound to its copies of the job and costs) */
+  pc = scratch_cache(L, s, &a);
   lua_getfield(L, 4, "layer_recompute");  /* the layers the strategy states */
   layers = (int)luaL_len(L, -1);
   lua_pop(L, 1);
   if (layers > ND_MAX_LAYERS) layers = ND_MAX_LAYERS;
-  stage_of = (int *)lua_newuserdatauv(L, 2 * (size_t)(layers + 1) * sizeof *stage_of
-                                         + 2 * (size_t)(layers + 1) * sizeof *rep_t, 0);
-  rep = stage_of + layers + 1;
-  rep_t = (double *)(rep + layers + 1);
-  rep_m = rep_t + layers + 1;
+  stage_of = b->stage_of;
+  rep = b->rep;
+  rep_t = b->rep_t;
+  rep_m = b->rep_m;
   stages_of_layers(&a, layers, stage_of);
   nd_strategy_bf16_layers(a.st, (int)a.m->num_layers, &first, &last);
   lua_createtable(L, 0, 3);       /* the result, then its columns above it: */
@@ -893,8 +921,8 @@ static int e_one_more_full (lua_State *L) {
       v->st.layers = &v->layers;
       v->layers.recompute[i] = ND_RECOMPUTE_FULL;
       v->layers.ops[i] = 0;
-      priced = nd_estimate_run_cached(a.m, a.dev, &a.job, &v->st, &a.costs, pc, e, err,
-                                      sizeof err) == 0;
+      priced = nd_estimate_run_cached(a.m, a.dev, pc ? &s->job : &a.job, &v->st,
+                                      pc ? &s->costs : &a.costs, pc, e, err, sizeof err) == 0;
       v->layers.recompute[i] = a.st->layers->recompute[i];  /* the plan as given again */
       v->layers.ops[i] = a.st->layers->ops[i];
       rep[nrep] = i;
