@@ -19,6 +19,7 @@ static const luaL_Reg bindings[] = {
   {"ndplan.c.files", luaopen_ndplan_files},
   {"ndplan.c.search", luaopen_ndplan_search},
   {"ndplan.c.svg", luaopen_ndplan_svg},
+  {"ndplan.c.chart", luaopen_ndplan_chart},
   {NULL, NULL}
 };
 

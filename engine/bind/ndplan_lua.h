@@ -22,6 +22,7 @@ int luaopen_ndplan_files(lua_State *L);    /* lfiles.c: mkdir, kinds, reads, tem
 void nd_files_cleanup(void);  /* lfiles.c: removes the registered temporaries (signal-safe) */
 int luaopen_ndplan_search(lua_State *L);   /* lsearch.c: the strategy space, priced on threads */
 int luaopen_ndplan_svg(lua_State *L);      /* lsvg.c: the text of chart elements */
+int luaopen_ndplan_chart(lua_State *L);    /* lchart.c: the charts' per-point work */
 
 /* ljson.c: Lua's order of two strings (lvm.c's l_strcmp: strcoll, piece by piece across
    embedded zeros), < 0, 0 or > 0 as a < b, a == b or a > b */

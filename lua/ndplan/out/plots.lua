@@ -7,6 +7,7 @@
 --   pipeline(result)              the schedule's timeline (ndplan.plots_pipeline)
 local svg = require "ndplan.out.svg"
 local base = require "ndplan.out.plots_base"
+local chart = require "ndplan.c.chart"
 
 local M = {}
 local P = base.PALETTE
@@ -177,53 +178,13 @@ local function columns_of(points)
   return t, m, f, label, ranked, #points
 end
 
--- The front of the points idx[1 .. n] (indices into the columns; their figures finite
--- numbers: pareto_front's, below): sorted by (memory, step time, input order), a point is
--- on the front when it is faster than every point before it: of the points sharing a
--- memory figure only the first can be, so one per distinct figure is kept, and those
--- figures sort as plain numbers. -> the front's indices, by ascending memory.
-local function front_of(idx, n, t, m, f)
-  local first, mems, k = {}, {}, 0
-  for j = 1, n do
-    local i = idx[j]
-    if f[i] then
-      local mi = m[i]
-      local fi = first[mi]
-      if not fi then
-        k = k + 1
-        mems[k] = mi
-        first[mi] = i
-      elseif t[i] < t[fi] then
-        first[mi] = i  -- ties in step time keep the earlier point
-      end
-    end
-  end
-  table.sort(mems)
-  local front, best = {}, math.huge
-  for _, mi in ipairs(mems) do
-    local i = first[mi]
-    if t[i] < best then
-      front[#front + 1] = i
-      best = t[i]
-    end
-  end
-  return front
-end
-
 -- pareto_front(points) -> the fitting points no other fitting point beats on both step time
--- and memory, by ascending memory (so descending step time); points: a list of records
+-- and memory, by ascending memory (so descending step time); points: a list of records.
+-- The rule is ndplan.c.chart's (front).
 function M.pareto_front(points)
   local t, m, f, _, _, count = columns_of(points)
-  local idx, n = {}, 0
-  for i = 1, count do
-    local ti, mi = t[i], m[i]
-    if f[i] and type(ti) == "number" and ti - ti == 0 and type(mi) == "number" and mi - mi == 0 then
-      n = n + 1
-      idx[n] = i
-    end
-  end
   local out = {}
-  for j, i in ipairs(front_of(idx, n, t, m, f)) do out[j] = points[i] end
+  for j, i in ipairs(chart.front(t, m, f, count)) do out[j] = points[i] end
   return out
 end
 
@@ -240,71 +201,13 @@ function M.candidates(points, budget_bytes, opts)
   opts = opts or {}
   local cap = opts.max_points or M.MAX_POINTS
   local t, m, f, label, ranked, count = columns_of(points)
-  -- one pass over the points (a search hands thousands): the drawable ones, the counts and
-  -- the span of the fitting ones (base.finite inlined: a number whose x - x is 0)
-  local valid, nvalid, fits, counted, fit_count = {}, 0, 0, 0, 0
-  local t_lo, t_hi, m_hi = math.huge, 0, budget_bytes or 0
-  for i = 1, count do
-    local ti, mi = t[i], m[i]
-    if type(ti) == "number" and ti - ti == 0 and type(mi) == "number" and mi - mi == 0 and ti > 0 then
-      nvalid = nvalid + 1
-      valid[nvalid] = i
-      local fit = f[i]
-      if fit then
-        fits = fits + 1
-        if ti < t_lo then t_lo = ti end
-        if ti > t_hi then t_hi = ti end
-        if mi > m_hi then m_hi = mi end
-      end
-      if not ranked[i] then  -- a ranked result is also a priced candidate: counted once
-        counted = counted + 1
-        if fit then fit_count = fit_count + 1 end
-      end
-    end
-  end
-  -- the window: the fitting plans (and a margin of what misses around them), so that they
-  -- span the chart whatever the worst candidate priced; the rest is counted, not drawn
-  local outside = 0
-  if fits > 0 then
-    t_hi, m_hi = math.max(t_hi * 1.5, t_lo * 1.1), m_hi * 1.15
-    local kept, n = {}, 0
-    for j = 1, nvalid do
-      local i = valid[j]
-      if t[i] <= t_hi and m[i] <= m_hi then n = n + 1; kept[n] = i
-      elseif not ranked[i] then outside = outside + 1 end
-    end
-    valid, nvalid = kept, n
-  end
-  local front = front_of(valid, nvalid, t, m, f)  -- (valid: finite figures)
-  local on_front = {}
-  for _, i in ipairs(front) do on_front[i] = true end
-  local shown, nshown, stride = valid, nvalid, 1
-  if nvalid > cap then
-    local others = nvalid - #front
-    stride = math.ceil(others / math.max(1, cap - #front))
-    shown, nshown = {}, 0
-    local k = 0
-    for j = 1, nvalid do
-      local i = valid[j]
-      if on_front[i] then nshown = nshown + 1; shown[nshown] = i
-      else
-        if k % stride == 0 then nshown = nshown + 1; shown[nshown] = i end
-        k = k + 1
-      end
-    end
-  end
+  -- which points are drawn, counted and on the front: per point, so in C (ndplan.c.chart)
+  local sel = chart.candidates(t, m, f, ranked, count, budget_bytes, cap)
+  local front = sel.front
 
   local W, H = 760, 480
   local box = {left = 80, top = 66, right = W - 24, bottom = H - 96}
-  local tmin, tmax, mmax = math.huge, 0, budget_bytes or 0
-  for j = 1, nvalid do
-    local i = valid[j]
-    local ti, mi = t[i], m[i]
-    if ti < tmin then tmin = ti end
-    if ti > tmax then tmax = ti end
-    if mi > mmax then mmax = mi end
-  end
-  if nvalid == 0 then tmin, tmax = 1, 10 end
+  local tmin, tmax, mmax = sel.tmin, sel.tmax, sel.mmax
   local xticks = base.ticks(0, math.max(mmax / GiB, 1e-3) * 1.02)
   local x = base.scale(0, xticks[#xticks], box.left, box.right)
   local log = tmax / tmin > 20
@@ -317,76 +220,48 @@ function M.candidates(points, budget_bytes, opts)
     yticks = base.ticks(0, tmax * factor * 1.02)
     y = base.scale(0, yticks[#yticks], box.bottom, box.top)
   end
-  local floor = math.floor
-  local function px2(i)  -- point i's half pixel, doubled (two integers)
-    return floor(x(m[i] / GiB) * 2 + 0.5), floor(y(t[i] * factor) * 2 + 0.5)
-  end
-  local function px(i)  -- point i's half pixel
-    local cx2, cy2 = px2(i)
-    return cx2 / 2, cy2 / 2
-  end
+  local place = {xs = m, xdiv = GiB, x = x, ys = t, yfactor = factor, y = y}
 
   local title = "Candidates: step time against peak memory"
-  local caption = string.format("%d candidates, %d fit the budget", counted, fit_count)
-  if outside > 0 then
+  local caption = string.format("%d candidates, %d fit the budget", sel.counted, sel.fit_count)
+  if sel.outside > 0 then
     caption = caption .. string.format("; %d far slower or heavier than every fitting plan not drawn",
-                                       outside)
+                                       sel.outside)
   end
-  if nshown < nvalid then
+  if sel.shown < sel.drawn then
     caption = caption .. string.format("; showing %d (1 in %d of the rest, the Pareto front in full)",
-                                       nshown, stride)
+                                       sel.shown, sel.stride)
   end
   local doc = svg.doc(W, H, title, caption)
   base.heading(doc, title, caption)
   base.y_axis(doc, box, yticks, y, string.format("step time (%s%s)", unit, log and ", log scale" or ""))
   base.x_axis(doc, box, xticks, x, "peak memory per device (GiB)")
 
-  -- both groups' dots in one pass over what is shown (misses drawn first, then fits); a
-  -- dot is its doubled half pixel, two integers, seen once per group under one key while
-  -- they stay below 2^20 (every dot in the window does: the axes span it)
-  local dots = {[false] = {}, [true] = {}}
-  local seen = {[false] = {}, [true] = {}}  -- seen[fits][key]
-  local ROW = 1048576
-  for j = 1, nshown do
-    local i = shown[j]
-    if not on_front[i] then
-      local fit = f[i] and true or false
-      local cx2, cy2 = px2(i)
-      local key = (cx2 >= 0 and cx2 < ROW and cy2 >= 0 and cy2 < ROW) and cx2 * ROW + cy2
-                  or (cx2 .. "," .. cy2)
-      local group = seen[fit]
-      if not group[key] then
-        group[key] = true
-        local list = dots[fit]
-        list[#list + 1] = cx2 / 2
-        list[#list + 1] = cy2 / 2
-      end
-    end
-  end
-  for _, group in ipairs({{false, P.misses, "misses"}, {true, P.fits, "fits"}}) do
+  -- the dots off the front, each half pixel once per group: misses drawn first, then fits
+  local misses, hits = chart.dots(place, sel.dots, f)
+  for _, group in ipairs({{misses, P.misses, "misses"}, {hits, P.fits, "fits"}}) do
     doc:open("g", {class = group[3], fill = group[2]})
-    local list = dots[group[1]]
-    doc:circles(list, 2.5)
+    doc:circles(group[1], 2.5)
     doc:close()
   end
 
   if #front > 0 then
+    local xy = chart.half_pixels(place, front)  -- front[k] at xy[2k - 1], xy[2k]
     local stairs = {}
-    for k, i in ipairs(front) do
-      local cx, cy = px(i)
+    for k = 1, #front do
+      local cx, cy = xy[2 * k - 1], xy[2 * k]
       if k > 1 then stairs[#stairs + 1] = {cx, stairs[#stairs][2]} end
       stairs[#stairs + 1] = {cx, cy}
     end
     doc:open("g", {class = "front"})
     doc:add("polyline", {points = svg.points(stairs), fill = "none", stroke = P.front, ["stroke-width"] = 2})
-    for _, i in ipairs(front) do
-      local cx, cy = px(i)
-      doc:open("circle", {cx = cx, cy = cy, r = 4, fill = P.front})
+    for k, i in ipairs(front) do
+      doc:open("circle", {cx = xy[2 * k - 1], cy = xy[2 * k], r = 4, fill = P.front})
       doc:add("title", {}, string.format("%s: %s, %s", label[i] or "?", base.seconds(t[i]), gib(m[i])))
       doc:close()
     end
     local best = front[#front]
-    local bx, by = px(best)
+    local bx, by = xy[2 * #front - 1], xy[2 * #front]
     doc:text(math.min(bx + 8, box.right - 4), by + 16, "fastest: " .. (label[best] or base.seconds(t[best])),
              {["text-anchor"] = bx + 8 > box.right - 200 and "end" or "start", fill = P.front, ["font-size"] = 11})
     doc:close()

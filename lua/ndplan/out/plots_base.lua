@@ -1,6 +1,7 @@
 -- What every ndplan chart shares: the palette, axis ticks, axes with labels, legends and
 -- short number formats. The charts themselves are in ndplan.plots and ndplan.plots_pipeline.
 local svg = require "ndplan.out.svg"
+local chart = require "ndplan.c.chart"
 
 local M = {}
 
@@ -124,19 +125,11 @@ function M.log_ticks(lo, hi)
   end
 end
 
--- A linear scale: maps [d0, d1] onto [r0, r1].
-function M.scale(d0, d1, r0, r1)
-  local span = d1 - d0
-  if span == 0 then span = 1 end
-  return function(v) return r0 + (v - d0) / span * (r1 - r0) end
-end
-
--- A log10 scale over [d0, d1] (both > 0).
-function M.log_scale(d0, d1, r0, r1)
-  local l0, l1 = math.log(d0, 10), math.log(d1, 10)
-  if l1 == l0 then l1 = l0 + 1 end
-  return function(v) return r0 + (math.log(v, 10) - l0) / (l1 - l0) * (r1 - r0) end
-end
+-- scale(d0, d1, r0, r1) -> a linear map of [d0, d1] onto [r0, r1]; log_scale: the same
+-- over log10 (d0, d1 above 0). In C (ndplan.c.chart), where the candidates chart places
+-- its thousands of dots with them.
+M.scale = chart.scale
+M.log_scale = chart.log_scale
 
 -- The chart's heading (top left) and an optional note under it.
 function M.heading(doc, title, note)
