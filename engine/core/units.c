@@ -300,8 +300,8 @@ double nd_round_g (double x, int precision) {
    exact comparison would not fit in 128 bits. Scaled by 10^s 2^(1-q), the distance between
    the decimal and v is compared with half the gap to v's neighbours: 10^s, half that below
    2^52 x 2^q (the gap below a power of two is half the one above). No tie can occur: v is
-   not an integer (q < 0), so a midpoint (2m+1) 2^(q-1) is an odd multiple of 5^(1-q) / 10^
-   (1-q), of 18 or more significant digits. */
+   not an integer (q < 0), so a midpoint (2m+1) 2^(q-1) = (2m+1) 5^(1-q) / 10^(1-q) has the
+   digits of an odd multiple of 25 above 2^53: 18 or more. */
 static int reads_back (binary_value v, unsigned long long n, int s) {
   int k = -v.q;
   u128 a, b, ten;
