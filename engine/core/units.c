@@ -122,7 +122,7 @@ static int exact_digits (binary_value v, int p, unsigned long long *n, int *e) {
   int tries, e10 = ((v.q + 52) * 78913) >> 18;  /* floor(log10 2^(q+52)): e or e - 1 */
   for (tries = 0; tries < 2; tries++, e10++) {
     int s = p - 1 - e10;
-    u128 f, rem, half_or_more, unit = pow10_u64[p];
+    u128 f, rem, half, unit = pow10_u64[p];
     int up;
     if (s >= 0) {
       u128 P;
@@ -137,8 +137,8 @@ static int exact_digits (binary_value v, int p, unsigned long long *n, int *e) {
         if (k > 127) return 0;
         f = P >> k;
         rem = P - (f << k);
-        half_or_more = (u128)1 << (k - 1);
-        up = rem > half_or_more || (rem == half_or_more && (f & 1));
+        half = (u128)1 << (k - 1);
+        up = rem > half || (rem == half && (f & 1));
       }
     } else {
       int t = -s, k = v.q < 0 ? -v.q : 0;
@@ -260,18 +260,16 @@ static int g_text (char *buf, unsigned long long n, int p, int e, int negative) 
 int nd_format_g (char *buf, size_t size, double x, int precision) {
   double a = fabs(x);
   if (precision >= 1 && precision <= 17 && size >= 24 && a >= 1e-300 && a <= 1e300) {
-    unsigned long long n;
+    unsigned long n9;
     int e;
 #ifdef __SIZEOF_INT128__
     binary_value v;
+    unsigned long long n;
     if (binary_of(a, &v) && exact_digits(v, precision, &n, &e))
       return g_text(buf, n, precision, e, signbit(x));
 #endif
-    if (precision <= 9) {
-      unsigned long n9;
-      if (g_digits(a, precision, &n9, &e)) return g_text(buf, n9, precision, e, signbit(x));
-    }
-    (void)n;
+    if (precision <= 9 && g_digits(a, precision, &n9, &e))
+      return g_text(buf, n9, precision, e, signbit(x));
   }
   return snprintf(buf, size, "%.*g", precision, x);
 }

@@ -265,13 +265,13 @@ local function batch_call(args, pinned)
   return call
 end
 -- with_plan(call, fn, stage_layers, per_layer, ops) -> fn(model, device, job, strategy,
--- costs) called with the call's objects, its strategy holding that per-layer plan for the
--- call only; pcall's results.
-local function with_plan(call, fn, stage_layers, per_layer, ops)
+-- costs, ...) called with the call's objects, its strategy holding that per-layer plan for
+-- the call only; pcall's results.
+local function with_plan(call, fn, stage_layers, per_layer, ops, ...)
   local st = call.strategy
   st.layer_recompute, st.layer_selective_ops = per_layer, ops
   if stage_layers ~= nil then st.stage_layers = stage_layers end
-  local ok, a, b = pcall(fn, call.model, call.device, call.job, st, call.costs)
+  local ok, a, b = pcall(fn, call.model, call.device, call.job, st, call.costs, ...)
   st.layer_recompute, st.layer_selective_ops = nil, nil  -- (no plan kept past the call)
   if stage_layers ~= nil then st.stage_layers = nil end
   return ok, a, b
@@ -281,9 +281,8 @@ end
 local function one_more_full_batch(args, plan)
   local call = batch_call(args, plan.stage_layers ~= nil)
   if not call then return nil end
-  local batch = require("ndplan.c.estimate").one_more_full
-  local ok, cols = with_plan(call, function(m, d, j, st, c) return batch(m, d, j, st, c, call.budget) end,
-                             plan.stage_layers, plan.layer_recompute, plan.layer_selective_ops)
+  local ok, cols = with_plan(call, require("ndplan.c.estimate").one_more_full, plan.stage_layers,
+                             plan.layer_recompute, plan.layer_selective_ops, call.budget)
   if not ok then return nil end
   return cols.layer, cols.step_time_s, cols.peak_memory_bytes, call.budget, call, cols.first,
          cols.result
@@ -345,13 +344,13 @@ local function next_potential(args, model, current, kept, full)
     return recompute.keep_potential(current, kept, {as_plan(result_of(i), model, full, current)})
   end
   -- keep_potential's order: score, memory (MiB; NaN last), then layer order. The first in
-  -- that order nearly always qualifies: found in one pass, the rest sorted only when it
-  -- does not. mems[i]: variant i's MiB in that order, nil when it does not fit (within
-  -- budget). (The columns are numbers: x - x is 0 for a finite one.)
-  -- (MiB and bytes order alike: the memory is compared in bytes, NaN as huge)
-  local huge, first, fs, fm = math.huge, nil, nil, nil
+  -- that order nearly always qualifies: the batch names it (batch_first), else it is found
+  -- in one pass; the rest are sorted only when it does not. (The columns are numbers:
+  -- x - x is 0 for a finite one; MiB and bytes order alike, so bytes are compared, NaN as
+  -- huge.)
+  local huge, first, fs, fm = math.huge, batch_first, nil, nil
   local cap = budget or huge
-  for i = 1, #layer do
+  for i = 1, batch_first and 0 or #layer do
     local peak = peaks[i]
     if not (peak > cap) then
       local score = steps[i]
