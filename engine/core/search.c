@@ -1191,8 +1191,11 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->scratch = p->base;
   w->chunk = p->chunk > 0 ? p->chunk : 512;  /* candidates walked, checked by a worker */
   w->threads = p->jobs > 1 ? p->jobs - 1 : 0;  /* workers; this thread is the last one */
-  w->nslots = w->threads > 0 ? 4 * p->jobs : 1;   /* several chunks per thread */
-  if (w->nslots > CUT_LAG) w->nslots = CUT_LAG;
+  /* as many chunks in flight as the cuts allow: a chunk that costs many times the mean
+     (a node's per-layer plans) keeps the walk from filling while it prices it, and the
+     other threads price what it filled before (8 in flight at -j 2 left a worker idle
+     about 5% of DeepSeek-V3's search on 2,048 devices, 16 about 1.5%) */
+  w->nslots = w->threads > 0 ? CUT_LAG : 1;
   w->time_cut = w->over_cut = HUGE_VAL;
   if (!p->exhaustive) new_bound_caches(w);  /* before any thread's bounds */
   if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */

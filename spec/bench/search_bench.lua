@@ -5,8 +5,12 @@
 -- fit, the cost per tested and per priced candidate, and
 -- the target. With an argument "exhaustive" each case also runs once with every bound off
 -- (the walk as it was before pruning), for the before -> after figures. `make bench`.
+-- Beside each -j 2 figure it prints what this machine gives two threads at most: two
+-- processes running the same -j 1 search at once (the script again, as "alone N"), whose
+-- slowdown against one alone no pool can beat -- shared caches and a shared host cost it.
 local repeats = 3
 local with_exhaustive = arg and arg[1] == "exhaustive"
+local alone_case = arg and arg[1] == "alone" and tonumber(arg[2])
 
 local DS = {model = "deepseek-v3", device = "h800", global_batch = 4096, seq_len = 4096}
 local L405 = {model = "llama3.1-405b", device = "h100", global_batch = 2048, seq_len = 8192}
@@ -43,6 +47,18 @@ local function run(c, exhaustive, n)
   return best, info
 end
 
+-- Two copies of case k's -j 1 search, run at once as child processes: each one's best of
+-- the first `repeats` of repeats + 1 runs (its last run keeps the other one company).
+local function side_by_side(k)
+  local exe, script = arg[-1], arg[0]
+  if not exe or not script then return nil end
+  local cmd = string.format("%q %q alone %d", exe, script, k)
+  local a, b = io.popen(cmd), io.popen(cmd)
+  local ta, tb = tonumber(a:read("l")), tonumber(b:read("l"))
+  a:close() b:close()
+  return ta, tb
+end
+
 local function line(c, tag, t, i)
   local rec = type(c[3]) == "table" and table.concat(c[3], ",") or c[3]
   if c[6] then rec = rec .. (c[6].precision and "+recipes" or "") .. (c[6].dp_shard and "+hsdp" or "") end
@@ -56,16 +72,30 @@ local function line(c, tag, t, i)
                       c[5] and string.format("  (target <= %.3g s)", c[5]) or ""))
 end
 
-local one_thread = {}  -- label .. recompute -> the -j 1 time, for the -j 2 speed-up
-for _, c in ipairs(cases) do
+if alone_case then  -- a child of side_by_side: its best time, one line
+  local c, best = cases[alone_case], nil
+  for n = 1, repeats + 1 do
+    local t = run(c, false, 1)
+    if n <= repeats and (not best or t < best) then best = t end
+  end
+  print(string.format("%.6f", best))
+  return
+end
+
+local one_thread = {}  -- label .. recompute -> the -j 1 time and case, for the -j 2 speed-up
+for k, c in ipairs(cases) do
   local t, i = run(c, false, repeats)
   line(c, "pruned", t, i)
   local key = c[1] .. (type(c[3]) == "table" and table.concat(c[3], ",") or c[3])
               .. (c[6] and "+" or "")
-  if c[4] == 1 then one_thread[key] = t
+  if c[4] == 1 then one_thread[key] = {t, k}
   elseif one_thread[key] then
-    print(string.format("search  %-37s -j %d is %.2fx -j 1 (floor 1.8x)", c[1], c[4],
-                        one_thread[key] / t))
+    local t1 = one_thread[key][1]
+    local ta, tb = side_by_side(one_thread[key][2])
+    print(string.format("search  %-37s -j %d is %.2fx -j 1 (floor 1.8x)%s", c[1], c[4], t1 / t,
+                        ta and tb and string.format("; two -j 1 searches at once take %.3f s "
+                          .. "and %.3f s: this machine runs two at %.2fx one", ta, tb,
+                          2 * t1 / math.max(ta, tb)) or ""))
   end
   if with_exhaustive then
     local te, ie = run(c, true, 1)
