@@ -29,8 +29,9 @@
 
 /* The layer prices the lower bounds keep, in all: one cache per recipe walked (each its own
    prices), which the -j threads walking sub-trees share; search_bound.c says what they buy.
-   8 MiB hold DeepSeek-V3's groups on 2,048 devices across the recompute passes: 1,706 ->
-   1,268 M instructions for its search at -j 1, the process's peak 7.4 -> 15.6 MB. Each
+   8 MiB hold DeepSeek-V3's groups on 2,048 devices across the recompute passes (5.6 MB of
+   them used): 1,706 -> 1,268 M instructions for its search at -j 1 against 1 MiB, the
+   process's peak 7.4 -> 12.2 MB (15.6 MB while the prices were doubles). Each
    starts at BOUND_CACHE_FIRST_BYTES and grows as its groups fill it, so a search with few
    groups (a dense model's few hundred) keeps little. */
 #define BOUND_CACHE_BYTES ((size_t)1 << 23)

@@ -51,12 +51,14 @@
 ** strategy; the search's equality spec (pruned against exhaustive walks) holds the rest.
 */
 #define _DEFAULT_SOURCE  /* mmap's MAP_ANONYMOUS */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "ndplan/units.h"
 #include "search_bound.h"
 
 #define BOUND_KINDS ND_MAX_LAYER_KINDS  /* distinct kinds (nd_layer_kind_equal) */
@@ -71,37 +73,59 @@
    its room is used, up to cache_bytes. Its arrays are mapped at their most (zero pages the
    system gives only when first written) and used from their start, so a search holds about
    the memory its groups need; realloc would have copied them once the allocator had reused
-   a search's freed cache for its heap (a bench process of eleven searches: 21 -> 25 MB). */
+   a search's freed cache for its heap (a bench process of eleven searches: 21 -> 25 MB).
+   A set's head (tags, LRU) is one line and a group's key and prices one block of floats:
+   a hit reads the head, then the block (about 3 lines), where keys beside doubles read
+   about 9; DeepSeek-V3's 32,768 ways take 5.6 MB, not 9.2 (the search's data reads past a
+   2 MiB cache, cachegrind at -j 1: 429 k -> 264 k). */
 #define GROUP_WAYS 8
 #define MAX_GROUPS 32768
 /* The estimate's own price cache of a bound (price_group): a group is priced once, so it
    keeps a few entries only, for what the estimate checks once per cache (the costs). */
 #define CACHE_KINDS_GROUPS 8
 
-/* One layer kind's prices in a group (by mode; a plan's, ND_RECOMPUTE_COUNT: the least). */
+/*
+** One layer kind's prices in a group (by mode; a plan's, ND_RECOMPUTE_COUNT: the least), as
+** floats rounded the way that lowers a bound: down for what the bounds add, up for the
+** attention core (it hides CP traffic: cp_exposed falls as it grows). Each bound grows with
+** what it adds and falls with the core, so a bound from these is at most the bound from the
+** exact prices, which is under the estimate; a candidate within a float's rounding
+** (6e-8) of a cut may be priced where it was pruned, no more. Half the bytes of doubles:
+** the groups a large MoE search keeps are most of its memory, and every lookup reads one.
+*/
 typedef struct kind_price {
-  double t[ND_RECOMPUTE_COUNT];        /* per micro-batch, by mode */
-  double act[ND_RECOMPUTE_COUNT];      /* bytes per micro-batch, by mode */
-  double pd, pe;                       /* dense and routed-expert parameters per device */
-  double cp, core;                     /* CP traffic (forward and backward), attention core */
+  float t[ND_RECOMPUTE_COUNT];         /* seconds per micro-batch, by mode */
+  float act[ND_RECOMPUTE_COUNT];       /* bytes per micro-batch, by mode */
+  float pd, pe;                        /* dense and routed-expert parameters per device */
+  float cp, core;                      /* CP traffic (forward and backward), attention core */
+  float rate;                          /* the least seconds per micro-batch its recompute
+                                          modes cost per byte they remove (inf: none) */
 } kind_price;
 
 /* A kind's figure (t or act) under mode, the least of the modes for a plan. */
-static double by_mode (const double *v, int mode) {
-  double x = v[0];
+static double by_mode (const float *v, int mode) {
+  float x = v[0];
   int md;
   if (mode < ND_RECOMPUTE_COUNT) return v[mode];
   for (md = 1; md < ND_RECOMPUTE_COUNT; md++) if (v[md] < x) x = v[md];
   return x;
 }
 
-/* A group the cache keeps (its prices in the cache's prices). */
+/* A group the cache keeps: its key, then its nkinds prices (a block of block_bytes). */
 typedef struct kept {
-  int key[6];       /* tp, cp, mbs, ep, etp, sp; key[0] = 0: empty */
+  int key[6];       /* tp, cp, mbs, ep, etp, sp */
   int ok;           /* 0: the estimator refused a layer (no bound) */
   unsigned hash;    /* of key: its set at any number of sets */
-  unsigned long long used;  /* its set's clock at its last use */
 } kept;
+
+/* A set's bookkeeping, one cache line: which ways hold a group (a tag of the group's hash,
+   0: empty), so that a lookup reads the key of a likely match only, and their LRU order. */
+typedef struct set_head {
+  unsigned clock;                      /* the set's uses (wrapping only misorders the LRU) */
+  unsigned used[GROUP_WAYS];           /* each way's clock at its last use (0: empty) */
+  unsigned char tag[GROUP_WAYS];
+  unsigned char spare[64 - 4 - 4 * GROUP_WAYS - GROUP_WAYS];
+} set_head;
 
 /* A group's prices as a bound uses them: its thread's copy of the cache's. */
 typedef struct group {
@@ -116,18 +140,37 @@ typedef struct group {
    before it reads the number of sets, which only grow changes, holding every lock. */
 #define LOCK_STRIPES 64
 
+/* A lock alone on its cache line: two threads taking neighbouring stripes do not share one. */
+typedef union stripe {
+  pthread_mutex_t mu;
+  char line[64 > sizeof(pthread_mutex_t) ? 64 : sizeof(pthread_mutex_t)];
+} stripe;
+
 struct nd_bound_cache {
   int nkinds;
   int sets, max_sets;              /* of GROUP_WAYS groups (powers of two) */
   int locked;                      /* shared by threads: lookups take their set's lock */
   unsigned lock_mask;
-  unsigned long long *clock;       /* per set: the LRU order of its groups */
   int held[LOCK_STRIPES];          /* groups kept, by lock (each counted under its own) */
-  kept *slot;                      /* sets x GROUP_WAYS */
-  kind_price *prices;              /* sets x GROUP_WAYS x nkinds: slot i's from i x nkinds */
-  size_t clock_bytes, slot_bytes, price_bytes;  /* mapped: for max_sets */
-  pthread_mutex_t lock[LOCK_STRIPES];
+  set_head *head;                  /* per set */
+  unsigned char *blocks;           /* sets x GROUP_WAYS blocks: way i of set si is block
+                                      si x GROUP_WAYS + i */
+  size_t block_bytes;              /* a kept and nkinds kind_price */
+  size_t head_bytes, all_block_bytes;  /* mapped: for max_sets */
+  stripe lock[LOCK_STRIPES];
 };
+
+static kept *block_at (const nd_bound_cache *c, size_t i) {
+  return (kept *)(void *)(c->blocks + i * c->block_bytes);
+}
+
+static kind_price *prices_of (kept *k) { return (kind_price *)(void *)(k + 1); }
+
+/* A way's tag: the hash's high bits (the sets take its low ones), never 0. */
+static unsigned char tag_of (unsigned h) {
+  unsigned char t = (unsigned char)(h >> 24);
+  return t ? t : 1;
+}
 
 /* A candidate's per-stage sums, kept for the next ones: the ZeRO and SP loops are inside
    the walk's layout loop, and ZeRO changes only how the parameters shard. */
@@ -182,11 +225,14 @@ static int kinds_of (const nd_model_spec *m, int total, int *rep) {
   return n;
 }
 
-/* The sets (a power of two, at least one, at most MAX_GROUPS groups) whose prices fit bytes. */
+/* Bytes of one kept group with its prices. */
+static size_t block_size (int nkinds) { return sizeof(kept) + (size_t)nkinds * sizeof(kind_price); }
+
+/* The sets (a power of two, at least one, at most MAX_GROUPS groups) whose groups fit bytes. */
 static int sets_for (size_t bytes, int nkinds) {
   int n = 1;
   while (n * 2 * GROUP_WAYS <= MAX_GROUPS
-         && (size_t)n * 2 * GROUP_WAYS * nkinds * sizeof(kind_price) <= bytes)
+         && (size_t)n * 2 * (GROUP_WAYS * block_size(nkinds) + sizeof(set_head)) <= bytes)
     n *= 2;
   return n;
 }
@@ -209,36 +255,34 @@ nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t first_bytes,
   c->sets = sets_for(first_bytes, nkinds);
   if (c->sets > c->max_sets) c->sets = c->max_sets;
   c->lock_mask = (unsigned)(c->sets < LOCK_STRIPES ? c->sets : LOCK_STRIPES) - 1u;
-  c->clock_bytes = (size_t)c->max_sets * sizeof *c->clock;
-  c->slot_bytes = (size_t)c->max_sets * GROUP_WAYS * sizeof *c->slot;
-  c->price_bytes = (size_t)c->max_sets * GROUP_WAYS * nkinds * sizeof *c->prices;
-  c->clock = (unsigned long long *)zero_pages(c->clock_bytes);
-  c->slot = (kept *)zero_pages(c->slot_bytes);
-  c->prices = (kind_price *)zero_pages(c->price_bytes);
-  if (!c->clock || !c->slot || !c->prices) {
+  c->block_bytes = block_size(nkinds);
+  c->head_bytes = (size_t)c->max_sets * sizeof *c->head;
+  c->all_block_bytes = (size_t)c->max_sets * GROUP_WAYS * c->block_bytes;
+  c->head = (set_head *)zero_pages(c->head_bytes);
+  c->blocks = (unsigned char *)zero_pages(c->all_block_bytes);
+  if (!c->head || !c->blocks) {
     nd_bound_cache_free(c);
     return NULL;
   }
   c->locked = threads > 1;
-  for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_init(&c->lock[i], NULL);
+  for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_init(&c->lock[i].mu, NULL);
   return c;
 }
 
 void nd_bound_cache_free (nd_bound_cache *c) {
   int i;
   if (!c) return;
-  for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_destroy(&c->lock[i]);
-  if (c->clock) munmap(c->clock, c->clock_bytes);
-  if (c->slot) munmap(c->slot, c->slot_bytes);
-  if (c->prices) munmap(c->prices, c->price_bytes);
+  for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_destroy(&c->lock[i].mu);
+  if (c->head) munmap(c->head, c->head_bytes);
+  if (c->blocks) munmap(c->blocks, c->all_block_bytes);
   free(c);
 }
 
 int nd_bound_cache_room (nd_bound_cache *c) {
   int n;
-  if (c->locked) pthread_mutex_lock(&c->lock[0]);
+  if (c->locked) pthread_mutex_lock(&c->lock[0].mu);
   n = c->sets * GROUP_WAYS;
-  if (c->locked) pthread_mutex_unlock(&c->lock[0]);
+  if (c->locked) pthread_mutex_unlock(&c->lock[0].mu);
   return n;
 }
 
@@ -313,19 +357,29 @@ static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
                                    b->rep, le, err, sizeof err) == 0;
   for (k = 0; k < b->nkinds && g->ok; k++) {
     kind_price *kp = &g->k[k];
-    double shown;
+    double shown, t[ND_RECOMPUTE_COUNT], rate = HUGE_VAL;
     /* the forward's TP and EP traffic that shows, as the full mode repeats it */
     shown = le[k].recompute_s[ND_RECOMPUTE_FULL] - le[k].forward_s;
     if (!(shown > 0.0)) shown = 0.0;
     for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
       double rec = le[k].recompute_s[md] > 0.0 ? le[k].recompute_s[md] : 0.0;
-      kp->t[md] = le[k].forward_s + le[k].backward_s + shown + le[k].backward_comm_s + rec;
-      kp->act[md] = le[k].activations[md];
+      t[md] = le[k].forward_s + le[k].backward_s + shown + le[k].backward_comm_s + rec;
+      kp->t[md] = nd_float_down(t[md]);
+      kp->act[md] = nd_float_down(le[k].activations[md]);
     }
-    kp->pe = le[k].params_expert;
-    kp->cp = 3.0 * le[k].cp_comm_s;  /* K,V forward; K,V and their gradients backward */
-    kp->core = le[k].attn_core_s;
-    kp->pd = le[k].params - le[k].params_expert;
+    /* what each byte a mode removes costs it, of the exact prices (for plans' bounds) */
+    for (md = ND_RECOMPUTE_SELECTIVE; md < ND_RECOMPUTE_COUNT; md++) {
+      double saved = le[k].activations[ND_RECOMPUTE_NONE] - le[k].activations[md];
+      double cost = t[md] - t[ND_RECOMPUTE_NONE];
+      if (saved > 0.0 && (cost > 0.0 ? cost : 0.0) / saved < rate)
+        rate = (cost > 0.0 ? cost : 0.0) / saved;
+    }
+    kp->rate = nd_float_down(rate);
+    kp->pe = nd_float_down(le[k].params_expert);
+    /* CP traffic: K,V forward; K,V and their gradients backward */
+    kp->cp = nd_float_down(3.0 * le[k].cp_comm_s);
+    kp->core = nd_float_up(le[k].attn_core_s);
+    kp->pd = nd_float_down(le[k].params - le[k].params_expert);
   }
 }
 
@@ -355,12 +409,12 @@ static unsigned key_hash (const int *key) {
 
 static void lock_all (nd_bound_cache *c) {
   unsigned i;
-  for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_lock(&c->lock[i]);
+  for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_lock(&c->lock[i].mu);
 }
 
 static void unlock_all (nd_bound_cache *c) {
   unsigned i;
-  for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_unlock(&c->lock[i]);
+  for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_unlock(&c->lock[i].mu);
 }
 
 /* Whether at least half the cache's room holds groups (every lock held): below, a full
@@ -376,63 +430,76 @@ static int half_full (const nd_bound_cache *c) {
    i + sets, as their hashes say, so none is lost (each new set holds at most what one old
    one held). The new sets' pages are the mapping's zeros, never used before. */
 static void grow (nd_bound_cache *c) {
-  int n = c->sets, K = c->nkinds, si, i, moved;
+  int n = c->sets, si, i, moved;
   for (si = 0; si < n; si++) {
-    kept *from = c->slot + (size_t)si * GROUP_WAYS, *to = from + (size_t)n * GROUP_WAYS;
-    c->clock[si + n] = c->clock[si];
+    set_head *from = &c->head[si], *to = &c->head[si + n];
+    to->clock = from->clock;
     for (i = moved = 0; i < GROUP_WAYS; i++) {
-      if (from[i].key[0] == 0 || !(from[i].hash & (unsigned)n)) continue;
-      to[moved] = from[i];
-      memcpy(c->prices + (size_t)(to - c->slot + moved) * K,
-             c->prices + (size_t)(from - c->slot + i) * K, (size_t)K * sizeof *c->prices);
+      kept *k = block_at(c, (size_t)si * GROUP_WAYS + i);
+      if (from->tag[i] == 0 || !(k->hash & (unsigned)n)) continue;
+      memcpy(block_at(c, (size_t)(si + n) * GROUP_WAYS + moved), k, c->block_bytes);
+      to->tag[moved] = from->tag[i];
+      to->used[moved] = from->used[i];
       moved++;
-      memset(&from[i], 0, sizeof from[i]);
+      from->tag[i] = 0;
+      from->used[i] = 0;
     }
   }
   c->sets = 2 * n;
 }
 
+/* The way of set si that holds key (tag: its hash's), or -1. */
+static int find_way (const nd_bound_cache *c, int si, unsigned char tag, const int *key) {
+  const set_head *hd = &c->head[si];
+  int i;
+  for (i = 0; i < GROUP_WAYS; i++)
+    if (hd->tag[i] == tag
+        && memcmp(block_at(c, (size_t)si * GROUP_WAYS + i)->key, key, 6 * sizeof *key) == 0)
+      return i;
+  return -1;
+}
+
 /* The prices of st's group, in the bound's own copy: the cache's, else priced and stored. */
 static const group *group_of (nd_bound *b, const nd_strategy *st) {
   nd_bound_cache *c = b->cache;
-  int key[6], i, si, K = b->nkinds, may_grow;
+  int key[6], i, si, way, K = b->nkinds, may_grow;
   unsigned h;
-  kept *set, *g;
+  unsigned char tag;
+  set_head *hd;
+  kept *k;
   group *mine = &b->local;
   pthread_mutex_t *lock;
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
   key[5] = st->sp ? 1 : 0;
   if (memcmp(mine->key, key, sizeof key) == 0) return mine;  /* the same group again */
   h = key_hash(key);
+  tag = tag_of(h);
   may_grow = 1;
-  lock = c->locked ? &c->lock[h & c->lock_mask] : NULL;
+  lock = c->locked ? &c->lock[h & c->lock_mask].mu : NULL;
   if (lock) pthread_mutex_lock(lock);
   si = (int)(h & (unsigned)(c->sets - 1));
-  set = &c->slot[(size_t)si * GROUP_WAYS];
-  for (i = 0; i < GROUP_WAYS; i++)
-    if (memcmp(set[i].key, key, sizeof key) == 0) {
-      set[i].used = ++c->clock[si];
-      memcpy(mine->key, key, sizeof key);
-      mine->ok = set[i].ok;
-      memcpy(mine->k, c->prices + ((size_t)si * GROUP_WAYS + i) * K, (size_t)K * sizeof *mine->k);
-      if (lock) pthread_mutex_unlock(lock);
-      return mine;
-    }
+  if ((way = find_way(c, si, tag, key)) >= 0) {
+    hd = &c->head[si];
+    hd->used[way] = ++hd->clock;
+    k = block_at(c, (size_t)si * GROUP_WAYS + way);
+    memcpy(mine->key, key, sizeof key);
+    mine->ok = k->ok;
+    memcpy(mine->k, prices_of(k), (size_t)K * sizeof *mine->k);
+    if (lock) pthread_mutex_unlock(lock);
+    return mine;
+  }
   if (lock) pthread_mutex_unlock(lock);
   memcpy(mine->key, key, sizeof key);  /* not kept: priced for this group, then stored */
   price_group(b, mine, st);
   for (;;) {  /* where to store it, the set's lock held */
     if (lock) pthread_mutex_lock(lock);
     si = (int)(h & (unsigned)(c->sets - 1));
-    set = &c->slot[(size_t)si * GROUP_WAYS];
-    g = set;
-    for (i = 0; i < GROUP_WAYS; i++) {
-      if (memcmp(set[i].key, key, sizeof key) == 0) { g = &set[i]; break; }  /* stored meanwhile */
-      if (set[i].used < g->used) g = &set[i];  /* the least recently used (an empty one) */
-    }
-    if (g->key[0] == 0 || memcmp(g->key, key, sizeof key) == 0 || !may_grow
-        || c->sets >= c->max_sets)
-      break;
+    hd = &c->head[si];
+    way = find_way(c, si, tag, key);  /* stored meanwhile */
+    if (way >= 0) break;
+    for (i = way = 0; i < GROUP_WAYS; i++)  /* the least recently used (an empty one: 0) */
+      if (hd->used[i] < hd->used[way]) way = i;
+    if (hd->tag[way] == 0 || !may_grow || c->sets >= c->max_sets) break;
     if (lock) pthread_mutex_unlock(lock);  /* a full set: the cache grows rather than replace */
     lock_all(c);
     if (si == (int)(h & (unsigned)(c->sets - 1))) {  /* (else grown meanwhile) */
@@ -441,12 +508,14 @@ static const group *group_of (nd_bound *b, const nd_strategy *st) {
     }
     unlock_all(c);  /* the set looked at again */
   }
-  if (g->key[0] == 0) c->held[h & c->lock_mask]++;
-  memcpy(g->key, key, sizeof key);
-  g->ok = mine->ok;
-  g->hash = h;
-  g->used = ++c->clock[si];
-  memcpy(c->prices + (size_t)(g - c->slot) * K, mine->k, (size_t)K * sizeof *mine->k);
+  if (hd->tag[way] == 0) c->held[h & c->lock_mask]++;
+  k = block_at(c, (size_t)si * GROUP_WAYS + way);
+  memcpy(k->key, key, sizeof key);
+  k->ok = mine->ok;
+  k->hash = h;
+  memcpy(prices_of(k), mine->k, (size_t)K * sizeof *mine->k);
+  hd->tag[way] = tag;
+  hd->used[way] = ++hd->clock;
   if (lock) pthread_mutex_unlock(lock);
   return mine;
 }
@@ -479,14 +548,8 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         mm->cp[s] += cnt * kp->cp;
         mm->core[s] += cnt * kp->core;
         if (mode == ND_RECOMPUTE_COUNT) {  /* a plan: what each recompute byte costs */
-          int md;
           mm->act_none[s] += cnt * kp->act[ND_RECOMPUTE_NONE];
-          for (md = ND_RECOMPUTE_SELECTIVE; md < ND_RECOMPUTE_COUNT; md++) {
-            double saved = kp->act[ND_RECOMPUTE_NONE] - kp->act[md];
-            double cost = kp->t[md] - kp->t[ND_RECOMPUTE_NONE];
-            if (saved > 0.0 && (cost > 0.0 ? cost : 0.0) / saved < mm->rate[s])
-              mm->rate[s] = (cost > 0.0 ? cost : 0.0) / saved;
-          }
+          if (kp->rate < mm->rate[s]) mm->rate[s] = kp->rate;
         }
       }
       pos = to;

@@ -2,6 +2,7 @@
 ** units.c -- sizes, rates and times: formatting with the unit kept explicit.
 */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,4 +378,33 @@ int nd_format_fixed (char *buf, size_t size, double x, int decimals) {
   }
   if (strcmp(buf, "-0") == 0) { buf[0] = '0'; buf[1] = '\0'; len = 1; }
   return len;
+}
+
+/* The float next to f (finite) towards -inf (dir < 0) or +inf, by its bits: one integer
+   step of the representation, as nextafterf takes, without a library call per price. */
+static float float_step (float f, int dir) {
+  uint32_t u;
+  if (f == 0.0f) return dir < 0 ? -FLT_TRUE_MIN : FLT_TRUE_MIN;
+  memcpy(&u, &f, sizeof u);
+  if ((f > 0.0f) == (dir > 0)) u++; else u--;  /* away from zero, or towards it */
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+float nd_float_down (double x) {
+  float f;
+  if (x != x) return (float)x;
+  if (x > FLT_MAX) return x == HUGE_VAL ? HUGE_VALF : FLT_MAX;
+  if (x < -FLT_MAX) return -HUGE_VALF;
+  f = (float)x;  /* to nearest: at most one step above x */
+  return (double)f > x ? float_step(f, -1) : f;
+}
+
+float nd_float_up (double x) {
+  float f;
+  if (x != x) return (float)x;
+  if (x > FLT_MAX) return HUGE_VALF;
+  if (x < -FLT_MAX) return x == -HUGE_VAL ? -HUGE_VALF : -FLT_MAX;
+  f = (float)x;
+  return (double)f < x ? float_step(f, 1) : f;
 }

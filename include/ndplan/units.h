@@ -57,4 +57,13 @@ int nd_format_shortest (char *buf, size_t size, double x);
 #define ND_FIXED_SIZE (DBL_MAX_10_EXP + 1 + 1 + 1 + 9 + 1)
 int nd_format_fixed (char *buf, size_t size, double x, int decimals);
 
+/*
+** x as a float rounded towards -inf (nd_float_down: the largest float not above x) or
+** towards +inf (nd_float_up: the smallest not below), whatever the rounding mode; beyond a
+** float's range, the largest float or an infinity as the direction says; NaN stays NaN. The
+** search's lower bounds keep their layer prices so, rounded the way that keeps them bounds.
+*/
+float nd_float_down (double x);
+float nd_float_up (double x);
+
 #endif

@@ -9,6 +9,9 @@
 ** precisions, against strtod of printf's text, bit for bit. nd_format_fixed, at the same
 ** values and at chart coordinates (quarters, thirds, hundredths and the ties between them),
 ** against "%.{d}f" with its trailing zeros and bare point dropped and "-0" as "0", d 0 to 9.
+** nd_float_down and nd_float_up at the same values, their negatives, floats' edges (zeros,
+** subnormals, the largest float and past it) and floats themselves: each the float on its
+** side of x with none between them and x (nextafterf the oracle).
 */
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +32,18 @@ static uint64_t next (void) {  /* xorshift64: the same values on every run */
 }
 
 static int mismatches;
+
+/* nd_float_down and nd_float_up of x: each on its side of x, its neighbour towards x past it */
+static void directed (double x) {
+  float d = nd_float_down(x), u = nd_float_up(x);
+  int ok;
+  if (isnan(x)) ok = isnan(d) && isnan(u);
+  else
+    ok = (double)d <= x && (d == HUGE_VALF || (double)nextafterf(d, HUGE_VALF) > x)
+      && (double)u >= x && (u == -HUGE_VALF || (double)nextafterf(u, -HUGE_VALF) < x);
+  if (!ok && mismatches++ < 10)
+    CHECK(0, "float of %.17g: down %.9g, up %.9g", x, (double)d, (double)u);
+}
 
 /* nd_format_shortest's rule, with the C library's text and reading */
 static int shortest_oracle (char *out, size_t size, double x) {
@@ -126,6 +141,19 @@ int main (void) {
     }
     same(r & 1 ? -x : x);
     same_fixed(r & 1 ? -x : x);
+    directed(x);
+    directed(-x);
+    directed((double)(float)x);
+  }
+  {  /* floats' edges: zeros, the subnormals, the largest float and past it, infinities */
+    static const double fedges[] = {0.0, -0.0, FLT_TRUE_MIN, FLT_TRUE_MIN / 2, FLT_TRUE_MIN * 1.5,
+                                    FLT_MIN, FLT_MIN * (1 - 1e-9), FLT_MAX, FLT_MAX * (1 + 1e-9),
+                                    FLT_MAX * 2, 1e300, HUGE_VAL, 1.0, 1.0 + 1e-12, 1e-50};
+    for (i = 0; i < (long)(sizeof fedges / sizeof fedges[0]); i++) {
+      directed(fedges[i]);
+      directed(-fedges[i]);
+    }
+    directed(NAN);
   }
   for (i = -80; i <= 80; i++) {  /* powers of two and their neighbours: the gap changes */
     double t = ldexp(1.0, (int)i);
@@ -155,7 +183,7 @@ int main (void) {
       }
     }
   }
-  CHECK(mismatches == 0, "%d mismatches with printf", mismatches);
+  CHECK(mismatches == 0, "%d mismatches with the oracles", mismatches);
   /* too small a buffer: printf's truncation and length */
   CHECK(nd_format_g(small, sizeof small, 123.456789, 9) == 10 && strcmp(small, "123.456") == 0,
         "truncated as snprintf: %s", small);
