@@ -340,29 +340,49 @@ void nd_walk_free_scratch (worker_scratch *ws) {
   free(ws);
 }
 
+static int price_one (walker *w, slot *s, worker_scratch *ws, const nd_candidate *c,
+                      unsigned long long index);
+
+/* Keeps c (walk index `index`) in s's pending list for the admit hook. 0, or -1 (no memory:
+   counted as such, the walk stops). */
+static int defer (slot *s, const nd_candidate *c, unsigned long long index) {
+  if (s->npend == s->pend_cap) {
+    int cap = s->pend_cap ? 2 * s->pend_cap : 64;
+    nd_candidate *pc = (nd_candidate *)realloc(s->pend, (size_t)cap * sizeof *pc);
+    unsigned long long *pi;
+    if (pc) s->pend = pc;
+    pi = pc ? (unsigned long long *)realloc(s->pend_index, (size_t)cap * sizeof *pi) : NULL;
+    if (!pi) { s->late[ND_REFUSE_NO_MEMORY]++; return -1; }
+    s->pend_index = pi;
+    s->pend_cap = cap;
+  }
+  s->pend[s->npend] = *c;
+  s->pend_index[s->npend++] = index;
+  return 0;
+}
+
 /*
 ** One candidate of slot s, at walk index `index`, its flag as the walk left it: checked
 ** (unless the walk did), pruned by the walk's verdict or its bounds, else priced into the
-** slot's next row. Returns 0, or -1 to stop (Ctrl-C, or no memory for the row).
+** slot's next row (with an admit hook: kept for it). Returns 0, or -1 to stop (Ctrl-C, or
+** no memory for the row).
 */
 static int process_one (walker *w, slot *s, worker_scratch *ws, nd_candidate *c,
                         unsigned long long index, int flag) {
-  nd_strategy *st = &ws->st;
-  nd_estimate *e = &ws->e;
-  int kind = flag & CAND_KIND, bound = flag & CAND_BOUND, why, t;
-  nd_search_row *r;
-  const nd_stage_estimate *h;
+  int kind = flag & CAND_KIND, bound = flag & CAND_BOUND, why;
   if (w->p->stop && *w->p->stop) return -1;
   if (kind != CAND_READY) {  /* the walk's checks, on this thread */
     /* a per-layer plan whose none twin fits: the twin passed the same checks (the same
        degrees; load_candidate gives per_layer none's strategy), so this one would too and
-       is filtered out below; its checks are not run again */
+       is the same run, as below; its checks are not run again */
     if (kind == CAND_UNCHECKED && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index)) {
-      s->late[ND_REFUSE_FILTERED]++;
+      s->late[ND_REFUSE_SAME_RUN]++;
       return 0;
     }
     why = check(w, &ws->chk, c);
-    if (why < 0 && kind == CAND_EQUIVALENT && !(w->hooks && w->hooks->price_equivalent)) {
+    /* a hook may tell an equivalent candidate from its twin: it sees and prices them too */
+    if (why < 0 && kind == CAND_EQUIVALENT
+        && !(w->hooks && (w->hooks->price_equivalent || w->hooks->admit))) {
       s->equivalent++;
       return 0;
     }
@@ -375,7 +395,20 @@ static int process_one (walker *w, slot *s, worker_scratch *ws, nd_candidate *c,
       if (pr == 1) { s->pruned_time++; return 0; }
       if (pr == 2) { s->pruned_memory++; s->late[ND_REFUSE_MEMORY]++; return 0; }
     }
+    if (w->admits) return defer(s, c, index);
   }
+  return price_one(w, s, ws, c, index);
+}
+
+/* Candidate c (walk index `index`, checked) priced into slot s's next row. 0, or -1 to stop
+   (no memory for the row). */
+static int price_one (walker *w, slot *s, worker_scratch *ws, const nd_candidate *c,
+                      unsigned long long index) {
+  nd_strategy *st = &ws->st;
+  nd_estimate *e = &ws->e;
+  int why, t;
+  nd_search_row *r;
+  const nd_stage_estimate *h;
   load_candidate(st, c, &w->p->base, (int)w->m->num_layers);
   why = price_candidate(w, c->recompute, st, e, &ws->plan, ws->rws, &ws->mc, ws->mws, ws->pc);
   if (why >= 0) { s->late[why]++; return 0; }
@@ -601,23 +634,12 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested++;
   if (w->hooks && w->hooks->admit) {
-    /* the hook runs here, on the calling thread, after the checks and the bounds: a
-       candidate the bounds prune is not priced whatever the hook says (the cuts come from
-       the rows it admitted), so it is asked about the rest only */
+    /* the exhaustive walk's hook runs here, on the calling thread, after the checks (the
+       pruned walk's on the walk's thread too, over what the pricing threads checked and
+       bounded: nd_walk_admit) */
     int keep = 1;
     why = check(w, &w->scratch, c);
-    if (why < 0 && c->recompute == ND_SEARCH_PER_LAYER && twin_fit(w, index))
-      why = ND_REFUSE_SAME_RUN;
     if (why >= 0) { w->counts->refused[why]++; return; }
-    if (w->bound[c->precision]) {
-      int pr = pruned(w, w->bound[c->precision], &w->scratch, c, w->time_cut, w->over_cut);
-      if (pr == 1) { w->counts->pruned_time++; return; }
-      if (pr == 2) {
-        w->counts->pruned_memory++;
-        w->counts->refused[ND_REFUSE_MEMORY]++;
-        return;
-      }
-    }
     if (w->hooks->admit(w->hooks->ud, c, &keep) != 0) {
       w->status = ND_SEARCH_HOOK_ERROR;
       return;
@@ -988,37 +1010,6 @@ static int walk_node (walker *w, slot *s, worker_scratch *ws, int i) {
   return 0;
 }
 
-/*
-** With an admit hook the walk checks and bounds each candidate itself (the hook runs on
-** this thread), but first, as a pricing thread would, the sub-tree of c's node: when its
-** bounds and shared refusals settle every candidate, they are counted at their places in
-** the walk and none is emitted. Returns 1 then, else 0 (the node is walked).
-*/
-static int walk_skips_node (walker *w, const nd_candidate *c) {
-  worker_scratch *ws = w->inline_scratch;
-  tree *t;
-  slot *s = &w->node_counts;
-  unsigned long long start = w->counts->tested;
-  int r;
-  if (!ws || w->p->exhaustive) return 0;
-  t = &ws->tree;
-  memset(s->late, 0, sizeof s->late);
-  s->skipped_time = s->skipped_memory = 0;
-  t->s = s;
-  t->time_cut = w->time_cut;
-  t->over_cut = w->over_cut;
-  t->next = start;
-  if (t->pp != c->pp) vpps_of(w, t, c->pp);
-  shape_of(w, t, c->tp, c->dp);
-  if (!subtree(w, t, c)) return 0;
-  count_subtree(t);
-  for (r = 0; r < ND_REFUSE_COUNT; r++) w->counts->refused[r] += s->late[r];
-  w->counts->skipped_time += s->skipped_time;
-  w->counts->skipped_memory += s->skipped_memory;
-  w->counts->tested = t->next;
-  return 1;
-}
-
 /* Hands the node of c (recompute and the degrees down to etp) to the pricing threads: its
    `size` candidates take the walk's next places. */
 static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int lone,
@@ -1111,7 +1102,6 @@ static void walk (walker *w) {
                   if (w->status != ND_SEARCH_OK) return;
                   continue;
                 }
-                if (w->hooks && w->hooks->admit && walk_skips_node(w, &c)) continue;
                 for (iv = 0; iv < t->nv; iv++) {
                   int il;
                   for (il = 0; il < t->vpps[iv].n; il++) {
@@ -1134,6 +1124,33 @@ static void walk (walker *w) {
 int nd_walk_price_entry (walker *w, slot *s, worker_scratch *ws, int i) {
   return (s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
        : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]);
+}
+
+int nd_walk_admit (walker *w, slot *s) {
+  int i, k = 0, keep;
+  for (i = 0; i < s->npend; i++) {
+    if (w->status != ND_SEARCH_OK) { s->npend = 0; return -1; }  /* stopping: none priced */
+    keep = 1;
+    if (w->hooks->admit(w->hooks->ud, &s->pend[i], &keep) != 0) {
+      w->status = ND_SEARCH_HOOK_ERROR;
+      s->npend = 0;
+      return -1;
+    }
+    if (!keep) { s->late[ND_REFUSE_FILTERED]++; continue; }
+    s->pend[k] = s->pend[i];
+    s->pend_index[k++] = s->pend_index[i];
+  }
+  s->npend = k;
+  return 0;
+}
+
+int nd_walk_price_pending (walker *w, slot *s, worker_scratch *ws) {
+  int i;
+  for (i = 0; i < s->npend; i++) {
+    if (w->p->stop && *w->p->stop) return -1;
+    if (price_one(w, s, ws, &s->pend[i], s->pend_index[i]) != 0) return -1;
+  }
+  return 0;
 }
 
 /* Hands a priced chunk to the caller (calling thread) and frees its slot. */
@@ -1199,21 +1216,18 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->nslots = w->threads > 0 ? CUT_LAG : 1;
   w->time_cut = w->over_cut = HUGE_VAL;
   if (!p->exhaustive) new_bound_caches(w);  /* before any thread's bounds */
-  if (!p->exhaustive && hooks && hooks->admit)  /* the walk checks and bounds (else workers) */
-    new_bounds(w, w->bound);
+  w->tail = !p->exhaustive;
+  w->admits = w->tail && hooks && hooks->admit;
   if ((status = nd_pool_open(w)) != ND_SEARCH_OK) {
-    free_bounds(w->bound);
     for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
     free(w);
     return status;
   }
   if (!(w->inline_scratch = nd_walk_new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
-  w->tail = !p->exhaustive && !(hooks && hooks->admit);
   if (w->status == ND_SEARCH_OK) walk(w);
   nd_pool_drain(w);
   nd_pool_close(w);
   nd_walk_free_scratch(w->inline_scratch);
-  free_bounds(w->bound);
   for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
   free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;

@@ -19,10 +19,16 @@
    chunks), and rows for every entry of 16 slots in flight held 2 MB the search never used. */
 #define SLOT_FIRST_ROWS 64
 
-/* Prices one chunk; uses only the thread's own scratch, so the threads run it concurrently. */
+/* Walks a chunk's entries (phase 0: each node's sub-tree or candidate, checked, bounded,
+   priced or, with an admit hook, kept for it) or prices what the hook admitted of them
+   (phase 1); uses only the thread's own scratch, so the threads run it concurrently. */
 static void price_slot (walker *w, slot *s, worker_scratch *ws) {
   int i;
-  s->priced = 0;
+  if (s->phase == 1) {
+    nd_walk_price_pending(w, s, ws);
+    return;
+  }
+  s->priced = s->npend = 0;
   memset(s->late, 0, sizeof s->late);
   s->equivalent = s->pruned_time = s->pruned_memory = 0;
   s->skipped_time = s->skipped_memory = 0;
@@ -30,20 +36,38 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     if (nd_walk_price_entry(w, s, ws, i)) break;
 }
 
-/* A priced chunk done (w->mu held): the walk, waiting for the oldest chunk in flight
-   alone (deliver_oldest), is woken when it is that one. */
-static void mark_done (walker *w, slot *s) {
-  s->state = SLOT_DONE;
-  if (s == &w->slots[w->delivered % (unsigned long long)w->nslots])
-    pthread_cond_signal(&w->done_cv);
+/* The slot with sequence number k. */
+static slot *slot_at (walker *w, unsigned long long k) {
+  return &w->slots[k % (unsigned long long)w->nslots];
 }
 
-/* The oldest chunk no thread has taken, now taken (w->mu held), or NULL. */
+/* A thread done with a chunk's phase (w->mu held): done, or, phase 0 with an admit hook,
+   checked. The walk, waiting for the oldest chunk in flight or for the next one its hook
+   runs over (wait_for_walk), is woken when it is that one. */
+static void mark_done (walker *w, slot *s) {
+  if (w->admits && s->phase == 0) {
+    s->state = SLOT_CHECKED;
+    if (w->admitted < w->filled && s == slot_at(w, w->admitted))
+      pthread_cond_signal(&w->done_cv);
+    return;
+  }
+  s->state = SLOT_DONE;
+  if (s == slot_at(w, w->delivered)) pthread_cond_signal(&w->done_cv);
+}
+
+/* The oldest chunk the hook admitted that no thread has taken to price, else the oldest
+   chunk no thread has taken, now taken (w->mu held), or NULL. */
 static slot *take (walker *w) {
   slot *s;
-  if (w->taken == w->filled) return NULL;
-  s = &w->slots[w->taken % (unsigned long long)w->nslots];
-  w->taken++;
+  if (w->priced < w->admitted) {
+    s = slot_at(w, w->priced++);
+    s->phase = 1;
+  }
+  else if (w->taken < w->filled) {
+    s = slot_at(w, w->taken++);
+    s->phase = 0;
+  }
+  else return NULL;
   s->state = SLOT_TAKEN;
   return s;
 }
@@ -61,7 +85,7 @@ static void *worker_main (void *arg) {
     }
     pthread_mutex_unlock(&w->mu);
     if (ws) price_slot(w, s, ws);
-    else s->priced = 0;  /* out of memory: nothing priced; the walk reports it */
+    else s->priced = s->npend = 0;  /* out of memory: nothing priced; the walk reports it */
     pthread_mutex_lock(&w->mu);
     if (!ws) w->status = ND_SEARCH_NO_MEMORY;
     mark_done(w, s);
@@ -71,15 +95,14 @@ static void *worker_main (void *arg) {
   return NULL;
 }
 
-/* Delivers the oldest chunk in flight, waiting for it if block is set. 1 if delivered. */
-static int deliver_oldest (walker *w, int block) {
+/* Delivers the oldest chunk in flight if it is done. 1 if delivered. */
+static int deliver_oldest (walker *w) {
   slot *s;
   if (w->delivered == w->filled) return 0;
-  s = &w->slots[w->delivered % (unsigned long long)w->nslots];
+  s = slot_at(w, w->delivered);
   if (w->threads > 0) {
     int done;
     pthread_mutex_lock(&w->mu);
-    while (s->state != SLOT_DONE && block) pthread_cond_wait(&w->done_cv, &w->mu);
     done = s->state == SLOT_DONE;
     if (done) w->delivered++;  /* under the lock: a worker reads it (mark_done) */
     pthread_mutex_unlock(&w->mu);
@@ -88,6 +111,40 @@ static int deliver_oldest (walker *w, int block) {
   else w->delivered++;
   nd_walk_deliver(w, s);
   return 1;
+}
+
+/*
+** With an admit hook: the hook over the next chunk in fill order if its candidates are
+** checked (on this thread, the pool's lock free: the hook is the caller's Lua), which then
+** waits to be priced (or, stopping, is done with nothing to price). 1 if it ran.
+*/
+static int admit_next (walker *w) {
+  slot *s;
+  int checked;
+  if (!w->admits || w->admitted == w->filled) return 0;
+  s = slot_at(w, w->admitted);
+  pthread_mutex_lock(&w->mu);
+  checked = s->state == SLOT_CHECKED;
+  pthread_mutex_unlock(&w->mu);
+  if (!checked) return 0;
+  if (w->status == ND_SEARCH_OK) nd_walk_admit(w, s);
+  else s->npend = 0;
+  pthread_mutex_lock(&w->mu);
+  s->state = SLOT_ADMITTED;
+  w->admitted++;
+  pthread_cond_signal(&w->work_cv);
+  pthread_mutex_unlock(&w->mu);
+  return 1;
+}
+
+/* Waits until the oldest chunk in flight is done or the next one for the hook is checked. */
+static void wait_for_walk (walker *w) {
+  slot *oldest = slot_at(w, w->delivered), *next = slot_at(w, w->admitted);
+  pthread_mutex_lock(&w->mu);
+  while (oldest->state != SLOT_DONE
+         && !(w->admits && w->admitted < w->filled && next->state == SLOT_CHECKED))
+    pthread_cond_wait(&w->done_cv, &w->mu);
+  pthread_mutex_unlock(&w->mu);
 }
 
 /*
@@ -107,9 +164,10 @@ static int help (walker *w) {
   return 1;
 }
 
-/* Delivers the oldest chunk if it is done, else prices one, else waits for the oldest. */
+/* Delivers the oldest chunk if it is done, else runs the hook over a checked one, else
+   prices one, else waits for one of those. */
 static void make_progress (walker *w) {
-  if (!deliver_oldest(w, 0) && !help(w)) deliver_oldest(w, 1);
+  if (!deliver_oldest(w) && !admit_next(w) && !help(w)) wait_for_walk(w);
 }
 
 slot *nd_pool_current (walker *w) {
@@ -130,11 +188,19 @@ static void next_cuts (walker *w) {
 void nd_pool_submit (walker *w) {
   slot *s = nd_pool_current(w);
   if (s->n == 0) return;
-  if (w->threads == 0) {  /* -j 1: price inline, deliver at once */
+  if (w->threads == 0) {  /* -j 1: price inline (the hook between), deliver at once */
     worker_scratch *ws = w->inline_scratch;
     if (!ws) { w->status = ND_SEARCH_NO_MEMORY; s->n = 0; return; }
+    s->phase = 0;
     price_slot(w, s, ws);
+    if (w->admits) {
+      if (w->status == ND_SEARCH_OK) nd_walk_admit(w, s);
+      else s->npend = 0;
+      s->phase = 1;
+      price_slot(w, s, ws);
+    }
     w->filled++;
+    w->admitted = w->priced = w->filled;
     w->delivered++;
     nd_walk_deliver(w, s);
     next_cuts(w);
@@ -145,7 +211,7 @@ void nd_pool_submit (walker *w) {
   w->filled++;
   pthread_cond_signal(&w->work_cv);
   pthread_mutex_unlock(&w->mu);
-  while (deliver_oldest(w, 0)) {}  /* keep the caller's view current */
+  while (deliver_oldest(w) || admit_next(w)) {}  /* keep the caller's view current */
   /* the next slot must be free before the walk fills it: price rather than wait */
   while (w->filled - w->delivered >= (unsigned long long)w->nslots) make_progress(w);
   next_cuts(w);
@@ -155,16 +221,17 @@ void nd_pool_drain (walker *w) {
   if (w->status == ND_SEARCH_OK) nd_pool_submit(w);
   while (w->delivered < w->filled) {
     if (w->status == ND_SEARCH_OK) make_progress(w);
-    else {
-      slot *s = &w->slots[w->delivered % (unsigned long long)w->nslots];
-      if (w->threads > 0) {
-        pthread_mutex_lock(&w->mu);
-        while (s->state != SLOT_DONE) pthread_cond_wait(&w->done_cv, &w->mu);
-        w->delivered++;
-        pthread_mutex_unlock(&w->mu);
-      }
-      else w->delivered++;
+    else if (w->threads > 0) {  /* stopping: what is in flight finishes, undelivered */
+      slot *s = slot_at(w, w->delivered);
+      int done;
+      if (admit_next(w)) continue;  /* (with nothing left to price) */
+      pthread_mutex_lock(&w->mu);
+      done = s->state == SLOT_DONE;
+      if (done) w->delivered++;
+      pthread_mutex_unlock(&w->mu);
+      if (!done) wait_for_walk(w);
     }
+    else w->delivered++;
   }
   next_cuts(w);
 }
@@ -177,6 +244,8 @@ static void free_slots (walker *w) {
     free(w->slots[i].index);
     free(w->slots[i].flag);
     free(w->slots[i].rows);
+    free(w->slots[i].pend);
+    free(w->slots[i].pend_index);
   }
   free(w->slots);
 }

@@ -19,7 +19,12 @@
 /* Values one loop can take: more than any 32-bit number has divisors (1536). */
 #define LOOP_MAX 1600
 
-enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_DONE };
+/* A slot's life: filled by the walk, taken by a thread that walks its entries, done, then
+   delivered (free again). With an admit hook (nd_walk_admits) a thread's walk checks and
+   bounds each candidate and keeps those left for the hook (checked); the walk runs the hook
+   over them, in the order the slots were filled (admitted); a thread prices what the hook
+   kept (taken again), and the slot is done. */
+enum { SLOT_FREE = 0, SLOT_FILLED, SLOT_TAKEN, SLOT_CHECKED, SLOT_ADMITTED, SLOT_DONE };
 
 /* What the walk hands a worker for each candidate (slot.flag): what is left to do
    (CAND_KIND bits), and what the walk found its lower bounds to say (CAND_BOUND bits: 0
@@ -36,6 +41,8 @@ enum { NODE_SAME = 4, NODE_LONE = 8 };  /* walk_tail's same_as_none and lone */
 
 typedef struct slot {
   int state, n;
+  int phase;                           /* taken to walk its entries (0), or to price what the
+                                          hook admitted of them (1) */
   nd_candidate *cand;
   unsigned long long *index;
   unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
@@ -44,6 +51,9 @@ typedef struct slot {
   double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
   unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
   unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
+  nd_candidate *pend;                  /* for the admit hook: candidates checked and not */
+  unsigned long long *pend_index;      /* pruned, with their walk indices, pend[0..npend) */
+  int npend, pend_cap;
 } slot;
 
 /* The innermost loops' values at one (tp, dp): shape_of. */
@@ -100,13 +110,14 @@ typedef struct walker {
   tree tree;                           /* the walk's */
   int zv[LOOP_MAX], nz;                /* the ZeRO stages walked */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
-  slot node_counts;                    /* walk_skips_node's counts of one sub-tree */
   int chunk, nslots, threads;
   slot *slots;
   unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
+  unsigned long long admitted, priced;  /* with an admit hook: chunks the hook has seen, and
+                                           of those, taken to price */
+  int admits;                          /* an admit hook, run by the walk over checked slots */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
-  nd_bound *bound[ND_RECIPE_COUNT];    /* lower bounds by recipe (NULL: priced) */
   nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
   double time_cut, over_cut;           /* the cuts the walk applies now */
   double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
@@ -143,8 +154,14 @@ typedef struct worker_scratch {
 /* A pricing thread's scratch (NULL: no memory), and its release. */
 worker_scratch *nd_walk_new_scratch (const walker *w);
 void nd_walk_free_scratch (worker_scratch *ws);
-/* Entry i of slot s (a node's sub-tree or one candidate), priced into s. 0, or -1 to stop. */
+/* Entry i of slot s (a node's sub-tree or one candidate), priced into s (with an admit
+   hook: checked, and kept in s's pending list for it). 0, or -1 to stop. */
 int nd_walk_price_entry (walker *w, slot *s, worker_scratch *ws, int i);
+/* The admit hook over slot s's pending candidates (the walk's thread): those it keeps stay
+   pending, the rest are counted filtered. 0, or -1 (the hook failed: w->status says). */
+int nd_walk_admit (walker *w, slot *s);
+/* Slot s's pending candidates priced into it. 0, or -1 to stop. */
+int nd_walk_price_pending (walker *w, slot *s, worker_scratch *ws);
 /* Hands a priced chunk to the caller (the calling thread) and frees its slot. */
 void nd_walk_deliver (walker *w, slot *s);
 
