@@ -3,11 +3,12 @@
 ** thread does with the entries of a chunk.
 **
 ** The calling thread walks the space and hands contiguous chunks of sub-trees (nodes: the
-** candidates of one set of degrees down to ETP; with an admit hook or exhaustive, single
-** candidates) to the pricing threads (search_pool.c); a thread walks each node, skipping
-** what the lower bounds prune against the cuts the chunk was filled with (whole sub-trees at
-** once where they can), checks each candidate left (refusing what cannot run) and prices
-** the rest. Chunks come back strictly in the order they were filled, so the rows a caller
+** candidates of one set of degrees down to ETP; exhaustive, single candidates) to the
+** pricing threads (search_pool.c); a thread walks each node, skipping what the lower bounds
+** prune against the cuts the chunk was filled with (whole sub-trees at once where they
+** can), checks each candidate left (refusing what cannot run) and prices the rest -- with
+** an admit hook, keeps them for the hook, which the calling thread runs over each chunk in
+** fill order before a thread prices what it admitted (nd_walk_admit). Chunks come back strictly in the order they were filled, so the rows a caller
 ** sees, the counts and everything computed from them are the same for any -j. Only a
 ** ring's worth of chunks is alive at a time: memory does not grow with the space.
 */

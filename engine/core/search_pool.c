@@ -4,8 +4,9 @@
 **
 ** The calling thread walks and fills slots (search.c); at -j 2 and up, jobs - 1 workers and
 ** the calling thread, when it would wait, price them, each taking the oldest slot no thread
-** has taken. Slots are delivered strictly in the order they were filled, so the rows a
-** caller sees and every count are the same at any -j.
+** has taken (with an admit hook, the oldest the hook has passed first: see SLOT_*). Slots
+** are delivered strictly in the order they were filled, and the hook runs over them in that
+** order, so the rows a caller sees, the hook's calls and every count are the same at any -j.
 */
 #define _POSIX_C_SOURCE 200809L  /* pthreads */
 #include <math.h>

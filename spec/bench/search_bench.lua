@@ -20,6 +20,9 @@ local function job(base, devices) local t = {devices = devices} for k, v in pair
 local RECIPES = {precision = {"bf16", "fp8:tensorwise", "fp8:blockwise"}}
 local SHARD = {dp_shard = "auto"}
 local BOTH = {precision = RECIPES.precision, dp_shard = "auto"}
+-- an admit hook (the bundled tp_in_node: TP within a node): the pricing threads check and
+-- bound, the calling thread runs the hook over what they leave
+local ADMIT = {policy = "tp_in_node"}
 
 -- {label, job, recompute, jobs, target seconds (issue 18) or nil, extra dimensions or nil}
 local cases = {
@@ -30,6 +33,8 @@ local cases = {
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, RECIPES},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, SHARD},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, BOTH},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, ADMIT},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 2, nil, ADMIT},
   {"deepseek-v3 h800x16384 b4096 s4096", job(DS, 16384), "auto", 1, 1.0},
   {"llama3.1-405b h100x16384 b2048 s8192", job(L405, 16384), "auto", 1, 0.05},
   {"llama3.1-405b h100x16384 b2048 s8192", job(L405, 16384), {"none", "selective", "full"}, 1, nil},
@@ -70,9 +75,16 @@ local function side_by_side(k)
   return alone, pair
 end
 
-local function line(c, tag, t, i)
+-- A case's recompute and what it adds to the space (its -j 1 and -j 2 runs share it).
+local function label(c)
   local rec = type(c[3]) == "table" and table.concat(c[3], ",") or c[3]
-  if c[6] then rec = rec .. (c[6].precision and "+recipes" or "") .. (c[6].dp_shard and "+hsdp" or "") end
+  local x = c[6] or {}
+  return rec .. (x.precision and "+recipes" or "") .. (x.dp_shard and "+hsdp" or "")
+         .. (x.policy and "+admit" or "")
+end
+
+local function line(c, tag, t, i)
+  local rec = label(c)
   local skipped = (i.skipped_time or 0) + (i.skipped_memory or 0)
   print(string.format("search  %-37s %-20s -j %d %-10s %8.3f s  %8d tested %8d pruned (time %d, "
                       .. "memory %d) %8d skipped (time %d, memory %d) %7d priced %6d fit  "
@@ -97,8 +109,7 @@ local one_thread = {}  -- label .. recompute -> the -j 1 time and case, for the 
 for k, c in ipairs(cases) do
   local t, i = run(c, false, repeats)
   line(c, "pruned", t, i)
-  local key = c[1] .. (type(c[3]) == "table" and table.concat(c[3], ",") or c[3])
-              .. (c[6] and "+" or "")
+  local key = c[1] .. label(c)
   if c[4] == 1 then one_thread[key] = k
   elseif one_thread[key] then
     -- the speed-up of -j 1 and -j 2 runs taken in turn, the best of each: on a shared host
@@ -109,8 +120,8 @@ for k, c in ipairs(cases) do
       tj = math.min(tj or math.huge, (run(c, false, 1)))
     end
     local alone, pair = side_by_side(one_thread[key])
-    print(string.format("search  %-37s -j %d is %.2fx -j 1, in turn (floor 1.8x)%s", c[1], c[4],
-                        t1 / tj,
+    print(string.format("search  %-37s %-20s -j %d is %.2fx -j 1, in turn (floor 1.8x)%s", c[1],
+                        label(c), c[4], t1 / tj,
                         alone and string.format("; two -j 1 searches at once take %.3f s "
                           .. "each against %.3f s alone: this machine runs two at %.2fx one",
                           pair, alone, 2 * alone / pair) or ""))
