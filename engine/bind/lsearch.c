@@ -559,35 +559,44 @@ static void read_job (lua_State *L, int t, nd_job *job) {
 
 /* ---- rows as Lua tables ---------------------------------------------------------- */
 
+/* A candidate's fields (as push_candidate pushes them), in one list for nd_push_interned. */
+static const char *const candidate_keys[] = {
+  "dp", "tp", "pp", "vpp", "cp", "ep", "etp", "zero", "mbs", "mb", "dp_shard", "dp_replicate",
+  "sp", "recompute", "layout", "precision", NULL
+};
+
 /* The candidate as a strategy table (the fields of nd.estimate's result.strategy). */
-static void push_candidate (lua_State *L, const nd_candidate *c, const nd_strategy *base,
-                            int body) {
-  lua_createtable(L, 0, 16);
-  nd_setint(L, "dp", c->dp); nd_setint(L, "tp", c->tp); nd_setint(L, "pp", c->pp);
-  nd_setint(L, "vpp", c->vpp); nd_setint(L, "cp", c->cp); nd_setint(L, "ep", c->ep);
-  nd_setint(L, "etp", c->etp); nd_setint(L, "zero", c->zero);
-  nd_setint(L, "mbs", c->mbs); nd_setint(L, "mb", c->mb);
-  lua_pushboolean(L, c->sp); lua_setfield(L, -2, "sp");
-  lua_pushstring(L, nd_search_recompute_name(c->recompute));
-  lua_setfield(L, -2, "recompute");
-  lua_pushstring(L, nd_layout_variant_name(c->layout));
-  lua_setfield(L, -2, "layout");
-  lua_pushstring(L, nd_recipe_get((nd_recipe_id)c->precision)->name);
-  lua_setfield(L, -2, "precision");
-  nd_setint(L, "dp_shard", c->dp_shard > 0 ? c->dp_shard : c->dp);  /* 0 before resolution:
-                                                                       all of dp */
-  nd_setint(L, "dp_replicate", c->dp_shard > 0 ? c->dp / c->dp_shard : 1);  /* dp = both */
-  if (c->layout != ND_VARIANT_EVEN) {  /* the variant's Megatron flags */
-    nd_strategy st;
+static void push_candidate (lua_State *L, const nd_candidate *c, int body) {
+  nd_strategy st;
+  lua_Integer v[12];
+  int fields = 16, keys, i;  /* sized for every field it gets: a 17th would rehash it */
+  if (c->layout != ND_VARIANT_EVEN) {
     st.pp = c->pp; st.vpp = c->vpp;
-    if (nd_layout_variant(&st, body, c->layout) == 0) nd_push_layout_flags(L, &st);
+    if (nd_layout_variant(&st, body, c->layout) != 0)
+      st.account = 0, st.first_layers = st.last_layers = 0;  /* no flags */
+    fields += !!(st.account & ND_ACCOUNT_EMBEDDING) + !!(st.account & ND_ACCOUNT_LOSS)
+            + !!st.first_layers + !!st.last_layers;
   }
-  if (base) {
-    lua_pushstring(L, nd_schedule_name(nd_schedule_of(base->schedule, c->vpp)));
-    lua_setfield(L, -2, "schedule");
-    lua_pushboolean(L, base->flash_attention);
-    lua_setfield(L, -2, "flash_attention");
+  v[0] = c->dp; v[1] = c->tp; v[2] = c->pp; v[3] = c->vpp; v[4] = c->cp; v[5] = c->ep;
+  v[6] = c->etp; v[7] = c->zero; v[8] = c->mbs; v[9] = c->mb;
+  v[10] = c->dp_shard > 0 ? c->dp_shard : c->dp;  /* 0 before resolution: all of dp */
+  v[11] = c->dp_shard > 0 ? c->dp / c->dp_shard : 1;  /* dp = both */
+  keys = nd_push_interned(L, candidate_keys);  /* the keys' strings, not found again */
+  lua_createtable(L, 0, fields);
+  for (i = 0; i < 12; i++) {
+    lua_rawgeti(L, keys, i + 1);
+    lua_pushinteger(L, v[i]);
+    lua_rawset(L, -3);
   }
+  lua_rawgeti(L, keys, 13); lua_pushboolean(L, c->sp); lua_rawset(L, -3);
+  lua_rawgeti(L, keys, 14); lua_pushstring(L, nd_search_recompute_name(c->recompute));
+  lua_rawset(L, -3);
+  lua_rawgeti(L, keys, 15); lua_pushstring(L, nd_layout_variant_name(c->layout));
+  lua_rawset(L, -3);
+  lua_rawgeti(L, keys, 16); lua_pushstring(L, nd_recipe_get((nd_recipe_id)c->precision)->name);
+  lua_rawset(L, -3);
+  if (c->layout != ND_VARIANT_EVEN) nd_push_layout_flags(L, &st);  /* the variant's flags */
+  lua_remove(L, keys);
 }
 
 /*
@@ -608,7 +617,7 @@ static const char *const row_lazy[] = {"strategy", "memory_parts_bytes", "time_p
 /* Pushes nested table i (row_lazy) of row r, for a model of `body` layers. */
 static void push_nested (lua_State *L, const nd_search_row *r, int body, int i) {
   int k;
-  if (i == 0) push_candidate(L, &r->c, NULL, body);
+  if (i == 0) push_candidate(L, &r->c, body);
   else if (i == 1) {
     lua_createtable(L, 0, 8);
     for (k = 0; k < ND_SEARCH_MEM_PARTS; k++) nd_setnum(L, nd_memory_parts[k], r->mem[k]);
@@ -674,7 +683,7 @@ static int call_hook (lua_State *L) {
   lua_settop(L, 2);
   lua_pushvalue(L, 1);
   if (objective) push_row(L, (const nd_search_row *)lua_touserdata(L, 2), res, 1);
-  else push_candidate(L, (const nd_candidate *)lua_touserdata(L, 2), NULL, res->bounds.layers);
+  else push_candidate(L, (const nd_candidate *)lua_touserdata(L, 2), res->bounds.layers);
   lua_call(L, 1, 1);
   if (!objective) {
     lua_pushboolean(L, lua_toboolean(L, -1));
