@@ -183,12 +183,15 @@ static int account_fits (int body, int pp, int vpp, int bits) {
   return n % pp == 0 && (n / pp) % vpp == 0;
 }
 
-/* A hint for a split that does not divide: the accounting flags that would, if any. */
-static void account_hint (char *hint, size_t len, int body, int pp, int vpp, int bits) {
+/* A hint for a split that does not divide: the accounting flags that would, if any (only
+   for a refusal whose text is asked for: the search's checks ask for none). */
+static void account_hint (const why *w, char *hint, size_t len, int body, int pp, int vpp,
+                          int bits) {
   static const int order[3] = {ND_ACCOUNT_EMBEDDING | ND_ACCOUNT_LOSS, ND_ACCOUNT_EMBEDDING,
                                ND_ACCOUNT_LOSS};
   int i;
   hint[0] = '\0';
+  if (!w->err || !w->len) return;
   for (i = 0; i < 3; i++)
     if (order[i] != bits && account_fits(body, pp, vpp, order[i])) {
       int n = body + ((order[i] & ND_ACCOUNT_EMBEDDING) != 0) + ((order[i] & ND_ACCOUNT_LOSS) != 0);
@@ -211,7 +214,7 @@ static int account_layout (nd_strategy *st, int body, why *w) {
   char hint[200];
   n = body + ((bits & ND_ACCOUNT_EMBEDDING) != 0) + ((bits & ND_ACCOUNT_LOSS) != 0);
   if (!account_fits(body, pp, v, bits)) {
-    account_hint(hint, sizeof hint, body, pp, v, bits);
+    account_hint(w, hint, sizeof hint, body, pp, v, bits);
     if (n % pp != 0)
       return refuse(w, ND_REFUSE_LAYOUT, "layout: %d layers with %s do not divide over pp %d%s", n,
                     account_flags(bits), pp, hint);
@@ -249,17 +252,16 @@ static int first_last_layout (nd_strategy *st, int body, why *w) {
     return refuse(w, ND_REFUSE_LAYOUT, "layout: %d middle layers remain for %d middle stages "
                   "(first %d, last %d of %d layers on pp %d)", rest, mid < 0 ? 0 : mid, f, l,
                   body, pp);
-  if (mid > 0) {
+  if (mid > 0 && (rest % mid != 0 || (rest / mid) % v != 0)) {
     char hint[200];
-    account_hint(hint, sizeof hint, body, pp, v, 0);
+    account_hint(w, hint, sizeof hint, body, pp, v, 0);
     if (rest % mid != 0)
       return refuse(w, ND_REFUSE_LAYOUT, "layout: %d middle layers do not divide over %d middle "
                     "stages%s", rest, mid, hint);
-    per = rest / mid;
-    if (per % v != 0)
-      return refuse(w, ND_REFUSE_LAYOUT, "layout: %d layers per middle stage do not divide over vpp "
-                    "%d%s", per, v, hint);
+    return refuse(w, ND_REFUSE_LAYOUT, "layout: %d layers per middle stage do not divide over vpp "
+                  "%d%s", rest / mid, v, hint);
   }
+  if (mid > 0) per = rest / mid;
   for (s = 0; s < pp; s++) {
     int n = s == 0 && f ? f : s == pp - 1 && l ? l : per;
     for (c = 0; c < v; c++) st->stage_layers[c * pp + s] = n / v;
