@@ -637,23 +637,30 @@ static void push_row_field (lua_State *L, int s, int i) {
 
 /* A row as a Lua table: its figures, and the nested tables (lazy: when first read; else
    now, for the Lua library's readers, which read rows raw). */
+/* A row's own fields, in push_row's order (nd_push_interned: their strings found once). */
+static const char *const row_keys[] = {
+  "step_time_s", "tokens_per_s", "mfu", "hfu", "peak_memory_bytes", "budget_bytes",
+  "over_bytes", "objective", "index", "heaviest_stage", "stages", "fits", NULL
+};
+
 static void push_row (lua_State *L, const nd_search_row *r, const results *res, int lazy) {
   lazy_row *lr;
-  lua_createtable(L, 0, 16);
-  nd_setint(L, "index", (lua_Integer)r->index + 1);
-  nd_setnum(L, "step_time_s", r->step_time);
-  nd_setnum(L, "tokens_per_s", r->tokens_per_s);
-  nd_setnum(L, "mfu", r->mfu);
-  nd_setnum(L, "hfu", r->hfu);
-  nd_setnum(L, "peak_memory_bytes", r->peak);
-  nd_setint(L, "heaviest_stage", r->heaviest);
-  nd_setint(L, "stages", r->stages);
-  nd_setnum(L, "budget_bytes", res->budget);
-  lua_pushboolean(L, r->fits); lua_setfield(L, -2, "fits");
-  nd_setnum(L, "over_bytes", r->over);
-  nd_setnum(L, "objective", r->key);
+  double num[8];
+  int keys = nd_push_interned(L, row_keys), i;
+  num[0] = r->step_time; num[1] = r->tokens_per_s; num[2] = r->mfu; num[3] = r->hfu;
+  num[4] = r->peak; num[5] = res->budget; num[6] = r->over; num[7] = r->key;
+  lua_createtable(L, 0, 16);  /* its 12 fields and the 3 lazy ones */
+  for (i = 0; i < 8; i++) {
+    lua_rawgeti(L, keys, i + 1);
+    lua_pushnumber(L, num[i]);
+    lua_rawset(L, -3);
+  }
+  lua_rawgeti(L, keys, 9); lua_pushinteger(L, (lua_Integer)r->index + 1); lua_rawset(L, -3);
+  lua_rawgeti(L, keys, 10); lua_pushinteger(L, r->heaviest); lua_rawset(L, -3);
+  lua_rawgeti(L, keys, 11); lua_pushinteger(L, r->stages); lua_rawset(L, -3);
+  lua_rawgeti(L, keys, 12); lua_pushboolean(L, r->fits); lua_rawset(L, -3);
+  lua_remove(L, keys);
   if (!lazy) {  /* each nested table now */
-    int i;
     for (i = 0; row_lazy[i]; i++) {
       lua_pushstring(L, row_lazy[i]);
       push_nested(L, r, res->bounds.layers, i);
