@@ -8,9 +8,10 @@
 ** prune against the cuts the chunk was filled with (whole sub-trees at once where they
 ** can), checks each candidate left (refusing what cannot run) and prices the rest -- with
 ** an admit hook, keeps them for the hook, which the calling thread runs over each chunk in
-** fill order before a thread prices what it admitted (nd_walk_admit). Chunks come back strictly in the order they were filled, so the rows a caller
-** sees, the counts and everything computed from them are the same for any -j. Only a
-** ring's worth of chunks is alive at a time: memory does not grow with the space.
+** fill order before a thread prices what it admitted (nd_walk_admit). Chunks come back
+** strictly in the order they were filled, so the rows a caller sees, the counts and
+** everything computed from them are the same for any -j. Only a ring's worth of chunks is
+** alive at a time: memory does not grow with the space.
 */
 #include <math.h>
 #include <stdio.h>
