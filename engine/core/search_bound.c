@@ -43,10 +43,11 @@
 ** group (a set-associative cache) and summed per stage through prefix counts of each
 ** layer kind. The pricing threads of one search share the cache (nd_bound_cache): each
 ** group is priced once for all of them, where caches of their own priced a third more at
-** -j 2 (each thread met half of a group's reuse). A thread looks a group up and copies its
-** prices out under the lock of the group's set; it prices a missing one unlocked, into its
-** own copy, and stores it. A group's prices are a function of its key, so which thread
-** priced it, or whether it was evicted meanwhile, changes no bound.
+** -j 2 (each thread met half of a group's reuse). A thread finds a group and copies its
+** prices out without a lock, reading only (lookup: a set's change count says when a store
+** ran meanwhile); it prices a missing one into its own copy and stores it under the lock
+** of the group's set. A group's prices are a function of its key, so which thread priced
+** it, or whether it was evicted meanwhile, changes no bound.
 ** spec/c/test_search_bound.c checks each bound under the estimate, strategy by
 ** strategy; the search's equality spec (pruned against exhaustive walks) holds the rest.
 */
@@ -54,27 +55,30 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "ndplan/units.h"
 #include "search_bound.h"
 
 #define BOUND_KINDS ND_MAX_LAYER_KINDS  /* distinct kinds (nd_layer_kind_equal) */
-/* Groups of layer prices kept: sets of GROUP_WAYS, least recently used replaced first, at
+/* Groups of layer prices kept: sets of GROUP_WAYS, the first stored of those not found since
+   the set last replaced one replaced first (victim: found groups mark a bit, no order), at
    most as many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one
    set). The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
    etp's) and every group once per recompute pass (the outermost loop). DeepSeek-V3 on
    2,048 devices has 17,996 groups (23,288 on 16,384): 4,096 kept in sets of 4 priced
-   73,129, each again in every pass; 32,768 in sets of 8 price 22,068 (37,931). A dense
+   73,129, each again in every pass; 32,768 in sets of 8 price 20,711 (32,939). A dense
    model has a few hundred (Llama-3.1-405B on 16,384 devices: 548), so the cache starts at
    the caller's first_bytes and doubles in place (grow) rather than replace a group once half
    its room is used, up to cache_bytes. Its arrays are mapped at their most (zero pages the
    system gives only when first written) and used from their start, so a search holds about
    the memory its groups need; realloc would have copied them once the allocator had reused
    a search's freed cache for its heap (a bench process of eleven searches: 21 -> 25 MB).
-   A set's head (tags, LRU) is one line and a group's key and prices one block of floats:
+   A set's head (tags, order, marks) is one line and a group's key and prices one block:
    a hit reads the head, then the block (about 3 lines), where keys beside doubles read
    about 9; DeepSeek-V3's 32,768 ways take 5.6 MB, not 9.2 (the search's data reads past a
    2 MiB cache, cachegrind at -j 1: 429 k -> 264 k). */
@@ -111,20 +115,26 @@ static double by_mode (const float *v, int mode) {
   return x;
 }
 
-/* A group the cache keeps: its key, then its nkinds prices (a block of block_bytes). */
-typedef struct kept {
-  int key[6];       /* tp, cp, mbs, ep, etp, sp */
-  int ok;           /* 0: the estimator refused a layer (no bound) */
-  unsigned hash;    /* of key: its set at any number of sets */
-} kept;
+/* A group the cache keeps, a block of block_bytes read and written a 32-bit word at a time
+   (word: lookups read it unlocked, see group_of): its key (tp, cp, mbs, ep, etp, sp), ok
+   (0: the estimator refused a layer, no bound), its hash (its set at any number of sets),
+   then its nkinds prices (kind_price: floats). */
+typedef _Atomic unsigned word;
+enum { KEPT_KEY = 0, KEPT_OK = 6, KEPT_HASH = 7, KEPT_WORDS = 8 };
+#define PRICE_WORDS (sizeof(kind_price) / sizeof(unsigned))
+_Static_assert(sizeof(kind_price) % sizeof(unsigned) == 0, "kind_price is whole words");
 
 /* A set's bookkeeping, one cache line: which ways hold a group (a tag of the group's hash,
-   0: empty), so that a lookup reads the key of a likely match only, and their LRU order. */
+   0: empty), so that a lookup reads the key of a likely match only; which were used since
+   the set last replaced one (ref); their order of storing; and seq, odd while a thread
+   changes the set (its lock held), which a lookup reads before and after it reads. */
 typedef struct set_head {
-  unsigned clock;                      /* the set's uses (wrapping only misorders the LRU) */
-  unsigned used[GROUP_WAYS];           /* each way's clock at its last use (0: empty) */
-  unsigned char tag[GROUP_WAYS];
-  unsigned char spare[64 - 4 - 4 * GROUP_WAYS - GROUP_WAYS];
+  _Atomic unsigned seq;
+  unsigned clock;                      /* the set's stores (wrapping only misorders them) */
+  unsigned used[GROUP_WAYS];           /* each way's clock when stored (0: empty) */
+  _Atomic unsigned char tag[GROUP_WAYS];
+  _Atomic unsigned char ref;           /* bit i: way i found since the set last replaced */
+  unsigned char spare[64 - 8 - 4 * GROUP_WAYS - GROUP_WAYS - 1];
 } set_head;
 
 /* A group's prices as a bound uses them: its thread's copy of the cache's. */
@@ -134,10 +144,11 @@ typedef struct group {
   kind_price k[BOUND_KINDS];   /* nkinds entries */
 } group;
 
-/* Locks of the shared cache. A group's lock is its hash's low bits (lock_mask: the first
-   number of sets less one, at most LOCK_STRIPES - 1), which its set at any later number of
-   sets keeps: the groups of one set always share a lock, and a lookup knows its lock
-   before it reads the number of sets, which only grow changes, holding every lock. */
+/* Locks of the shared cache, taken to store a group, never to find one. A group's lock is
+   its hash's low bits (lock_mask: the first number of sets less one, at most LOCK_STRIPES
+   - 1), which its set at any later number of sets keeps: the groups of one set always
+   share a lock, and a store knows its lock before it reads the number of sets, which only
+   grow changes, holding every lock. */
 #define LOCK_STRIPES 64
 
 /* A lock alone on its cache line: two threads taking neighbouring stripes do not share one. */
@@ -148,23 +159,45 @@ typedef union stripe {
 
 struct nd_bound_cache {
   int nkinds;
-  int sets, max_sets;              /* of GROUP_WAYS groups (powers of two) */
-  int locked;                      /* shared by threads: lookups take their set's lock */
+  _Atomic int sets;                /* of GROUP_WAYS groups (a power of two) */
+  _Atomic unsigned grown;          /* odd while grow moves groups (every lock held) */
+  int max_sets;
+  int locked;                      /* shared by threads: stores take their set's lock */
   unsigned lock_mask;
-  int held[LOCK_STRIPES];          /* groups kept, by lock (each counted under its own) */
   set_head *head;                  /* per set */
   unsigned char *blocks;           /* sets x GROUP_WAYS blocks: way i of set si is block
                                       si x GROUP_WAYS + i */
-  size_t block_bytes;              /* a kept and nkinds kind_price */
+  size_t block_bytes;              /* KEPT_WORDS words and nkinds kind_price */
   size_t head_bytes, all_block_bytes;  /* mapped: for max_sets */
+  char apart[64];                  /* the fields above, read by every lookup, on lines that
+                                      the counts below, written by stores, do not share */
+  int held[LOCK_STRIPES];          /* groups kept, by lock (each counted under its own) */
   stripe lock[LOCK_STRIPES];
 };
 
-static kept *block_at (const nd_bound_cache *c, size_t i) {
-  return (kept *)(void *)(c->blocks + i * c->block_bytes);
+static word *block_at (const nd_bound_cache *c, size_t i) {
+  return (word *)(void *)(c->blocks + i * c->block_bytes);
 }
 
-static kind_price *prices_of (kept *k) { return (kind_price *)(void *)(k + 1); }
+/* n words of a block into dst, and from src into one (in the orders begin_change states). */
+static void load_words (void *dst, const word *w, size_t n) {
+  unsigned char *d = (unsigned char *)dst;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    unsigned v = atomic_load_explicit(&w[i], memory_order_acquire);
+    memcpy(d + i * sizeof v, &v, sizeof v);
+  }
+}
+
+static void store_words (word *w, const void *src, size_t n) {
+  const unsigned char *s = (const unsigned char *)src;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    unsigned v;
+    memcpy(&v, s + i * sizeof v, sizeof v);
+    atomic_store_explicit(&w[i], v, memory_order_release);
+  }
+}
 
 /* A way's tag: the hash's high bits (the sets take its low ones), never 0. */
 static unsigned char tag_of (unsigned h) {
@@ -226,7 +259,9 @@ static int kinds_of (const nd_model_spec *m, int total, int *rep) {
 }
 
 /* Bytes of one kept group with its prices. */
-static size_t block_size (int nkinds) { return sizeof(kept) + (size_t)nkinds * sizeof(kind_price); }
+static size_t block_size (int nkinds) {
+  return KEPT_WORDS * sizeof(unsigned) + (size_t)nkinds * sizeof(kind_price);
+}
 
 /* The sets (a power of two, at least one, at most MAX_GROUPS groups) whose groups fit bytes. */
 static int sets_for (size_t bytes, int nkinds) {
@@ -235,6 +270,26 @@ static int sets_for (size_t bytes, int nkinds) {
          && (size_t)n * 2 * (GROUP_WAYS * block_size(nkinds) + sizeof(set_head)) <= bytes)
     n *= 2;
   return n;
+}
+
+/* Writes in the pages of sets [from, to) at once (before they are used): the system's page
+   faults one at a time cost DeepSeek-V3's search on 2,048 devices about 1,400 faults of
+   7 us each in a VM (6% of it at -j 1, more at -j 2, where the threads share the address
+   space); the sets a cache grows to get groups in every page anyway (their hashes spread
+   them). Advice only: without it (Linux before 5.14, other systems) the pages fault. */
+static void populate (nd_bound_cache *c, int from, int to) {
+#ifdef MADV_POPULATE_WRITE
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t a = (size_t)from * GROUP_WAYS * c->block_bytes, z = (size_t)to * GROUP_WAYS * c->block_bytes;
+  if (page == 0 || (page & (page - 1)) != 0) return;
+  a &= ~(page - 1);
+  (void)madvise(c->blocks + a, z - a, MADV_POPULATE_WRITE);
+  a = ((size_t)from * sizeof(set_head)) & ~(page - 1);
+  z = (size_t)to * sizeof(set_head);
+  (void)madvise((unsigned char *)c->head + a, z - a, MADV_POPULATE_WRITE);
+#else
+  (void)c; (void)from; (void)to;
+#endif
 }
 
 /* bytes of zeros, mapped (NULL: none). */
@@ -246,15 +301,17 @@ static void *zero_pages (size_t bytes) {
 nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t first_bytes,
                                     size_t cache_bytes, int threads) {
   nd_bound_cache *c;
-  int rep[BOUND_KINDS], i, total = (int)(m->num_layers + m->mtp_layers), nkinds;
+  int rep[BOUND_KINDS], i, n, total = (int)(m->num_layers + m->mtp_layers), nkinds;
   if (total < 1 || total > ND_MAX_LAYERS || (nkinds = kinds_of(m, total, rep)) < 1) return NULL;
   c = (nd_bound_cache *)calloc(1, sizeof *c);
   if (!c) return NULL;
   c->nkinds = nkinds;
   c->max_sets = sets_for(cache_bytes, nkinds);
-  c->sets = sets_for(first_bytes, nkinds);
-  if (c->sets > c->max_sets) c->sets = c->max_sets;
-  c->lock_mask = (unsigned)(c->sets < LOCK_STRIPES ? c->sets : LOCK_STRIPES) - 1u;
+  n = sets_for(first_bytes, nkinds);
+  if (n > c->max_sets) n = c->max_sets;
+  atomic_init(&c->sets, n);
+  atomic_init(&c->grown, 0u);
+  c->lock_mask = (unsigned)(n < LOCK_STRIPES ? n : LOCK_STRIPES) - 1u;
   c->block_bytes = block_size(nkinds);
   c->head_bytes = (size_t)c->max_sets * sizeof *c->head;
   c->all_block_bytes = (size_t)c->max_sets * GROUP_WAYS * c->block_bytes;
@@ -264,6 +321,7 @@ nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t first_bytes,
     nd_bound_cache_free(c);
     return NULL;
   }
+  populate(c, 0, n);
   c->locked = threads > 1;
   for (i = 0; c->locked && i <= (int)c->lock_mask; i++) pthread_mutex_init(&c->lock[i].mu, NULL);
   return c;
@@ -279,11 +337,7 @@ void nd_bound_cache_free (nd_bound_cache *c) {
 }
 
 int nd_bound_cache_room (nd_bound_cache *c) {
-  int n;
-  if (c->locked) pthread_mutex_lock(&c->lock[0].mu);
-  n = c->sets * GROUP_WAYS;
-  if (c->locked) pthread_mutex_unlock(&c->lock[0].mu);
-  return n;
+  return atomic_load_explicit(&c->sets, memory_order_acquire) * GROUP_WAYS;
 }
 
 nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
@@ -417,56 +471,138 @@ static void unlock_all (nd_bound_cache *c) {
   for (i = 0; c->locked && i <= c->lock_mask; i++) pthread_mutex_unlock(&c->lock[i].mu);
 }
 
+static int sets_now (nd_bound_cache *c) {
+  return atomic_load_explicit(&c->sets, memory_order_relaxed);
+}
+
 /* Whether at least half the cache's room holds groups (every lock held): below, a full
    set replaces a group (a few sets fill while most have room), above, the cache grows. */
-static int half_full (const nd_bound_cache *c) {
+static int half_full (nd_bound_cache *c) {
   long n = 0;
   unsigned i;
   for (i = 0; i <= c->lock_mask; i++) n += c->held[i];
-  return 2 * n >= (long)c->sets * GROUP_WAYS;
+  return 2 * n >= (long)sets_now(c) * GROUP_WAYS;
+}
+
+/* A writer's marks around its change of a set, or of every set (grow): odd while it
+   writes, even again after. The words between are stored with release and read with
+   acquire order, so a lookup that read any of them sees the count changed when it reads
+   it again; a lookup that read the even count after sees every word (no fences: the
+   thread sanitizer follows these orders, not fences; on x86 each is a plain move). */
+static void begin_change (_Atomic unsigned *seq) {
+  atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1u,
+                        memory_order_relaxed);
+}
+
+static void end_change (_Atomic unsigned *seq) {
+  atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1u,
+                        memory_order_release);
 }
 
 /* Doubles the sets (every lock held, sets < max_sets): set i's groups stay in i or move to
    i + sets, as their hashes say, so none is lost (each new set holds at most what one old
    one held). The new sets' pages are the mapping's zeros, never used before. */
 static void grow (nd_bound_cache *c) {
-  int n = c->sets, si, i, moved;
+  int n = sets_now(c), si, i, moved;
+  size_t words = c->block_bytes / sizeof(unsigned);
+  populate(c, n, 2 * n);
+  begin_change(&c->grown);
   for (si = 0; si < n; si++) {
     set_head *from = &c->head[si], *to = &c->head[si + n];
     to->clock = from->clock;
     for (i = moved = 0; i < GROUP_WAYS; i++) {
-      kept *k = block_at(c, (size_t)si * GROUP_WAYS + i);
-      if (from->tag[i] == 0 || !(k->hash & (unsigned)n)) continue;
-      memcpy(block_at(c, (size_t)(si + n) * GROUP_WAYS + moved), k, c->block_bytes);
-      to->tag[moved] = from->tag[i];
+      word *k = block_at(c, (size_t)si * GROUP_WAYS + i);
+      unsigned char t = atomic_load_explicit(&from->tag[i], memory_order_relaxed);
+      if (t == 0 || !(atomic_load_explicit(&k[KEPT_HASH], memory_order_relaxed) & (unsigned)n))
+        continue;
+      {
+        word *dst = block_at(c, (size_t)(si + n) * GROUP_WAYS + moved);
+        size_t j;
+        for (j = 0; j < words; j++)
+          atomic_store_explicit(&dst[j], atomic_load_explicit(&k[j], memory_order_relaxed),
+                                memory_order_release);
+      }
+      atomic_store_explicit(&to->tag[moved], t, memory_order_release);
       to->used[moved] = from->used[i];
       moved++;
-      from->tag[i] = 0;
+      atomic_store_explicit(&from->tag[i], 0, memory_order_release);
       from->used[i] = 0;
     }
   }
-  c->sets = 2 * n;
+  atomic_store_explicit(&c->sets, 2 * n, memory_order_release);
+  end_change(&c->grown);
 }
 
-/* The way of set si that holds key (tag: its hash's), or -1. */
-static int find_way (const nd_bound_cache *c, int si, unsigned char tag, const int *key) {
-  const set_head *hd = &c->head[si];
-  int i;
-  for (i = 0; i < GROUP_WAYS; i++)
-    if (hd->tag[i] == tag
-        && memcmp(block_at(c, (size_t)si * GROUP_WAYS + i)->key, key, 6 * sizeof *key) == 0)
-      return i;
+/* The way of set hd that holds key (tag: its hash's), or -1. */
+static int find_way (const nd_bound_cache *c, const set_head *hd, int si, unsigned char tag,
+                     const int *key) {
+  int i, j;
+  for (i = 0; i < GROUP_WAYS; i++) {
+    const word *k;
+    if (atomic_load_explicit(&hd->tag[i], memory_order_acquire) != tag) continue;
+    k = block_at(c, (size_t)si * GROUP_WAYS + i);
+    for (j = 0; j < 6; j++)
+      if (atomic_load_explicit(&k[KEPT_KEY + j], memory_order_acquire) != (unsigned)key[j]) break;
+    if (j == 6) return i;
+  }
   return -1;
+}
+
+/*
+** Finds key's group (hash h, tag) and copies its prices into mine, reading words only:
+** 1 found, -1 not kept, 0 a thread changed its set or grew the cache meanwhile (what was
+** read may be torn). A store holds its set's lock and grow every lock, so under the lock
+** of key's set the answer is 1 or -1. Lookups write nothing but a way's first use (ref):
+** threads that find the same groups share the lines they read (locks and a use count
+** written on every lookup made the search at -j 2 half as slow again as the two threads'
+** work alone, DeepSeek-V3 on 2,048 devices).
+*/
+static int lookup (nd_bound_cache *c, unsigned h, unsigned char tag, const int *key,
+                   group *mine, int K) {
+  unsigned grown = atomic_load_explicit(&c->grown, memory_order_acquire), seq;
+  int si, way;
+  set_head *hd;
+  if (grown & 1u) return 0;
+  si = (int)(h & (unsigned)(atomic_load_explicit(&c->sets, memory_order_acquire) - 1));
+  hd = &c->head[si];
+  seq = atomic_load_explicit(&hd->seq, memory_order_acquire);
+  if (seq & 1u) return 0;
+  way = find_way(c, hd, si, tag, key);
+  if (way >= 0) {
+    const word *k = block_at(c, (size_t)si * GROUP_WAYS + way);
+    mine->ok = (int)atomic_load_explicit(&k[KEPT_OK], memory_order_acquire);
+    load_words(mine->k, k + KEPT_WORDS, (size_t)K * PRICE_WORDS);
+  }
+  if (atomic_load_explicit(&hd->seq, memory_order_relaxed) != seq
+      || atomic_load_explicit(&c->grown, memory_order_relaxed) != grown)
+    return 0;
+  if (way < 0) return -1;
+  if (!(atomic_load_explicit(&hd->ref, memory_order_relaxed) & (1u << way)))
+    atomic_fetch_or_explicit(&hd->ref, (unsigned char)(1u << way), memory_order_relaxed);
+  return 1;
+}
+
+/* The way of set hd to store a group in (its lock held): an empty one, else the first
+   stored of those not found since the set last replaced one (all, if each was). */
+static int victim (const set_head *hd) {
+  unsigned ref = atomic_load_explicit(&hd->ref, memory_order_relaxed);
+  int i, way = -1;
+  for (i = 0; i < GROUP_WAYS; i++) {
+    if (atomic_load_explicit(&hd->tag[i], memory_order_relaxed) == 0) return i;
+    if (ref != (1u << GROUP_WAYS) - 1u && (ref & (1u << i))) continue;
+    if (way < 0 || hd->used[i] < hd->used[way]) way = i;
+  }
+  return way;
 }
 
 /* The prices of st's group, in the bound's own copy: the cache's, else priced and stored. */
 static const group *group_of (nd_bound *b, const nd_strategy *st) {
   nd_bound_cache *c = b->cache;
-  int key[6], i, si, way, K = b->nkinds, may_grow;
+  int key[6], si, way, K = b->nkinds, may_grow, found;
   unsigned h;
   unsigned char tag;
   set_head *hd;
-  kept *k;
+  word *k;
   group *mine = &b->local;
   pthread_mutex_t *lock;
   key[0] = st->tp; key[1] = st->cp; key[2] = st->mbs; key[3] = st->ep; key[4] = st->etp;
@@ -474,48 +610,51 @@ static const group *group_of (nd_bound *b, const nd_strategy *st) {
   if (memcmp(mine->key, key, sizeof key) == 0) return mine;  /* the same group again */
   h = key_hash(key);
   tag = tag_of(h);
-  may_grow = 1;
   lock = c->locked ? &c->lock[h & c->lock_mask].mu : NULL;
-  if (lock) pthread_mutex_lock(lock);
-  si = (int)(h & (unsigned)(c->sets - 1));
-  if ((way = find_way(c, si, tag, key)) >= 0) {
-    hd = &c->head[si];
-    hd->used[way] = ++hd->clock;
-    k = block_at(c, (size_t)si * GROUP_WAYS + way);
-    memcpy(mine->key, key, sizeof key);
-    mine->ok = k->ok;
-    memcpy(mine->k, prices_of(k), (size_t)K * sizeof *mine->k);
+  mine->key[0] = 0;  /* (mine is being overwritten) */
+  found = lookup(c, h, tag, key, mine, K);
+  while (found == 0) {  /* a store or grow ran meanwhile: again, as stores wait */
+    if (lock) pthread_mutex_lock(lock);
+    found = lookup(c, h, tag, key, mine, K);
     if (lock) pthread_mutex_unlock(lock);
-    return mine;
   }
-  if (lock) pthread_mutex_unlock(lock);
-  memcpy(mine->key, key, sizeof key);  /* not kept: priced for this group, then stored */
-  price_group(b, mine, st);
+  memcpy(mine->key, key, sizeof key);
+  if (found > 0) return mine;
+  price_group(b, mine, st);  /* not kept: priced for this group (unlocked), then stored */
+  may_grow = 1;
   for (;;) {  /* where to store it, the set's lock held */
     if (lock) pthread_mutex_lock(lock);
-    si = (int)(h & (unsigned)(c->sets - 1));
+    si = (int)(h & (unsigned)(sets_now(c) - 1));
     hd = &c->head[si];
-    way = find_way(c, si, tag, key);  /* stored meanwhile */
-    if (way >= 0) break;
-    for (i = way = 0; i < GROUP_WAYS; i++)  /* the least recently used (an empty one: 0) */
-      if (hd->used[i] < hd->used[way]) way = i;
-    if (hd->tag[way] == 0 || !may_grow || c->sets >= c->max_sets) break;
+    if (find_way(c, hd, si, tag, key) >= 0) {  /* stored meanwhile */
+      if (lock) pthread_mutex_unlock(lock);
+      return mine;
+    }
+    way = victim(hd);
+    if (atomic_load_explicit(&hd->tag[way], memory_order_relaxed) == 0 || !may_grow
+        || sets_now(c) >= c->max_sets)
+      break;
     if (lock) pthread_mutex_unlock(lock);  /* a full set: the cache grows rather than replace */
     lock_all(c);
-    if (si == (int)(h & (unsigned)(c->sets - 1))) {  /* (else grown meanwhile) */
-      if (half_full(c) && c->sets < c->max_sets) grow(c);
-      else may_grow = 0;  /* a few full sets: this one replaces its least recent */
+    if (si == (int)(h & (unsigned)(sets_now(c) - 1))) {  /* (else grown meanwhile) */
+      if (half_full(c) && sets_now(c) < c->max_sets) grow(c);
+      else may_grow = 0;  /* a few full sets: this one replaces its first stored */
     }
     unlock_all(c);  /* the set looked at again */
   }
-  if (hd->tag[way] == 0) c->held[h & c->lock_mask]++;
+  begin_change(&hd->seq);
+  if (atomic_load_explicit(&hd->tag[way], memory_order_relaxed) == 0)
+    c->held[h & c->lock_mask]++;
+  else
+    atomic_store_explicit(&hd->ref, 0, memory_order_relaxed);  /* a replacement: uses anew */
   k = block_at(c, (size_t)si * GROUP_WAYS + way);
-  memcpy(k->key, key, sizeof key);
-  k->ok = mine->ok;
-  k->hash = h;
-  memcpy(prices_of(k), mine->k, (size_t)K * sizeof *mine->k);
-  hd->tag[way] = tag;
+  store_words(k + KEPT_KEY, key, 6);
+  atomic_store_explicit(&k[KEPT_OK], (unsigned)mine->ok, memory_order_release);
+  atomic_store_explicit(&k[KEPT_HASH], h, memory_order_release);
+  store_words(k + KEPT_WORDS, mine->k, (size_t)K * PRICE_WORDS);
+  atomic_store_explicit(&hd->tag[way], tag, memory_order_release);
   hd->used[way] = ++hd->clock;
+  end_change(&hd->seq);
   if (lock) pthread_mutex_unlock(lock);
   return mine;
 }
