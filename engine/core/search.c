@@ -419,14 +419,7 @@ static int price_one (walker *w, slot *s, worker_scratch *ws, const nd_candidate
     s->late[ND_REFUSE_SAME_RUN]++;
     return 0;
   }
-  if (s->priced == s->rows_cap) {  /* a node's rows: as many as it prices */
-    int cap = 2 * s->rows_cap;
-    nd_search_row *rows = (nd_search_row *)realloc(s->rows, (size_t)cap * sizeof *rows);
-    if (!rows) { s->late[ND_REFUSE_NO_MEMORY]++; return -1; }
-    s->rows = rows;
-    s->rows_cap = cap;
-  }
-  r = &s->rows[s->priced++];
+  if (!(r = nd_pool_row(w, s))) { s->late[ND_REFUSE_NO_MEMORY]++; return -1; }
   h = &e->stage[e->heaviest];
   r->index = index;
   r->c = *c;
@@ -1157,7 +1150,8 @@ int nd_walk_price_pending (walker *w, slot *s, worker_scratch *ws) {
 
 /* Hands a priced chunk to the caller (calling thread) and frees its slot. */
 void nd_walk_deliver (walker *w, slot *s) {
-  int i, r;
+  int i, r, left, n;
+  row_block *b;
   nd_search_counts *c = w->counts;
   for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
   /* a candidate the process had no memory to price: the run fails (its counts would
@@ -1170,16 +1164,21 @@ void nd_walk_deliver (walker *w, slot *s) {
   c->skipped_time += s->skipped_time;
   c->skipped_memory += s->skipped_memory;
   c->priced += (unsigned long long)s->priced;
-  for (i = 0; i < s->priced; i++) {
-    if (s->rows[i].fits) c->fit++;
-    else c->refused[ND_REFUSE_MEMORY]++;
-    if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
-        && s->rows[i].c.recompute == ND_RECOMPUTE_NONE)
-      record_fit(w, &s->rows[i]);
+  for (b = s->rows, left = s->priced; left > 0; b = b->next, left -= n) {
+    n = left < ROW_BLOCK ? left : ROW_BLOCK;
+    for (i = 0; i < n; i++) {
+      if (b->rows[i].fits) c->fit++;
+      else c->refused[ND_REFUSE_MEMORY]++;
+      if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
+          && b->rows[i].c.recompute == ND_RECOMPUTE_NONE)
+        record_fit(w, &b->rows[i]);
+    }
+    /* a block at a time, in walk order */
+    if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->deliver
+        && w->hooks->deliver(w->hooks->ud, b->rows, n) != 0)
+      w->status = ND_SEARCH_HOOK_ERROR;
   }
-  if (w->status == ND_SEARCH_OK && s->priced > 0 && w->hooks && w->hooks->deliver
-      && w->hooks->deliver(w->hooks->ud, s->rows, s->priced) != 0)
-    w->status = ND_SEARCH_HOOK_ERROR;
+  nd_pool_rows_done(w, s);
   if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
       && w->hooks->progress(w->hooks->ud, c) != 0)
     w->status = ND_SEARCH_HOOK_ERROR;

@@ -15,11 +15,6 @@
 
 #include "search_walk.h"
 
-/* Rows a slot holds at first; a chunk that prices more grows its own (nd_walk_price_entry):
-   most chunks price a row or two (DeepSeek-V3 on 2,048 devices: 17,150 rows in 11,987
-   chunks), and rows for every entry of 16 slots in flight held 2 MB the search never used. */
-#define SLOT_FIRST_ROWS 64
-
 /* Walks a chunk's entries (phase 0: each node's sub-tree or candidate, checked, bounded,
    priced or, with an admit hook, kept for it) or prices what the hook admitted of them
    (phase 1); uses only the thread's own scratch, so the threads run it concurrently. */
@@ -29,7 +24,8 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     nd_walk_price_pending(w, s, ws);
     return;
   }
-  s->priced = s->npend = 0;
+  nd_pool_rows_done(w, s);  /* (none left but a stopped search's) */
+  s->npend = 0;
   memset(s->late, 0, sizeof s->late);
   s->equivalent = s->pruned_time = s->pruned_memory = 0;
   s->skipped_time = s->skipped_memory = 0;
@@ -171,6 +167,34 @@ static void make_progress (walker *w) {
   if (!deliver_oldest(w) && !admit_next(w) && !help(w)) wait_for_walk(w);
 }
 
+nd_search_row *nd_pool_row (walker *w, slot *s) {
+  int at = s->priced % ROW_BLOCK;
+  if (s->priced > 0 && at == 0) {
+    row_block *b;
+    if (w->threads > 0) pthread_mutex_lock(&w->mu);
+    if ((b = w->spare) != NULL) w->spare = b->next;
+    if (w->threads > 0) pthread_mutex_unlock(&w->mu);
+    if (!b && !(b = (row_block *)malloc(sizeof *b))) return NULL;
+    b->next = NULL;
+    s->last->next = b;
+    s->last = b;
+  }
+  s->priced++;
+  return &s->last->rows[at];
+}
+
+void nd_pool_rows_done (walker *w, slot *s) {
+  row_block *first = s->rows->next, *end = s->last;
+  s->rows->next = NULL;
+  s->last = s->rows;
+  s->priced = 0;
+  if (!first) return;
+  if (w->threads > 0) pthread_mutex_lock(&w->mu);
+  end->next = w->spare;
+  w->spare = first;
+  if (w->threads > 0) pthread_mutex_unlock(&w->mu);
+}
+
 slot *nd_pool_current (walker *w) {
   return &w->slots[w->filled % (unsigned long long)w->nslots];
 }
@@ -237,14 +261,24 @@ void nd_pool_drain (walker *w) {
   next_cuts(w);
 }
 
+static void free_blocks (row_block *b) {
+  while (b) {
+    row_block *next = b->next;
+    free(b);
+    b = next;
+  }
+}
+
 static void free_slots (walker *w) {
   int i;
+  free_blocks(w->spare);
+  w->spare = NULL;
   if (!w->slots) return;
   for (i = 0; i < w->nslots; i++) {
     free(w->slots[i].cand);
     free(w->slots[i].index);
     free(w->slots[i].flag);
-    free(w->slots[i].rows);
+    free_blocks(w->slots[i].rows);  /* (blocks a stopped search left it) */
     free(w->slots[i].pend);
     free(w->slots[i].pend_index);
   }
@@ -260,8 +294,8 @@ int nd_pool_open (walker *w) {
     s->cand = (nd_candidate *)malloc((size_t)w->chunk * sizeof *s->cand);
     s->index = (unsigned long long *)malloc((size_t)w->chunk * sizeof *s->index);
     s->flag = (unsigned char *)malloc((size_t)w->chunk);
-    s->rows_cap = w->chunk < SLOT_FIRST_ROWS ? w->chunk : SLOT_FIRST_ROWS;
-    s->rows = (nd_search_row *)malloc((size_t)s->rows_cap * sizeof *s->rows);
+    s->rows = s->last = (row_block *)malloc(sizeof *s->rows);
+    if (s->rows) s->rows->next = NULL;
     if (!s->cand || !s->index || !s->flag || !s->rows) {
       free_slots(w);
       w->slots = NULL;

@@ -39,6 +39,18 @@ enum { NODE_SAME = 4, NODE_LONE = 8 };  /* walk_tail's same_as_none and lone */
    stages x shard groups; a larger tail is emitted with none). */
 #define VERDICTS 4096
 
+/* Rows a block holds. A slot owns one block; a chunk that prices more takes the walk's
+   spare ones (nd_pool_row) and gives them back when delivered, so the rows held are about
+   those in flight: most chunks price a row or two (DeepSeek-V3 on 2,048 devices: 17,150
+   rows in 11,987 chunks), a few a node's hundreds, and rows grown per slot reached 512 to
+   1,024 in each of 16 slots (4.6 MB, each page a fault, at -j 2 the worker's dearer). */
+#define ROW_BLOCK 32
+
+typedef struct row_block {
+  struct row_block *next;
+  nd_search_row rows[ROW_BLOCK];
+} row_block;
+
 typedef struct slot {
   int state, n;
   int phase;                           /* taken to walk its entries (0), or to price what the
@@ -46,8 +58,9 @@ typedef struct slot {
   nd_candidate *cand;
   unsigned long long *index;
   unsigned char *flag;                 /* CAND_*: what is left to do before pricing */
-  nd_search_row *rows;
-  int priced, rows_cap;                /* rows[0..priced) of rows_cap */
+  row_block *rows, *last;              /* its priced rows: the first block (the slot's own)
+                                          and the one being filled */
+  int priced;                          /* rows in the blocks from rows on */
   double time_cut, over_cut;           /* the walk's cuts when it filled the slot */
   unsigned long long late[ND_REFUSE_COUNT];  /* refused by the worker (checks, planners) */
   unsigned long long equivalent, pruned_time, pruned_memory, skipped_time, skipped_memory;
@@ -119,6 +132,7 @@ typedef struct walker {
   int status;                          /* ND_SEARCH_OK or why the walk stops */
   int quit;
   nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
+  row_block *spare;                    /* row blocks no slot holds (the pool's lock) */
   double time_cut, over_cut;           /* the cuts the walk applies now */
   double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
   /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
@@ -176,6 +190,11 @@ void nd_pool_close (walker *w);
 slot *nd_pool_current (walker *w);
 /* Hands the filled slot to the pricing threads (-j 1: prices and delivers it). */
 void nd_pool_submit (walker *w);
+/* The next row of slot s to price into (a block more when its last is full), or NULL: no
+   memory. */
+nd_search_row *nd_pool_row (walker *w, slot *s);
+/* Slot s's rows gone: its blocks after the first back to the spare ones. */
+void nd_pool_rows_done (walker *w, slot *s);
 /* Submits the partial chunk and delivers what is in flight (in order), or just waits for it
    when stopping. */
 void nd_pool_drain (walker *w);

@@ -115,7 +115,7 @@ typedef struct nd_search_counts {
 ** Hooks the caller may give; all are called on the calling thread only. NULL = absent,
 ** the fast path. Each returns 0 to go on, -1 to stop the search (an error of the caller).
 **   admit(ud, candidate, &keep): keep = 0 refuses it as "filtered out" before pricing.
-**   deliver(ud, rows, n): a chunk of priced rows, in walk order.
+**   deliver(ud, rows, n): priced rows, in walk order (a chunk's in one call or more).
 **   progress(ud, counts): after each delivered chunk.
 */
 typedef struct nd_search_hooks {
