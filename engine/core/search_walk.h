@@ -7,6 +7,7 @@
 #define NDPLAN_SEARCH_WALK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "ndplan/recompute.h"
 #include "ndplan/search.h"
@@ -52,7 +53,8 @@ typedef struct row_block {
 } row_block;
 
 typedef struct slot {
-  int state, n;
+  _Atomic int state;                   /* SLOT_*: set by the thread done with a phase */
+  int n;
   int phase;                           /* taken to walk its entries (0), or to price what the
                                           hook admitted of them (1) */
   nd_candidate *cand;
@@ -68,6 +70,25 @@ typedef struct slot {
   unsigned long long *pend_index;      /* pruned, with their walk indices, pend[0..npend) */
   int npend, pend_cap;
 } slot;
+
+/* A counter alone on its cache line: the threads that write one do not slow the others'. */
+typedef union pool_counter {
+  _Atomic unsigned long long v;
+  char line[64];
+} pool_counter;
+
+/* The pool's counts of chunks (sequence numbers from 0), without a lock: the walk alone
+   fills and runs the hook, a thread takes a chunk by raising taken or priced (see
+   search_pool.c). idle and waiting say who may be asleep, to be woken. */
+typedef struct pool_counts {
+  pool_counter filled;                 /* chunks the walk filled (it alone writes) */
+  pool_counter taken;                  /* of those, taken to walk (phase 0) */
+  pool_counter admitted;               /* with an admit hook: chunks it ran over (the walk) */
+  pool_counter priced;                 /* of those, taken to price (phase 1) */
+  _Atomic int idle;                    /* workers asleep on work_cv, or about to be */
+  _Atomic int waiting;                 /* the walk asleep on done_cv, or about to be */
+  _Atomic int quit;
+} pool_counts;
 
 /* The innermost loops' values at one (tp, dp): shape_of. */
 typedef struct tail_shape {
@@ -119,18 +140,18 @@ typedef struct walker {
   const nd_search_hooks *hooks;
   nd_search_counts *counts;
   nd_search_bounds b;
+  char apart[64];                      /* what the workers read above, what the walk writes
+                                          below: not on one cache line */
   nd_strategy scratch;                 /* for the checks of the walk */
   tree tree;                           /* the walk's */
   int zv[LOOP_MAX], nz;                /* the ZeRO stages walked */
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
-  unsigned long long filled, taken, delivered;  /* chunk sequence numbers */
-  unsigned long long admitted, priced;  /* with an admit hook: chunks the hook has seen, and
-                                           of those, taken to price */
+  pool_counts pc;                      /* chunk sequence numbers, shared by the threads */
+  unsigned long long delivered;        /* chunks delivered (the walk's own) */
   int admits;                          /* an admit hook, run by the walk over checked slots */
   int status;                          /* ND_SEARCH_OK or why the walk stops */
-  int quit;
   nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
   row_block *spare;                    /* row blocks no slot holds (the pool's lock) */
   double time_cut, over_cut;           /* the cuts the walk applies now */
@@ -142,10 +163,12 @@ typedef struct walker {
   unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
   int tail;                            /* nodes: the pricing threads walk each sub-tree
                                           (not exhaustive, no admit hook) */
-  pthread_mutex_t mu;                  /* the pool's (pool: initialised) */
+  pthread_mutex_t mu;                  /* the pool's sleep and the spare rows' (pool:
+                                          initialised) */
   pthread_cond_t work_cv, done_cv;
   pthread_t *tids;
   int pool, started;                   /* workers started, of threads */
+  int spin;                            /* looks for work before a sleep (search_pool.c) */
 } walker;
 
 /* What one pricing thread keeps: its own scratch, so the threads price concurrently. */
