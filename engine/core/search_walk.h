@@ -88,6 +88,7 @@ typedef struct pool_counts {
   _Atomic int idle;                    /* workers asleep on work_cv, or about to be */
   _Atomic int waiting;                 /* the walk asleep on done_cv, or about to be */
   _Atomic int quit;
+  char apart[64];                      /* the walk's own fields after: not on these lines */
 } pool_counts;
 
 /* The innermost loops' values at one (tp, dp): shape_of. */
@@ -148,6 +149,7 @@ typedef struct walker {
   struct worker_scratch *inline_scratch;  /* pricing on the walking thread */
   int chunk, nslots, threads;
   slot *slots;
+  char apart_pool[64];                 /* what the workers read above, the counts below */
   pool_counts pc;                      /* chunk sequence numbers, shared by the threads */
   unsigned long long delivered;        /* chunks delivered (the walk's own) */
   int admits;                          /* an admit hook, run by the walk over checked slots */
