@@ -14,8 +14,8 @@ typedef struct nd_bound_cache nd_bound_cache;
 /* The layer prices of model m's groups, for the bounds of one search and recipe (the prices
    depend on the device, job, costs and recipe too): first_bytes of them at first, growing up
    to cache_bytes as the groups fill it; with threads > 1 the bounds of that many threads
-   share it, each lookup under a lock. NULL: out of memory, or a model the bounds do not
-   cover. */
+   share it (lookups read it unlocked, stores lock). NULL: out of memory, or a model the
+   bounds do not cover. */
 nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t first_bytes,
                                     size_t cache_bytes, int threads);
 void nd_bound_cache_free (nd_bound_cache *c);
