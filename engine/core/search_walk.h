@@ -44,7 +44,7 @@ enum { NODE_SAME = 4, NODE_LONE = 8 };  /* walk_tail's same_as_none and lone */
    spare ones (nd_pool_row) and gives them back when delivered, so the rows held are about
    those in flight: most chunks price a row or two (DeepSeek-V3 on 2,048 devices: 17,150
    rows in 11,987 chunks), a few a node's hundreds, and rows grown per slot reached 512 to
-   1,024 in each of 16 slots (4.6 MB, each page a fault, at -j 2 the worker's dearer). */
+   1,024 in each of 16 slots (about 4.4 MB, each page a fault, dearer on a second thread). */
 #define ROW_BLOCK 32
 
 typedef struct row_block {
