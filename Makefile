@@ -91,11 +91,12 @@ test-sanitize: deps
 	  sh spec/support/test_summary.sh $(SANITIZE_DIR); exit $$status
 
 # Speed figures (benchmarks, not tests): estimates per second per core; the search against
-# issue 18's targets (BENCH_ARGS=exhaustive: also with every bound off, the figures before);
+# issue 18's targets (BENCH_ARGS=exhaustive: also with every bound off, the figures before),
+# beside -j 2 a cache line's round trip between two processors (spec/bench/pingpong.c);
 # search -o DIR against the search alone.
 bench: build
 	$(BUILD_DIR)/ndplan spec/bench/estimate_bench.lua
-	$(BUILD_DIR)/ndplan spec/bench/search_bench.lua $(BENCH_ARGS)
+	NDPLAN_PINGPONG=$(BUILD_DIR)/spec/bench_pingpong $(BUILD_DIR)/ndplan spec/bench/search_bench.lua $(BENCH_ARGS)
 	$(BUILD_DIR)/ndplan spec/bench/output_bench.lua
 
 install: build

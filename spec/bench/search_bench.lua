@@ -7,7 +7,9 @@
 -- (the walk as it was before pruning), for the before -> after figures. `make bench`.
 -- Beside each -j 2 figure it prints what this machine gives two threads at most: two
 -- processes running the same -j 1 search at once (the script again, as "alone N"), whose
--- slowdown against one alone no pool can beat -- shared caches and a shared host cost it.
+-- slowdown against one alone no pool can beat -- shared caches and a shared host cost it --
+-- and how long a cache line takes to another processor and back, what threads pay and
+-- processes do not for each datum they hand over (spec/bench/pingpong.c).
 local repeats = 3
 local with_exhaustive = arg and arg[1] == "exhaustive"
 local alone_case = arg and arg[1] == "alone" and tonumber(arg[2])
@@ -105,6 +107,20 @@ if alone_case then  -- a child of side_by_side: its best time, one line
   return
 end
 
+-- A cache line's round trip between two processors, in ns (make bench gives the helper's
+-- path, spec/bench/pingpong.c): what the threads pay for each datum they hand over, which
+-- two separate processes never pay. nil without the helper or a second processor.
+local function round_trip_ns ()
+  local helper = os.getenv("NDPLAN_PINGPONG")
+  local f = helper and io.open(helper, "rb")
+  if not f then return nil end  -- (a build without the specs has no helper)
+  f:close()
+  local p = io.popen(string.format("%q", helper))
+  local ns = p and tonumber(p:read("l"))
+  if p then p:close() end
+  return ns
+end
+
 local one_thread = {}  -- label .. recompute -> the -j 1 time and case, for the -j 2 speed-up
 for k, c in ipairs(cases) do
   local t, i = run(c, false, repeats)
@@ -120,11 +136,14 @@ for k, c in ipairs(cases) do
       tj = math.min(tj or math.huge, (run(c, false, 1)))
     end
     local alone, pair = side_by_side(one_thread[key])
-    print(string.format("search  %-37s %-20s -j %d is %.2fx -j 1, in turn (floor 1.8x)%s", c[1],
+    local ns = round_trip_ns()
+    print(string.format("search  %-37s %-20s -j %d is %.2fx -j 1, in turn (floor 1.8x)%s%s", c[1],
                         label(c), c[4], t1 / tj,
                         alone and string.format("; two -j 1 searches at once take %.3f s "
                           .. "each against %.3f s alone: this machine runs two at %.2fx one",
-                          pair, alone, 2 * alone / pair) or ""))
+                          pair, alone, 2 * alone / pair) or "",
+                        ns and string.format("; a cache line goes to the other processor "
+                          .. "and back in %d ns", ns) or ""))
   end
   if with_exhaustive then
     local te, ie = run(c, true, 1)
