@@ -274,7 +274,7 @@ static int sets_for (size_t bytes, int nkinds) {
 
 /* Writes in the pages of sets [from, to) at once (before they are used): the system's page
    faults one at a time cost DeepSeek-V3's search on 2,048 devices about 1,400 faults of
-   7 us each in a VM (6% of it at -j 1, more at -j 2, where the threads share the address
+   5 us each in a VM (6% of it at -j 1, more at -j 2, where the threads share the address
    space); the sets a cache grows to get groups in every page anyway (their hashes spread
    them). Advice only: without it (Linux before 5.14, other systems) the pages fault. */
 static void populate (nd_bound_cache *c, int from, int to) {
