@@ -1205,10 +1205,9 @@ static int s_time_parts (lua_State *L) {
   return 1;
 }
 
-/* cores() -> the processors online (the default of -j) */
+/* cores() -> the processors this process may run on (the default of -j) */
 static int s_cores (lua_State *L) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  lua_pushinteger(L, n > 0 ? n : 1);
+  lua_pushinteger(L, nd_search_processors());
   return 1;
 }
 

@@ -162,6 +162,10 @@ void nd_search_params_init (nd_search_params *p);
 void nd_search_bounds_of (const nd_search_params *p, const nd_model_spec *m,
                           const nd_job *job, nd_search_bounds *out);
 
+/* The processors this process may run on: its affinity mask's (a container's cpuset, taskset),
+   else those online; at least 1. The default number of pricing threads (-j). */
+int nd_search_processors (void);
+
 /*
 ** Walks the space, refuses, prices on p->jobs threads and delivers the priced rows in walk
 ** order. Returns ND_SEARCH_* (counts hold what was done so far). err gets a message on

@@ -27,7 +27,7 @@ M.SPEC = {
     {name = "max-mem", short = "M", arg = "SIZE", help = "memory budget (default: device capacity)"},
     {name = "dimensions", short = "l", arg = "LIST", help = "dimensions to search, e.g. DP,TP,PP,MB (MP=TP, OP=ZERO)"},
     {name = "top", short = "t", arg = "N", help = "results shown", default = "10"},
-    {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the cores)"},
+    {name = "jobs", short = "j", arg = "N", help = "pricing threads (default: $NDPLAN_JOBS or the processors it may run on)"},
     {name = "output-dir", short = "o", arg = "DIR", help = "write results.csv (the fitting candidates the step-time bound left to price), memory_parts.csv, time_parts.csv, search.json, the charts and report.html"},
     {name = "all-rows", help = "with -o: every candidate into results.csv, fitting or not, none left out by the step-time bound (slower: the walk prices them all)"},
     {name = "exhaustive", help = "price every valid candidate (no lower bound prunes; the ranking is the same)"},
