@@ -199,6 +199,14 @@ static void store_words (word *w, const void *src, size_t n) {
   }
 }
 
+/* n words of block from into block to (grow, every lock held: no other writer). */
+static void copy_words (word *to, const word *from, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    atomic_store_explicit(&to[i], atomic_load_explicit(&from[i], memory_order_relaxed),
+                          memory_order_release);
+}
+
 /* A way's tag: the hash's high bits (the sets take its low ones), never 0. */
 static unsigned char tag_of (unsigned h) {
   unsigned char t = (unsigned char)(h >> 24);
@@ -277,19 +285,22 @@ static int sets_for (size_t bytes, int nkinds) {
    5 us each in a VM (6% of it at -j 1, more at -j 2, where the threads share the address
    space); the sets a cache grows to get groups in every page anyway (their hashes spread
    them). Advice only: without it (Linux before 5.14, other systems) the pages fault. */
-static void populate (nd_bound_cache *c, int from, int to) {
+static void populate_bytes (unsigned char *base, size_t from, size_t to) {
 #ifdef MADV_POPULATE_WRITE
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  size_t a = (size_t)from * GROUP_WAYS * c->block_bytes, z = (size_t)to * GROUP_WAYS * c->block_bytes;
   if (page == 0 || (page & (page - 1)) != 0) return;
-  a &= ~(page - 1);
-  (void)madvise(c->blocks + a, z - a, MADV_POPULATE_WRITE);
-  a = ((size_t)from * sizeof(set_head)) & ~(page - 1);
-  z = (size_t)to * sizeof(set_head);
-  (void)madvise((unsigned char *)c->head + a, z - a, MADV_POPULATE_WRITE);
+  from &= ~(page - 1);  /* madvise takes whole pages from a page's start */
+  (void)madvise(base + from, to - from, MADV_POPULATE_WRITE);
 #else
-  (void)c; (void)from; (void)to;
+  (void)base; (void)from; (void)to;
 #endif
+}
+
+static void populate (nd_bound_cache *c, int from, int to) {
+  size_t set_blocks = GROUP_WAYS * c->block_bytes;
+  populate_bytes(c->blocks, (size_t)from * set_blocks, (size_t)to * set_blocks);
+  populate_bytes((unsigned char *)c->head, (size_t)from * sizeof(set_head),
+                 (size_t)to * sizeof(set_head));
 }
 
 /* bytes of zeros, mapped (NULL: none). */
@@ -515,13 +526,7 @@ static void grow (nd_bound_cache *c) {
       unsigned char t = atomic_load_explicit(&from->tag[i], memory_order_relaxed);
       if (t == 0 || !(atomic_load_explicit(&k[KEPT_HASH], memory_order_relaxed) & (unsigned)n))
         continue;
-      {
-        word *dst = block_at(c, (size_t)(si + n) * GROUP_WAYS + moved);
-        size_t j;
-        for (j = 0; j < words; j++)
-          atomic_store_explicit(&dst[j], atomic_load_explicit(&k[j], memory_order_relaxed),
-                                memory_order_release);
-      }
+      copy_words(block_at(c, (size_t)(si + n) * GROUP_WAYS + moved), k, words);
       atomic_store_explicit(&to->tag[moved], t, memory_order_release);
       to->used[moved] = from->used[i];
       moved++;
