@@ -27,7 +27,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     nd_walk_price_pending(w, s, ws);
     return;
   }
-  nd_pool_rows_done(w, s);  /* (none left but a stopped search's) */
+  nd_pool_rows_done(w, s);  /* (delivery left it none; an empty slot costs one read) */
   s->npend = 0;
   memset(s->late, 0, sizeof s->late);
   s->equivalent = s->pruned_time = s->pruned_memory = 0;
