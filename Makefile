@@ -38,7 +38,9 @@ deps:
 	  fi; \
 	fi
 
-$(BUILD_DIR)/CMakeCache.txt:
+# deps is order-only: under `make -j` it must finish (pkg-config, lua5.4-dev in place) before
+# CMake configures, not run beside it.
+$(BUILD_DIR)/CMakeCache.txt: | deps
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
 configure: deps $(BUILD_DIR)/CMakeCache.txt
