@@ -219,9 +219,19 @@ static void record_fit (walker *w, const nd_search_row *r) {
 ** one began, so what is known does not depend on the threads.
 */
 static int twin_fit (const walker *w, unsigned long long index) {
-  unsigned long long i = index - w->pl_start;
-  return w->twin == TWIN_USE && i < w->none_len && i / 8 < w->fits_cap
-      && (w->fits[i / 8] >> (i % 8) & 1u);
+  int lo = 0, hi, mid;
+  unsigned long long i;
+  if (w->twin != TWIN_USE) return 0;
+  /* the last segment starting at or before index: its entries are the walk's, written
+     before its candidates were emitted (the count read with acquire says which are) */
+  hi = atomic_load_explicit(&w->pl_segs, memory_order_acquire);
+  if (hi < 1 || index < w->pl_start[0]) return 0;
+  while (hi - lo > 1) {
+    mid = (lo + hi) / 2;
+    if (w->pl_start[mid] <= index) lo = mid; else hi = mid;
+  }
+  i = index - w->pl_start[lo] + w->pl_twin[lo];
+  return i < w->none_len && i / 8 < w->fits_cap && (w->fits[i / 8] >> (i % 8) & 1u);
 }
 
 /* Whether a strategy (a per-layer plan, or its whole-model mode) recomputes nothing. */
@@ -657,22 +667,35 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
   if (++s->n == w->chunk) nd_pool_submit(w);
 }
 
-/* At the start of a recompute pass: the none pass's fits are recorded for the per-layer
-   pass of an automatic recompute, which starts once they are all in. */
-static void begin_pass (walker *w, int rec) {
-  if (w->twin == TWIN_RECORD) {
+/*
+** At the start of a segment of the walk: the first recompute pass over every TP (tp_index
+** -1), or a later pass at one TP. The none pass's fits are recorded for the per-layer
+** segments of an automatic recompute, which start once they are all in; each per-layer
+** segment's twins are the none pass's candidates at its TP.
+*/
+static void begin_segment (walker *w, int rec, int tp_index) {
+  if (w->twin == TWIN_RECORD && tp_index >= 0) {
     w->none_len = w->counts->tested - w->none_start;
     w->twin = TWIN_DONE;
   }
-  if (rec == ND_RECOMPUTE_NONE && w->twin == TWIN_OFF && !w->p->exhaustive
-      && w->p->dim[ND_DIM_RECOMPUTE].is_auto) {
-    w->twin = TWIN_RECORD;
-    w->none_start = w->counts->tested;
+  if (tp_index < 0) {
+    if (rec == ND_RECOMPUTE_NONE && w->twin == TWIN_OFF && !w->p->exhaustive
+        && w->p->dim[ND_DIM_RECOMPUTE].is_auto) {
+      w->twin = TWIN_RECORD;
+      w->none_start = w->counts->tested;
+    }
+    return;
   }
-  else if (rec == ND_SEARCH_PER_LAYER && w->twin == TWIN_DONE) {
+  if (rec != ND_SEARCH_PER_LAYER) return;
+  if (w->twin == TWIN_DONE) {
     nd_pool_drain(w);
-    w->pl_start = w->counts->tested;
     if (w->twin == TWIN_DONE) w->twin = TWIN_USE;
+  }
+  if (w->twin == TWIN_USE) {
+    int k = atomic_load_explicit(&w->pl_segs, memory_order_relaxed);
+    w->pl_start[k] = w->counts->tested;
+    w->pl_twin[k] = w->none_tp[tp_index];
+    atomic_store_explicit(&w->pl_segs, k + 1, memory_order_release);
   }
 }
 
@@ -1027,15 +1050,88 @@ static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int l
     nd_pool_submit(w);
 }
 
-static void walk (walker *w) {
-  const nd_search_params *p = w->p;
-  const nd_dim_set *D = p->dim;
+/* The walk below one (recompute, tp): PP, CP, MBS, EP, ETP, then each node (or, without
+   nodes, each VPP and layout's tail). */
+static void walk_tp (walker *w, int rec, int same_as_none, int tp) {
+  const nd_dim_set *D = w->p->dim;
   const nd_search_bounds *b = &w->b;
   long long N = w->job->devices, G = w->job->global_batch;
   tree *t = &w->tree;
-  int rv[LOOP_MAX], tv[LOOP_MAX], pv[LOOP_MAX], cv[LOOP_MAX], bv[LOOP_MAX];
-  int ev[LOOP_MAX], xv[LOOP_MAX];
-  int nr, nt, np, nc, nb, ne, nx, ir, it, ip, ic, ib, ie, ix, iv;
+  int pv[LOOP_MAX], cv[LOOP_MAX], bv[LOOP_MAX], ev[LOOP_MAX], xv[LOOP_MAX];
+  int np, nc, nb, ne, nx, ip, ic, ib, ie, ix, iv;
+  np = loop_values(&D[ND_DIM_PP], N / tp, b->pp, pv);
+  for (ip = 0; ip < np; ip++) {
+    int pp = pv[ip];
+    vpps_of(w, t, pp);  /* uneven: each distinct layout variant, its own candidate */
+    nc = loop_values(&D[ND_DIM_CP], N / tp / pp, b->cp, cv);
+    for (ic = 0; ic < nc; ic++) {
+      int cp = cv[ic];
+      long long dp = N / ((long long)tp * pp * cp), q;
+      if (dp < 1) break;
+      shape_of(w, t, tp, (int)dp);
+      /* MBS: automatic, the sizes that leave a micro-batch per stage at least (a larger
+         micro-batch with fewer micro-batches than stages holds more activations and idles
+         longer: it gains only GEMM size), or every size when the batch leaves fewer
+         sequences than stages -- runs trainers start with a bubble warning (Megatron-LM
+         d98e8a6 schedules.py:2278, torchtitan pipeline_parallel.py:305-309); listed or
+         pinned: each that divides a DP rank's batch */
+      q = G / ((long long)pp * dp);
+      if (q < 1 || !D[ND_DIM_MBS].is_auto) q = G / dp;
+      if (q < 1) continue;  /* fewer sequences than pipelines: none reachable */
+      nb = loop_values(&D[ND_DIM_MBS], q, b->mbs, bv);
+      for (ib = 0; ib < nb; ib++) {
+        int mbs = bv[ib];
+        long long mb = G / dp / mbs;
+        ne = loop_values(&D[ND_DIM_EP], dp * tp, b->ep, ev);
+        for (ie = 0; ie < ne; ie++) {
+          int ep = ev[ie];
+          nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
+          for (ix = 0; ix < nx; ix++) {
+            int etp = xv[ix];
+            /* nothing for ZeRO to shard: one replica of the dense weights (dp*cp) and of
+               the experts (dp*cp*tp over ep*etp) */
+            int lone = dp * cp == 1
+                && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
+            nd_candidate c;
+            memset(&c, 0, sizeof c);
+            c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
+            c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp;
+            c.recompute = (unsigned char)rec;
+            if (w->tail) {  /* the sub-tree, walked by a pricing thread */
+              unsigned long long size = node_size(t);
+              if (size > 0) emit_node(w, &c, same_as_none, lone, size);
+              if (w->status != ND_SEARCH_OK) return;
+              continue;
+            }
+            for (iv = 0; iv < t->nv; iv++) {
+              int il;
+              for (il = 0; il < t->vpps[iv].n; il++) {
+                c.vpp = t->vpps[iv].vpp;
+                c.layout = (unsigned char)t->vpps[iv].layout[il];
+                walk_tail(w, t, &c, same_as_none, lone, NULL, NULL);
+                if (w->status != ND_SEARCH_OK) return;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/*
+** The walk's order: the first recompute pass over every TP, then TP by TP the other
+** passes, each under the TP. The first (none, when walked) ranks the fastest plans early,
+** so its cuts prune the rest as much as when each pass walked every TP in turn; after it,
+** the groups of layer prices the bounds look up (search_bound.c: one per tp, cp, mbs, ep,
+** etp, sp) come back within one TP's walk, not once per pass across the whole search, so
+** the bound cache needs to hold one TP's groups, not all of them.
+*/
+static void walk (walker *w) {
+  const nd_search_params *p = w->p;
+  const nd_dim_set *D = p->dim;
+  int rv[LOOP_MAX], tv[LOOP_MAX], rec[LOOP_MAX], same[LOOP_MAX];
+  int nr, nt, n = 0, ir, it, k;
   nd_dim_set rec_auto = {0, ND_RECOMPUTE_COUNT + 1, {0, 1, 2, ND_SEARCH_PER_LAYER}};
   nd_dim_set zero_auto = {0, 4, {0, 1, 2, 3}};
   nr = loop_values(D[ND_DIM_RECOMPUTE].is_auto ? &rec_auto : &D[ND_DIM_RECOMPUTE], 0, 0, rv);
@@ -1047,72 +1143,24 @@ static void walk (walker *w) {
     int same_as_none = rv[ir] == ND_RECOMPUTE_SELECTIVE && p->base.flash_attention
         && (p->base.selective_ops & ~ND_OP_BIT(ND_OP_ATTN_CORE)) == 0;
     if (same_as_none && D[ND_DIM_RECOMPUTE].is_auto) continue;
-    same_as_none = same_as_none && in_set(&D[ND_DIM_RECOMPUTE], ND_RECOMPUTE_NONE);
-    begin_pass(w, rv[ir]);
-    if (w->status != ND_SEARCH_OK) return;
-    nt = loop_values(&D[ND_DIM_TP], N, b->tp, tv);
-    for (it = 0; it < nt; it++) {
-      int tp = tv[it];
-      np = loop_values(&D[ND_DIM_PP], N / tp, b->pp, pv);
-      for (ip = 0; ip < np; ip++) {
-        int pp = pv[ip];
-        vpps_of(w, t, pp);  /* uneven: each distinct layout variant, its own candidate */
-        nc = loop_values(&D[ND_DIM_CP], N / tp / pp, b->cp, cv);
-        for (ic = 0; ic < nc; ic++) {
-          int cp = cv[ic];
-          long long dp = N / ((long long)tp * pp * cp), q;
-          if (dp < 1) break;
-          shape_of(w, t, tp, (int)dp);
-          /* MBS: automatic, the sizes that leave a micro-batch per stage at least (a larger
-             micro-batch with fewer micro-batches than stages holds more activations and
-             idles longer: it gains only GEMM size), or every size when the batch leaves
-             fewer sequences than stages -- runs trainers start with a bubble warning
-             (Megatron-LM d98e8a6 schedules.py:2278, torchtitan pipeline_parallel.py:305-309);
-             listed or pinned: each that divides a DP rank's batch */
-          q = G / ((long long)pp * dp);
-          if (q < 1 || !D[ND_DIM_MBS].is_auto) q = G / dp;
-          if (q < 1) continue;  /* fewer sequences than pipelines: none reachable */
-          nb = loop_values(&D[ND_DIM_MBS], q, b->mbs, bv);
-          for (ib = 0; ib < nb; ib++) {
-            int mbs = bv[ib];
-            long long mb = G / dp / mbs;
-            ne = loop_values(&D[ND_DIM_EP], dp * tp, b->ep, ev);
-            for (ie = 0; ie < ne; ie++) {
-              int ep = ev[ie];
-              nx = loop_values(&D[ND_DIM_ETP], tp, b->etp, xv);
-              for (ix = 0; ix < nx; ix++) {
-                int etp = xv[ix];
-                /* nothing for ZeRO to shard: one replica of the dense weights (dp*cp)
-                   and of the experts (dp*cp*tp over ep*etp) */
-                int lone = dp * cp == 1
-                    && (w->m->num_experts == 0 || dp * cp * tp == (long long)ep * etp);
-                nd_candidate c;
-                memset(&c, 0, sizeof c);
-                c.dp = (int)dp; c.tp = tp; c.pp = pp; c.cp = cp;
-                c.mbs = mbs; c.mb = (int)mb; c.ep = ep; c.etp = etp;
-                c.recompute = (unsigned char)rv[ir];
-                if (w->tail) {  /* the sub-tree, walked by a pricing thread */
-                  unsigned long long size = node_size(t);
-                  if (size > 0) emit_node(w, &c, same_as_none, lone, size);
-                  if (w->status != ND_SEARCH_OK) return;
-                  continue;
-                }
-                for (iv = 0; iv < t->nv; iv++) {
-                  int il;
-                  for (il = 0; il < t->vpps[iv].n; il++) {
-                    c.vpp = t->vpps[iv].vpp;
-                    c.layout = (unsigned char)t->vpps[iv].layout[il];
-                    walk_tail(w, t, &c, same_as_none, lone, NULL, NULL);
-                    if (w->status != ND_SEARCH_OK) return;
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
+    rec[n] = rv[ir];
+    same[n++] = same_as_none && in_set(&D[ND_DIM_RECOMPUTE], ND_RECOMPUTE_NONE);
   }
+  if (n == 0) return;
+  nt = loop_values(&D[ND_DIM_TP], w->job->devices, w->b.tp, tv);
+  begin_segment(w, rec[0], -1);
+  for (it = 0; it < nt; it++) {
+    if (w->twin == TWIN_RECORD) w->none_tp[it] = w->counts->tested - w->none_start;
+    walk_tp(w, rec[0], same[0], tv[it]);
+    if (w->status != ND_SEARCH_OK) return;
+  }
+  for (it = 0; it < nt; it++)
+    for (k = 1; k < n; k++) {
+      begin_segment(w, rec[k], it);
+      if (w->status != ND_SEARCH_OK) return;
+      walk_tp(w, rec[k], same[k], tv[it]);
+      if (w->status != ND_SEARCH_OK) return;
+    }
 }
 
 /* Entry i of slot s, priced into s. 0, or -1 to stop. */

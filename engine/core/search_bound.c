@@ -69,9 +69,11 @@
    the set last replaced one replaced first (victim: found groups mark a bit, no order), at
    most as many as the caller's cache_bytes of prices hold (at most MAX_GROUPS, at least one
    set). The walk visits a tp's groups once per pp (pp's loop is outside cp's, mbs', ep's and
-   etp's) and every group once per recompute pass (the outermost loop). DeepSeek-V3 on
-   2,048 devices has 17,996 groups (23,288 on 16,384): 4,096 kept in sets of 4 priced
-   73,129, each again in every pass; 32,768 in sets of 8 price 20,711 (32,939). A dense
+   etp's), in the first recompute pass over every tp, then again in the other passes at
+   that tp (walk: they go tp by tp). DeepSeek-V3 on 2,048 devices has 17,996 groups (23,288
+   on 16,384), 511 at tp 1 to 3,684 at tp 64: 32,768 kept in sets of 8 price 19,390
+   (28,097), 2 MiB of them (one tp's) 36,657 (51,919); when every pass walked every tp,
+   4,096 in sets of 4 priced 73,129 and 32,768 in sets of 8 20,711 (32,939). A dense
    model has a few hundred (Llama-3.1-405B on 16,384 devices: 548), so the cache starts at
    the caller's first_bytes and doubles in place (grow) rather than replace a group once half
    its room is used, up to cache_bytes. Its arrays are mapped at their most and used from

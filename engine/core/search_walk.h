@@ -162,7 +162,13 @@ typedef struct walker {
   int twin;                            /* TWIN_* */
   unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
   unsigned long long fits_cap;         /* bytes of fits */
-  unsigned long long none_start, none_len, pl_start;  /* tested indices of the passes */
+  unsigned long long none_start, none_len;  /* tested indices of the none pass */
+  unsigned long long none_tp[LOOP_MAX];     /* where each TP starts in it, from none_start */
+  /* the per-layer pass's TP segments (the walk after the first pass: TP by TP): segment k
+     starts at walk index pl_start[k] and its twins at none_tp offset pl_twin[k]; the walk
+     writes an entry, then raises pl_segs (release), before emitting any of its candidates */
+  unsigned long long pl_start[LOOP_MAX], pl_twin[LOOP_MAX];
+  _Atomic int pl_segs;
   int tail;                            /* nodes: the pricing threads walk each sub-tree
                                           (not exhaustive, no admit hook) */
   pthread_mutex_t mu;                  /* the pool's sleep and the spare rows' (pool:

@@ -4,7 +4,9 @@
 ** counts, and pricing of what survives on a pool of threads, delivered back in the order
 ** of the walk so that the result does not depend on the number of threads.
 **
-** Loop nest (outermost first): recompute, TP, PP, CP (DP = devices / (TP*PP*CP)), MBS
+** Loop nest (outermost first): the first recompute value walked over every TP, then TP by
+** TP the other values (a candidate's index says its place in that order); under each
+** (recompute, TP): PP, CP (DP = devices / (TP*PP*CP)), MBS
 ** (over the divisors of GBS / (PP*DP); MB = GBS / DP / MBS), EP, ETP, VPP (a range
 ** 1..(layers+2)/PP: every chunk holds a layer, embedding and loss counted), the layout variant (ND_VARIANT_*: the even
 ** split only, unless the layers do not divide into PP*VPP equal chunks), the precision
