@@ -27,8 +27,12 @@
 **  parameters, its expert-data-parallel part for routed experts) as stage_memory shards
 **  them: optimizer states from ZeRO 1, gradients from 2, weights from 3 (zero3_weight_copy
 **  of the sharded working copy), FSDP without resharding (the resolved reshard) keeping
-**  its weights and gradients whole; a recipe that quantizes the weights is given no
-**  weight bytes. Activations are the stage's micro-batches in flight (nd_inflight) times its
+**  its weights and gradients whole; a recipe that quantizes the weights gives each
+**  weight the least of weight_bytes and the recipe's stored width (nd_recipe_widths: FP8
+**  with param gather stores its quantized bytes), its quantized copies left out (no
+**  weight bytes at all, before: DeepSeek-V3 in FP8 on 2,048 H800 went 35 GiB under its
+**  peaks, and 47,407 of 71,816 candidates priced with recipes and HSDP did not fit).
+**  Activations are the stage's micro-batches in flight (nd_inflight) times its
 **  layers' bytes under the candidate's mode, or under the least of the three modes for a
 **  per-layer or Megatron plan (what no recompute removes). Embedding, logits and buffers only
 **  add. The heaviest stage's peak is at least each stage's bound.
@@ -746,8 +750,16 @@ static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int
   int zo = zero >= 1, zg = zero >= 2 && !(zero == 3 && !st->reshard);
   int zw = zero >= 3 && st->reshard;
   if (edp < 1.0) edp = 1.0;
-  wb = nd_strategy_recipe(st)->element_bytes > 0.0 ? 0.0 : co->weight_bytes;
+  wb = co->weight_bytes;
   if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
+  else if (nd_strategy_recipe(st)->element_bytes > 0.0) {
+    /* a quantized parameter is stored at the recipe's width (weight_bytes, or its quantized
+       bytes with param gather), its quantized copies kept beside: weight_bytes or less */
+    nd_recipe_widths wd;
+    nd_recipe_widths_of(nd_strategy_recipe(st), st->param_gather, zero, co->weight_bytes,
+                        0.0, &wd);
+    if (wd.param < wb) wb = wd.param;
+  }
   *kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
       + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
   *ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
