@@ -919,6 +919,14 @@ static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
   }
 }
 
+void nd_estimate_fabric (const nd_device *dev, nd_fabric *f) {
+  f->domain = dev->scale_up.domain_size > 0 ? dev->scale_up.domain_size : 1;
+  f->up.bandwidth = dev->scale_up.bandwidth * dev->efficiency.scale_up;
+  f->up.latency = dev->scale_up.latency;
+  f->out.bandwidth = dev->scale_out.bandwidth * dev->efficiency.scale_out;
+  f->out.latency = dev->scale_out.latency;
+}
+
 /* Fills the per-call context: peaks, fabric, tokens per rank, groups. */
 static int setup (ctx *x_, char *err, size_t errlen) {
   const nd_recipe *rec = nd_strategy_recipe(x_->st);
@@ -958,11 +966,7 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   nd_recipe_widths_of(rec, x_->st->param_gather, x_->st->zero, x_->c->weight_bytes,
                       x_->c->quant_cache, &x_->w);
   x_->hbm = x_->dev->hbm_bandwidth * x_->dev->efficiency.hbm;
-  x_->fabric.domain = x_->dev->scale_up.domain_size > 0 ? x_->dev->scale_up.domain_size : 1;
-  x_->fabric.up.bandwidth = x_->dev->scale_up.bandwidth * x_->dev->efficiency.scale_up;
-  x_->fabric.up.latency = x_->dev->scale_up.latency;
-  x_->fabric.out.bandwidth = x_->dev->scale_out.bandwidth * x_->dev->efficiency.scale_out;
-  x_->fabric.out.latency = x_->dev->scale_out.latency;
+  nd_estimate_fabric(x_->dev, &x_->fabric);
   x_->T = (double)x_->st->mbs * x_->job->seq_len / x_->st->cp;
   x_->r = x_->st->sp ? 1.0 / x_->st->tp : 1.0;
   {  /* Megatron pads the vocabulary to a multiple of 128 * tp */

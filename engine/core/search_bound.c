@@ -19,6 +19,10 @@
 **  add. So slow >= the largest stage sum S, and the step >= m*S + bubble + step_overhead,
 **  with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
+**  Resharded ZeRO-3 adds the DP time its gathers and reduce-scatters show every
+**  micro-batch (zero3_dp_lo: DeepSeek-V3's run 2-3x past the ranking's cut, 5,293 of the
+**  32,882 priced with recipes and HSDP on 2,048 H800); the other DP, PP and the optimizer
+**  add too, and are left out (DP under ZeRO 0-2 is well under 1% of these steps).
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
 **
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
@@ -34,8 +38,9 @@
 **  peaks, and 47,407 of 71,816 candidates priced with recipes and HSDP did not fit).
 **  Activations are the stage's micro-batches in flight (nd_inflight) times its
 **  layers' bytes under the candidate's mode, or under the least of the three modes for a
-**  per-layer or Megatron plan (what no recompute removes). Embedding, logits and buffers only
-**  add. The heaviest stage's peak is at least each stage's bound.
+**  per-layer or Megatron plan (what no recompute removes); the logits of the last stage;
+**  the transient buffers at least buffers_lo (a TP gather, ZeRO-3's gathered layers). The
+**  embedding's activations and the recompute working set only add. The heaviest stage's peak is at least each stage's bound.
 **
 **  Sub-trees (nd_bound_spread). Every layout of a pp holds all the layers, so its largest
 **  stage sum S and heaviest stage's parameters are at least the model's over pp: one bound
@@ -231,6 +236,7 @@ typedef struct memo {
   double rate[ND_MAX_STAGES];      /* plans: the least seconds per micro-batch a stage pays
                                       per byte of peak its recompute removes */
   double pd[ND_MAX_STAGES], pe[ND_MAX_STAGES];  /* dense and expert parameters */
+  double gmax[ND_MAX_STAGES];      /* the parameters of its largest layer kind */
   double cp[ND_MAX_STAGES], core[ND_MAX_STAGES];  /* CP traffic, attention cores */
 } memo;
 
@@ -244,6 +250,11 @@ struct nd_bound {
   nd_strategy st;                  /* a candidate's degrees, for nd_estimate_layer */
   int nkinds, total;
   double outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
+  nd_fabric fabric;                /* the estimate's (nd_estimate_fabric) */
+  double weight_lo[4];             /* by ZeRO stage: the least bytes a stored weight takes
+                                      (a quantized recipe's width, else weight_bytes) */
+  double gather_lo, gather_hi;     /* ZeRO-3: the least and most bytes a gathered weight
+                                      takes (weight_bytes; the recipe's gather width) */
   int rep[BOUND_KINDS];            /* a layer of each kind */
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
   nd_bound_cache *cache;           /* the groups' prices, perhaps shared */
@@ -373,6 +384,22 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
     int64_t first, last, tied;
     nd_model_outer_params(m, &first, &last, &tied);
     b->outer_first = (double)first; b->outer_last = (double)last; b->tied_copy = (double)tied;
+  }
+  nd_estimate_fabric(dev, &b->fabric);
+  for (i = 0; i < 4; i++) {
+    /* a quantized parameter is stored at the recipe's width (weight_bytes, or its quantized
+       bytes with param gather), its quantized copies kept beside: weight_bytes or less */
+    nd_recipe_widths wd;
+    nd_recipe_widths_of(nd_strategy_recipe(base), base->param_gather, i, costs->weight_bytes,
+                        0.0, &wd);
+    b->weight_lo[i] = wd.param < costs->weight_bytes ? wd.param : costs->weight_bytes;
+  }
+  {
+    nd_recipe_widths wd;
+    nd_recipe_widths_of(nd_strategy_recipe(base), base->param_gather, 3, costs->weight_bytes,
+                        0.0, &wd);
+    b->gather_lo = wd.gather < costs->weight_bytes ? wd.gather : costs->weight_bytes;
+    b->gather_hi = wd.gather > costs->weight_bytes ? wd.gather : costs->weight_bytes;
   }
   b->nkinds = kinds_of(m, total, b->rep);
   if (b->nkinds != cache->nkinds) { free(b); return NULL; }  /* another model's cache */
@@ -676,7 +703,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
   int p = st->pp, v = st->vpp, K = b->nkinds, s, j, k, pos = 0;
   double *stime = mm->time, frag = 1.0 + b->costs->alloc_fragmentation;
   for (s = 0; s < p; s++) {
-    stime[s] = mm->act[s] = mm->pd[s] = mm->pe[s] = mm->act_none[s] = 0.0;
+    stime[s] = mm->act[s] = mm->pd[s] = mm->pe[s] = mm->act_none[s] = mm->gmax[s] = 0.0;
     mm->cp[s] = mm->core[s] = 0.0;
     mm->rate[s] = HUGE_VAL;
   }
@@ -695,6 +722,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         mm->act[s] += cnt * by_mode(kp->act, mode);
         mm->pd[s] += cnt * kp->pd;
         mm->pe[s] += cnt * kp->pe;
+        if ((double)kp->pd + kp->pe > mm->gmax[s]) mm->gmax[s] = (double)kp->pd + kp->pe;
         mm->cp[s] += cnt * kp->cp;
         mm->core[s] += cnt * kp->core;
         if (mode == ND_RECOMPUTE_COUNT) {  /* a plan: what each recompute byte costs */
@@ -750,20 +778,60 @@ static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int
   int zo = zero >= 1, zg = zero >= 2 && !(zero == 3 && !st->reshard);
   int zw = zero >= 3 && st->reshard;
   if (edp < 1.0) edp = 1.0;
-  wb = co->weight_bytes;
-  if (zw) wb *= co->zero3_weight_copy;  /* FSDP2 keeps no sharded working copy (0) */
-  else if (nd_strategy_recipe(st)->element_bytes > 0.0) {
-    /* a quantized parameter is stored at the recipe's width (weight_bytes, or its quantized
-       bytes with param gather), its quantized copies kept beside: weight_bytes or less */
-    nd_recipe_widths wd;
-    nd_recipe_widths_of(nd_strategy_recipe(st), st->param_gather, zero, co->weight_bytes,
-                        0.0, &wd);
-    if (wd.param < wb) wb = wd.param;
-  }
+  /* FSDP2 keeps no sharded working copy (zero3_weight_copy 0) */
+  wb = zw ? co->weight_bytes * co->zero3_weight_copy : b->weight_lo[zero < 0 ? 0 : zero > 3 ? 3 : zero];
   *kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
       + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
   *ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
       + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
+}
+
+/*
+** What a stage's peak holds besides its parameters and activations, at least: the
+** estimator's transient buffers (stage_memory), a TP gather of the micro-batch's input, or
+** under resharded ZeRO-3 (z3) the double-buffered gather of its largest layer and that
+** layer's unsharded gradient (gmax: the parameters of the stage's largest layer kind; the
+** gathered layer holds gather_lo bytes a parameter at least, and as many parameters as its
+** gathered bytes over gather_hi).
+*/
+static double buffers_lo (const nd_bound *b, const nd_strategy *st, int z3, double gmax) {
+  const nd_costs *co = b->costs;
+  double tp = st->tp > 1 ? co->activation_bytes * st->mbs * (double)b->job->seq_len / st->cp
+                           * (double)b->m->hidden_size : 0.0, z = 0.0;
+  if (z3 && b->gather_hi > 0.0)
+    z = gmax * (2.0 * b->gather_lo + co->grad_bytes * b->gather_lo / b->gather_hi);
+  return z > tp ? z : tp;
+}
+
+/*
+** Resharded ZeRO-3 over the shard group `shard`: the step's exposed DP time at least, given
+** slow, a lower bound on the slowest stage's pace. The estimator (stage_dp_time) gathers a
+** stage's weights twice at least and reduce-scatters its gradients every micro-batch
+** (per), hiding zero3_overlap of the stage's compute C <= pace under it at
+** overlap_sm_share of what it hides: mb x (per - (1 - sm) x min(per, ov C)). With the pace
+** in the step m x pace + bubble, the sum grows with C (its slope m (1 - (1 - sm) ov) >= 0)
+** and C = slow gives its least: the time bound's m x slow plus this, for the stage whose
+** parameters make per the largest.
+*/
+static double zero3_dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm,
+                           int shard, double slow) {
+  const nd_costs *co = b->costs;
+  int dense = st->tp * st->cp * shard, s;
+  nd_group gd = nd_group_place(&b->fabric, shard * st->cp, st->tp);
+  nd_group ge = nd_group_place(&b->fabric, b->m->num_experts > 0
+                               ? dense / (st->ep * st->etp) : 1, st->ep * st->etp);
+  double most = 0.0, ov = co->zero3_overlap * slow;
+  if (co->zero3_flat_ring > 0.0) gd.local = ge.local = 1;
+  for (s = 0; s < mm->p; s++) {
+    double per = 2.0 * nd_allgather_time(&b->fabric, &gd, b->gather_lo * mm->pd[s])
+               + nd_reducescatter_time(&b->fabric, &gd, co->grad_bytes * mm->pd[s])
+               + 2.0 * nd_allgather_time(&b->fabric, &ge, b->gather_lo * mm->pe[s])
+               + nd_reducescatter_time(&b->fabric, &ge, co->grad_bytes * mm->pe[s]);
+    double hidden = ov < per ? ov : per;
+    per -= (1.0 - co->overlap_sm_share) * hidden;
+    if (per > most) most = per;
+  }
+  return st->mb * most;
 }
 
 int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
@@ -826,9 +894,11 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   bubble = bubble_of(st->schedule, p, v);
   for (i = 0; i < n; i++) {
     double peak = 0.0, kd, ke, slow = mm->slow, budget = b->budget;
+    int z3 = zero[i] == 3 && st->reshard;
     param_bytes(b, st, zero[i], shard[i], &kd, &ke);
     for (s = 0; s < p; s++) {
-      double fixed = kd * mm->pd[s] + ke * mm->pe[s], bytes = fixed + mm->act[s];
+      double fixed = kd * mm->pd[s] + ke * mm->pe[s] + buffers_lo(b, st, z3, mm->gmax[s]);
+      double bytes = fixed + mm->act[s];
       if (bytes > peak) peak = bytes;
       if (mode == ND_RECOMPUTE_COUNT && budget > 0.0) {
         /* a plan that fits removes at least the stage's excess with every layer kept, each
@@ -838,7 +908,8 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
           slow = mm->time[s] + excess * mm->rate[s];
       }
     }
-    time_s[i] = slow * ((double)st->mb + bubble) + co->step_overhead;
+    time_s[i] = slow * ((double)st->mb + bubble) + co->step_overhead
+              + (z3 ? zero3_dp_lo(b, st, mm, shard[i], slow) : 0.0);
     mem_b[i] = peak * frag + b->dev->reserve_bytes;
   }
   return 0;

@@ -198,6 +198,10 @@ void nd_price_cache_free (nd_price_cache *pc);
    change in place (the same addresses, other contents). Costs are validated again. */
 void nd_price_cache_clear (nd_price_cache *pc);
 
+/* The two-level fabric the estimate prices collectives on: the device's scale-up domain and
+   links, and its scale-out links, each at the device's efficiency for it. */
+void nd_estimate_fabric (const nd_device *dev, nd_fabric *f);
+
 /* nd_estimate_run with a cache (pc NULL: none). */
 int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                             nd_strategy *st, const nd_costs *costs, nd_price_cache *pc,
