@@ -842,7 +842,8 @@ static int tail_sp (const walker *w, tree *tr, const nd_candidate *c, int sp, in
     int ok;
     st->precision = (nd_recipe_id)t->rcv[irc];
     r.precision = (unsigned char)t->rcv[irc];
-    ok = b && nd_bound_eval_shards(b, &r, st, t->n, t->tz, t->tg, t->tt, t->tm) == 0;
+    ok = b && nd_bound_eval_shards(b, &r, st, t->n, t->tz, t->tg, tr->time_cut, t->tt,
+                                   t->tm) == 0;
     for (i = 0; i < t->n; i++) {
       int v = 0;
       if (ok) {
@@ -917,6 +918,8 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
       for (iv = 0; iv < nv; iv++) {
         int *state = &vp[iv].state[sp], all = 1;
         if (*state == TAIL_EMIT) continue;
+        /* (over the cut by time, every pair's verdict prunes: verdict's margin) */
+        if (tr->st_t[iv] * (1.0 - 1e-9) > tr->time_cut) { *state = TAIL_SKIP_TIME; continue; }
         for (i = 0; i < t->n && all; i++) {
           r.zero = (unsigned char)t->tz[i];
           all = verdict(w, &r, tr->st_t[iv], t->tm[i], tr->time_cut, tr->over_cut) != 0;

@@ -21,8 +21,10 @@
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  Resharded ZeRO-3 adds the DP time its gathers and reduce-scatters show every
 **  micro-batch (zero3_dp_lo: DeepSeek-V3's run 2-3x past the ranking's cut, 5,293 of the
-**  32,882 priced with recipes and HSDP on 2,048 H800); the other DP, PP and the optimizer
-**  add too, and are left out (DP under ZeRO 0-2 is well under 1% of these steps).
+**  32,882 priced with recipes and HSDP on 2,048 H800), and any other ZeRO stage what stage
+**  0's gradient reduction, sharded weights' gather and HSDP's replica all-reduce show past
+**  its own compute (dp_lo: 0.8-2.8 s of 12 s steps at ZeRO 2 with HSDP there); PP traffic
+**  and the optimizer add too, and are left out.
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
 **
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
@@ -834,6 +836,69 @@ static double zero3_dp_lo (const nd_bound *b, const nd_strategy *st, const memo 
   return st->mb * most;
 }
 
+/*
+** The step's exposed DP time at least, at ZeRO `zero` over the shard group `shard`, given
+** slow, a lower bound on the slowest stage's pace. Resharded ZeRO-3: zero3_dp_lo. Else the
+** estimator (stage_dp_time, dp_overlapped) reduces stage 0's gradients, gathers its sharded
+** weights and, under HSDP, all-reduces the shards across the replicas: T seconds, of which
+** what its own compute W <= pace does not hide shows, at least max(0, T - ov W) / v (its
+** own chunk's share; the other chunks' terms only add), and what is hidden costs
+** overlap_sm_share of itself: sm T + (1 - sm) max(0, T - ov W) / v. With the pace in the
+** step m x pace + bubble the sum is least at W = slow (its slope past it is m - (1 - sm) ov
+** / v >= 0).
+*/
+/* dp_lo's T: stage 0's DP traffic at ZeRO 0 (zero 0) or sharded (zero 1) over `shard`. */
+static double dp_traffic (const nd_bound *b, const nd_strategy *st, const memo *mm, int zero,
+                          int shard) {
+  const nd_fabric *f = &b->fabric;
+  double pd = mm->pd[0], pe = mm->pe[0], t, grad = b->costs->grad_bytes;
+  int experts = b->m->num_experts > 0, ex = st->ep * st->etp;
+  if (zero == 0) {  /* one all-reduce over every replica */
+    nd_group gd = nd_group_place(f, st->dp * st->cp, st->tp);
+    nd_group ge = nd_group_place(f, experts ? st->tp * st->cp * st->dp / ex : 1, ex);
+    t = nd_allreduce_time(f, &gd, grad * pd) + nd_allreduce_time(f, &ge, grad * pe);
+  } else {
+    int dense = st->tp * st->cp * shard;
+    double edp = (double)dense / ex;
+    nd_group gd = nd_group_place(f, shard * st->cp, st->tp);
+    nd_group ge = nd_group_place(f, experts ? dense / ex : 1, ex);
+    t = nd_reducescatter_time(f, &gd, grad * pd) + nd_reducescatter_time(f, &ge, grad * pe)
+      + nd_allgather_time(f, &gd, b->gather_lo * pd) + nd_allgather_time(f, &ge, b->gather_lo * pe);
+    if (st->dp / shard > 1) {  /* HSDP: the replicas all-reduce the gradient shards */
+      nd_group gr = nd_group_place(f, st->dp / shard, dense);
+      t += nd_allreduce_time(f, &gr, grad * (pd / ((double)shard * st->cp)
+                                            + pe / (edp > 1.0 ? edp : 1.0)));
+    }
+  }
+  return t;
+}
+
+/* The traffic of the shard groups one bound evaluation meets (ZeRO 1, 2 and unresharded 3
+   share theirs), so that each is priced once: at most DP_SEEN of them. */
+#define DP_SEEN 8
+typedef struct dp_seen {
+  int n, zero[DP_SEEN], shard[DP_SEEN];
+  double t[DP_SEEN];
+} dp_seen;
+
+static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, int zero,
+                     int shard, double slow, dp_seen *seen) {
+  const nd_costs *co = b->costs;
+  double v = st->schedule == ND_SCHED_INTERLEAVED ? (double)st->vpp : 1.0, t = -1.0, shown;
+  int i, cls = zero == 0 ? 0 : 1;
+  if (zero == 3 && st->reshard) return zero3_dp_lo(b, st, mm, shard, slow);
+  for (i = 0; i < seen->n; i++)
+    if (seen->zero[i] == cls && seen->shard[i] == shard) { t = seen->t[i]; break; }
+  if (t < 0.0) {
+    t = dp_traffic(b, st, mm, cls, shard);
+    if (seen->n < DP_SEEN) {
+      seen->zero[seen->n] = cls; seen->shard[seen->n] = shard; seen->t[seen->n++] = t;
+    }
+  }
+  shown = t - co->dp_overlap * slow;
+  return co->overlap_sm_share * t + (1.0 - co->overlap_sm_share) * (shown > 0.0 ? shown : 0.0) / v;
+}
+
 int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
                      const int *vpp, int n, const int *zero, const int *shard,
                      double *time_s, double *mem_b) {
@@ -871,10 +936,12 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
 }
 
 int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
-                          const int *zero, const int *shard, double *time_s, double *mem_b) {
+                          const int *zero, const int *shard, double cut, double *time_s,
+                          double *mem_b) {
   const nd_costs *co = b->costs;
   const group *g;
   memo *mm;
+  dp_seen seen;
   int p = st->pp, v = st->vpp, s, i;
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
   double bubble, frag = 1.0 + co->alloc_fragmentation;
@@ -892,6 +959,7 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
     if (stage_sums(b, g, c, st, mode, mm) != 0) return -1;
   }
   bubble = bubble_of(st->schedule, p, v);
+  seen.n = 0;
   for (i = 0; i < n; i++) {
     double peak = 0.0, kd, ke, slow = mm->slow, budget = b->budget;
     int z3 = zero[i] == 3 && st->reshard;
@@ -908,8 +976,9 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
           slow = mm->time[s] + excess * mm->rate[s];
       }
     }
-    time_s[i] = slow * ((double)st->mb + bubble) + co->step_overhead
-              + (z3 ? zero3_dp_lo(b, st, mm, shard[i], slow) : 0.0);
+    time_s[i] = slow * ((double)st->mb + bubble) + co->step_overhead;
+    if (!(time_s[i] * (1.0 - 1e-9) > cut))  /* (past the cut already: the DP part only adds) */
+      time_s[i] += dp_lo(b, st, mm, zero[i], shard[i], slow, &seen);
     mem_b[i] = peak * frag + b->dev->reserve_bytes;
   }
   return 0;
@@ -918,5 +987,5 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
 int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, double *time_s,
                    double *mem_b) {
   int zero = st->zero, shard = st->dp_shard;
-  return nd_bound_eval_shards(b, c, st, 1, &zero, &shard, time_s, mem_b);
+  return nd_bound_eval_shards(b, c, st, 1, &zero, &shard, HUGE_VAL, time_s, mem_b);
 }

@@ -45,9 +45,12 @@ int nd_bound_eval (nd_bound *b, const nd_candidate *c, const nd_strategy *st, do
                    double *mem_b);
 
 /* The same bounds of n candidates that differ from st only in ZeRO (zero[i]) and the shard
-   group (shard[i]): time_s[i] and mem_b[i]. Returns 0, or -1 when no bound applies. */
+   group (shard[i]): time_s[i] and mem_b[i], a time past cut (with the walk's margin:
+   time_s[i] x (1 - 1e-9) > cut) perhaps short of its bound, as past the cut is all a
+   caller reads (HUGE_VAL: every bound whole). Returns 0, or -1 when no bound applies. */
 int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
-                          const int *zero, const int *shard, double *time_s, double *mem_b);
+                          const int *zero, const int *shard, double cut, double *time_s,
+                          double *mem_b);
 
 /*
 ** Lower bounds shared by every candidate that differs from c (strategy st) only in VPP,
