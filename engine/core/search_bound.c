@@ -900,16 +900,14 @@ static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, i
 }
 
 int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
-                     const int *vpp, int n, const int *zero, const int *shard,
-                     double *time_s, double *mem_b) {
+                     const int *vpp, double *time_s, double *params) {
   const nd_costs *co = b->costs;
   const group *g;
   const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
   int p = st->pp, i, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
                                                                 : ND_RECOMPUTE_COUNT;
-  double t = 0.0, pd = 0.0, pe = 0.0, cp = 0.0, core = 0.0, frag = 1.0 + co->alloc_fragmentation;
+  double t = 0.0, pd = 0.0, pe = 0.0, cp = 0.0, core = 0.0;
   if (st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES) return -1;
-  for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
   for (i = 0; i < nv; i++)
     if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return -1;
   g = group_of(b, st);
@@ -927,12 +925,18 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
   for (i = 0; i < nv; i++)
     time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,
                                                      vpp[i])) + co->step_overhead;
-  for (i = 0; i < n; i++) {
-    double kd, ke;
-    param_bytes(b, st, zero[i], shard[i], &kd, &ke);
-    mem_b[i] = (kd * pd + ke * pe) / p * frag + b->dev->reserve_bytes;
-  }
+  params[0] = pd / p;
+  params[1] = pe / p;
   return 0;
+}
+
+double nd_bound_spread_memory (const nd_bound *b, const nd_strategy *st, const double *params,
+                               int zero, int shard) {
+  double kd, ke;
+  if (shard < 1) return 0.0;
+  param_bytes(b, st, zero, shard, &kd, &ke);
+  return (kd * params[0] + ke * params[1]) * (1.0 + b->costs->alloc_fragmentation)
+         + b->dev->reserve_bytes;
 }
 
 int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,

@@ -56,11 +56,15 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
 ** Lower bounds shared by every candidate that differs from c (strategy st) only in VPP,
 ** the layout, ZeRO and the shard group: the heaviest stage holds the average of the
 ** model's layer time and parameters over pp at least, whatever the layout. For each VPP
-** vpp[i] (the search's schedule at it), time_s[i]; for each (zero[i], shard[i]), mem_b[i]
-** (the parameters alone). Returns 0, or -1 when no bound applies.
+** vpp[i] (the search's schedule at it), time_s[i]; in params, what
+** nd_bound_spread_memory reads for each (ZeRO, shard group) (the parameters alone).
+** Returns 0, or -1 when no bound applies.
 */
 int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
-                     const int *vpp, int n, const int *zero, const int *shard,
-                     double *time_s, double *mem_b);
+                     const int *vpp, double *time_s, double *params);
+/* The memory bound of spread's candidates (params: what nd_bound_spread gave for st) at
+   ZeRO zero over the shard group shard (0 when shard < 1: none). */
+double nd_bound_spread_memory (const nd_bound *b, const nd_strategy *st, const double *params,
+                               int zero, int shard);
 
 #endif

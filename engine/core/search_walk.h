@@ -130,6 +130,8 @@ typedef struct tree {
   unsigned char verdict[2][VERDICTS];  /* tail_sp's, by SP value (CAND_BOUND bits) */
   int sv[LOOP_MAX];                    /* subtree's VPP values */
   double st_t[LOOP_MAX];               /* and their time bounds */
+  unsigned mem_now, mem_at[VERDICTS];  /* subtree's pair_mem: shape.tm[i] is of this recipe's
+                                          spread when mem_at[i] == mem_now */
 } tree;
 
 typedef struct walker {

@@ -37,7 +37,7 @@ static int one (const nd_model_spec *m, const nd_device *d, const nd_job *job,
                 const nd_strategy *base, double *best_ratio, double *mem_ratio) {
   nd_strategy st, priced;
   nd_estimate *e = (nd_estimate *)malloc(sizeof *e);
-  double t, mem, ts, ms;
+  double t, mem, ts, ms, params[2];
   int zero = c->zero, shard, vpp = c->vpp;
   char err[160];
   if (!e) return 0;
@@ -65,7 +65,8 @@ static int one (const nd_model_spec *m, const nd_device *d, const nd_job *job,
       z3_n++;
     }
   }
-  if (nd_bound_spread(b, c, &st, 1, &vpp, 1, &zero, &shard, &ts, &ms) == 0) {
+  if (nd_bound_spread(b, c, &st, 1, &vpp, &ts, params) == 0) {
+    ms = nd_bound_spread_memory(b, &st, params, zero, shard);
     CHECK(ts * (1.0 - 1e-9) <= e->step_time, "tp %d pp %d cp %d vpp %d layout %d: spread time "
           "bound %.9g over the step %.9g", c->tp, c->pp, c->cp, c->vpp, c->layout, ts,
           e->step_time);
