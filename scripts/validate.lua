@@ -20,11 +20,11 @@ local spec = {
 
 local opts = cli.parse(spec, {...})
 if not opts then return end
-local dir = cli.check(V.data_dir(opts.data))
+-- the arguments first, then the data folder: a bad --table is named wherever it runs
+local only = opts.table and cli.check(V.table_spec(opts.table))
 local device = cli.check(nd.device(opts["device-type"]))
 local extra = opts.costs and cli.parse_costs(opts.costs)
-
-local only = opts.table and cli.check(V.table_spec(opts.table))
+local dir = cli.check(V.data_dir(opts.data))
 local report = {schema = "ndplan.validate/1", device = device.name, tables = {}}
 local lines = {}
 for _, t in ipairs(V.TABLES) do
