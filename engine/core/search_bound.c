@@ -42,7 +42,8 @@
 **  layers' bytes under the candidate's mode, or under the least of the three modes for a
 **  per-layer or Megatron plan (what no recompute removes); the logits of the last stage;
 **  the transient buffers at least buffers_lo (a TP gather, ZeRO-3's gathered layers). The
-**  embedding's activations and the recompute working set only add. The heaviest stage's peak is at least each stage's bound.
+**  embedding's activations and the recompute working set only add. The heaviest stage's
+**  peak is at least each stage's bound.
 **
 **  Sub-trees (nd_bound_spread). Every layout of a pp holds all the layers, so its largest
 **  stage sum S and heaviest stage's parameters are at least the model's over pp: one bound
@@ -791,7 +792,8 @@ static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int
   int zw = zero >= 3 && st->reshard;
   if (edp < 1.0) edp = 1.0;
   /* FSDP2 keeps no sharded working copy (zero3_weight_copy 0) */
-  wb = zw ? co->weight_bytes * co->zero3_weight_copy : b->weight_lo[zero < 0 ? 0 : zero > 3 ? 3 : zero];
+  wb = zw ? co->weight_bytes * co->zero3_weight_copy
+          : b->weight_lo[zero < 0 ? 0 : zero > 3 ? 3 : zero];
   *kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
       + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
   *ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
@@ -846,17 +848,6 @@ static double zero3_dp_lo (const nd_bound *b, const nd_strategy *st, const memo 
   return st->mb * most;
 }
 
-/*
-** The step's exposed DP time at least, at ZeRO `zero` over the shard group `shard`, given
-** slow, a lower bound on the slowest stage's pace. Resharded ZeRO-3: zero3_dp_lo. Else the
-** estimator (stage_dp_time, dp_overlapped) reduces stage 0's gradients, gathers its sharded
-** weights and, under HSDP, all-reduces the shards across the replicas: T seconds, of which
-** what its own compute W <= pace does not hide shows, at least max(0, T - ov W) / v (its
-** own chunk's share; the other chunks' terms only add), and what is hidden costs
-** overlap_sm_share of itself: sm T + (1 - sm) max(0, T - ov W) / v. With the pace in the
-** step m x pace + bubble the sum is least at W = slow (its slope past it is m - (1 - sm) ov
-** / v >= 0).
-*/
 /* dp_lo's T: stage 0's DP traffic at ZeRO 0 (zero 0) or sharded (zero 1) over `shard`. */
 static double dp_traffic (const nd_bound *b, const nd_strategy *st, const memo *mm, int zero,
                           int shard) {
@@ -891,6 +882,17 @@ typedef struct dp_seen {
   double t[DP_SEEN];
 } dp_seen;
 
+/*
+** The step's exposed DP time at least, at ZeRO `zero` over the shard group `shard`, given
+** slow, a lower bound on the slowest stage's pace. Resharded ZeRO-3: zero3_dp_lo. Else the
+** estimator (stage_dp_time, dp_overlapped) reduces stage 0's gradients, gathers its sharded
+** weights and, under HSDP, all-reduces the shards across the replicas: T seconds, of which
+** what its own compute W <= pace does not hide shows, at least max(0, T - ov W) / v (its
+** own chunk's share; the other chunks' terms only add), and what is hidden costs
+** overlap_sm_share of itself: sm T + (1 - sm) max(0, T - ov W) / v. With the pace in the
+** step m x pace + bubble the sum is least at W = slow (its slope past it is m - (1 - sm) ov
+** / v >= 0).
+*/
 static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, int zero,
                      int shard, double slow, dp_seen *seen) {
   const nd_costs *co = b->costs;

@@ -146,8 +146,7 @@ static void plans (const nd_model_spec *m, const nd_device *d, double budget) {
   b = nd_bound_new(m, d, &job, &costs, &base, budget, (size_t)1 << 20);
   roomy = nd_bound_new(m, d, &job, &costs, &base, 1e30, (size_t)1 << 20);
   CHECK(b && roomy && plan && e, "nd_bound_new");
-  if (!b || !roomy || !plan || !e) { nd_bound_free(b); nd_bound_free(roomy); free(plan); free(e); return; }
-  for (tp = 1; tp <= 8; tp *= 2)
+  for (tp = 1; b && roomy && plan && e && tp <= 8; tp *= 2)
     for (pp = 1; pp <= 4; pp *= 2)
       for (cp = 1; cp <= 8; cp *= 2)
         for (zero = 0; zero <= 3; zero++) {
