@@ -1001,7 +1001,9 @@ static int opt_int (lua_State *L, const char *name, int dflt, int lo, int hi) {
 
 /*
 ** run(model, device, job, space, opts [, costs]) -> results
-** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, csv = path, csv_all,
+** opts = {budget = bytes, jobs = n, chunk = n, keep = n, misses = n, all_misses = bool (the
+**         nearest misses exact whatever is kept; else only when nothing is, a walk that
+**         keeps nothing walked again for them), csv = path, csv_all,
 **         progress = bool, admit = fn, objective = fn, deadline = clock() seconds,
 **         heap = bytes, exhaustive = bool (price what the bounds would prune)}
 ** The walk runs in the policy guard (deadline, heap cap, Ctrl-C); one search at a time.
@@ -1085,6 +1087,9 @@ static int s_run (lua_State *L) {
   res->r.csv_all = lua_toboolean(L, -1);
   res->r.rank_by_time = rs.objective_idx == 0;
   lua_pop(L, 1);
+  lua_getfield(L, 5, "all_misses");
+  res->r.misses_exact = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   rs.L = L;
   rs.res = res;
   rs.t0 = now();
@@ -1101,7 +1106,9 @@ static int s_run (lua_State *L) {
   p->stop = &interrupted;
   guard_enter(L, deadline, heap > 0.0 ? (heap < 1e18 ? (size_t)heap : (size_t)1 << 60) : 0, &sv);
   guard.searching = 1;
-  status = nd_search_run(p, m, dev, &res->job, &costs, &hooks, &res->counts, err, sizeof err);
+  do status = nd_search_run(p, m, dev, &res->job, &costs, &hooks, &res->counts, err,
+                            sizeof err);
+  while (status == ND_SEARCH_OK && !p->exhaustive && nd_search_results_again(&res->r));
   guard.searching = 0;
   guard_leave(&sv);
   res->elapsed = now() - rs.t0;

@@ -1285,7 +1285,12 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
      other threads price what it filled before (8 in flight at -j 2 left a worker idle
      about 5% of DeepSeek-V3's search on 2,048 devices, 16 about 1.5%) */
   w->nslots = w->threads > 0 ? CUT_LAG : 1;
-  w->time_cut = w->over_cut = HUGE_VAL;
+  /* the cuts before any row is delivered: the caller's (a caller that keeps no nearest
+     misses exact prunes by memory from the first chunk) */
+  w->first_time_cut = w->first_over_cut = HUGE_VAL;
+  if (hooks && hooks->cuts) hooks->cuts(hooks->ud, &w->first_time_cut, &w->first_over_cut);
+  w->time_cut = w->first_time_cut;
+  w->over_cut = w->first_over_cut;
   if (!p->exhaustive) new_bound_caches(w);  /* before any thread's bounds */
   w->tail = !p->exhaustive;
   w->admits = w->tail && hooks && hooks->admit;

@@ -275,7 +275,8 @@ slot *nd_pool_current (walker *w) {
    delivered by now at any -j (at most nslots <= CUT_LAG chunks are in flight). */
 static void next_cuts (walker *w) {
   unsigned long long f = count_of(&w->pc.filled);
-  w->time_cut = w->over_cut = HUGE_VAL;
+  w->time_cut = w->first_time_cut;  /* (before any chunk's: the caller's at the start) */
+  w->over_cut = w->first_over_cut;
   if (f >= CUT_LAG) {
     w->time_cut = w->cut_time[(f - CUT_LAG) % CUT_LAG];
     w->over_cut = w->cut_over[(f - CUT_LAG) % CUT_LAG];

@@ -176,15 +176,36 @@ static void update_kth (nd_search_results *r) {
 /*
 ** Pruning by the time cut may leave out misses, which are shown only when nothing fits
 ** (then nothing was pruned by time: fewer than keep rows fit). The over cut keeps the
-** nearest misses exact: the least over of the `misses` kept so far.
+** nearest misses exact, the least over of the `misses` kept so far, when asked to
+** (misses_exact); else it prunes every candidate whose memory bound is over the budget,
+** and a walk that kept nothing is walked again with it (nd_search_results_again): the
+** candidates priced only for misses the ranking does not show were half of DeepSeek-V3's
+** search on 2,048 H800 (8,177 of 15,554, each over the budget by its bound), early in the
+** walk, where the misses kept so far are far over and the cut is loose.
 */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut) {
   if (r->nbest >= r->keep && r->nbest != r->kth_at && r->keys) update_kth(r);
   /* results.csv holds the fitting rows priced under the cut, unless it wants every row */
   *time_cut = !r->rank_by_time || (r->csv && r->csv_all) ? HUGE_VAL : r->kth;
   if (r->csv && r->csv_all) *over_cut = HUGE_VAL;
-  else if (r->keep_miss == 0) *over_cut = -HUGE_VAL;
+  else if (r->keep_miss == 0 || !r->misses_exact) *over_cut = -HUGE_VAL;
   else *over_cut = r->nmiss == r->keep_miss ? r->miss[r->nmiss - 1].over : HUGE_VAL;
+}
+
+int nd_search_results_again (nd_search_results *r) {
+  /* (csv wanting every row keeps the misses exact anyway; a row csv holds, one the objective
+     dropped, would be written twice: those misses stay as the walk left them) */
+  if (r->misses_exact || r->keep_miss == 0 || r->nbest > 0 || r->postfiltered > 0
+      || (r->csv && (r->csv_all || r->csv_rows > 0)))
+    return 0;
+  /* nothing fitting was kept: no csv row, point, fallback or cut to undo; the objective
+     may have dropped fitting rows, which it drops again */
+  r->misses_exact = 1;
+  r->nmiss = 0;
+  r->dropped = 0;
+  r->best_key = r->kth = HUGE_VAL;
+  r->kth_at = 0;
+  return 1;
 }
 
 void nd_search_results_finish (nd_search_results *r) {
@@ -321,7 +342,8 @@ int nd_search_collect (nd_search_results *r, const nd_search_params *p,
   hooks.cuts = collect_cuts;
   hooks.ud = r;
   r->rank_by_time = 1;
-  status = nd_search_run(p, m, dev, job, costs, &hooks, counts, err, errlen);
+  do status = nd_search_run(p, m, dev, job, costs, &hooks, counts, err, errlen);
+  while (status == ND_SEARCH_OK && !p->exhaustive && nd_search_results_again(r));
   if (status == ND_SEARCH_OK) nd_search_results_finish(r);
   return status;
 }

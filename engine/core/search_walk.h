@@ -159,6 +159,7 @@ typedef struct walker {
   nd_bound_cache *bound_cache[ND_RECIPE_COUNT];  /* their layer prices, every thread's */
   row_block *spare;                    /* row blocks no slot holds (the pool's lock) */
   double time_cut, over_cut;           /* the cuts the walk applies now */
+  double first_time_cut, first_over_cut;  /* the caller's before any row (nd_search_hooks.cuts) */
   double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
   /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
   int twin;                            /* TWIN_* */

@@ -36,6 +36,12 @@ typedef struct nd_search_results {
   FILE *csv;                  /* NULL: no results.csv; else rows are written as delivered */
   int csv_all;                /* 1: every row, no time cut; 0: the fitting rows priced */
   int rank_by_time;           /* 1: the objective is the step time (the time cut applies) */
+  int misses_exact;           /* 1: the over cut keeps the nearest misses exact through the
+                                 walk (a caller that shows them whatever is kept); 0: they
+                                 are shown only when nothing is kept, so the walk prunes
+                                 every candidate whose memory bound is over the budget, and
+                                 one that keeps nothing is walked again exact
+                                 (nd_search_results_again) */
   nd_dim_set post_dp, post_mb;/* DP and MB lists (auto: no post-filter) */
   int max_points;             /* the point sample's size (0: none) */
   /* what is kept */
@@ -84,8 +90,13 @@ void nd_search_results_drop (nd_search_results *r);
 /* The walk's cuts (nd_search_hooks.cuts): the time cut is the keep-th best step time so
    far, when the objective is the step time and csv does not want every row (csv_all: csv
    then holds the fitting rows the cut left to price); the over cut keeps the nearest misses
-   exact (+HUGE_VAL when csv wants every row). */
+   exact when misses_exact says so (+HUGE_VAL when csv wants every row), else -HUGE_VAL. */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut);
+
+/* After a walk that kept no fitting row (nothing ranked: the nearest misses are shown) and
+   left them inexact (misses_exact 0): 1, r made ready for the walk again with them exact;
+   else 0 (r as it was). */
+int nd_search_results_again (nd_search_results *r);
 
 /* After the walk: best in ranking order, cut to keep. */
 void nd_search_results_finish (nd_search_results *r);
@@ -102,7 +113,8 @@ int nd_search_csv_row (FILE *f, const nd_search_row *row);
 
 /*
 ** The whole search for a C caller, the step time as objective: nd_search_run with r's
-** deliver and cuts, then nd_search_results_finish. Returns nd_search_run's status
+** deliver and cuts (again with the misses exact when nothing fit: nd_search_results_again),
+** then nd_search_results_finish. Returns nd_search_run's status
 ** (ND_SEARCH_HOOK_ERROR: writing csv failed).
 */
 int nd_search_collect (nd_search_results *r, const nd_search_params *p,

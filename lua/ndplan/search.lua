@@ -20,6 +20,7 @@ for _, d in ipairs(M.DIMS) do DIM_SET[d] = true end
 local OTHER = {model = true, strict = true, device = true, devices = true,
                global_batch = true, seq_len = true,
                max_mem = true, costs = true, jobs = true, top = true, keep = true, misses = true,
+               all_misses = true,
                policy = true, policy_opts = true, csv = true, progress = true, timeout = true,
                unsafe_policy = true, policy_mem = true, stack = true, memory_band = true,
                csv_all = true, trainer = true, dialect = true,
@@ -214,6 +215,9 @@ function M.search(args)
   local ok, res = pcall(core.run, model, device, job, space,
                         {budget = bb, jobs = jobs, keep = keep,
                          misses = args.misses or 5, csv = args.csv, csv_all = args.csv_all,
+                         -- the nearest misses exact beside a ranking (asked for, or a
+                         -- trainer's filter that may empty it); else only when nothing fits
+                         all_misses = args.all_misses or trainer ~= nil,
                          exhaustive = args.exhaustive,
                          progress = args.progress,
                          deadline = limits.deadline, heap = limits.heap,

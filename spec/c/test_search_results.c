@@ -123,8 +123,25 @@ static void check_ranking (const nd_model_spec *m, const nd_device *d, const nd_
           "-j %d rank %d: walk index %llu, the oracle's %llu", jobs, i + 1, r.best[i].index,
           fit.rows[i].index);
   if (!exhaustive) {
+    nd_search_results x;
+    nd_search_counts cx;
     CHECK(c.pruned_time + c.skipped_time > 0 && c.fit < (unsigned long long)fit.n,
           "-j %d: the time cut pruned nothing", jobs);
+    /* the misses exact through the walk (as -v 2 asks): the same ranking, more priced for
+       the misses that rows fitting leave unshown */
+    CHECK(nd_search_results_init(&x, &p, keep, 5, 0) == 0, "init");
+    x.misses_exact = 1;
+    status = nd_search_collect(&x, &p, m, d, job, &costs, &cx, err, sizeof err);
+    CHECK(status == ND_SEARCH_OK && x.nbest == r.nbest, "-j %d: misses exact: status %d, %d "
+          "kept against %d", jobs, status, x.nbest, r.nbest);
+    for (i = 0; i < x.nbest && i < r.nbest; i++)
+      CHECK(x.best[i].index == r.best[i].index, "-j %d rank %d: %llu, with misses exact %llu",
+            jobs, i + 1, r.best[i].index, x.best[i].index);
+    CHECK(c.pruned_memory + c.skipped_memory > cx.pruned_memory + cx.skipped_memory
+          && c.priced < cx.priced, "-j %d: %llu priced, %llu pruned or skipped by memory; with "
+          "the misses exact %llu, %llu", jobs, c.priced, c.pruned_memory + c.skipped_memory,
+          cx.priced, cx.pruned_memory + cx.skipped_memory);
+    nd_search_results_free(&x);
   }
   else {
     CHECK(c.fit == (unsigned long long)fit.n, "-j %d: %llu fit, the oracle %d", jobs, c.fit, fit.n);

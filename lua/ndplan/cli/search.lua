@@ -213,6 +213,7 @@ function M.args(opts)
   if jobs < 1 then usage("--jobs: expected at least 1") end
   args.jobs = jobs
   args.progress = verbosity >= 1 and core.stderr_is_terminal()
+  args.all_misses = verbosity >= 2 or nil  -- -v 2 shows them beside the ranking
 
   -- without trailing slashes, so that the paths it prints read out/report.html, not out//report.html
   local out_dir = opts["output-dir"] and opts["output-dir"]:gsub("(.)/+$", "%1")
