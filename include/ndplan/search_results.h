@@ -56,8 +56,9 @@ typedef struct nd_search_results {
   double best_key;            /* least objective kept so far (HUGE_VAL: none) */
   /* the time cut: the keep-th least objective of the rows kept (HUGE_VAL before keep) */
   double kth;
-  int kth_at;                 /* nbest when kth was taken */
-  double *keys;               /* cap objectives: scratch of the cut */
+  double *keys;               /* the keep least objectives so far, a max-heap of nkeys (NULL:
+                                 no memory, no time cut) */
+  int nkeys;
   /* the point sample: every stride-th csv row (stride doubles as the sample fills) */
   nd_search_point *points;
   int npoints, point_cap;
