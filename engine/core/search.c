@@ -926,7 +926,10 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
         rs = -1;
         break;
       }
-      tr->mem_now++;  /* each pair's memory bound of this recipe: found as asked (pair_mem) */
+      if (++tr->mem_now == 0) {  /* each pair's memory bound of this recipe: as asked */
+        memset(tr->mem_at, 0, sizeof tr->mem_at);  /* (wrapped: none is this one's) */
+        tr->mem_now = 1;
+      }
       for (i = 0; i < t->n && memory; i++) {
         r.zero = (unsigned char)t->tz[i];
         memory = verdict(w, &r, -HUGE_VAL, pair_mem(tr, b, st, params, i), tr->time_cut,
@@ -1146,8 +1149,9 @@ static void walk_tp (walker *w, int rec, int same_as_none, int tp) {
 ** passes, each under the TP. The first (none, when walked) ranks the fastest plans early,
 ** so its cuts prune the rest as much as when each pass walked every TP in turn; after it,
 ** the groups of layer prices the bounds look up (search_bound.c: one per tp, cp, mbs, ep,
-** etp, sp) come back within one TP's walk, not once per pass across the whole search, so
-** the bound cache needs to hold one TP's groups, not all of them.
+** etp, sp) come back within one TP's walk, not once per pass across the whole search: the
+** later passes need one TP's groups at a time kept, and only the first pass's groups kept
+** to the later passes save their pricing again.
 */
 static void walk (walker *w) {
   const nd_search_params *p = w->p;

@@ -766,7 +766,10 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
     mm->act_none[p - 1] += logits;
   }
   memcpy(mm->key, g->key, sizeof mm->key);
-  mm->gen++;  /* (recompute_lo's segments of the sums before: stale) */
+  if (++mm->gen == 0) {  /* (recompute_lo's segments of the sums before: stale) */
+    memset(mm->built, 0, sizeof mm->built);  /* (wrapped: none is this one's) */
+    mm->gen = 1;
+  }
   mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
   mm->mode = mode; mm->schedule = (int)st->schedule;
   return 0;
@@ -967,7 +970,7 @@ static void plan_segments (const nd_bound *b, const group *g, const nd_strategy 
     double keep = kp->act[ND_RECOMPUTE_SELECTIVE] < kp->act[ND_RECOMPUTE_FULL]
                   ? kp->act[ND_RECOMPUTE_SELECTIVE] : kp->act[ND_RECOMPUTE_FULL];
     double most = (double)kp->act[ND_RECOMPUTE_NONE] - keep
-                + 1e-7 * kp->act[ND_RECOMPUTE_NONE], r;
+                + 2.5e-7 * kp->act[ND_RECOMPUTE_NONE], r;
     if (cnt[k] == 0.0 || !(kp->rate < HUGE_VAL) || !(most > 0.0)) continue;
     r = kp->rate / per;
     for (i = n; i > 0 && rate[i - 1] > r; i--) { rate[i] = rate[i - 1]; room[i] = room[i - 1]; }
@@ -989,7 +992,8 @@ static void plan_segments (const nd_bound *b, const group *g, const nd_strategy 
 ** can remove, bound it (a fractional knapsack over the kinds; the stage's least rate for
 ** every byte, before: DeepSeek-V3 with recipes and HSDP priced 25,039 against 23,728). More
 ** than they can remove: what removing all of it costs (the memory bound refuses such a
-** plan). The float prices' rounding is made up by 1e-7 of the kept bytes in each kind's room.
+** plan). The float prices' rounding down (under one step, 2^-23 of a value) is made up by
+** 2.5e-7 of none's bytes in each kind's room.
 */
 static double recompute_lo (const nd_bound *b, const group *g, const nd_strategy *st,
                             memo *mm, int s, double excess) {
