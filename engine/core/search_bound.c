@@ -90,10 +90,11 @@
    the caller's first_bytes and doubles in place (grow) rather than replace a group once half
    its room is used, up to cache_bytes. Its arrays are mapped at their most and used from
    their start, the sets in use written in as they come (populate), so a search holds the
-   memory of the sets its groups need; realloc would have copied them once the allocator had reused
-   a search's freed cache for its heap (a bench process of eleven searches: 21 -> 25 MB).
-   A set's head (tags, order, marks) is one line and a group's key and prices one block:
-   a hit reads the head, then the block (about 3 lines), where keys beside doubles read
+   memory of the sets its groups need; realloc would have copied them once the allocator
+   had reused a search's freed cache for its heap (a bench process of eleven searches: 21 -> 25 MB).
+   A set's head (tags, each way's block, order, marks) is one line and a group's key and
+   prices one block, which stays where it was first stored (growing rehashes the heads
+   only): a hit reads the head, then the block (about 3 lines), where keys beside doubles read
    about 9; DeepSeek-V3's 32,768 ways take 5.6 MB, not 9.2 (the search's data reads past a
    2 MiB cache, cachegrind at -j 1: 429 k -> 264 k). */
 #define GROUP_WAYS 8
@@ -144,12 +145,15 @@ _Static_assert(sizeof(kind_price) % sizeof(unsigned) == 0, "kind_price is whole 
    changes the set (its lock held), which a lookup reads before and after it reads. */
 typedef struct set_head {
   _Atomic unsigned seq;
-  unsigned clock;                      /* the set's stores (wrapping only misorders them) */
-  unsigned used[GROUP_WAYS];           /* each way's clock when stored (0: empty) */
+  _Atomic unsigned short block[GROUP_WAYS];  /* each way's block (blocks[], never moved) */
+  unsigned short clock;                /* the set's stores (wrapping only misorders them) */
+  unsigned short used[GROUP_WAYS];     /* each way's clock when stored (0: empty) */
   _Atomic unsigned char tag[GROUP_WAYS];
   _Atomic unsigned char ref;           /* bit i: way i found since the set last replaced */
-  unsigned char spare[64 - 8 - 4 * GROUP_WAYS - GROUP_WAYS - 1];
+  unsigned char spare[64 - 4 - 2 * GROUP_WAYS - 2 - 2 * GROUP_WAYS - GROUP_WAYS - 1];
 } set_head;
+_Static_assert(sizeof(set_head) == 64, "a set's head is one cache line");
+_Static_assert(MAX_GROUPS <= 65536, "a way's block index fits 16 bits");
 
 /* A group's prices as a bound uses them: its thread's copy of the cache's. */
 typedef struct group {
@@ -179,8 +183,13 @@ struct nd_bound_cache {
   int locked;                      /* shared by threads: stores take their set's lock */
   unsigned lock_mask;
   set_head *head;                  /* per set */
-  unsigned char *blocks;           /* sets x GROUP_WAYS blocks: way i of set si is block
-                                      si x GROUP_WAYS + i */
+  unsigned char *blocks;           /* max_sets x GROUP_WAYS blocks, taken in turn as ways
+                                      fill (next_block) and kept where they are: growing
+                                      moves the sets' heads, not the groups (it copied
+                                      them: 6.7 ms of DeepSeek-V3's search on 2,048 H800,
+                                      1.3 MB at 0.4 GB/s into cold pages) */
+  _Atomic unsigned next_block;     /* blocks taken: the ways ever filled (a replacement
+                                      reuses its way's), at most the sets' ways */
   size_t block_bytes;              /* KEPT_WORDS words and nkinds kind_price */
   size_t head_bytes, all_block_bytes;  /* mapped: for max_sets */
   char apart[64];                  /* the fields above, read by every lookup, on lines that
@@ -211,14 +220,6 @@ static void store_words (word *w, const void *src, size_t n) {
     memcpy(&v, s + i * sizeof v, sizeof v);
     atomic_store_explicit(&w[i], v, memory_order_release);
   }
-}
-
-/* n words of block from into block to (grow, every lock held: no other writer). */
-static void copy_words (word *to, const word *from, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++)
-    atomic_store_explicit(&to[i], atomic_load_explicit(&from[i], memory_order_relaxed),
-                          memory_order_release);
 }
 
 /* A way's tag: the hash's high bits (the sets take its low ones), never 0. */
@@ -559,18 +560,18 @@ static void end_change (_Atomic unsigned *seq) {
    one held). The new sets' pages are the mapping's zeros, never used before. */
 static void grow (nd_bound_cache *c) {
   int n = sets_now(c), si, i, moved;
-  size_t words = c->block_bytes / sizeof(unsigned);
   populate(c, n, 2 * n);
   begin_change(&c->grown);
   for (si = 0; si < n; si++) {
     set_head *from = &c->head[si], *to = &c->head[si + n];
     to->clock = from->clock;
     for (i = moved = 0; i < GROUP_WAYS; i++) {
-      word *k = block_at(c, (size_t)si * GROUP_WAYS + i);
+      unsigned short bi = atomic_load_explicit(&from->block[i], memory_order_relaxed);
+      const word *k = block_at(c, bi);
       unsigned char t = atomic_load_explicit(&from->tag[i], memory_order_relaxed);
       if (t == 0 || !(atomic_load_explicit(&k[KEPT_HASH], memory_order_relaxed) & (unsigned)n))
         continue;
-      copy_words(block_at(c, (size_t)(si + n) * GROUP_WAYS + moved), k, words);
+      atomic_store_explicit(&to->block[moved], bi, memory_order_release);
       atomic_store_explicit(&to->tag[moved], t, memory_order_release);
       to->used[moved] = from->used[i];
       moved++;
@@ -589,7 +590,7 @@ static int find_way (const nd_bound_cache *c, const set_head *hd, int si, unsign
   for (i = 0; i < GROUP_WAYS; i++) {
     const word *k;
     if (atomic_load_explicit(&hd->tag[i], memory_order_acquire) != tag) continue;
-    k = block_at(c, (size_t)si * GROUP_WAYS + i);
+    k = block_at(c, atomic_load_explicit(&hd->block[i], memory_order_acquire));
     for (j = 0; j < 6; j++)
       if (atomic_load_explicit(&k[KEPT_KEY + j], memory_order_acquire) != (unsigned)key[j]) break;
     if (j == 6) return i;
@@ -618,7 +619,7 @@ static int lookup (nd_bound_cache *c, unsigned h, unsigned char tag, const int *
   if (seq & 1u) return 0;
   way = find_way(c, hd, si, tag, key);
   if (way >= 0) {
-    const word *k = block_at(c, (size_t)si * GROUP_WAYS + way);
+    const word *k = block_at(c, atomic_load_explicit(&hd->block[way], memory_order_acquire));
     mine->ok = (int)atomic_load_explicit(&k[KEPT_OK], memory_order_acquire);
     load_words(mine->k, k + KEPT_WORDS, (size_t)K * PRICE_WORDS);
   }
@@ -648,7 +649,7 @@ static int victim (const set_head *hd) {
 static const group *group_of (nd_bound *b, const nd_strategy *st) {
   nd_bound_cache *c = b->cache;
   int key[6], si, way, K = b->nkinds, may_grow, found;
-  unsigned h;
+  unsigned h, bi;
   unsigned char tag;
   set_head *hd;
   word *k;
@@ -691,12 +692,21 @@ static const group *group_of (nd_bound *b, const nd_strategy *st) {
     }
     unlock_all(c);  /* the set looked at again */
   }
+  if (atomic_load_explicit(&hd->tag[way], memory_order_relaxed) == 0) {
+    bi = atomic_fetch_add_explicit(&c->next_block, 1u, memory_order_relaxed);
+    if (bi >= (unsigned)c->max_sets * GROUP_WAYS) {  /* (more than its ways: never) */
+      if (lock) pthread_mutex_unlock(lock);
+      return mine;
+    }
+  }
+  else bi = atomic_load_explicit(&hd->block[way], memory_order_relaxed);  /* reused */
   begin_change(&hd->seq);
   if (atomic_load_explicit(&hd->tag[way], memory_order_relaxed) == 0)
     c->held[h & c->lock_mask]++;
   else
     atomic_store_explicit(&hd->ref, 0, memory_order_relaxed);  /* a replacement: uses anew */
-  k = block_at(c, (size_t)si * GROUP_WAYS + way);
+  k = block_at(c, bi);
+  atomic_store_explicit(&hd->block[way], (unsigned short)bi, memory_order_release);
   store_words(k + KEPT_KEY, key, 6);
   atomic_store_explicit(&k[KEPT_OK], (unsigned)mine->ok, memory_order_release);
   atomic_store_explicit(&k[KEPT_HASH], h, memory_order_release);
