@@ -1108,7 +1108,7 @@ static int s_run (lua_State *L) {
   guard.searching = 1;
   do status = nd_search_run(p, m, dev, &res->job, &costs, &hooks, &res->counts, err,
                             sizeof err);
-  while (status == ND_SEARCH_OK && !p->exhaustive && nd_search_results_again(&res->r));
+  while (status == ND_SEARCH_OK && nd_search_results_again(&res->r, p));
   guard.searching = 0;
   guard_leave(&sv);
   res->elapsed = now() - rs.t0;

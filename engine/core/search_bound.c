@@ -239,8 +239,6 @@ typedef struct memo {
   double time[ND_MAX_STAGES];      /* each stage's sum of layer times */
   double act[ND_MAX_STAGES];       /* activation bytes in flight */
   double act_none[ND_MAX_STAGES];  /* plans: the same with every layer kept */
-  double rate[ND_MAX_STAGES];      /* plans: the least seconds per micro-batch a stage pays
-                                      per byte of peak its recompute removes */
   double pd[ND_MAX_STAGES], pe[ND_MAX_STAGES];  /* dense and expert parameters */
   double gmax[ND_MAX_STAGES];      /* the parameters of its largest layer kind */
   int start[ND_MAX_CHUNKS];        /* each chunk's first layer */
@@ -400,16 +398,12 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
   nd_estimate_fabric(dev, &b->fabric);
   for (i = 0; i < 4; i++) {
     /* a quantized parameter is stored at the recipe's width (weight_bytes, or its quantized
-       bytes with param gather), its quantized copies kept beside: weight_bytes or less */
+       bytes with param gather), its quantized copies kept beside: weight_bytes or less; and
+       ZeRO-3 gathers it at the recipe's gather width */
     nd_recipe_widths wd;
     nd_recipe_widths_of(nd_strategy_recipe(base), base->param_gather, i, costs->weight_bytes,
                         0.0, &wd);
     b->weight_lo[i] = wd.param < costs->weight_bytes ? wd.param : costs->weight_bytes;
-  }
-  {
-    nd_recipe_widths wd;
-    nd_recipe_widths_of(nd_strategy_recipe(base), base->param_gather, 3, costs->weight_bytes,
-                        0.0, &wd);
     b->gather_lo = wd.gather < costs->weight_bytes ? wd.gather : costs->weight_bytes;
     b->gather_hi = wd.gather > costs->weight_bytes ? wd.gather : costs->weight_bytes;
   }
@@ -722,11 +716,10 @@ static const group *group_of (nd_bound *b, const nd_strategy *st) {
 static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
                        const nd_strategy *st, int mode, memo *mm) {
   int p = st->pp, v = st->vpp, K = b->nkinds, s, j, k, pos = 0;
-  double *stime = mm->time, frag = 1.0 + b->costs->alloc_fragmentation;
+  double *stime = mm->time;
   for (s = 0; s < p; s++) {
     stime[s] = mm->act[s] = mm->pd[s] = mm->pe[s] = mm->act_none[s] = mm->gmax[s] = 0.0;
     mm->cp[s] = mm->core[s] = 0.0;
-    mm->rate[s] = HUGE_VAL;
   }
   for (j = 0; j < v; j++)  /* round j: chunk j*p + s of stage s, in layer order */
     for (s = 0; s < p; s++) {
@@ -747,10 +740,8 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
         if ((double)kp->pd + kp->pe > mm->gmax[s]) mm->gmax[s] = (double)kp->pd + kp->pe;
         mm->cp[s] += cnt * kp->cp;
         mm->core[s] += cnt * kp->core;
-        if (mode == ND_RECOMPUTE_COUNT) {  /* a plan: what each recompute byte costs */
+        if (mode == ND_RECOMPUTE_COUNT)  /* a plan: what it holds with every layer kept */
           mm->act_none[s] += cnt * kp->act[ND_RECOMPUTE_NONE];
-          if (kp->rate < mm->rate[s]) mm->rate[s] = kp->rate;
-        }
       }
       pos = to;
     }
@@ -761,8 +752,6 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
     if (stime[s] > mm->slow) mm->slow = stime[s];
     mm->act[s] *= inflight;
     mm->act_none[s] *= inflight;
-    /* a layer's bytes count inflight x (1 + fragmentation) times in the stage's peak */
-    if (mm->rate[s] < HUGE_VAL) mm->rate[s] /= inflight * frag;
   }
   {  /* the ends, as the estimator's stage_ends and stage_memory add them: the embedding's
         and the head's parameters (vocabulary-parallel over TP, the head a copy when tied
@@ -840,14 +829,23 @@ static double buffers_lo (const nd_bound *b, const nd_strategy *st, int z3, doub
 ** and C = slow gives its least: the time bound's m x slow plus this, for the stage whose
 ** parameters make per the largest.
 */
+/* The groups of `shard` data-parallel ranks, as the estimator places them (place_groups,
+   stage_dp_time's HSDP groups): the dense parameters' over shard x cp, TP apart, and the
+   routed experts' over what of tp x cp x shard EP x ETP leaves. */
+static void shard_groups (const nd_bound *b, const nd_strategy *st, int shard, nd_group *gd,
+                          nd_group *ge) {
+  int ex = st->ep * st->etp;
+  *gd = nd_group_place(&b->fabric, shard * st->cp, st->tp);
+  *ge = nd_group_place(&b->fabric, b->m->num_experts > 0 ? st->tp * st->cp * shard / ex : 1, ex);
+}
+
 static double zero3_dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm,
                            int shard, double slow) {
   const nd_costs *co = b->costs;
-  int dense = st->tp * st->cp * shard, s;
-  nd_group gd = nd_group_place(&b->fabric, shard * st->cp, st->tp);
-  nd_group ge = nd_group_place(&b->fabric, b->m->num_experts > 0
-                               ? dense / (st->ep * st->etp) : 1, st->ep * st->etp);
+  int s;
+  nd_group gd, ge;
   double most = 0.0, ov = co->zero3_overlap * slow;
+  shard_groups(b, st, shard, &gd, &ge);
   if (co->zero3_flat_ring > 0.0) gd.local = ge.local = 1;
   for (s = 0; s < mm->p; s++) {
     double per = 2.0 * nd_allgather_time(&b->fabric, &gd, b->gather_lo * mm->pd[s])
@@ -866,16 +864,14 @@ static double dp_traffic (const nd_bound *b, const nd_strategy *st, const memo *
                           int shard) {
   const nd_fabric *f = &b->fabric;
   double pd = mm->pd[0], pe = mm->pe[0], t, grad = b->costs->grad_bytes;
-  int experts = b->m->num_experts > 0, ex = st->ep * st->etp;
+  nd_group gd, ge;
   if (zero == 0) {  /* one all-reduce over every replica */
-    nd_group gd = nd_group_place(f, st->dp * st->cp, st->tp);
-    nd_group ge = nd_group_place(f, experts ? st->tp * st->cp * st->dp / ex : 1, ex);
+    shard_groups(b, st, st->dp, &gd, &ge);
     t = nd_allreduce_time(f, &gd, grad * pd) + nd_allreduce_time(f, &ge, grad * pe);
   } else {
     int dense = st->tp * st->cp * shard;
-    double edp = (double)dense / ex;
-    nd_group gd = nd_group_place(f, shard * st->cp, st->tp);
-    nd_group ge = nd_group_place(f, experts ? dense / ex : 1, ex);
+    double edp = (double)dense / (st->ep * st->etp);
+    shard_groups(b, st, shard, &gd, &ge);
     t = nd_reducescatter_time(f, &gd, grad * pd) + nd_reducescatter_time(f, &ge, grad * pe)
       + nd_allgather_time(f, &gd, b->gather_lo * pd) + nd_allgather_time(f, &ge, b->gather_lo * pe);
     if (st->dp / shard > 1) {  /* HSDP: the replicas all-reduce the gradient shards */
@@ -1055,7 +1051,7 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
         /* a plan that fits removes at least the stage's excess with every layer kept
            (recompute_lo: each kind's bytes at no less than its least rate) */
         double excess = (fixed + mm->act_none[s]) * frag + b->dev->reserve_bytes - budget;
-        if (excess > 0.0 && mm->rate[s] < HUGE_VAL) {
+        if (excess > 0.0) {
           double paced = mm->time[s] + recompute_lo(b, g, st, mm, s, excess);
           if (paced > slow) slow = paced;
         }

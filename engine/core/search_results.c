@@ -193,11 +193,12 @@ void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *ove
   else *over_cut = r->nmiss == r->keep_miss ? r->miss[r->nmiss - 1].over : HUGE_VAL;
 }
 
-int nd_search_results_again (nd_search_results *r) {
-  /* (csv wanting every row keeps the misses exact anyway; a row csv holds, one the objective
-     dropped, would be written twice: those misses stay as the walk left them) */
-  if (r->misses_exact || r->keep_miss == 0 || r->nbest > 0 || r->postfiltered > 0
-      || (r->csv && (r->csv_all || r->csv_rows > 0)))
+int nd_search_results_again (nd_search_results *r, const nd_search_params *p) {
+  /* (the exhaustive walk, without bounds, and csv wanting every row keep the misses exact
+     anyway; a row csv holds, one the objective dropped, would be written twice: those
+     misses stay as the walk left them) */
+  if (p->exhaustive || r->misses_exact || r->keep_miss == 0 || r->nbest > 0
+      || r->postfiltered > 0 || (r->csv && (r->csv_all || r->csv_rows > 0)))
     return 0;
   /* nothing fitting was kept: no csv row, point, fallback or cut to undo; the objective
      may have dropped fitting rows, which it drops again */
@@ -344,7 +345,7 @@ int nd_search_collect (nd_search_results *r, const nd_search_params *p,
   hooks.ud = r;
   r->rank_by_time = 1;
   do status = nd_search_run(p, m, dev, job, costs, &hooks, counts, err, errlen);
-  while (status == ND_SEARCH_OK && !p->exhaustive && nd_search_results_again(r));
+  while (status == ND_SEARCH_OK && nd_search_results_again(r, p));
   if (status == ND_SEARCH_OK) nd_search_results_finish(r);
   return status;
 }

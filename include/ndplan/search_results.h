@@ -94,10 +94,10 @@ void nd_search_results_drop (nd_search_results *r);
    exact when misses_exact says so (+HUGE_VAL when csv wants every row), else -HUGE_VAL. */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut);
 
-/* After a walk that kept no fitting row (nothing ranked: the nearest misses are shown) and
-   left them inexact (misses_exact 0): 1, r made ready for the walk again with them exact;
-   else 0 (r as it was). */
-int nd_search_results_again (nd_search_results *r);
+/* After a walk of p that kept no fitting row (nothing ranked: the nearest misses are shown)
+   and left them inexact (misses_exact 0, bounds on): 1, r made ready for the walk again
+   with them exact; else 0 (r as it was). */
+int nd_search_results_again (nd_search_results *r, const nd_search_params *p);
 
 /* After the walk: best in ranking order, cut to keep. */
 void nd_search_results_finish (nd_search_results *r);
