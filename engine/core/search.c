@@ -202,7 +202,8 @@ static void record_fit (walker *w, const nd_search_row *r) {
     unsigned char *f;
     while (i / 8 >= cap) cap *= 2;
     f = (unsigned char *)realloc(w->fits, (size_t)cap);
-    if (!f) { w->twin = TWIN_OFF; return; }  /* no shortcut: every plan is priced */
+    if (!f) { w->twin = TWIN_OFF; w->fits_lost = 1; return; }  /* no shortcut: every plan
+                                                                 is priced */
     memset(f + w->fits_cap, 0, (size_t)(cap - w->fits_cap));
     w->fits = f;
     w->fits_cap = cap;
@@ -303,13 +304,25 @@ static void new_bounds (const walker *w, nd_bound **b) {
   }
 }
 
-/* The shared layer prices of each recipe walked (NULL where the bounds do not apply). */
+/* The layer prices of each recipe walked (NULL where the bounds do not apply): shared by
+   the pool's threads; in lanes, each lane's own (its share of the room, unlocked). */
 static void new_bound_caches (walker *w) {
   int rv[ND_RECIPE_COUNT], n = recipes_walked(w->p, rv), i;
+  size_t ways = (size_t)n * (size_t)(w->ln ? w->ln->n : 1);
   for (i = 0; i < n; i++)
-    w->bound_cache[rv[i]] = nd_bound_cache_new(w->m, BOUND_CACHE_FIRST_BYTES / (size_t)n,
-                                               BOUND_CACHE_BYTES / (size_t)n, w->threads + 1);
+    w->bound_cache[rv[i]] = nd_bound_cache_new(w->m, BOUND_CACHE_FIRST_BYTES / ways,
+                                               BOUND_CACHE_BYTES / ways,
+                                               w->ln ? 1 : w->threads + 1);
 }
+
+static void free_bound_caches (walker *w) {
+  int i;
+  for (i = 0; i < ND_RECIPE_COUNT; i++) {
+    nd_bound_cache_free(w->bound_cache[i]);
+    w->bound_cache[i] = NULL;
+  }
+}
+
 
 static void free_bounds (nd_bound **b) {
   int i;
@@ -669,6 +682,12 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
   if (++s->n == w->chunk) nd_pool_submit(w);
 }
 
+/* What is in flight delivered (a lane thread: waits until it is). */
+static void drain (walker *w) {
+  if (w->ln) nd_lanes_drain(w);
+  else nd_pool_drain(w);
+}
+
 /*
 ** At the start of a segment of the walk: the first recompute pass over every TP (tp_index
 ** -1), or a later pass at one TP. The none pass's fits are recorded for the per-layer
@@ -690,7 +709,13 @@ static void begin_segment (walker *w, int rec, int tp_index) {
   }
   if (rec != ND_SEARCH_PER_LAYER) return;
   if (w->twin == TWIN_DONE) {
-    nd_pool_drain(w);
+    drain(w);
+    if (w->ln && w != w->ln->lane[0]) {  /* a lane's: the fits the caller kept, complete */
+      const walker *caller = w->ln->lane[0];
+      w->fits = caller->fits;
+      w->fits_cap = caller->fits_cap;
+      if (caller->fits_lost) w->twin = TWIN_OFF;
+    }
     if (w->twin == TWIN_DONE) w->twin = TWIN_USE;
   }
   if (w->twin == TWIN_USE) {
@@ -1028,16 +1053,17 @@ static void count_subtree (tree *t) {
                  t->shape.per * (unsigned long long)t->vpps[iv].n);
 }
 
-/* A node of slot s (entry i), walked on this pricing thread: subtree, then each VPP's
-   layouts' tails. Returns 0, or -1 to stop. */
-static int walk_node (walker *w, slot *s, worker_scratch *ws, int i) {
+/* A node of slot s (walk index `index`, CAND_NODE flags), walked on this pricing thread:
+   subtree, then each VPP's layouts' tails. Returns 0, or -1 to stop. */
+int nd_walk_node (walker *w, slot *s, worker_scratch *ws, const nd_candidate *node,
+                  unsigned long long index, int flag) {
   tree *t = &ws->tree;
-  nd_candidate c = s->cand[i];
-  int iv, il, same = (s->flag[i] & NODE_SAME) != 0, lone = (s->flag[i] & NODE_LONE) != 0;
+  nd_candidate c = *node;
+  int iv, il, same = (flag & NODE_SAME) != 0, lone = (flag & NODE_LONE) != 0;
   t->s = s;
   t->time_cut = s->time_cut;
   t->over_cut = s->over_cut;
-  t->next = s->index[i];
+  t->next = index;
   if (t->pp != c.pp) vpps_of(w, t, c.pp);
   shape_of(w, t, c.tp, c.dp);
   if (subtree(w, t, &c)) {  /* known whole: counted, not walked */
@@ -1059,16 +1085,18 @@ static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int l
                        unsigned long long size) {
   unsigned long long index;
   slot *s;
+  int flag;
   if (w->status != ND_SEARCH_OK) return;
   if (w->p->stop && *w->p->stop) { w->status = ND_SEARCH_STOPPED; return; }
   index = w->counts->tested;
   w->counts->tested += size;
+  flag = CAND_NODE | (same_as_none ? NODE_SAME : 0) | (lone ? NODE_LONE : 0);
+  if (w->ln) { nd_lanes_node(w, c, index, flag); return; }
   s = nd_pool_current(w);
   if (s->n == 0) { s->time_cut = w->time_cut; s->over_cut = w->over_cut; }
   s->cand[s->n] = *c;
   s->index[s->n] = index;
-  s->flag[s->n] = (unsigned char)(CAND_NODE | (same_as_none ? NODE_SAME : 0)
-                                  | (lone ? NODE_LONE : 0));
+  s->flag[s->n] = (unsigned char)flag;
   /* a chunk spans `chunk` places of the walk, or as many nodes: the cuts come about as
      many places late as when every candidate was emitted */
   if (++s->n == w->chunk || w->counts->tested - s->index[0] >= (unsigned long long)w->chunk)
@@ -1191,7 +1219,8 @@ static void walk (walker *w) {
 
 /* Entry i of slot s, priced into s. 0, or -1 to stop. */
 int nd_walk_price_entry (walker *w, slot *s, worker_scratch *ws, int i) {
-  return (s->flag[i] & CAND_KIND) == CAND_NODE ? walk_node(w, s, ws, i)
+  return (s->flag[i] & CAND_KIND) == CAND_NODE
+       ? nd_walk_node(w, s, ws, &s->cand[i], s->index[i], s->flag[i])
        : process_one(w, s, ws, &s->cand[i], s->index[i], s->flag[i]);
 }
 
@@ -1222,11 +1251,10 @@ int nd_walk_price_pending (walker *w, slot *s, worker_scratch *ws) {
   return 0;
 }
 
-/* Hands a priced chunk to the caller (calling thread) and frees its slot. */
-void nd_walk_deliver (walker *w, slot *s) {
-  int i, r, left, n;
-  row_block *b;
+/* A chunk's counts (or a window part's) into the caller's. */
+static void deliver_counts (walker *w, const slot *s) {
   nd_search_counts *c = w->counts;
+  int r;
   for (r = 0; r < ND_REFUSE_COUNT; r++) c->refused[r] += s->late[r];
   /* a candidate the process had no memory to price: the run fails (its counts would
      depend on the allocator), nothing more is delivered */
@@ -1238,23 +1266,29 @@ void nd_walk_deliver (walker *w, slot *s) {
   c->skipped_time += s->skipped_time;
   c->skipped_memory += s->skipped_memory;
   c->priced += (unsigned long long)s->priced;
-  for (b = s->rows, left = s->priced; left > 0; b = b->next, left -= n) {
-    n = left < ROW_BLOCK ? left : ROW_BLOCK;
-    for (i = 0; i < n; i++) {
-      if (b->rows[i].fits) c->fit++;
-      else c->refused[ND_REFUSE_MEMORY]++;
-      if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
-          && b->rows[i].c.recompute == ND_RECOMPUTE_NONE)
-        record_fit(w, &b->rows[i]);
-    }
-    /* a block at a time, in walk order */
-    if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->deliver
-        && w->hooks->deliver(w->hooks->ud, b->rows, n) != 0)
-      w->status = ND_SEARCH_HOOK_ERROR;
+}
+
+/* n rows, in walk order, to the caller: counted, the none pass's fits recorded, then the
+   deliver hook. */
+static void deliver_rows (walker *w, nd_search_row *rows, int n) {
+  nd_search_counts *c = w->counts;
+  int i;
+  for (i = 0; i < n; i++) {
+    if (rows[i].fits) c->fit++;
+    else c->refused[ND_REFUSE_MEMORY]++;
+    if ((w->twin == TWIN_RECORD || w->twin == TWIN_DONE)
+        && rows[i].c.recompute == ND_RECOMPUTE_NONE)
+      record_fit(w, &rows[i]);
   }
-  nd_pool_rows_done(w, s);
+  if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->deliver
+      && w->hooks->deliver(w->hooks->ud, rows, n) != 0)
+    w->status = ND_SEARCH_HOOK_ERROR;
+}
+
+/* After a chunk (or window) delivered: the progress hook, then the cuts after it. */
+static void deliver_end (walker *w) {
   if (w->status == ND_SEARCH_OK && w->hooks && w->hooks->progress
-      && w->hooks->progress(w->hooks->ud, c) != 0)
+      && w->hooks->progress(w->hooks->ud, w->counts) != 0)
     w->status = ND_SEARCH_HOOK_ERROR;
   {  /* the cuts after this chunk (delivered chunks are numbered in walk order) */
     unsigned long long k = (w->delivered - 1) % CUT_LAG;
@@ -1262,15 +1296,74 @@ void nd_walk_deliver (walker *w, slot *s) {
     if (w->hooks && w->hooks->cuts)
       w->hooks->cuts(w->hooks->ud, &w->cut_time[k], &w->cut_over[k]);
   }
+}
+
+/* Hands a priced chunk to the caller (calling thread) and frees its slot. */
+void nd_walk_deliver (walker *w, slot *s) {
+  int left, n;
+  row_block *b;
+  deliver_counts(w, s);
+  for (b = s->rows, left = s->priced; left > 0; b = b->next, left -= n) {
+    n = left < ROW_BLOCK ? left : ROW_BLOCK;
+    deliver_rows(w, b->rows, n);  /* a block at a time, in walk order */
+  }
+  nd_pool_rows_done(w, s);
+  deliver_end(w);
   s->state = SLOT_FREE;
   s->n = 0;
+}
+
+/* Where a part's rows are read from: its block, the row in it, the rows left. */
+typedef struct row_cursor {
+  const row_block *b;
+  int at, left;
+} row_cursor;
+
+void nd_walk_deliver_window (walker *w, slot *const *parts, int n, row_block *stage) {
+  row_cursor cur[LANES_MAX];
+  int i, m = 0;
+  for (i = 0; i < n; i++) {
+    deliver_counts(w, parts[i]);
+    cur[i].b = parts[i]->rows;
+    cur[i].at = 0;
+    cur[i].left = parts[i]->priced;
+  }
+  for (;;) {  /* the parts' rows, each in walk order, merged by walk index */
+    int best = -1;
+    for (i = 0; i < n; i++)
+      if (cur[i].left > 0
+          && (best < 0 || cur[i].b->rows[cur[i].at].index < cur[best].b->rows[cur[best].at].index))
+        best = i;
+    if (best >= 0) {
+      row_cursor *c = &cur[best];
+      stage->rows[m++] = c->b->rows[c->at];
+      c->left--;
+      if (++c->at == ROW_BLOCK) { c->b = c->b->next; c->at = 0; }
+    }
+    if (m > 0 && (m == ROW_BLOCK || best < 0)) {
+      deliver_rows(w, stage->rows, m);
+      m = 0;
+    }
+    if (best < 0) break;
+  }
+  deliver_end(w);
+}
+
+void nd_walk_lane (walker *me) {
+  new_bound_caches(me);  /* on its thread: its pages are its processor's first */
+  if (!(me->inline_scratch = nd_walk_new_scratch(me))) me->status = ND_SEARCH_NO_MEMORY;
+  if (me->status == ND_SEARCH_OK) walk(me);
+  nd_lanes_drain(me);
+  nd_walk_free_scratch(me->inline_scratch);
+  me->inline_scratch = NULL;
+  free_bound_caches(me);
 }
 
 int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_device *dev,
                    const nd_job *job, const nd_costs *costs, const nd_search_hooks *hooks,
                    nd_search_counts *counts, char *err, size_t errlen) {
   walker *w;
-  int i, status;
+  int status;
   memset(counts, 0, sizeof *counts);
   if (job->devices < 1 || job->global_batch < 1 || job->seq_len < 1) {
     if (err && errlen) snprintf(err, errlen, "devices, global_batch and seq_len must be positive");
@@ -1295,20 +1388,29 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   if (hooks && hooks->cuts) hooks->cuts(hooks->ud, &w->first_time_cut, &w->first_over_cut);
   w->time_cut = w->first_time_cut;
   w->over_cut = w->first_over_cut;
-  if (!p->exhaustive) new_bound_caches(w);  /* before any thread's bounds */
   w->tail = !p->exhaustive;
   w->admits = w->tail && hooks && hooks->admit;
-  if ((status = nd_pool_open(w)) != ND_SEARCH_OK) {
-    for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
+  /* lanes: each thread walks its own part with its own bound caches; the pool's threads
+     share the caller's, made before they start */
+  if (nd_lanes_apply(w)) {
+    status = nd_lanes_open(w);
+    if (status == ND_SEARCH_OK) new_bound_caches(w);
+  }
+  else {
+    if (!p->exhaustive) new_bound_caches(w);
+    if ((status = nd_pool_open(w)) != ND_SEARCH_OK) free_bound_caches(w);
+  }
+  if (status != ND_SEARCH_OK) {
     free(w);
     return status;
   }
   if (!(w->inline_scratch = nd_walk_new_scratch(w))) w->status = ND_SEARCH_NO_MEMORY;
   if (w->status == ND_SEARCH_OK) walk(w);
-  nd_pool_drain(w);
-  nd_pool_close(w);
+  drain(w);
+  if (w->ln) nd_lanes_close(w);
+  else nd_pool_close(w);
   nd_walk_free_scratch(w->inline_scratch);
-  for (i = 0; i < ND_RECIPE_COUNT; i++) nd_bound_cache_free(w->bound_cache[i]);
+  free_bound_caches(w);
   free(w->fits);
   if (w->status == ND_SEARCH_OK && p->stop && *p->stop) w->status = ND_SEARCH_STOPPED;
   status = w->status;

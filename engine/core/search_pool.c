@@ -243,9 +243,9 @@ nd_search_row *nd_pool_row (walker *w, slot *s) {
   int at = s->priced % ROW_BLOCK;
   if (s->priced > 0 && at == 0) {
     row_block *b;
-    if (w->threads > 0) pthread_mutex_lock(&w->mu);
+    if (w->pool) pthread_mutex_lock(&w->mu);  /* (the pool's threads share the spares) */
     if ((b = w->spare) != NULL) w->spare = b->next;
-    if (w->threads > 0) pthread_mutex_unlock(&w->mu);
+    if (w->pool) pthread_mutex_unlock(&w->mu);
     if (!b && !(b = (row_block *)malloc(sizeof *b))) return NULL;
     b->next = NULL;
     s->last->next = b;
@@ -261,10 +261,10 @@ void nd_pool_rows_done (walker *w, slot *s) {
   s->last = s->rows;
   s->priced = 0;
   if (!first) return;
-  if (w->threads > 0) pthread_mutex_lock(&w->mu);
+  if (w->pool) pthread_mutex_lock(&w->mu);
   end->next = w->spare;
   w->spare = first;
-  if (w->threads > 0) pthread_mutex_unlock(&w->mu);
+  if (w->pool) pthread_mutex_unlock(&w->mu);
 }
 
 slot *nd_pool_current (walker *w) {
@@ -335,7 +335,7 @@ void nd_pool_drain (walker *w) {
   next_cuts(w);
 }
 
-static void free_blocks (row_block *b) {
+void nd_pool_free_rows (row_block *b) {
   while (b) {
     row_block *next = b->next;
     free(b);
@@ -345,14 +345,14 @@ static void free_blocks (row_block *b) {
 
 static void free_slots (walker *w) {
   int i;
-  free_blocks(w->spare);
+  nd_pool_free_rows(w->spare);
   w->spare = NULL;
   if (!w->slots) return;
   for (i = 0; i < w->nslots; i++) {
     free(w->slots[i].cand);
     free(w->slots[i].index);
     free(w->slots[i].flag);
-    free_blocks(w->slots[i].rows);  /* (blocks a stopped search left it) */
+    nd_pool_free_rows(w->slots[i].rows);  /* (blocks a stopped search left it) */
     free(w->slots[i].pend);
     free(w->slots[i].pend_index);
   }

@@ -20,6 +20,9 @@
 /* Values one loop can take: more than any 32-bit number has divisors (1536). */
 #define LOOP_MAX 1600
 
+/* Lanes at most (search_lanes.c): more threads share the pool. */
+#define LANES_MAX 64
+
 /* A slot's life: filled by the walk, taken by a thread that walks its entries, done, then
    delivered (free again). With an admit hook (nd_walk_admits) a thread's walk checks and
    bounds each candidate and keeps those left for the hook (checked); the walk runs the hook
@@ -134,6 +137,34 @@ typedef struct tree {
                                           spread when mem_at[i] == mem_now */
 } tree;
 
+/*
+** Lanes (search_lanes.c): at -j 2 and up, when the pricing threads walk sub-trees and no
+** admit hook runs between check and price, each of the n threads walks the whole loop nest
+** itself and walks the nodes of its own lane (lane_of: by the degrees a group of layer
+** prices is keyed by, so no two threads price or read one group; each keeps its own bound
+** caches). The nodes form windows as the pool's chunks would (the same rule, counted by
+** every thread); a window's parts, one per lane, are delivered together by the calling
+** thread, their rows merged in walk order, so the rows, the cuts and every count are the
+** pool's at any -j. What the threads share: a count per lane of the windows it finished,
+** the windows delivered, the cuts, and the none pass's fits.
+*/
+typedef struct lanes {
+  int n;                               /* the lanes: the -j threads (lane 0 the caller's) */
+  struct walker **lane;                /* each lane's walker (lane[0]: the caller's own) */
+  slot *ring;                          /* lane l's part of window k: ring[l*CUT_LAG + k%CUT_LAG] */
+  slot **parts;                        /* one window's parts, for its delivery */
+  row_block *stage;                    /* a window's rows merged, a block at a time */
+  pool_counter *done;                  /* windows each lane finished (its thread alone writes) */
+  pool_counter delivered;              /* windows delivered (the caller alone writes) */
+  _Atomic int halt;                    /* why a thread stopped the walk (ND_SEARCH_*; 0: none) */
+  _Atomic int quit;                    /* the caller is done: every thread stops */
+  _Atomic int idle, waiting;           /* workers asleep on work_cv; the caller on done_cv */
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, done_cv;
+  pthread_t *tids;
+  int started;                         /* threads started (lanes 1 .. started) */
+} lanes;
+
 typedef struct walker {
   const nd_search_params *p;
   const nd_model_spec *m;
@@ -172,8 +203,16 @@ typedef struct walker {
      writes an entry, then raises pl_segs (release), before emitting any of its candidates */
   unsigned long long pl_start[LOOP_MAX], pl_twin[LOOP_MAX];
   _Atomic int pl_segs;
+  int fits_lost;                       /* the fits could not be kept: no shortcut */
   int tail;                            /* nodes: the pricing threads walk each sub-tree
                                           (not exhaustive, no admit hook) */
+  lanes *ln;                           /* the lanes (NULL: the pool prices chunks) */
+  int lane;                            /* this walker's lane */
+  unsigned long long win;              /* windows it began and finished */
+  int win_n;                           /* nodes in its current window (0: none begun) */
+  unsigned long long win_first;        /* the walk index of the window's first node */
+  slot *win_slot;                      /* its part of the current window */
+  nd_search_counts own_counts;         /* a lane thread's walk indices (counts: these) */
   pthread_mutex_t mu;                  /* the pool's sleep and the spare rows' (pool:
                                           initialised) */
   pthread_cond_t work_cv, done_cv;
@@ -212,6 +251,16 @@ int nd_walk_admit (walker *w, slot *s);
 int nd_walk_price_pending (walker *w, slot *s, worker_scratch *ws);
 /* Hands a priced chunk to the caller (the calling thread) and frees its slot. */
 void nd_walk_deliver (walker *w, slot *s);
+/* Hands one window's n parts (one per lane) to the caller, their rows merged in walk order
+   through stage; the parts keep their rows (each lane frees its own). */
+void nd_walk_deliver_window (walker *w, slot *const *parts, int n, row_block *stage);
+/* The node c (its walk index and CAND_NODE flags) walked into slot s on scratch ws. 0, or
+   -1 to stop. */
+int nd_walk_node (walker *w, slot *s, worker_scratch *ws, const nd_candidate *c,
+                  unsigned long long index, int flag);
+/* A lane thread's walk, on its own walker (a copy of the caller's): its bound caches and
+   scratch, the whole walk, its last window finished. */
+void nd_walk_lane (walker *me);
 
 /* ---- the pool's, for the walk (search_pool.c) ------------------------------------ */
 
@@ -232,5 +281,23 @@ void nd_pool_rows_done (walker *w, slot *s);
 /* Submits the partial chunk and delivers what is in flight (in order), or just waits for it
    when stopping. */
 void nd_pool_drain (walker *w);
+/* A list of row blocks freed. */
+void nd_pool_free_rows (row_block *b);
+
+/* ---- the lanes' (search_lanes.c) ------------------------------------------------- */
+
+/* Whether walker w's search runs in lanes: its threads walk sub-trees, no admit hook. */
+int nd_lanes_apply (const walker *w);
+/* The lanes and their threads (w->threads of them), each walking its own copy of w:
+   ND_SEARCH_OK, or ND_SEARCH_NO_MEMORY (nothing started). */
+int nd_lanes_open (walker *w);
+/* Node c (walk index `index`, its candidates counted in w's walk, CAND_NODE flags) at its
+   place in w's walk: walked when it is w's lane's, counted in the window either way. */
+void nd_lanes_node (walker *w, const nd_candidate *c, unsigned long long index, int flag);
+/* The current window finished; then, on the caller, every window delivered, on a lane
+   thread, waits until they are (none of it when stopping). */
+void nd_lanes_drain (walker *w);
+/* The lane threads stopped and joined, their walkers and the windows freed. */
+void nd_lanes_close (walker *w);
 
 #endif

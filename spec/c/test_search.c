@@ -51,6 +51,7 @@ static int collect (void *ud, nd_search_row *rows, int n) {
 }
 
 static int price_all = 0;  /* run(): price equivalent candidates too */
+static int lanes = 0;      /* run(): nd_search_params.lanes */
 
 static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk, seen *s,
                 nd_search_counts *counts, volatile sig_atomic_t *stop) {
@@ -63,6 +64,7 @@ static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk,
   p.dim[ND_DIM_RECOMPUTE].is_auto = 1;
   p.budget = d->hbm_bytes;
   p.jobs = jobs;
+  p.lanes = lanes;
   p.chunk = chunk;
   p.stop = stop;
   nd_costs_init(&costs);
@@ -97,6 +99,27 @@ int main (void) {
     if (i > 0) CHECK(one.rows[i - 1].index < one.rows[i].index, "row %d out of walk order", i);
   }
   CHECK(memcmp(&c1, &c4, sizeof c1) == 0, "counts differ between -j 1 and -j 4");
+  { /* the threads in lanes and in the pool, whatever the processors: the same rows, in walk
+       order, and counts (lanes at -j 4, small windows; the pool at -j 3) */
+    int mode, k;
+    for (mode = 0; mode < 2; mode++) {
+      seen other = {NULL, 0, 0, -1};
+      nd_search_counts co;
+      lanes = mode == 0 ? 1 : -1;
+      status = run(m, &dev, mode == 0 ? 4 : 3, 7, &other, &co, &stop);
+      lanes = 0;
+      CHECK(status == ND_SEARCH_OK, "%s: status %d", mode == 0 ? "lanes" : "pool", status);
+      CHECK(other.n == one.n, "%s: %d rows, %d on one thread", mode == 0 ? "lanes" : "pool",
+            other.n, one.n);
+      for (k = 0; k < one.n && k < other.n; k++)
+        CHECK(one.rows[k].index == other.rows[k].index
+              && one.rows[k].step_time == other.rows[k].step_time,
+              "%s: row %d differs", mode == 0 ? "lanes" : "pool", k);
+      CHECK(memcmp(&c1, &co, sizeof c1) == 0, "%s: counts differ from -j 1",
+            mode == 0 ? "lanes" : "pool");
+      free(other.rows);
+    }
+  }
   for (r = 0; r < ND_REFUSE_MEMORY; r++) refused += c1.refused[r];
   CHECK(c1.tested == refused + c1.priced + c1.equivalent,
         "tested %llu != refused %llu + priced %llu + equivalent %llu", c1.tested, refused,
@@ -140,16 +163,20 @@ int main (void) {
   CHECK(c1.priced == c1.fit + c1.refused[ND_REFUSE_MEMORY], "priced != fit + over memory");
   CHECK(c1.priced == (unsigned long long)one.n, "priced %llu, delivered %d", c1.priced, one.n);
 
-  /* a hook that fails stops the walk with its own status, threads joined */
-  status = run(m, &dev, 3, 5, &failing, &cf, &stop);
-  CHECK(status == ND_SEARCH_HOOK_ERROR, "failing hook status %d", status);
-  CHECK(cf.tested < c1.tested, "the walk went on after the hook failed");
-
-  /* the stop flag (SIGINT) ends the walk before anything is priced */
-  stop = 1;
-  status = run(m, &dev, 2, 0, &failing, &cs, &stop);
-  CHECK(status == ND_SEARCH_STOPPED, "stopped status %d", status);
-  CHECK(cs.priced == 0, "priced %llu after stop", cs.priced);
+  /* a hook that fails stops the walk with its own status, threads joined; the stop flag
+     (SIGINT) ends the walk before anything is priced -- in lanes and in the pool */
+  for (lanes = 1; lanes >= -1; lanes -= 2) {
+    failing.n = 0;
+    status = run(m, &dev, 3, 5, &failing, &cf, &stop);
+    CHECK(status == ND_SEARCH_HOOK_ERROR, "lanes %d: failing hook status %d", lanes, status);
+    CHECK(cf.tested < c1.tested, "lanes %d: the walk went on after the hook failed", lanes);
+    stop = 1;
+    status = run(m, &dev, 2, 0, &failing, &cs, &stop);
+    stop = 0;
+    CHECK(status == ND_SEARCH_STOPPED, "lanes %d: stopped status %d", lanes, status);
+    CHECK(cs.priced == 0, "lanes %d: priced %llu after stop", lanes, cs.priced);
+  }
+  lanes = 0;
 
   { /* pinned values: refused before the walk with the rule, or left to the walk */
     nd_search_params p;

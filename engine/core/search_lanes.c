@@ -1,0 +1,321 @@
+/*
+** search_lanes.c -- the walk partitioned across the search's threads (lanes).
+**
+** The pool (search_pool.c) hands chunks the calling thread filled to whichever thread is
+** free: neighbouring nodes, which look up the same groups of layer prices, land on
+** different processors, so each group's lines, the chunks' nodes and the pool's counts move
+** between them (round trips of about 400 ns in a VM). DeepSeek-V3 on 2,048 H800 took 150 ms
+** of processor time at -j 2 against 103 at -j 1, half of it in the shared cache's lookups
+** and locks, most of the rest in moving chunks. In lanes each thread walks the whole loop
+** nest (about 1% of the search) and walks the nodes of its own lane only, with bound caches
+** of its own; what moves between threads is a window's few rows and counts, and the cuts.
+**
+** Windows are the pool's chunks, cut by the same rule from the same nodes, which every
+** thread counts; lane l's part of window k waits for the cuts after window k - CUT_LAG
+** (delivered by then at any -j), so each node meets the cuts it would in the pool, and the
+** calling thread delivers each window's parts together, their rows merged in walk order:
+** the rows a caller sees, the cuts and every count are the pool's, at any -j.
+*/
+#define _GNU_SOURCE  /* pthreads */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search_walk.h"
+
+/* Looks at a count before a thread sleeps on it (the pool's SPIN_LOOKS: sleeps and
+   wake-ups cost tens of microseconds in a VM, a window a few). */
+#define LANE_LOOKS 2000
+
+/* Lanes need a processor each: a lane whose thread waits for one holds up every other
+   within CUT_LAG windows, where the pool's threads take any chunk (-j 3 on 2 processors:
+   0.14-0.16 s in lanes, 0.070-0.087 in the pool, DeepSeek-V3 on 2,048 H800). */
+int nd_lanes_apply (const walker *w) {
+  if (w->threads < 1 || w->threads + 1 > LANES_MAX || !w->tail || w->admits || w->p->lanes < 0)
+    return 0;
+  return w->p->lanes > 0 || w->threads + 1 <= nd_search_processors();
+}
+
+/*
+** A node's lane: of the degrees the bound caches key a group by (tp, cp, mbs, ep, etp; sp
+** is inside the node), so each group is one lane's; mixed, as neighbouring nodes differ in
+** the innermost of them and the lanes' shares of a window should be even.
+*/
+static int lane_of (const nd_candidate *c, int n) {
+  unsigned h = (unsigned)c->tp * 0x9e3779b1u;
+  h = (h ^ (unsigned)c->cp) * 0x85ebca77u;
+  h = (h ^ (unsigned)c->mbs) * 0xc2b2ae3du;
+  h = (h ^ (unsigned)c->ep) * 0x27d4eb2fu;
+  h = (h ^ (unsigned)c->etp) * 0x165667b1u;
+  h ^= h >> 15;
+  return (int)(h % (unsigned)n);
+}
+
+static void pause_a_moment (void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static unsigned long long count_of (pool_counter *c) { return atomic_load(&c->v); }
+
+/* Whether the walk stops: the caller is done or a thread stopped it. */
+static int halted (lanes *ln) { return atomic_load(&ln->quit) || atomic_load(&ln->halt); }
+
+/* A thread stops the walk for why (the first reason kept); every sleeper woken. */
+static void halt (lanes *ln, int why) {
+  int none = 0;
+  atomic_compare_exchange_strong(&ln->halt, &none, why);
+  pthread_mutex_lock(&ln->mu);
+  pthread_cond_broadcast(&ln->work_cv);
+  pthread_cond_broadcast(&ln->done_cv);
+  pthread_mutex_unlock(&ln->mu);
+}
+
+/* Whether window k is finished by every lane. */
+static int window_done (lanes *ln, unsigned long long k) {
+  int l;
+  for (l = 0; l < ln->n; l++)
+    if (count_of(&ln->done[l]) <= k) return 0;
+  return 1;
+}
+
+/* The caller: every window finished by all lanes delivered, in order. */
+static void deliver_ready (walker *w) {
+  lanes *ln = w->ln;
+  int l;
+  while (w->status == ND_SEARCH_OK && window_done(ln, w->delivered)) {
+    unsigned long long k = w->delivered++;
+    for (l = 0; l < ln->n; l++) ln->parts[l] = &ln->ring[l * CUT_LAG + k % CUT_LAG];
+    nd_walk_deliver_window(w, ln->parts, ln->n, ln->stage);
+    atomic_store(&ln->delivered.v, w->delivered);  /* after the cuts: the lanes read them */
+    if (atomic_load(&ln->idle) > 0) {
+      pthread_mutex_lock(&ln->mu);
+      pthread_cond_broadcast(&ln->work_cv);
+      pthread_mutex_unlock(&ln->mu);
+    }
+  }
+  if (w->status != ND_SEARCH_OK) halt(ln, w->status);
+}
+
+/* The caller: windows delivered up to `upto` (its own finished). 0, or -1 when the walk
+   stops (w->status says why). */
+static int caller_wait (walker *w, unsigned long long upto) {
+  lanes *ln = w->ln;
+  for (;;) {
+    int looks, why;
+    deliver_ready(w);
+    if (w->status != ND_SEARCH_OK) return -1;
+    if (w->delivered >= upto) return 0;
+    if ((why = atomic_load(&ln->halt)) != 0) {
+      w->status = why;
+      return -1;
+    }
+    for (looks = 0; looks < LANE_LOOKS && !window_done(ln, w->delivered) && !halted(ln); looks++)
+      pause_a_moment();
+    if (looks < LANE_LOOKS) continue;
+    pthread_mutex_lock(&ln->mu);
+    atomic_store(&ln->waiting, 1);
+    while (!window_done(ln, w->delivered) && !halted(ln)) pthread_cond_wait(&ln->done_cv, &ln->mu);
+    atomic_store(&ln->waiting, 0);
+    pthread_mutex_unlock(&ln->mu);
+  }
+}
+
+/* A lane thread: windows delivered up to `upto`. 0, or -1 when the walk stops. */
+static int lane_wait (walker *w, unsigned long long upto) {
+  lanes *ln = w->ln;
+  int looks;
+  for (looks = 0; looks < LANE_LOOKS && !halted(ln); looks++) {
+    if (count_of(&ln->delivered) >= upto) return 0;
+    pause_a_moment();
+  }
+  pthread_mutex_lock(&ln->mu);
+  atomic_fetch_add(&ln->idle, 1);
+  while (count_of(&ln->delivered) < upto && !halted(ln)) pthread_cond_wait(&ln->work_cv, &ln->mu);
+  atomic_fetch_sub(&ln->idle, 1);
+  pthread_mutex_unlock(&ln->mu);
+  if (count_of(&ln->delivered) >= upto) return 0;
+  w->status = ND_SEARCH_STOPPED;  /* (the thread that halted it says why) */
+  return -1;
+}
+
+static int wait_delivered (walker *w, unsigned long long upto) {
+  return w->lane == 0 ? caller_wait(w, upto) : lane_wait(w, upto);
+}
+
+/* w's part of its next window begun: its slot emptied (the part it held there was delivered
+   with its window: the wait), with the cuts after window win - CUT_LAG. 0, or -1. */
+static int begin_window (walker *w) {
+  lanes *ln = w->ln;
+  unsigned long long k = w->win;
+  slot *s = &ln->ring[w->lane * CUT_LAG + k % CUT_LAG];
+  const walker *caller = ln->lane[0];
+  int why = atomic_load(&ln->halt);
+  if (why != 0 || atomic_load(&ln->quit)) {  /* stopped by another thread */
+    w->status = w->lane == 0 && why != 0 ? why : ND_SEARCH_STOPPED;
+    return -1;
+  }
+  if (k >= CUT_LAG && wait_delivered(w, k - CUT_LAG + 1) != 0) return -1;
+  nd_pool_rows_done(w, s);
+  s->npend = 0;
+  memset(s->late, 0, sizeof s->late);
+  s->equivalent = s->pruned_time = s->pruned_memory = 0;
+  s->skipped_time = s->skipped_memory = 0;
+  s->time_cut = k >= CUT_LAG ? caller->cut_time[(k - CUT_LAG) % CUT_LAG] : caller->first_time_cut;
+  s->over_cut = k >= CUT_LAG ? caller->cut_over[(k - CUT_LAG) % CUT_LAG] : caller->first_over_cut;
+  w->win_slot = s;
+  return 0;
+}
+
+/* w's part of its window finished: published (the caller told, or delivering). */
+static void end_window (walker *w) {
+  lanes *ln = w->ln;
+  w->win++;
+  w->win_n = 0;
+  atomic_store(&ln->done[w->lane].v, w->win);
+  if (w->lane == 0) deliver_ready(w);
+  else if (atomic_load(&ln->waiting)) {
+    pthread_mutex_lock(&ln->mu);
+    pthread_cond_signal(&ln->done_cv);
+    pthread_mutex_unlock(&ln->mu);
+  }
+}
+
+void nd_lanes_node (walker *w, const nd_candidate *c, unsigned long long index, int flag) {
+  lanes *ln = w->ln;
+  if (w->win_n == 0) {
+    if (begin_window(w) != 0) return;
+    w->win_first = index;
+  }
+  if (lane_of(c, ln->n) == w->lane
+      && nd_walk_node(w, w->win_slot, w->inline_scratch, c, index, flag) != 0) {
+    /* Ctrl-C, or no memory for a row: this part still delivered (it says which) */
+    int why = w->p->stop && *w->p->stop ? ND_SEARCH_STOPPED : ND_SEARCH_NO_MEMORY;
+    end_window(w);
+    if (w->status == ND_SEARCH_OK) w->status = why;
+    halt(ln, why);
+    return;
+  }
+  /* the pool's chunk rule (emit_node): a window ends at `chunk` nodes or places */
+  if (++w->win_n == w->chunk || w->counts->tested - w->win_first >= (unsigned long long)w->chunk)
+    end_window(w);
+}
+
+void nd_lanes_drain (walker *w) {
+  if (w->win_n > 0) end_window(w);
+  if (w->status != ND_SEARCH_OK) {  /* the others stop too */
+    halt(w->ln, w->status);
+    return;
+  }
+  (void)wait_delivered(w, w->win);
+}
+
+/* The lane threads' body: their walker's walk. */
+static void *lane_main (void *arg) {
+  nd_walk_lane((walker *)arg);
+  return NULL;
+}
+
+/* A lane's walker: a copy of the caller's, before its walk, with its own counts, bound
+   caches (made on its thread) and rows. */
+static walker *lane_walker (const walker *w, int lane) {
+  walker *me = (walker *)malloc(sizeof *me);
+  if (!me) return NULL;
+  memcpy(me, w, sizeof *me);
+  memset(&me->own_counts, 0, sizeof me->own_counts);
+  me->counts = &me->own_counts;
+  memset(me->bound_cache, 0, sizeof me->bound_cache);
+  me->inline_scratch = NULL;
+  me->threads = 0;  /* its rows its own (nd_pool_row takes no lock) */
+  me->slots = NULL;
+  me->spare = NULL;
+  me->lane = lane;
+  return me;
+}
+
+static void free_lanes (walker *w) {
+  lanes *ln = w->ln;
+  int l, i;
+  if (!ln) return;
+  for (l = 1; ln->lane && l < ln->n; l++)
+    if (ln->lane[l]) {
+      nd_pool_free_rows(ln->lane[l]->spare);
+      free(ln->lane[l]);
+    }
+  for (i = 0; ln->ring && i < ln->n * CUT_LAG; i++) nd_pool_free_rows(ln->ring[i].rows);
+  free(ln->ring);
+  free(ln->lane);
+  free(ln->parts);
+  free(ln->done);
+  free(ln->stage);
+  free(ln->tids);
+  free(ln);
+  w->ln = NULL;
+}
+
+int nd_lanes_open (walker *w) {
+  lanes *ln = (lanes *)calloc(1, sizeof *ln);
+  int n = w->threads + 1, l, i;
+  if (!ln) return ND_SEARCH_NO_MEMORY;
+  w->ln = ln;
+  w->lane = 0;
+  ln->n = n;
+  ln->ring = (slot *)calloc((size_t)n * CUT_LAG, sizeof *ln->ring);
+  ln->lane = (walker **)calloc((size_t)n, sizeof *ln->lane);
+  ln->parts = (slot **)calloc((size_t)n, sizeof *ln->parts);
+  ln->done = (pool_counter *)calloc((size_t)n, sizeof *ln->done);
+  ln->stage = (row_block *)malloc(sizeof *ln->stage);
+  ln->tids = (pthread_t *)calloc((size_t)n, sizeof *ln->tids);
+  if (!ln->ring || !ln->lane || !ln->parts || !ln->done || !ln->stage || !ln->tids) {
+    free_lanes(w);
+    return ND_SEARCH_NO_MEMORY;
+  }
+  for (i = 0; i < n * CUT_LAG; i++) {
+    slot *s = &ln->ring[i];
+    if (!(s->rows = s->last = (row_block *)malloc(sizeof *s->rows))) {
+      free_lanes(w);
+      return ND_SEARCH_NO_MEMORY;
+    }
+    s->rows->next = NULL;
+  }
+  ln->lane[0] = w;
+  for (l = 1; l < n; l++)
+    if (!(ln->lane[l] = lane_walker(w, l))) {
+      free_lanes(w);
+      return ND_SEARCH_NO_MEMORY;
+    }
+  pthread_mutex_init(&ln->mu, NULL);
+  pthread_cond_init(&ln->work_cv, NULL);
+  pthread_cond_init(&ln->done_cv, NULL);
+  for (l = 1; l < n; l++) {
+    if (pthread_create(&ln->tids[l], NULL, lane_main, ln->lane[l]) != 0) break;
+    ln->started++;
+  }
+  if (ln->started < n - 1) {  /* fewer threads than lanes: none, the pool's one thread */
+    halt(ln, ND_SEARCH_STOPPED);
+    for (l = 1; l <= ln->started; l++) pthread_join(ln->tids[l], NULL);
+    pthread_mutex_destroy(&ln->mu);
+    pthread_cond_destroy(&ln->work_cv);
+    pthread_cond_destroy(&ln->done_cv);
+    free_lanes(w);
+    w->threads = 0;
+    return nd_pool_open(w);
+  }
+  return ND_SEARCH_OK;
+}
+
+void nd_lanes_close (walker *w) {
+  lanes *ln = w->ln;
+  int l;
+  if (!ln) return;
+  atomic_store(&ln->quit, 1);
+  pthread_mutex_lock(&ln->mu);
+  pthread_cond_broadcast(&ln->work_cv);
+  pthread_mutex_unlock(&ln->mu);
+  for (l = 1; l <= ln->started; l++) pthread_join(ln->tids[l], NULL);
+  pthread_mutex_destroy(&ln->mu);
+  pthread_cond_destroy(&ln->work_cv);
+  pthread_cond_destroy(&ln->done_cv);
+  free_lanes(w);
+}
