@@ -1375,12 +1375,14 @@ int nd_search_run (const nd_search_params *p, const nd_model_spec *m, const nd_d
   w->counts = counts;
   nd_search_bounds_of(p, m, job, &w->b);
   w->scratch = p->base;
-  w->chunk = p->chunk > 0 ? p->chunk : 512;  /* candidates walked, checked by a worker */
+  /* candidates walked, checked by a worker: places of the walk a chunk (a window of the
+     lanes) spans, CUT_LAG of them between a cut and its use (search_walk.h) */
+  w->chunk = p->chunk > 0 ? p->chunk : 1024;
   w->threads = p->jobs > 1 ? p->jobs - 1 : 0;  /* workers; this thread is the last one */
   /* as many chunks in flight as the cuts allow: a chunk that costs many times the mean
      (a node's per-layer plans) keeps the walk from filling while it prices it, and the
-     other threads price what it filled before (8 in flight at -j 2 left a worker idle
-     about 5% of DeepSeek-V3's search on 2,048 devices, 16 about 1.5%) */
+     other threads price what it filled before (with chunks of 512, 8 in flight at -j 2
+     left a worker idle about 5% of DeepSeek-V3's search on 2,048 devices, 16 about 1.5%) */
   w->nslots = w->threads > 0 ? CUT_LAG : 1;
   /* the cuts before any row is delivered: the caller's (a caller that keeps no nearest
      misses exact prunes by memory from the first chunk) */

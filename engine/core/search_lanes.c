@@ -27,13 +27,23 @@
    wake-ups cost tens of microseconds in a VM, a window a few). */
 #define LANE_LOOKS 2000
 
-/* Lanes need a processor each: a lane whose thread waits for one holds up every other
-   within CUT_LAG windows, where the pool's threads take any chunk (-j 3 on 2 processors:
-   0.14-0.16 s in lanes, 0.070-0.087 in the pool, DeepSeek-V3 on 2,048 H800). */
+/*
+** Lanes need a processor each: a lane whose thread waits for one holds up every other
+** within CUT_LAG windows, where the pool's threads take any chunk (-j 3 on 2 processors:
+** 0.14-0.16 s in lanes, 0.070-0.087 in the pool, DeepSeek-V3 on 2,048 H800). And they pay
+** where the threads would share many groups of layer prices: a model that routes experts
+** has tens of thousands (ep and etp among their keys; DeepSeek-V3 on 2,048 devices 17,996),
+** which pass between the processors' caches; a dense model's few hundred stay in both, and
+** lanes only add each walk's windows (-j 2, lanes against the pool: DeepSeek-V3 0.056-0.059
+** against 0.066-0.067 s, with three recipes and HSDP 0.196-0.203 against 0.215-0.218, on
+** 16,384 H800 0.065-0.068 against 0.078-0.081; Llama-3.1-70B on 256 H100 0.012-0.013
+** against 0.011, Llama-3.1-405B on 16,384 0.017 against 0.016).
+*/
 int nd_lanes_apply (const walker *w) {
   if (w->threads < 1 || w->threads + 1 > LANES_MAX || !w->tail || w->admits || w->p->lanes < 0)
     return 0;
-  return w->p->lanes > 0 || w->threads + 1 <= nd_search_processors();
+  return w->p->lanes > 0
+      || (w->m->num_experts > 0 && w->threads + 1 <= nd_search_processors());
 }
 
 /*

@@ -14,8 +14,15 @@
 #include "search_bound.h"
 
 /* Chunks between a cut's delivery and the walk applying it: at least the slots in flight,
-   so the walk sees the same cuts at every -j (and prunes the same candidates). */
-#define CUT_LAG 16
+   so the walk sees the same cuts at every -j (and prunes the same candidates). 8 chunks of
+   1,024 places (nd_search_run) are as many places as 16 of 512 were, and price about as
+   many candidates (DeepSeek-V3 on 2,048 H800, auto: 7,370 against 7,377; with three
+   recipes and HSDP 16,594 against 16,853; Llama-3.1-405B on 16,384 H100 4,908 against
+   4,925; -j 1 times the same) in half the chunks: each window a lane walks costs it and
+   the caller a few lines read from the other's processor (some 400 ns each in a VM), where
+   a window of 512 places was some 5 us of pricing (-j 2 with three recipes and HSDP:
+   0.213-0.217 -> 0.196-0.197 s). */
+#define CUT_LAG 8
 
 /* Values one loop can take: more than any 32-bit number has divisors (1536). */
 #define LOOP_MAX 1600

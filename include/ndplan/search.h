@@ -149,9 +149,10 @@ typedef struct nd_search_params {
                                  as dp_shard's auto; not auto and n = 0: not walked */
   double budget;              /* bytes per device a stage may use */
   int jobs;                   /* pricing threads (1: inline, no thread) */
-  int lanes;                  /* how they share the walk: 0 in lanes when each has a
-                                 processor, else the pool; 1 in lanes wherever they apply;
-                                 -1 the pool (the same rows and counts either way) */
+  int lanes;                  /* how they share the walk: 0 in lanes for a model that
+                                 routes experts when each thread has a processor, else the
+                                 pool; 1 in lanes wherever they apply; -1 the pool (the
+                                 same rows and counts either way) */
   int chunk;                  /* candidates per chunk (0: a default) */
   volatile sig_atomic_t *stop;/* set non-zero (e.g. by SIGINT) to stop within a chunk */
   int exhaustive;             /* non-zero: price every valid candidate (no bound prunes) */
