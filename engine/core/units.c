@@ -408,3 +408,31 @@ float nd_float_up (double x) {
   f = (float)x;
   return (double)f < x ? float_step(f, 1) : f;
 }
+
+static uint32_t float_bits (float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* The high half of f's bits (towards zero), one step away from zero instead when the low
+   half is not zero and away is the way asked: down for a negative f, up for a positive
+   one; a NaN kept a NaN (quiet). */
+static uint16_t bf16_round (float f, int down) {
+  uint32_t u = float_bits(f);
+  int negative = (u >> 31) != 0;
+  if (f != f) return (uint16_t)((u >> 16) | 0x40u);
+  if ((u & 0xffffu) != 0 && negative == down) u += 0x10000u;
+  return (uint16_t)(u >> 16);
+}
+
+uint16_t nd_bf16_down (float f) { return bf16_round(f, 1); }
+
+uint16_t nd_bf16_up (float f) { return bf16_round(f, 0); }
+
+float nd_bf16_float (uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}

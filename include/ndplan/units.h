@@ -8,6 +8,7 @@
 
 #include <float.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define ND_KB  1e3
 #define ND_MB  1e6
@@ -65,5 +66,16 @@ int nd_format_fixed (char *buf, size_t size, double x, int decimals);
 */
 float nd_float_down (double x);
 float nd_float_up (double x);
+
+/*
+** A float as a bfloat16 (its sign, exponent and top 7 significand bits: the float's high
+** 16 bits), rounded towards -inf (nd_bf16_down) or +inf (nd_bf16_up), so within a
+** relative 2^-7 of it; infinities and zeros exactly, NaN stays NaN. nd_bf16_float gives
+** its value back, exactly. The search's bound caches keep their prices so: half a float's
+** bytes, the groups twice as many in the same room.
+*/
+uint16_t nd_bf16_down (float f);
+uint16_t nd_bf16_up (float f);
+float nd_bf16_float (uint16_t h);
 
 #endif

@@ -11,7 +11,8 @@
 ** against "%.{d}f" with its trailing zeros and bare point dropped and "-0" as "0", d 0 to 9.
 ** nd_float_down and nd_float_up at the same values, their negatives, floats' edges (zeros,
 ** subnormals, the largest float and past it) and floats themselves: each the float on its
-** side of x with none between them and x (nextafterf the oracle).
+** side of x with none between them and x (nextafterf the oracle); nd_bf16_down and
+** nd_bf16_up at random floats and floats' edges likewise, to the bfloat16s beside them.
 */
 #include <math.h>
 #include <stdint.h>
@@ -32,6 +33,28 @@ static uint64_t next (void) {  /* xorshift64: the same values on every run */
 }
 
 static int mismatches;
+
+/* Whether a float is a bfloat16's value: its low 16 bits zero. */
+static int is_bf16 (float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (u & 0xffffu) == 0;
+}
+
+/* nd_bf16_down and nd_bf16_up of f: each the bfloat16 on its side of f with none between
+   (the oracle steps float by float, nextafterf, to the first bfloat16 each way) */
+static void directed_bf16 (float f) {
+  float d = nd_bf16_float(nd_bf16_down(f)), u = nd_bf16_float(nd_bf16_up(f)), wd = f, wu = f;
+  int ok;
+  if (isnan(f)) ok = isnan(d) && isnan(u);
+  else {
+    while (!is_bf16(wd)) wd = nextafterf(wd, -HUGE_VALF);
+    while (!is_bf16(wu)) wu = nextafterf(wu, HUGE_VALF);
+    ok = d == wd && u == wu && signbit(d) == signbit(wd) && signbit(u) == signbit(wu);
+  }
+  if (!ok && mismatches++ < 10)
+    CHECK(0, "bfloat16 of %.9g: down %.9g, up %.9g", (double)f, (double)d, (double)u);
+}
 
 /* nd_float_down and nd_float_up of x: each on its side of x, its neighbour towards x past it */
 static void directed (double x) {
@@ -154,6 +177,23 @@ int main (void) {
       directed(-fedges[i]);
     }
     directed(NAN);
+  }
+  for (i = 0; i < 600; i++) {  /* bfloat16: random floats (bits, and log-uniform), edges */
+    uint64_t r = next();
+    uint32_t bits = (uint32_t)r;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    directed_bf16(f);
+    directed_bf16((float)exp((double)(r >> 32 & 0xfffff) / 1e4 - 50.0));
+  }
+  {
+    static const float bedges[] = {0.0f, -0.0f, FLT_TRUE_MIN, FLT_MIN, FLT_MAX, HUGE_VALF,
+                                   1.0f, 1.00390625f, 1.0078125f, 3.0e38f};
+    for (i = 0; i < (long)(sizeof bedges / sizeof bedges[0]); i++) {
+      directed_bf16(bedges[i]);
+      directed_bf16(-bedges[i]);
+    }
+    directed_bf16(NAN);
   }
   for (i = -80; i <= 80; i++) {  /* powers of two and their neighbours: the gap changes */
     double t = ldexp(1.0, (int)i);
