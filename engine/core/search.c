@@ -11,7 +11,10 @@
 ** fill order before a thread prices what it admitted (nd_walk_admit). Chunks come back
 ** strictly in the order they were filled, so the rows a caller sees, the counts and
 ** everything computed from them are the same for any -j. Only a ring's worth of chunks is
-** alive at a time: memory does not grow with the space.
+** alive at a time: memory does not grow with the space. For a model that routes experts
+** (no admit hook, a processor per thread) the threads walk in lanes instead
+** (search_lanes.c): each walks the whole nest and its own lane's nodes, in windows that
+** are these chunks, so the rows and counts are the same.
 */
 #include <math.h>
 #include <stdio.h>

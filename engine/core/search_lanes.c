@@ -253,6 +253,8 @@ static void free_lanes (walker *w) {
       nd_pool_free_rows(ln->lane[l]->spare);
       free(ln->lane[l]);
     }
+  nd_pool_free_rows(w->spare);  /* (the caller's: the pool is not open to free them) */
+  w->spare = NULL;
   for (i = 0; ln->ring && i < ln->n * CUT_LAG; i++) nd_pool_free_rows(ln->ring[i].rows);
   free(ln->ring);
   free(ln->lane);

@@ -7,6 +7,7 @@
 ** has taken (with an admit hook, the oldest the hook has passed first: see SLOT_*). Slots
 ** are delivered strictly in the order they were filled, and the hook runs over them in that
 ** order, so the rows a caller sees, the hook's calls and every count are the same at any -j.
+** (Searches of a model that routes experts walk in lanes instead: search_lanes.c.)
 */
 #define _GNU_SOURCE  /* pthreads; sched_getaffinity */
 #include <math.h>
