@@ -34,10 +34,13 @@
 ** where the threads would share many groups of layer prices: a model that routes experts
 ** has tens of thousands (ep and etp among their keys; DeepSeek-V3 on 2,048 devices 17,996),
 ** which pass between the processors' caches; a dense model's few hundred stay in both, and
-** lanes only add each walk's windows (-j 2, lanes against the pool: DeepSeek-V3 0.056-0.059
-** against 0.066-0.067 s, with three recipes and HSDP 0.196-0.203 against 0.215-0.218, on
-** 16,384 H800 0.065-0.068 against 0.078-0.081; Llama-3.1-70B on 256 H100 0.012-0.013
-** against 0.011, Llama-3.1-405B on 16,384 0.017 against 0.016).
+** lanes only add each walk's windows (-j 2, lanes against the pool, while a cache line
+** took 260-450 ns to the other processor and back: DeepSeek-V3 0.056-0.059 against
+** 0.066-0.067 s, with three recipes and HSDP 0.196-0.203 against 0.215-0.218, on 16,384
+** H800 0.065-0.068 against 0.078-0.081; Llama-3.1-70B on 256 H100 0.012-0.013 against
+** 0.011, Llama-3.1-405B on 16,384 0.017 against 0.016). Where the round trip is short the
+** pool gains more (at 116-175 ns: DeepSeek-V3 0.055-0.056 s in lanes, 0.050-0.052 in the
+** pool; with recipes and HSDP 0.165 and 0.158): lanes hold about the same in both.
 */
 int nd_lanes_apply (const walker *w) {
   if (w->threads < 1 || w->threads + 1 > LANES_MAX || !w->tail || w->admits || w->p->lanes < 0)
