@@ -328,7 +328,6 @@ static void free_bound_caches (walker *w) {
   }
 }
 
-
 static void free_bounds (nd_bound **b) {
   int i;
   for (i = 0; i < ND_RECIPE_COUNT; i++) { nd_bound_free(b[i]); b[i] = NULL; }

@@ -70,7 +70,7 @@ float nd_float_up (double x);
 /*
 ** A float as a bfloat16 (its sign, exponent and top 7 significand bits: the float's high
 ** 16 bits), rounded towards -inf (nd_bf16_down) or +inf (nd_bf16_up), so within a
-** relative 2^-7 of it; infinities and zeros exactly, NaN stays NaN. nd_bf16_float gives
+** relative 2^-7 of it when normal; infinities and zeros exactly, NaN stays NaN. nd_bf16_float gives
 ** its value back, exactly. The search's bound caches keep their prices so: half a float's
 ** bytes, the groups twice as many in the same room.
 */
