@@ -36,6 +36,7 @@ local cases = {
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, SHARD},
   -- (issue 18's 0.2 s is for "the wider space": the default one, or with recipes and HSDP)
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, 0.2, BOTH},
+  {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 2, nil, BOTH},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 1, nil, ADMIT},
   {"deepseek-v3 h800x2048 b4096 s4096", job(DS, 2048), "auto", 2, nil, ADMIT},
   {"deepseek-v3 h800x16384 b4096 s4096", job(DS, 16384), "auto", 1, 1.0},
