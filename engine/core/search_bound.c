@@ -412,6 +412,12 @@ void nd_bound_cache_free (nd_bound_cache *c) {
   free(c);
 }
 
+size_t nd_bound_cache_most (const nd_model_spec *m) {
+  int rep[BOUND_KINDS], total = (int)(m->num_layers + m->mtp_layers), nkinds;
+  if (total < 1 || total > ND_MAX_LAYERS || (nkinds = kinds_of(m, total, rep)) < 1) return 0;
+  return (size_t)(MAX_GROUPS / GROUP_WAYS) * (GROUP_WAYS * block_size(nkinds) + sizeof(set_head));
+}
+
 int nd_bound_cache_room (nd_bound_cache *c) {
   return atomic_load_explicit(&c->sets, memory_order_acquire) * GROUP_WAYS;
 }

@@ -19,6 +19,9 @@ typedef struct nd_bound_cache nd_bound_cache;
 nd_bound_cache *nd_bound_cache_new (const nd_model_spec *m, size_t first_bytes,
                                     size_t cache_bytes, int threads);
 void nd_bound_cache_free (nd_bound_cache *c);
+/* The bytes a cache of model m's groups takes at its most (its most groups), 0 for a model
+   the bounds do not cover: what a share of the groups (a lane's) needs a share of. */
+size_t nd_bound_cache_most (const nd_model_spec *m);
 /* The groups it has room for now. */
 int nd_bound_cache_room (nd_bound_cache *c);
 
