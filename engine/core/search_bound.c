@@ -283,6 +283,12 @@ typedef struct memo {
   /* plans: each stage's kinds by least rate (recompute_lo), built when first asked for:
      stage s's when built[s] == gen; past PLAN_SEGS kinds, the rest as one at their least */
   unsigned gen, built[ND_MAX_STAGES];
+  /* whole-model modes: the stages a pair's memory peak can be at, with ZeRO-3's gather
+     buffers [1] or without [0] (peak_stages), and each stage's buffers; built when
+     first asked for, as their sums' when peak_gen[z] == gen */
+  unsigned peak_gen[2];
+  int npeak[2], peak_at[2][ND_MAX_STAGES];
+  double buf[2][ND_MAX_STAGES];
   int nseg[ND_MAX_STAGES];
   double seg_rate[ND_MAX_STAGES][PLAN_SEGS], seg_room[ND_MAX_STAGES][PLAN_SEGS];
   double cp[ND_MAX_STAGES], core[ND_MAX_STAGES];  /* CP traffic, attention cores */
@@ -815,8 +821,10 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
     mm->act_none[p - 1] += logits;
   }
   memcpy(mm->key, g->key, sizeof mm->key);
-  if (++mm->gen == 0) {  /* (recompute_lo's segments of the sums before: stale) */
+  if (++mm->gen == 0) {  /* (recompute_lo's segments and peak_stages' of the sums before:
+                            stale) */
     memset(mm->built, 0, sizeof mm->built);  /* (wrapped: none is this one's) */
+    memset(mm->peak_gen, 0, sizeof mm->peak_gen);
     mm->gen = 1;
   }
   mm->p = p; mm->v = v; mm->mb = st->mb; mm->layout = c->layout;
@@ -1064,6 +1072,40 @@ static double recompute_lo (const nd_bound *b, const group *g, const nd_strategy
   return t;
 }
 
+/*
+** The stages of mm at which a pair's memory bound (kd x pd + ke x pe + buffers + activations,
+** kd and ke a pair's bytes per parameter, not negative) can peak, with ZeRO-3's gather
+** buffers (z3) or without, into mm->peak_at[z3] (their count); each stage's buffers into
+** mm->buf[z3]. A stage whose four figures are each at most another's is left out: each
+** operation of the sum is monotone, rounding included, so its sum is at most the other's
+** and the peak over those kept is the peak over all, to the bit. 1F1B's first stage holds
+** the most activations, its last the head and the logits, the stages between the same
+** layers: a few are kept of up to 64 (DeepSeek-V3's pairs looked at each stage).
+*/
+static int peak_stages (const nd_bound *b, const nd_strategy *st, memo *mm, int z3) {
+  int p = st->pp, s, i, n = 0;
+  int *at = mm->peak_at[z3];
+  const double *pd = mm->pd, *pe = mm->pe, *act = mm->act, *buf = mm->buf[z3];
+  if (mm->peak_gen[z3] == mm->gen) return mm->npeak[z3];
+  for (s = 0; s < p; s++) mm->buf[z3][s] = buffers_lo(b, st, z3, mm->gmax[s]);
+  for (s = 0; s < p; s++) {
+    int covered = 0, k = 0;
+    for (i = 0; i < n && !covered; i++)
+      covered = pd[s] <= pd[at[i]] && pe[s] <= pe[at[i]] && buf[s] <= buf[at[i]]
+                && act[s] <= act[at[i]];
+    if (covered) continue;
+    for (i = 0; i < n; i++)  /* the kept ones s covers go */
+      if (!(pd[at[i]] <= pd[s] && pe[at[i]] <= pe[s] && buf[at[i]] <= buf[s]
+            && act[at[i]] <= act[s]))
+        at[k++] = at[i];
+    at[k++] = s;
+    n = k;
+  }
+  mm->npeak[z3] = n;
+  mm->peak_gen[z3] = mm->gen;
+  return n;
+}
+
 int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
                           const int *zero, const int *shard, double cut, double *time_s,
                           double *mem_b) {
@@ -1093,8 +1135,15 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
     double peak = 0.0, kd, ke, slow = mm->slow, budget = b->budget;
     int z3 = zero[i] == 3 && st->reshard;
     param_bytes(b, st, zero[i], shard[i], &kd, &ke);
-    for (s = 0; s < p; s++) {
-      double fixed = kd * mm->pd[s] + ke * mm->pe[s] + buffers_lo(b, st, z3, mm->gmax[s]);
+    int np = peak_stages(b, st, mm, z3), j;  /* (and each stage's buffers) */
+    if (mode != ND_RECOMPUTE_COUNT)  /* only the peak: at the stages it can be at */
+      for (j = 0; j < np; j++) {
+        int at = mm->peak_at[z3][j];
+        double bytes = kd * mm->pd[at] + ke * mm->pe[at] + mm->buf[z3][at] + mm->act[at];
+        if (bytes > peak) peak = bytes;
+      }
+    else for (s = 0; s < p; s++) {
+      double fixed = kd * mm->pd[s] + ke * mm->pe[s] + mm->buf[z3][s];
       double bytes = fixed + mm->act[s];
       if (bytes > peak) peak = bytes;
       if (mode == ND_RECOMPUTE_COUNT && budget > 0.0) {
