@@ -1080,7 +1080,7 @@ static double recompute_lo (const nd_bound *b, const group *g, const nd_strategy
 ** operation of the sum is monotone, rounding included, so its sum is at most the other's
 ** and the peak over those kept is the peak over all, to the bit. 1F1B's first stage holds
 ** the most activations, its last the head and the logits, the stages between the same
-** layers: a few are kept of up to 64 (DeepSeek-V3's pairs looked at each stage).
+** layers: a few are kept of pp (every pair looked at each stage).
 */
 static int peak_stages (const nd_bound *b, const nd_strategy *st, memo *mm, int z3) {
   int p = st->pp, s, i, n = 0;
@@ -1133,9 +1133,9 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   seen.n = 0;
   for (i = 0; i < n; i++) {
     double peak = 0.0, kd, ke, slow = mm->slow, budget = b->budget;
-    int z3 = zero[i] == 3 && st->reshard;
+    int z3 = zero[i] == 3 && st->reshard, np, j;
     param_bytes(b, st, zero[i], shard[i], &kd, &ke);
-    int np = peak_stages(b, st, mm, z3), j;  /* (and each stage's buffers) */
+    np = peak_stages(b, st, mm, z3);  /* (and each stage's buffers) */
     if (mode != ND_RECOMPUTE_COUNT)  /* only the peak: at the stages it can be at */
       for (j = 0; j < np; j++) {
         int at = mm->peak_at[z3][j];
