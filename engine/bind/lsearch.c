@@ -1106,9 +1106,8 @@ static int s_run (lua_State *L) {
   p->stop = &interrupted;
   guard_enter(L, deadline, heap > 0.0 ? (heap < 1e18 ? (size_t)heap : (size_t)1 << 60) : 0, &sv);
   guard.searching = 1;
-  do status = nd_search_run(p, m, dev, &res->job, &costs, &hooks, &res->counts, err,
-                            sizeof err);
-  while (status == ND_SEARCH_OK && nd_search_results_again(&res->r, p));
+  status = nd_search_results_walk(&res->r, p, m, dev, &res->job, &costs, &hooks, &res->counts,
+                                  err, sizeof err);
   guard.searching = 0;
   guard_leave(&sv);
   res->elapsed = now() - rs.t0;

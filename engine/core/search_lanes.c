@@ -64,13 +64,6 @@ static int lane_of (const nd_candidate *c, int n) {
   return (int)(h % (unsigned)n);
 }
 
-static void pause_a_moment (void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-static unsigned long long count_of (pool_counter *c) { return atomic_load(&c->v); }
 
 /* Whether the walk stops: the caller is done or a thread stopped it. */
 static int halted (lanes *ln) { return atomic_load(&ln->quit) || atomic_load(&ln->halt); }
@@ -89,7 +82,7 @@ static void halt (lanes *ln, int why) {
 static int window_done (lanes *ln, unsigned long long k) {
   int l;
   for (l = 0; l < ln->n; l++)
-    if (count_of(&ln->done[l]) <= k) return 0;
+    if (nd_pool_count(&ln->done[l]) <= k) return 0;
   return 1;
 }
 
@@ -125,7 +118,7 @@ static int caller_wait (walker *w, unsigned long long upto) {
       return -1;
     }
     for (looks = 0; looks < LANE_LOOKS && !window_done(ln, w->delivered) && !halted(ln); looks++)
-      pause_a_moment();
+      nd_pool_pause();
     if (looks < LANE_LOOKS) continue;
     pthread_mutex_lock(&ln->mu);
     atomic_store(&ln->waiting, 1);
@@ -140,15 +133,15 @@ static int lane_wait (walker *w, unsigned long long upto) {
   lanes *ln = w->ln;
   int looks;
   for (looks = 0; looks < LANE_LOOKS && !halted(ln); looks++) {
-    if (count_of(&ln->delivered) >= upto) return 0;
-    pause_a_moment();
+    if (nd_pool_count(&ln->delivered) >= upto) return 0;
+    nd_pool_pause();
   }
   pthread_mutex_lock(&ln->mu);
   atomic_fetch_add(&ln->idle, 1);
-  while (count_of(&ln->delivered) < upto && !halted(ln)) pthread_cond_wait(&ln->work_cv, &ln->mu);
+  while (nd_pool_count(&ln->delivered) < upto && !halted(ln)) pthread_cond_wait(&ln->work_cv, &ln->mu);
   atomic_fetch_sub(&ln->idle, 1);
   pthread_mutex_unlock(&ln->mu);
-  if (count_of(&ln->delivered) >= upto) return 0;
+  if (nd_pool_count(&ln->delivered) >= upto) return 0;
   w->status = ND_SEARCH_STOPPED;  /* (the thread that halted it says why) */
   return -1;
 }
@@ -170,11 +163,7 @@ static int begin_window (walker *w) {
     return -1;
   }
   if (k >= CUT_LAG && wait_delivered(w, k - CUT_LAG + 1) != 0) return -1;
-  nd_pool_rows_done(w, s);
-  s->npend = 0;
-  memset(s->late, 0, sizeof s->late);
-  s->equivalent = s->pruned_time = s->pruned_memory = 0;
-  s->skipped_time = s->skipped_memory = 0;
+  nd_pool_slot_empty(w, s);
   s->time_cut = k >= CUT_LAG ? caller->cut_time[(k - CUT_LAG) % CUT_LAG] : caller->first_time_cut;
   s->over_cut = k >= CUT_LAG ? caller->cut_over[(k - CUT_LAG) % CUT_LAG] : caller->first_over_cut;
   w->win_slot = s;
@@ -269,6 +258,17 @@ static void free_lanes (walker *w) {
   w->ln = NULL;
 }
 
+/* The lane threads joined (each told to stop), the lanes freed. */
+static void join_lanes (walker *w) {
+  lanes *ln = w->ln;
+  int l;
+  for (l = 1; l <= ln->started; l++) pthread_join(ln->tids[l], NULL);
+  pthread_mutex_destroy(&ln->mu);
+  pthread_cond_destroy(&ln->work_cv);
+  pthread_cond_destroy(&ln->done_cv);
+  free_lanes(w);
+}
+
 int nd_lanes_open (walker *w) {
   lanes *ln = (lanes *)calloc(1, sizeof *ln);
   int n = w->threads + 1, l, i;
@@ -309,11 +309,7 @@ int nd_lanes_open (walker *w) {
   }
   if (ln->started < n - 1) {  /* fewer threads than lanes: none, the pool's one thread */
     halt(ln, ND_SEARCH_STOPPED);
-    for (l = 1; l <= ln->started; l++) pthread_join(ln->tids[l], NULL);
-    pthread_mutex_destroy(&ln->mu);
-    pthread_cond_destroy(&ln->work_cv);
-    pthread_cond_destroy(&ln->done_cv);
-    free_lanes(w);
+    join_lanes(w);
     w->threads = 0;
     return nd_pool_open(w);
   }
@@ -322,15 +318,10 @@ int nd_lanes_open (walker *w) {
 
 void nd_lanes_close (walker *w) {
   lanes *ln = w->ln;
-  int l;
   if (!ln) return;
   atomic_store(&ln->quit, 1);
   pthread_mutex_lock(&ln->mu);
   pthread_cond_broadcast(&ln->work_cv);
   pthread_mutex_unlock(&ln->mu);
-  for (l = 1; l <= ln->started; l++) pthread_join(ln->tids[l], NULL);
-  pthread_mutex_destroy(&ln->mu);
-  pthread_cond_destroy(&ln->work_cv);
-  pthread_cond_destroy(&ln->done_cv);
-  free_lanes(w);
+  join_lanes(w);
 }

@@ -28,11 +28,7 @@ static void price_slot (walker *w, slot *s, worker_scratch *ws) {
     nd_walk_price_pending(w, s, ws);
     return;
   }
-  nd_pool_rows_done(w, s);  /* (delivery left it none; an empty slot costs one read) */
-  s->npend = 0;
-  memset(s->late, 0, sizeof s->late);
-  s->equivalent = s->pruned_time = s->pruned_memory = 0;
-  s->skipped_time = s->skipped_memory = 0;
+  nd_pool_slot_empty(w, s);  /* (delivery left it no rows; an empty slot costs one read) */
   for (i = 0; i < s->n; i++)
     if (nd_walk_price_entry(w, s, ws, i)) break;
 }
@@ -74,16 +70,6 @@ static int looks_before_sleep (const walker *w) {
   return w->threads + 1 <= nd_search_processors() ? SPIN_LOOKS : 0;
 }
 
-/* (Sequentially consistent, as the sleeps need; on x86 a load is a plain move anyway.) */
-static unsigned long long count_of (pool_counter *c) {
-  return atomic_load(&c->v);
-}
-
-static void pause_a_moment (void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 /* The walk made work (published) for a worker: one woken if any sleeps. */
 static void wake_worker (walker *w) {
@@ -107,16 +93,16 @@ static void mark_done (walker *w, slot *s) {
    chunk no thread has taken, now taken, or NULL. */
 static slot *take (walker *w) {
   for (;;) {
-    unsigned long long k = count_of(&w->pc.priced);
+    unsigned long long k = nd_pool_count(&w->pc.priced);
     slot *s;
-    if (k < count_of(&w->pc.admitted)) {
+    if (k < nd_pool_count(&w->pc.admitted)) {
       if (!atomic_compare_exchange_weak(&w->pc.priced.v, &k, k + 1)) continue;
       s = slot_at(w, k);
       s->phase = 1;
     }
     else {
-      k = count_of(&w->pc.taken);
-      if (k >= count_of(&w->pc.filled)) return NULL;
+      k = nd_pool_count(&w->pc.taken);
+      if (k >= nd_pool_count(&w->pc.filled)) return NULL;
       if (!atomic_compare_exchange_weak(&w->pc.taken.v, &k, k + 1)) continue;
       s = slot_at(w, k);
       s->phase = 0;
@@ -129,8 +115,8 @@ static slot *take (walker *w) {
 /* Whether a worker has something to take or should stop. */
 static int work_for_worker (walker *w) {
   return atomic_load(&w->pc.quit)
-      || count_of(&w->pc.priced) < count_of(&w->pc.admitted)
-      || count_of(&w->pc.taken) < count_of(&w->pc.filled);
+      || nd_pool_count(&w->pc.priced) < nd_pool_count(&w->pc.admitted)
+      || nd_pool_count(&w->pc.taken) < nd_pool_count(&w->pc.filled);
 }
 
 static void *worker_main (void *arg) {
@@ -149,7 +135,7 @@ static void *worker_main (void *arg) {
       mark_done(w, s);
       continue;
     }
-    for (looks = 0; looks < w->spin && !work_for_worker(w); looks++) pause_a_moment();
+    for (looks = 0; looks < w->spin && !work_for_worker(w); looks++) nd_pool_pause();
     if (looks < w->spin) {
       if (atomic_load(&w->pc.quit)) break;
       continue;
@@ -173,7 +159,7 @@ static int state_of (walker *w, unsigned long long k) {
 /* Delivers the oldest chunk in flight if it is done. 1 if delivered. */
 static int deliver_oldest (walker *w) {
   slot *s;
-  if (w->delivered == count_of(&w->pc.filled)) return 0;
+  if (w->delivered == nd_pool_count(&w->pc.filled)) return 0;
   if (w->threads > 0 && state_of(w, w->delivered) != SLOT_DONE) return 0;
   s = slot_at(w, w->delivered++);
   nd_walk_deliver(w, s);
@@ -182,8 +168,8 @@ static int deliver_oldest (walker *w) {
 
 /* Whether the walk's hook has a checked chunk to run over. */
 static int next_checked (walker *w) {
-  unsigned long long k = count_of(&w->pc.admitted);
-  return w->admits && k < count_of(&w->pc.filled) && state_of(w, k) == SLOT_CHECKED;
+  unsigned long long k = nd_pool_count(&w->pc.admitted);
+  return w->admits && k < nd_pool_count(&w->pc.filled) && state_of(w, k) == SLOT_CHECKED;
 }
 
 /*
@@ -194,7 +180,7 @@ static int next_checked (walker *w) {
 static int admit_next (walker *w) {
   slot *s;
   if (!next_checked(w)) return 0;
-  s = slot_at(w, count_of(&w->pc.admitted));
+  s = slot_at(w, nd_pool_count(&w->pc.admitted));
   if (w->status == ND_SEARCH_OK) nd_walk_admit(w, s);
   else s->npend = 0;
   atomic_store_explicit(&s->state, SLOT_ADMITTED, memory_order_relaxed);
@@ -213,7 +199,7 @@ static void wait_for_walk (walker *w) {
   int looks;
   for (looks = 0; looks < w->spin; looks++) {
     if (walk_can_go(w)) return;
-    pause_a_moment();
+    nd_pool_pause();
   }
   pthread_mutex_lock(&w->mu);
   atomic_store(&w->pc.waiting, 1);
@@ -256,6 +242,14 @@ nd_search_row *nd_pool_row (walker *w, slot *s) {
   return &s->last->rows[at];
 }
 
+void nd_pool_slot_empty (walker *w, slot *s) {
+  nd_pool_rows_done(w, s);
+  s->npend = 0;
+  memset(s->late, 0, sizeof s->late);
+  s->equivalent = s->pruned_time = s->pruned_memory = 0;
+  s->skipped_time = s->skipped_memory = 0;
+}
+
 void nd_pool_rows_done (walker *w, slot *s) {
   row_block *first = s->rows->next, *end = s->last;
   s->rows->next = NULL;
@@ -269,13 +263,13 @@ void nd_pool_rows_done (walker *w, slot *s) {
 }
 
 slot *nd_pool_current (walker *w) {
-  return slot_at(w, count_of(&w->pc.filled));
+  return slot_at(w, nd_pool_count(&w->pc.filled));
 }
 
 /* The cuts for the chunk the walk fills next: those after chunk filled - CUT_LAG, which is
    delivered by now at any -j (at most nslots <= CUT_LAG chunks are in flight). */
 static void next_cuts (walker *w) {
-  unsigned long long f = count_of(&w->pc.filled);
+  unsigned long long f = nd_pool_count(&w->pc.filled);
   w->time_cut = w->first_time_cut;  /* (before any chunk's: the caller's at the start) */
   w->over_cut = w->first_over_cut;
   if (f >= CUT_LAG) {
@@ -305,8 +299,8 @@ void nd_pool_submit (walker *w) {
       price_slot(w, s, ws);
     }
     publish(&w->pc.filled);
-    atomic_store(&w->pc.admitted.v, count_of(&w->pc.filled));
-    atomic_store(&w->pc.priced.v, count_of(&w->pc.filled));
+    atomic_store(&w->pc.admitted.v, nd_pool_count(&w->pc.filled));
+    atomic_store(&w->pc.priced.v, nd_pool_count(&w->pc.filled));
     w->delivered++;
     nd_walk_deliver(w, s);
     next_cuts(w);
@@ -317,14 +311,14 @@ void nd_pool_submit (walker *w) {
   wake_worker(w);
   while (deliver_oldest(w) || admit_next(w)) {}  /* keep the caller's view current */
   /* the next slot must be free before the walk fills it: price rather than wait */
-  while (count_of(&w->pc.filled) - w->delivered >= (unsigned long long)w->nslots)
+  while (nd_pool_count(&w->pc.filled) - w->delivered >= (unsigned long long)w->nslots)
     make_progress(w);
   next_cuts(w);
 }
 
 void nd_pool_drain (walker *w) {
   if (w->status == ND_SEARCH_OK) nd_pool_submit(w);
-  while (w->delivered < count_of(&w->pc.filled)) {
+  while (w->delivered < nd_pool_count(&w->pc.filled)) {
     if (w->status == ND_SEARCH_OK) make_progress(w);
     else if (w->threads > 0) {  /* stopping: what is in flight finishes, undelivered */
       if (admit_next(w)) continue;  /* (with nothing left to price) */

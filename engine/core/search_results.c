@@ -180,7 +180,7 @@ void nd_search_results_drop (nd_search_results *r) { r->dropped++; }
 ** (then nothing was pruned by time: fewer than keep rows fit). The over cut keeps the
 ** nearest misses exact, the least over of the `misses` kept so far, when asked to
 ** (misses_exact); else it prunes every candidate whose memory bound is over the budget,
-** and a walk that kept nothing is walked again with it (nd_search_results_again): the
+** and a walk that kept nothing is walked again with it (nd_search_results_walk): the
 ** candidates priced only for misses the ranking does not show were half of DeepSeek-V3's
 ** search on 2,048 H800 (8,177 of 15,554, each over the budget by its bound), early in the
 ** walk, where the misses kept so far are far over and the cut is loose.
@@ -193,7 +193,9 @@ void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *ove
   else *over_cut = r->nmiss == r->keep_miss ? r->miss[r->nmiss - 1].over : HUGE_VAL;
 }
 
-int nd_search_results_again (nd_search_results *r, const nd_search_params *p) {
+/* After a walk of p that kept no fitting row and left the misses inexact: 1, r made ready
+   for the walk again with them exact; else 0 (r as it was). */
+static int walk_again (nd_search_results *r, const nd_search_params *p) {
   /* (the exhaustive walk, without bounds, and csv wanting every row keep the misses exact
      anyway; a row csv holds, one the objective dropped, would be written twice: those
      misses stay as the walk left them) */
@@ -333,6 +335,16 @@ static void collect_cuts (void *ud, double *time_cut, double *over_cut) {
   nd_search_results_cuts((nd_search_results *)ud, time_cut, over_cut);
 }
 
+int nd_search_results_walk (nd_search_results *r, const nd_search_params *p,
+                            const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                            const nd_costs *costs, const nd_search_hooks *hooks,
+                            nd_search_counts *counts, char *err, size_t errlen) {
+  int status;
+  do status = nd_search_run(p, m, dev, job, costs, hooks, counts, err, errlen);
+  while (status == ND_SEARCH_OK && walk_again(r, p));
+  return status;
+}
+
 int nd_search_collect (nd_search_results *r, const nd_search_params *p,
                        const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                        const nd_costs *costs, nd_search_counts *counts, char *err,
@@ -344,8 +356,7 @@ int nd_search_collect (nd_search_results *r, const nd_search_params *p,
   hooks.cuts = collect_cuts;
   hooks.ud = r;
   r->rank_by_time = 1;
-  do status = nd_search_run(p, m, dev, job, costs, &hooks, counts, err, errlen);
-  while (status == ND_SEARCH_OK && nd_search_results_again(r, p));
+  status = nd_search_results_walk(r, p, m, dev, job, costs, &hooks, counts, err, errlen);
   if (status == ND_SEARCH_OK) nd_search_results_finish(r);
   return status;
 }

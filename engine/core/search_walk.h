@@ -87,6 +87,19 @@ typedef union pool_counter {
   char line[64];
 } pool_counter;
 
+/* A counter's value (sequentially consistent, as the sleeps need; on x86 a load is a plain
+   move anyway). */
+static inline unsigned long long nd_pool_count (pool_counter *c) {
+  return atomic_load(&c->v);
+}
+
+/* A spin's breath: the processor told this thread waits. */
+static inline void nd_pool_pause (void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 /* The pool's counts of chunks (sequence numbers from 0), without a lock: the walk alone
    fills and runs the hook, a thread takes a chunk by raising taken or priced (see
    search_pool.c). idle and waiting say who may be asleep, to be woken. */
@@ -283,6 +296,8 @@ void nd_pool_submit (walker *w);
 /* The next row of slot s to price into (a block more when its last is full), or NULL: no
    memory. */
 nd_search_row *nd_pool_row (walker *w, slot *s);
+/* Slot s emptied for another chunk (or window part): its rows gone, no counts. */
+void nd_pool_slot_empty (walker *w, slot *s);
 /* Slot s's rows gone: its blocks after the first back to the spare ones. */
 void nd_pool_rows_done (walker *w, slot *s);
 /* Submits the partial chunk and delivers what is in flight (in order), or just waits for it

@@ -41,7 +41,7 @@ typedef struct nd_search_results {
                                  are shown only when nothing is kept, so the walk prunes
                                  every candidate whose memory bound is over the budget, and
                                  one that keeps nothing is walked again exact
-                                 (nd_search_results_again) */
+                                 (nd_search_results_walk) */
   nd_dim_set post_dp, post_mb;/* DP and MB lists (auto: no post-filter) */
   int max_points;             /* the point sample's size (0: none) */
   /* what is kept */
@@ -94,10 +94,13 @@ void nd_search_results_drop (nd_search_results *r);
    exact when misses_exact says so (+HUGE_VAL when csv wants every row), else -HUGE_VAL. */
 void nd_search_results_cuts (nd_search_results *r, double *time_cut, double *over_cut);
 
-/* After a walk of p that kept no fitting row (nothing ranked: the nearest misses are shown)
-   and left them inexact (misses_exact 0, bounds on): 1, r made ready for the walk again
-   with them exact; else 0 (r as it was). */
-int nd_search_results_again (nd_search_results *r, const nd_search_params *p);
+/* nd_search_run of p with hooks (r's among them: deliver and cuts), walked again with the
+   nearest misses exact when it kept no fitting row and left them inexact (misses_exact 0,
+   bounds on: nothing ranked, the misses shown). Returns nd_search_run's status. */
+int nd_search_results_walk (nd_search_results *r, const nd_search_params *p,
+                            const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                            const nd_costs *costs, const nd_search_hooks *hooks,
+                            nd_search_counts *counts, char *err, size_t errlen);
 
 /* After the walk: best in ranking order, cut to keep. */
 void nd_search_results_finish (nd_search_results *r);
@@ -114,7 +117,7 @@ int nd_search_csv_row (FILE *f, const nd_search_row *row);
 
 /*
 ** The whole search for a C caller, the step time as objective: nd_search_run with r's
-** deliver and cuts (again with the misses exact when nothing fit: nd_search_results_again),
+** deliver and cuts (again with the misses exact when nothing fit: nd_search_results_walk),
 ** then nd_search_results_finish. Returns nd_search_run's status
 ** (ND_SEARCH_HOOK_ERROR: writing csv failed).
 */
