@@ -11,6 +11,7 @@
 #include <lauxlib.h>
 
 #include "ndplan/estimate.h"
+#include "ndplan/data_parallel.h"
 #include "ndplan/fields.h"
 #include "ndplan/layout.h"
 #include "ndplan/recompute.h"
@@ -144,13 +145,12 @@ static void push_strategy (lua_State *L, const nd_strategy *st, const nd_model_s
     nd_setint(L, "dp_shard", st->dp_shard); nd_setint(L, "dp_replicate", st->dp / st->dp_shard);
   }
   if (st->zero > 0) {  /* over which ranks each ZeRO stage shards: dp_shard x cp */
-    const char *what[] = {"optimizer", "grads", "params"};
-    int k;
+    nd_zero_split z = nd_zero_split_of(st->zero, st->reshard);
+    int ranks = (st->dp_shard > 0 ? st->dp_shard : st->dp) * st->cp;
     lua_createtable(L, 0, 4);
-    for (k = 0; k < 3; k++) {
-      if (st->zero > k && !(k > 0 && st->zero == 3 && !st->reshard))
-        nd_setint(L, what[k], (st->dp_shard > 0 ? st->dp_shard : st->dp) * st->cp);
-    }
+    if (z.optimizer) nd_setint(L, "optimizer", ranks);
+    if (z.grads) nd_setint(L, "grads", ranks);
+    if (z.weights) nd_setint(L, "params", ranks);
     int hsdp = st->dp_shard > 0 && st->dp_shard < st->dp;
     lua_pushstring(L, hsdp ? (st->cp > 1 ? "dp_shard x cp" : "dp_shard")
                            : (st->cp > 1 ? "dp x cp" : "dp"));

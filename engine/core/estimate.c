@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ndplan/estimate.h"
+#include "ndplan/data_parallel.h"
 
 /* nd_costs_init and nd_costs_validate iterate the cost descriptors, and the names of the time
    parts and groups are listed with them (fields.c). */
@@ -64,6 +65,8 @@ typedef struct ctx {
   const nd_costs *c;
   nd_fabric fabric;
   nd_group g[ND_GROUP_COUNT];
+  nd_dp_groups dp_all;    /* the data-parallel groups over all of dp (ZeRO 0's all-reduce) */
+  nd_dp_groups dp_shard;  /* over HSDP's shard group (dp_all without HSDP) */
   double peak;         /* FLOP/s at the recipe's GEMM precision (the linear layers) */
   double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
   nd_precision gemm;   /* the peak slot of the linear layers' GEMMs */
@@ -896,13 +899,14 @@ static void place_groups (ctx *x) {
   int dense = st->tp * st->cp * st->dp;
   x->g[ND_GROUP_TP] = nd_group_place(&x->fabric, st->tp, 1);
   x->g[ND_GROUP_CP] = nd_group_place(&x->fabric, st->cp, st->tp);
-  x->g[ND_GROUP_DP] = nd_group_place(&x->fabric, st->dp * st->cp, st->tp);  /* grads: DPxCP */
+  nd_dp_groups_place(&x->fabric, x->m, st, st->dp, &x->dp_all);
+  if (st->dp_shard < st->dp) nd_dp_groups_place(&x->fabric, x->m, st, st->dp_shard, &x->dp_shard);
+  else x->dp_shard = x->dp_all;
+  x->g[ND_GROUP_DP] = x->dp_all.dense;
   x->g[ND_GROUP_PP] = nd_group_place(&x->fabric, st->pp, dense);
   x->g[ND_GROUP_ETP] = nd_group_place(&x->fabric, st->etp, 1);
   x->g[ND_GROUP_EP] = nd_group_place(&x->fabric, st->ep, st->etp);
-  /* expert data parallelism exists only where there are experts */
-  x->g[ND_GROUP_EDP] = nd_group_place(&x->fabric, x->m->num_experts > 0
-                                      ? dense / (st->ep * st->etp) : 1, st->ep * st->etp);
+  x->g[ND_GROUP_EDP] = x->dp_all.expert;
 }
 
 static void init_ctx (ctx *x, const nd_model_spec *m, const nd_device *dev,
@@ -1094,7 +1098,6 @@ static void use_cache (ctx *x, nd_price_cache *pc) {
 
 /* What the stages of one run share and what they add up to (nd_estimate_run). */
 typedef struct run_sums {
-  double dpc, edp;     /* what a ZeRO stage shards over: dense parameters, experts */
   double pp_one;       /* one activation transfer between pipeline stages */
   int64_t outer_first, outer_last, tied_copy;  /* nd_model_outer_params */
   int dual;            /* DualPipe */
@@ -1145,26 +1148,23 @@ static double stage_memory (const ctx *x, const run_sums *r, int s, const stage_
   const nd_strategy *st = x->st;
   const nd_costs *costs = x->c;
   double h = (double)x->m->hidden_size, ab = costs->activation_bytes;
-  double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
-  double inflight, buffers, zfac_w, zfac_g, zfac_o, off_copy;
+  double pd = ss->p_dense, pe = ss->p_expert;
+  double dpc = x->dp_shard.dense_ranks, edp = x->dp_shard.expert_ranks;
+  double inflight, off_copy;
   /* ZeRO: what data parallelism shards (dense over DPxCP, experts over expert-DP) */
-  /* (FSDP without resharding keeps the stage's parameters and gradients unsharded from the
-     step's gather to its reduce-scatter: only the optimizer states stay sharded) */
-  zfac_w = st->zero >= 3 && st->reshard ? 1.0 : 0.0;
-  zfac_g = st->zero >= 2 && !(st->zero == 3 && !st->reshard) ? 1.0 : 0.0;
-  zfac_o = st->zero >= 1 ? 1.0 : 0.0;
+  nd_zero_split z = nd_zero_split_of(st->zero, st->reshard);
+  double wd = z.weights ? dpc : 1.0, we = z.weights ? edp : 1.0;  /* the weights' divisors */
   se->layers = (int)ss->layers;
   se->params = pd + pe;
-  se->weights = costs->weight_bytes * (zfac_w ? costs->zero3_weight_copy : 1.0)
-              * (pd / (zfac_w ? dpc : 1.0) + pe / (zfac_w ? edp : 1.0));
+  se->weights = costs->weight_bytes * (z.weights ? costs->zero3_weight_copy : 1.0)
+              * (pd / wd + pe / we);
   se->quant_params = ss->q_dense + ss->q_expert;
   if (x->quant)  /* the recipe's stored width and the quantized copies it keeps */
-    se->weights += (x->w.param - costs->weight_bytes)
-                   * (ss->q_dense / (zfac_w ? dpc : 1.0) + ss->q_expert / (zfac_w ? edp : 1.0))
+    se->weights += (x->w.param - costs->weight_bytes) * (ss->q_dense / wd + ss->q_expert / we)
                  + x->w.cache * se->quant_params;
-  se->grads = costs->grad_bytes * (pd / (zfac_g ? dpc : 1.0) + pe / (zfac_g ? edp : 1.0));
+  se->grads = costs->grad_bytes * (pd / (z.grads ? dpc : 1.0) + pe / (z.grads ? edp : 1.0));
   se->optimizer = (costs->master_bytes + costs->optimizer_bytes)
-                * (pd / (zfac_o ? dpc : 1.0) + pe / (zfac_o ? edp : 1.0));
+                * (pd / (z.optimizer ? dpc : 1.0) + pe / (z.optimizer ? edp : 1.0));
   inflight = nd_inflight(st, s);
   se->inflight = inflight;
   /* offload: of the micro-batches waiting for their backward, a share of each one's
@@ -1178,13 +1178,10 @@ static double stage_memory (const ctx *x, const run_sums *r, int s, const stage_
   /* transient buffers: the largest of a TP/SP gather, a ZeRO-3 double-buffered gather;
      and the working set of recompute: when warm-up ends, the first backward rebuilds
      one layer's dropped activations for one micro-batch on top of all that is held */
-  buffers = st->tp > 1 ? ab * x->T * h : 0.0;
-  /* (the backward of a ZeRO-3 layer holds its gathered weights, the next layer's prefetched
-     ones and its own unsharded gradient until the reduce-scatter takes it) */
-  if (st->zero >= 3 && st->reshard && 2.0 * ss->gather + ss->gather_grad > buffers)
-    buffers = 2.0 * ss->gather + ss->gather_grad;
   /* (DualPipe: the mean of the two stages, as every activation above) */
-  se->buffers = buffers + ss->working * (r->dual ? 0.5 : 1.0);
+  se->buffers = nd_stage_buffers(costs, st->tp, st->zero >= 3 && st->reshard, x->T, h,
+                                ss->gather, ss->gather_grad)
+              + ss->working * (r->dual ? 0.5 : 1.0);
   se->reserve = x->dev->reserve_bytes;
   se->allocated = se->weights + se->grads + se->optimizer + se->activations + se->buffers;
   se->reserved = se->allocated * (1.0 + costs->alloc_fragmentation);
@@ -1243,52 +1240,24 @@ static void stage_time (const ctx *x, run_sums *r, stage_sum *ss, double off_cop
 
 /* Stage s's exposed data-parallel time per step: gradient reduction (and parameter gather
    after a sharded step). */
-static double stage_dp_time (const ctx *x, const run_sums *r, int s, const stage_sum *ss) {
+static double stage_dp_time (const ctx *x, int s, const stage_sum *ss) {
   const nd_strategy *st = x->st;
   const nd_costs *costs = x->c;
-  double pd = ss->p_dense, pe = ss->p_expert, dpc = r->dpc, edp = r->edp;
-  const nd_group *gd = &x->g[ND_GROUP_DP], *ge = &x->g[ND_GROUP_EDP];
-  nd_group gs, ges, gr;  /* HSDP: the shard groups and the replicas */
-  int replicas = st->dp / st->dp_shard;
-  double rep_time = 0.0, wd, we;
-  if (replicas > 1) {
-    int shard_dense = st->tp * st->cp * st->dp_shard;
-    gs = nd_group_place(&x->fabric, st->dp_shard * st->cp, st->tp);
-    ges = nd_group_place(&x->fabric, x->m->num_experts > 0 ? shard_dense / (st->ep * st->etp) : 1,
-                         st->ep * st->etp);
-    gr = nd_group_place(&x->fabric, replicas, shard_dense);
-    /* the replicas all-reduce the reduce-scattered gradient shards once per step */
-    if (st->zero >= 1)
-      rep_time = nd_allreduce_time(&x->fabric, &gr, costs->grad_bytes * (pd / dpc + pe / edp));
-    gd = &gs; ge = &ges;
-  }
+  double pd = ss->p_dense, pe = ss->p_expert, wd, we;
   /* parameter all-gathers at the recipe's width (param gather) */
   wd = costs->weight_bytes * pd + (x->w.gather - costs->weight_bytes) * ss->q_dense;
   we = costs->weight_bytes * pe + (x->w.gather - costs->weight_bytes) * ss->q_expert;
   if (st->zero == 3 && st->reshard) {
-    /* ZeRO-3: gather before forward and backward, reduce-scatter, every micro-batch; a
-       flat ring (zero3_flat_ring) runs every hop at one device's NIC share */
-    nd_group fd = *gd, fe = *ge;
+    /* ZeRO-3: gather before forward and backward (and the recompute), reduce-scatter,
+       every micro-batch; HSDP's replicas all-reduce the shards once a step */
     double gathers = 2.0 + (ss->rec > 0.0 ? 1.0 : 0.0);
-    double per_mb, hidden;
-    if (costs->zero3_flat_ring > 0.0) fd.local = fe.local = 1;
-    per_mb = gathers * nd_allgather_time(&x->fabric, &fd, wd)
-           + nd_reducescatter_time(&x->fabric, &fd, costs->grad_bytes * pd)
-           + gathers * nd_allgather_time(&x->fabric, &fe, we)
-           + nd_reducescatter_time(&x->fabric, &fe, costs->grad_bytes * pe);
-    hidden = costs->zero3_overlap * (ss->fwd + ss->bwd + ss->rec);
-    if (hidden > per_mb) hidden = per_mb;
-    return st->mb * (per_mb - hidden + costs->overlap_sm_share * hidden) + rep_time;
-  } else {
-    double grad_t, gather_t = 0.0;
-    if (st->zero == 0)  /* without sharding, one all-reduce over every replica */
-      grad_t = nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_DP], costs->grad_bytes * pd)
-             + nd_allreduce_time(&x->fabric, &x->g[ND_GROUP_EDP], costs->grad_bytes * pe);
-    else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
-      grad_t = nd_reducescatter_time(&x->fabric, gd, costs->grad_bytes * pd)
-             + nd_reducescatter_time(&x->fabric, ge, costs->grad_bytes * pe) + rep_time;
-      gather_t = nd_allgather_time(&x->fabric, gd, wd) + nd_allgather_time(&x->fabric, ge, we);
-    }
+    double per_mb = nd_zero3_mb_time(&x->fabric, costs, &x->dp_shard, gathers, wd, we, pd, pe);
+    return st->mb * nd_zero3_shown(costs, per_mb, ss->fwd + ss->bwd + ss->rec)
+         + nd_dp_replica_time(&x->fabric, costs, &x->dp_shard, st->zero, pd, pe);
+  } else {  /* sharded gradients or optimizer (FSDP unresharded: once per step) */
+    double grad_t, gather_t;
+    nd_dp_step_times(&x->fabric, costs, st->zero == 0 ? &x->dp_all : &x->dp_shard, st->zero,
+                     pd, pe, wd, we, &grad_t, &gather_t);
     return dp_overlapped(costs, grad_t, gather_t, ss, st, st->pp, s);
   }
 }
@@ -1309,11 +1278,12 @@ static void price_stage (ctx *x, run_sums *r, int s, const int *starts, stage_su
   off_copy = stage_memory(x, r, s, ss, extra_act, last_end, se);
   if (se->peak > out->peak) { out->peak = se->peak; out->heaviest = s; }
   stage_time(x, r, ss, off_copy, se, out);
-  dp_time = stage_dp_time(x, r, s, ss);
+  dp_time = stage_dp_time(x, s, ss);
   if (dp_time > r->dp_exposed) r->dp_exposed = dp_time;
   {  /* optimizer step: streams the local shard of weights, grads and states */
     double pd = ss->p_dense, pe = ss->p_expert;
-    double local = st->zero >= 1 ? pd / r->dpc + pe / r->edp : pd + pe;
+    double local = st->zero >= 1 ? pd / x->dp_shard.dense_ranks + pe / x->dp_shard.expert_ranks
+                                 : pd + pe;
     double t_opt = x->c->optimizer_traffic * local / x->hbm;
     if (t_opt > r->opt_time) r->opt_time = t_opt;
   }
@@ -1405,10 +1375,6 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
   r.slow = -1.0;
   r.zb_term = r.dual_term = -HUGE_VAL;
   nd_model_outer_params(m, &r.outer_first, &r.outer_last, &r.tied_copy);
-  /* what a ZeRO stage shards over: the shard group (all of DP x CP, or HSDP's dp_shard x cp)
-     for dense parameters, its expert-data-parallel part for the experts */
-  r.dpc = (double)st->dp_shard * st->cp;
-  r.edp = (double)st->tp * st->cp * st->dp_shard / ((double)st->ep * st->etp);
   r.pp_one = p > 1 ? nd_p2p_time(&x.fabric, x.g[ND_GROUP_PP].stride, ab * x.T * h * x.r) : 0.0;
   nd_chunk_starts(st, starts);
   memset(&ss, 0, offsetof(stage_sum, example));  /* the counts: zero again after each stage */

@@ -20,11 +20,13 @@
 **  with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  Resharded ZeRO-3 adds the DP time its gathers and reduce-scatters show every
-**  micro-batch (zero3_dp_lo: DeepSeek-V3's run 2-3x past the ranking's cut, 5,293 of the
-**  32,882 priced with recipes and HSDP on 2,048 H800), and any other ZeRO stage what stage
+**  micro-batch, and HSDP's replica all-reduce once a step (zero3_dp_lo: DeepSeek-V3's run
+**  2-3x past the ranking's cut, 5,293 of the 32,882 priced with recipes and HSDP on 2,048
+**  H800), and any other ZeRO stage what stage
 **  0's gradient reduction, sharded weights' gather and HSDP's replica all-reduce show past
 **  its own compute (dp_lo: 0.8-2.8 s of 12 s steps at ZeRO 2 with HSDP there); PP traffic
-**  and the optimizer add too, and are left out.
+**  and the optimizer add too, and are left out. The groups, what each ZeRO stage shards
+**  and the collectives are the estimator's own (ndplan/data_parallel.h).
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
 **
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
@@ -74,6 +76,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ndplan/data_parallel.h"
 #include "ndplan/units.h"
 #include "search_bound.h"
 
@@ -848,8 +851,8 @@ static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int
   const nd_costs *co = b->costs;
   double dpc = (double)shard * st->cp, wb;
   double edp = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
-  int zo = zero >= 1, zg = zero >= 2 && !(zero == 3 && !st->reshard);
-  int zw = zero >= 3 && st->reshard;
+  nd_zero_split z = nd_zero_split_of(zero, st->reshard);
+  int zo = z.optimizer, zg = z.grads, zw = z.weights;
   if (edp < 1.0) edp = 1.0;
   /* FSDP2 keeps no sharded working copy (zero3_weight_copy 0) */
   wb = zw ? co->weight_bytes * co->zero3_weight_copy
@@ -869,76 +872,53 @@ static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int
 ** gathered bytes over gather_hi).
 */
 static double buffers_lo (const nd_bound *b, const nd_strategy *st, int z3, double gmax) {
-  const nd_costs *co = b->costs;
-  double tp = st->tp > 1 ? co->activation_bytes * st->mbs * (double)b->job->seq_len / st->cp
-                           * (double)b->m->hidden_size : 0.0, z = 0.0;
-  if (z3 && b->gather_hi > 0.0)
-    z = gmax * (2.0 * b->gather_lo + co->grad_bytes * b->gather_lo / b->gather_hi);
-  return z > tp ? z : tp;
+  double T = (double)st->mbs * b->job->seq_len / st->cp, gather = 0.0, grad = 0.0;
+  if (!(b->gather_hi > 0.0)) z3 = 0;
+  if (z3) {
+    gather = gmax * b->gather_lo;
+    grad = gmax * b->costs->grad_bytes * b->gather_lo / b->gather_hi;
+  }
+  return nd_stage_buffers(b->costs, st->tp, z3, T, (double)b->m->hidden_size, gather, grad);
 }
 
 /*
 ** Resharded ZeRO-3 over the shard group `shard`: the step's exposed DP time at least, given
 ** slow, a lower bound on the slowest stage's pace. The estimator (stage_dp_time) gathers a
 ** stage's weights twice at least and reduce-scatters its gradients every micro-batch
-** (per), hiding zero3_overlap of the stage's compute C <= pace under it at
-** overlap_sm_share of what it hides: mb x (per - (1 - sm) x min(per, ov C)). With the pace
-** in the step m x pace + bubble, the sum grows with C (its slope m (1 - (1 - sm) ov) >= 0)
-** and C = slow gives its least: the time bound's m x slow plus this, for the stage whose
-** parameters make per the largest.
+** (nd_zero3_mb_time: per), hiding zero3_overlap of the stage's compute C <= pace under it
+** at overlap_sm_share of what it hides (nd_zero3_shown), and adds HSDP's replica all-reduce
+** once a step: mb x shown(per, C) + replica. With the pace in the step m x pace + bubble,
+** the sum grows with C (its slope m (1 - (1 - sm) ov) >= 0) and C = slow gives its least:
+** the time bound's m x slow plus this, for the stage where it is the largest.
 */
-/* The groups of `shard` data-parallel ranks, as the estimator places them (place_groups,
-   stage_dp_time's HSDP groups): the dense parameters' over shard x cp, TP apart, and the
-   routed experts' over what of tp x cp x shard EP x ETP leaves. */
-static void shard_groups (const nd_bound *b, const nd_strategy *st, int shard, nd_group *gd,
-                          nd_group *ge) {
-  int ex = st->ep * st->etp;
-  *gd = nd_group_place(&b->fabric, shard * st->cp, st->tp);
-  *ge = nd_group_place(&b->fabric, b->m->num_experts > 0 ? st->tp * st->cp * shard / ex : 1, ex);
-}
-
 static double zero3_dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm,
                            int shard, double slow) {
   const nd_costs *co = b->costs;
   int s;
-  nd_group gd, ge;
-  double most = 0.0, ov = co->zero3_overlap * slow;
-  shard_groups(b, st, shard, &gd, &ge);
-  if (co->zero3_flat_ring > 0.0) gd.local = ge.local = 1;
+  nd_dp_groups g;
+  double most = 0.0;
+  nd_dp_groups_place(&b->fabric, b->m, st, shard, &g);
   for (s = 0; s < mm->p; s++) {
-    double per = 2.0 * nd_allgather_time(&b->fabric, &gd, b->gather_lo * mm->pd[s])
-               + nd_reducescatter_time(&b->fabric, &gd, co->grad_bytes * mm->pd[s])
-               + 2.0 * nd_allgather_time(&b->fabric, &ge, b->gather_lo * mm->pe[s])
-               + nd_reducescatter_time(&b->fabric, &ge, co->grad_bytes * mm->pe[s]);
-    double hidden = ov < per ? ov : per;
-    per -= (1.0 - co->overlap_sm_share) * hidden;
-    if (per > most) most = per;
+    double pd = mm->pd[s], pe = mm->pe[s];
+    double per = nd_zero3_mb_time(&b->fabric, co, &g, 2.0, b->gather_lo * pd,
+                                  b->gather_lo * pe, pd, pe);
+    double t = st->mb * nd_zero3_shown(co, per, slow)
+             + nd_dp_replica_time(&b->fabric, co, &g, 3, pd, pe);
+    if (t > most) most = t;
   }
-  return st->mb * most;
+  return most;
 }
 
-/* dp_lo's T: stage 0's DP traffic at ZeRO 0 (zero 0) or sharded (zero 1) over `shard`. */
+/* dp_lo's T: stage 0's DP traffic at ZeRO 0 (zero 0) or sharded (zero 1) over `shard`: the
+   gradients' reduction (HSDP's replica all-reduce with it) and the weights' gather. */
 static double dp_traffic (const nd_bound *b, const nd_strategy *st, const memo *mm, int zero,
                           int shard) {
-  const nd_fabric *f = &b->fabric;
-  double pd = mm->pd[0], pe = mm->pe[0], t, grad = b->costs->grad_bytes;
-  nd_group gd, ge;
-  if (zero == 0) {  /* one all-reduce over every replica */
-    shard_groups(b, st, st->dp, &gd, &ge);
-    t = nd_allreduce_time(f, &gd, grad * pd) + nd_allreduce_time(f, &ge, grad * pe);
-  } else {
-    int dense = st->tp * st->cp * shard;
-    double edp = (double)dense / (st->ep * st->etp);
-    shard_groups(b, st, shard, &gd, &ge);
-    t = nd_reducescatter_time(f, &gd, grad * pd) + nd_reducescatter_time(f, &ge, grad * pe)
-      + nd_allgather_time(f, &gd, b->gather_lo * pd) + nd_allgather_time(f, &ge, b->gather_lo * pe);
-    if (st->dp / shard > 1) {  /* HSDP: the replicas all-reduce the gradient shards */
-      nd_group gr = nd_group_place(f, st->dp / shard, dense);
-      t += nd_allreduce_time(f, &gr, grad * (pd / ((double)shard * st->cp)
-                                            + pe / (edp > 1.0 ? edp : 1.0)));
-    }
-  }
-  return t;
+  double pd = mm->pd[0], pe = mm->pe[0], grad, gather;
+  nd_dp_groups g;
+  nd_dp_groups_place(&b->fabric, b->m, st, zero == 0 ? st->dp : shard, &g);
+  nd_dp_step_times(&b->fabric, b->costs, &g, zero, pd, pe, b->gather_lo * pd,
+                   b->gather_lo * pe, &grad, &gather);
+  return grad + gather;
 }
 
 /* The traffic of the shard groups one bound evaluation meets (ZeRO 1, 2 and unresharded 3
