@@ -312,6 +312,8 @@ struct nd_bound {
                                       (a quantized recipe's width, else weight_bytes) */
   double gather_lo, gather_hi;     /* ZeRO-3: the least and most bytes a gathered weight
                                       takes (weight_bytes; the recipe's gather width) */
+  double kept[4][2], split[4][2];  /* by ZeRO stage and reshard: a parameter's bytes kept
+                                      whole and sharded at least (param_bytes) */
   int rep[BOUND_KINDS];            /* a layer of each kind */
   int *prefix;                     /* (total + 1) x nkinds: layers of each kind before i */
   nd_bound_cache *cache;           /* the groups' prices, perhaps shared */
@@ -459,6 +461,16 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
     b->weight_lo[i] = wd.param < costs->weight_bytes ? wd.param : costs->weight_bytes;
     b->gather_lo = wd.gather < costs->weight_bytes ? wd.gather : costs->weight_bytes;
     b->gather_hi = wd.gather > costs->weight_bytes ? wd.gather : costs->weight_bytes;
+  }
+  for (i = 0; i < 8; i++) {  /* what each ZeRO stage (and reshard) keeps whole and shards */
+    nd_zero_split z = nd_zero_split_of(i / 2, i % 2);
+    /* FSDP2 keeps no sharded working copy (zero3_weight_copy 0) */
+    double w = z.weights ? costs->weight_bytes * costs->zero3_weight_copy : b->weight_lo[i / 2];
+    double o = costs->master_bytes + costs->optimizer_bytes;
+    b->kept[i / 2][i % 2] = (z.weights ? 0.0 : w) + (z.grads ? 0.0 : costs->grad_bytes)
+                          + (z.optimizer ? 0.0 : o);
+    b->split[i / 2][i % 2] = (z.weights ? w : 0.0) + (z.grads ? costs->grad_bytes : 0.0)
+                           + (z.optimizer ? o : 0.0);
   }
   b->nkinds = kinds_of(m, total, b->rep);
   if (b->nkinds != cache->nkinds) { free(b); return NULL; }  /* another model's cache */
@@ -845,22 +857,16 @@ static double bubble_of (nd_schedule schedule, int p, int v) {
 }
 
 /* Bytes per dense (*kd) and per routed-expert (*ke) parameter at ZeRO `zero` over the shard
-   group `shard`, each part sharded as the estimator's stage_memory shards it (see above). */
+   group `shard`, each part sharded as the estimator's stage_memory shards it (see above):
+   what the stage keeps whole, and what it shards over the dense and expert ranks. */
 static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int shard,
                          double *kd, double *ke) {
-  const nd_costs *co = b->costs;
-  double dpc = (double)shard * st->cp, wb;
+  int z = zero < 0 ? 0 : zero > 3 ? 3 : zero, rs = st->reshard ? 1 : 0;
+  double dpc = (double)shard * st->cp;
   double edp = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
-  nd_zero_split z = nd_zero_split_of(zero, st->reshard);
-  int zo = z.optimizer, zg = z.grads, zw = z.weights;
   if (edp < 1.0) edp = 1.0;
-  /* FSDP2 keeps no sharded working copy (zero3_weight_copy 0) */
-  wb = zw ? co->weight_bytes * co->zero3_weight_copy
-          : b->weight_lo[zero < 0 ? 0 : zero > 3 ? 3 : zero];
-  *kd = wb / (zw ? dpc : 1.0) + co->grad_bytes / (zg ? dpc : 1.0)
-      + (co->master_bytes + co->optimizer_bytes) / (zo ? dpc : 1.0);
-  *ke = wb / (zw ? edp : 1.0) + co->grad_bytes / (zg ? edp : 1.0)
-      + (co->master_bytes + co->optimizer_bytes) / (zo ? edp : 1.0);
+  *kd = b->kept[z][rs] + b->split[z][rs] / dpc;
+  *ke = b->kept[z][rs] + b->split[z][rs] / edp;
 }
 
 /*
