@@ -321,6 +321,13 @@ struct nd_bound {
   nd_price_cache *pc;              /* for price_group: the costs validated once, not per
                                       group (NULL: validated each time) */
   group local;                     /* the group in use: a copy of the cache's */
+  int expert[BOUND_KINDS];         /* the kind's MLP is MoE: its price reads ep and etp */
+  int nexpert;                     /* such kinds (a dense kind's price reads neither) */
+  struct {                         /* the dense kinds' prices at the last (tp, cp, mbs, sp)
+                                      priced, as the groups of its ep and etp share them */
+    int key[4], held;
+    kind_price k[BOUND_KINDS];
+  } dense;
   memo memo[2];                     /* the last stage sums, by sp */
 };
 
@@ -474,6 +481,10 @@ nd_bound *nd_bound_new_shared (const nd_model_spec *m, const nd_device *dev,
   }
   b->nkinds = kinds_of(m, total, b->rep);
   if (b->nkinds != cache->nkinds) { free(b); return NULL; }  /* another model's cache */
+  for (k = 0; k < b->nkinds; k++) {
+    b->expert[k] = m->layer[b->rep[k]].mlp == ND_MLP_MOE;
+    b->nexpert += b->expert[k];
+  }
   b->cache = cache;
   b->pc = nd_price_cache_new(CACHE_KINDS_GROUPS);
   b->prefix = (int *)calloc((size_t)(total + 1) * b->nkinds, sizeof *b->prefix);
@@ -516,39 +527,60 @@ static void load_degrees (nd_strategy *d, const nd_strategy *s) {
   d->explicit_layout = ND_LAYOUT_RESOLVED;
 }
 
-/* Prices each layer kind for the group of st (one set-up for all of them). */
+/* A kind's figures for the bounds, of its exact prices le. */
+static void kind_price_of (const nd_layer_estimate *le, kind_price *kp) {
+  double shown, t[ND_RECOMPUTE_COUNT], rate = HUGE_VAL;
+  int md;
+  /* the forward's TP and EP traffic that shows, as the full mode repeats it */
+  shown = le->recompute_s[ND_RECOMPUTE_FULL] - le->forward_s;
+  if (!(shown > 0.0)) shown = 0.0;
+  for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
+    double rec = le->recompute_s[md] > 0.0 ? le->recompute_s[md] : 0.0;
+    t[md] = le->forward_s + le->backward_s + shown + le->backward_comm_s + rec;
+    kp->t[md] = nd_float_down(t[md]);
+    kp->act[md] = nd_float_down(le->activations[md]);
+  }
+  /* what each byte a mode removes costs it, of the exact prices (for plans' bounds) */
+  for (md = ND_RECOMPUTE_SELECTIVE; md < ND_RECOMPUTE_COUNT; md++) {
+    double saved = le->activations[ND_RECOMPUTE_NONE] - le->activations[md];
+    double cost = t[md] - t[ND_RECOMPUTE_NONE];
+    if (saved > 0.0 && (cost > 0.0 ? cost : 0.0) / saved < rate)
+      rate = (cost > 0.0 ? cost : 0.0) / saved;
+  }
+  kp->rate = nd_float_down(rate);
+  kp->pe = nd_float_down(le->params_expert);
+  /* CP traffic: K,V forward; K,V and their gradients backward */
+  kp->cp = nd_float_down(3.0 * le->cp_comm_s);
+  kp->core = nd_float_up(le->attn_core_s);
+  kp->pd = nd_float_down(le->params - le->params_expert);
+}
+
+/*
+** Prices each layer kind for the group of st (one set-up for all of them). A model with
+** dense and MoE kinds prices its dense ones once for the groups of one (tp, cp, mbs, sp)
+** walked in a row (ep and etp are the walk's inner degrees): DeepSeek-V3's dense layers
+** were a third of the kinds priced.
+*/
 static void price_group (nd_bound *b, group *g, const nd_strategy *st) {
-  int k, md;
+  int k, n = 0, layers[BOUND_KINDS], at[BOUND_KINDS];
+  int key[4] = {st->tp, st->cp, st->mbs, st->sp ? 1 : 0};
+  int mixed = b->nexpert > 0 && b->nexpert < b->nkinds;
+  int reuse = mixed && b->dense.held && memcmp(b->dense.key, key, sizeof key) == 0;
   char err[8];
   nd_layer_estimate le[BOUND_KINDS];
+  for (k = 0; k < b->nkinds; k++)
+    if (!reuse || b->expert[k]) { at[n] = k; layers[n++] = b->rep[k]; }
   load_degrees(&b->st, st);
-  g->ok = nd_estimate_layers_plain(b->m, b->dev, b->job, &b->st, b->costs, b->pc, b->nkinds,
-                                   b->rep, le, err, sizeof err) == 0;
-  for (k = 0; k < b->nkinds && g->ok; k++) {
-    kind_price *kp = &g->k[k];
-    double shown, t[ND_RECOMPUTE_COUNT], rate = HUGE_VAL;
-    /* the forward's TP and EP traffic that shows, as the full mode repeats it */
-    shown = le[k].recompute_s[ND_RECOMPUTE_FULL] - le[k].forward_s;
-    if (!(shown > 0.0)) shown = 0.0;
-    for (md = 0; md < ND_RECOMPUTE_COUNT; md++) {
-      double rec = le[k].recompute_s[md] > 0.0 ? le[k].recompute_s[md] : 0.0;
-      t[md] = le[k].forward_s + le[k].backward_s + shown + le[k].backward_comm_s + rec;
-      kp->t[md] = nd_float_down(t[md]);
-      kp->act[md] = nd_float_down(le[k].activations[md]);
-    }
-    /* what each byte a mode removes costs it, of the exact prices (for plans' bounds) */
-    for (md = ND_RECOMPUTE_SELECTIVE; md < ND_RECOMPUTE_COUNT; md++) {
-      double saved = le[k].activations[ND_RECOMPUTE_NONE] - le[k].activations[md];
-      double cost = t[md] - t[ND_RECOMPUTE_NONE];
-      if (saved > 0.0 && (cost > 0.0 ? cost : 0.0) / saved < rate)
-        rate = (cost > 0.0 ? cost : 0.0) / saved;
-    }
-    kp->rate = nd_float_down(rate);
-    kp->pe = nd_float_down(le[k].params_expert);
-    /* CP traffic: K,V forward; K,V and their gradients backward */
-    kp->cp = nd_float_down(3.0 * le[k].cp_comm_s);
-    kp->core = nd_float_up(le[k].attn_core_s);
-    kp->pd = nd_float_down(le[k].params - le[k].params_expert);
+  g->ok = nd_estimate_layers_plain(b->m, b->dev, b->job, &b->st, b->costs, b->pc, n, layers,
+                                   le, err, sizeof err) == 0;
+  if (!g->ok) return;
+  for (k = 0; k < n; k++) kind_price_of(&le[k], &g->k[at[k]]);
+  for (k = 0; reuse && k < b->nkinds; k++)
+    if (!b->expert[k]) g->k[k] = b->dense.k[k];
+  if (mixed && !reuse) {
+    memcpy(b->dense.key, key, sizeof key);
+    memcpy(b->dense.k, g->k, (size_t)b->nkinds * sizeof g->k[0]);
+    b->dense.held = 1;
   }
 }
 
