@@ -321,8 +321,6 @@ struct nd_bound {
   nd_price_cache *pc;              /* for price_group: the costs validated once, not per
                                       group (NULL: validated each time) */
   group local;                     /* the group in use: a copy of the cache's */
-  struct layer_sums *sums;         /* nd_bound_spread's sums by group and mode (SUMS_SETS
-                                      sets of SUMS_WAYS, allocated at first use) */
   int expert[BOUND_KINDS];         /* the kind's MLP is MoE: its price reads ep and etp */
   int nexpert;                     /* such kinds (a dense kind's price reads neither) */
   struct {                         /* the dense kinds' prices at the last (tp, cp, mbs, sp)
@@ -511,7 +509,6 @@ nd_bound *nd_bound_new (const nd_model_spec *m, const nd_device *dev, const nd_j
 
 void nd_bound_free (nd_bound *b) {
   if (!b) return;
-  free(b->sums);
   if (b->owns_cache) nd_bound_cache_free(b->cache);
   nd_price_cache_free(b->pc);
   free(b->prefix);
@@ -999,68 +996,27 @@ static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, i
   return co->overlap_sm_share * t + (1.0 - co->overlap_sm_share) * (shown > 0.0 ? shown : 0.0) / v;
 }
 
-/*
-** What nd_bound_spread adds up of a group's kinds under a recompute mode: every layer's time
-** with the CP exchange that shows, dense and routed-expert parameters. The walk meets a
-** group again within its TP's walk, once per PP (1,000-4,000 groups apart, 3,400 groups at
-** most in one TP for DeepSeek-V3), where the shared cache's lookup and unpacking took 850
-** instructions a hit: each thread's bound keeps the sums of the groups it met last, in
-** sets of SUMS_WAYS, the latest first.
-*/
-#define SUMS_SETS 1024
-#define SUMS_WAYS 4
-typedef struct layer_sums {
-  int key[7];             /* the group's (group_of) and the mode; key[0] 0: empty */
-  int ok;                 /* the group prices (group_of's ok) */
-  double t, pd, pe;
-} layer_sums;
-
-static int layer_sums_of (nd_bound *b, const nd_strategy *st, int mode, layer_sums *out) {
-  const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
-  int key[7] = {st->tp, st->cp, st->mbs, st->ep, st->etp, st->sp ? 1 : 0, mode}, k, w;
-  unsigned h = key_hash(key) ^ (unsigned)mode * 0x9e3779b9u;
-  layer_sums *set, found;
-  double cp = 0.0, core = 0.0;
-  const group *g;
-  if (!b->sums && !(b->sums = (layer_sums *)calloc(SUMS_SETS * SUMS_WAYS, sizeof *b->sums)))
-    return -1;
-  set = b->sums + (size_t)(h % SUMS_SETS) * SUMS_WAYS;
-  for (w = 0; w < SUMS_WAYS; w++)
-    if (memcmp(set[w].key, key, sizeof key) == 0) {
-      found = set[w];
-      memmove(set + 1, set, (size_t)w * sizeof *set);  /* to the front */
-      *out = set[0] = found;
-      return 0;
-    }
-  g = group_of(b, st);
-  memset(&found, 0, sizeof found);
-  memcpy(found.key, key, sizeof key);
-  found.ok = g->ok;
-  for (k = 0; g->ok && k < b->nkinds; k++) {
-    found.t += count[k] * by_mode(g->k[k].t, mode);
-    found.pd += count[k] * g->k[k].pd;
-    found.pe += count[k] * g->k[k].pe;
-    cp += count[k] * g->k[k].cp;
-    core += count[k] * g->k[k].core;
-  }
-  found.t += cp_exposed(b->costs, cp, core);
-  memmove(set + 1, set, (SUMS_WAYS - 1) * sizeof *set);  /* the last one out */
-  *out = set[0] = found;
-  return 0;
-}
-
 int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
                      const int *vpp, double *time_s, double *params) {
   const nd_costs *co = b->costs;
-  layer_sums ls;
-  int p = st->pp, i, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
-                                                               : ND_RECOMPUTE_COUNT;
-  double t, pd, pe;
+  const group *g;
+  const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
+  int p = st->pp, i, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
+                                                                : ND_RECOMPUTE_COUNT;
+  double t = 0.0, pd = 0.0, pe = 0.0, cp = 0.0, core = 0.0;
   if (st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES) return -1;
   for (i = 0; i < nv; i++)
     if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return -1;
-  if (layer_sums_of(b, st, mode, &ls) != 0 || !ls.ok) return -1;
-  t = ls.t; pd = ls.pd; pe = ls.pe;
+  g = group_of(b, st);
+  if (!g->ok) return -1;
+  for (k = 0; k < b->nkinds; k++) {
+    t += count[k] * by_mode(g->k[k].t, mode);
+    pd += count[k] * g->k[k].pd;
+    pe += count[k] * g->k[k].pe;
+    cp += count[k] * g->k[k].cp;
+    core += count[k] * g->k[k].core;
+  }
+  t += cp_exposed(co, cp, core);
   pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
   /* the slowest stage's layers take the average at least; its parameters too */
   for (i = 0; i < nv; i++)
