@@ -12,6 +12,11 @@ nd_zero_split nd_zero_split_of (int zero, int reshard) {
   return z;
 }
 
+void nd_dp_ranks (const nd_strategy *st, int shard, double *dense, double *expert) {
+  *dense = (double)shard * st->cp;
+  *expert = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
+}
+
 void nd_dp_groups_place (const nd_fabric *f, const nd_model_spec *m, const nd_strategy *st,
                          int shard, nd_dp_groups *g) {
   int dense = st->tp * st->cp * shard, ex = st->ep * st->etp;
@@ -19,8 +24,7 @@ void nd_dp_groups_place (const nd_fabric *f, const nd_model_spec *m, const nd_st
   /* expert data parallelism exists only where there are experts */
   g->expert = nd_group_place(f, m->num_experts > 0 ? dense / ex : 1, ex);
   g->replicas = nd_group_place(f, st->dp / shard, dense);
-  g->dense_ranks = (double)shard * st->cp;
-  g->expert_ranks = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
+  nd_dp_ranks(st, shard, &g->dense_ranks, &g->expert_ranks);
 }
 
 double nd_dp_replica_time (const nd_fabric *f, const nd_costs *c, const nd_dp_groups *g,

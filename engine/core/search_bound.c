@@ -22,10 +22,10 @@
 **  Resharded ZeRO-3 adds the DP time its gathers and reduce-scatters show every
 **  micro-batch, and HSDP's replica all-reduce once a step (zero3_dp_lo: DeepSeek-V3's run
 **  2-3x past the ranking's cut, 5,293 of the 32,882 priced with recipes and HSDP on 2,048
-**  H800), and any other ZeRO stage what stage
-**  0's gradient reduction, sharded weights' gather and HSDP's replica all-reduce show past
-**  its own compute (dp_lo: 0.8-2.8 s of 12 s steps at ZeRO 2 with HSDP there); PP traffic
-**  and the optimizer add too, and are left out. The groups, what each ZeRO stage shards
+**  H800), and any other ZeRO stage what stage 0's gradient reduction, sharded weights'
+**  gather and HSDP's replica all-reduce show past its own compute (dp_lo: 0.8-2.8 s of
+**  12 s steps at ZeRO 2 with HSDP there); PP traffic and the optimizer add too, and are
+**  left out. The groups, what each ZeRO stage shards
 **  and the collectives are the estimator's own (ndplan/data_parallel.h).
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
 **
@@ -894,8 +894,8 @@ static double bubble_of (nd_schedule schedule, int p, int v) {
 static void param_bytes (const nd_bound *b, const nd_strategy *st, int zero, int shard,
                          double *kd, double *ke) {
   int z = zero < 0 ? 0 : zero > 3 ? 3 : zero, rs = st->reshard ? 1 : 0;
-  double dpc = (double)shard * st->cp;
-  double edp = (double)st->tp * st->cp * shard / ((double)st->ep * st->etp);
+  double dpc, edp;
+  nd_dp_ranks(st, shard, &dpc, &edp);
   if (edp < 1.0) edp = 1.0;
   *kd = b->kept[z][rs] + b->split[z][rs] / dpc;
   *ke = b->kept[z][rs] + b->split[z][rs] / edp;

@@ -32,6 +32,10 @@ typedef struct nd_dp_groups {
   double dense_ranks, expert_ranks;
 } nd_dp_groups;
 
+/* The ranks a ZeRO stage shards st's dense parameters (*dense: shard x cp) and its routed
+   experts (*expert: tp x cp x shard over ep x etp) over, with `shard` ranks a shard group. */
+void nd_dp_ranks (const nd_strategy *st, int shard, double *dense, double *expert);
+
 void nd_dp_groups_place (const nd_fabric *f, const nd_model_spec *m, const nd_strategy *st,
                          int shard, nd_dp_groups *g);
 
