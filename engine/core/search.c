@@ -677,9 +677,9 @@ static void emit (walker *w, nd_candidate *c, int equivalent, int bound) {
     flag = CAND_READY;
   }
   s = nd_pool_current(w);
-  /* a chunk spans at most `chunk` places of the walk too (the tails it skips take places):
-     the cuts come as many places late as when every candidate was emitted */
-  if (s->n > 0 && index - s->index[0] >= (unsigned long long)w->chunk) {
+  /* a chunk spans at most nd_walk_span places of the walk too (the tails it skips take
+     places): the cuts come as many places late as when every candidate was emitted */
+  if (s->n > 0 && index - s->index[0] >= nd_walk_span(w, s->index[0])) {
     nd_pool_submit(w);
     if (w->status != ND_SEARCH_OK) return;
     s = nd_pool_current(w);
@@ -1106,9 +1106,9 @@ static void emit_node (walker *w, const nd_candidate *c, int same_as_none, int l
   s->cand[s->n] = *c;
   s->index[s->n] = index;
   s->flag[s->n] = (unsigned char)flag;
-  /* a chunk spans `chunk` places of the walk, or as many nodes: the cuts come about as
-     many places late as when every candidate was emitted */
-  if (++s->n == w->chunk || w->counts->tested - s->index[0] >= (unsigned long long)w->chunk)
+  /* a chunk spans nd_walk_span places of the walk, or `chunk` nodes: the cuts come about
+     as many places late as when every candidate was emitted */
+  if (++s->n == w->chunk || w->counts->tested - s->index[0] >= nd_walk_span(w, s->index[0]))
     nd_pool_submit(w);
 }
 

@@ -199,8 +199,8 @@ void nd_lanes_node (walker *w, const nd_candidate *c, unsigned long long index, 
     halt(ln, why);
     return;
   }
-  /* the pool's chunk rule (emit_node): a window ends at `chunk` nodes or places */
-  if (++w->win_n == w->chunk || w->counts->tested - w->win_first >= (unsigned long long)w->chunk)
+  /* the pool's chunk rule (emit_node): a window ends at `chunk` nodes or nd_walk_span places */
+  if (++w->win_n == w->chunk || w->counts->tested - w->win_first >= nd_walk_span(w, w->win_first))
     end_window(w);
 }
 

@@ -24,6 +24,17 @@
    0.213-0.217 -> 0.196-0.197 s). */
 #define CUT_LAG 8
 
+/* A chunk (a lane's window) spans `chunk` places of the walk, or first / WINDOW_GROWTH
+   places if more (first: the walk index of its first entry): late in a walk the cuts have
+   settled, and a cut CUT_LAG chunks late is then as late, relative to where it is, as it was
+   early. Windows of 1,024 places were some 4 nodes and 5 us of pricing each where the walk
+   is wide (DeepSeek-V3 on 2,048 H800 with three recipes and HSDP: 51,000 windows in 52 M
+   places), so the lanes met far more often than they priced; now some 5,000. On that search
+   (best of 7, twice): -j 2 0.184 -> 0.160 s, -j 1 0.282 s either way, priced 17,012 ->
+   17,232; auto -j 2 0.059 -> 0.058 s. index / 256 priced 17,916 (-j 1 3% slower) for no
+   more at -j 2; a fixed 4,096 places slowed Llama-3.1-405B's -j 1 by a third. */
+#define WINDOW_GROWTH 1024
+
 /* Values one loop can take: more than any 32-bit number has divisors (1536). */
 #define LOOP_MAX 1600
 
@@ -240,6 +251,13 @@ typedef struct walker {
   int pool, started;                   /* workers started, of threads */
   int spin;                            /* looks for work before a sleep (search_pool.c) */
 } walker;
+
+/* The places of the walk a chunk (or window) whose first entry is at walk index first
+   spans (WINDOW_GROWTH). */
+static inline unsigned long long nd_walk_span (const walker *w, unsigned long long first) {
+  unsigned long long grown = first / WINDOW_GROWTH;
+  return grown > (unsigned long long)w->chunk ? grown : (unsigned long long)w->chunk;
+}
 
 /* What one pricing thread keeps: its own scratch, so the threads price concurrently. */
 typedef struct worker_scratch {
