@@ -918,6 +918,19 @@ static double pair_mem (tree *tr, const nd_bound *b, const nd_strategy *st,
   return t->tm[i];
 }
 
+/* Whether each of the n VPPs' time bounds is over the cut (verdict's margin). */
+static int over_at_every (const double *time_s, int n, double cut) {
+  int i;
+  for (i = 0; i < n; i++) if (!(time_s[i] * (1.0 - 1e-9) > cut)) return 0;
+  return 1;
+}
+
+/* Each of the n VPPs of SP value sp skipped by time, but those one recipe left to walk. */
+static void skip_by_time (vpp_entry *vp, int n, int sp) {
+  int i;
+  for (i = 0; i < n; i++) if (vp[i].state[sp] != TAIL_EMIT) vp[i].state[sp] = TAIL_SKIP_TIME;
+}
+
 /*
 ** The sub-tree of one (recompute, tp, pp, cp, mbs, ep, etp) in c: each VPP value of t->vpps,
 ** its layouts and their tails. Per SP value, a representative at the first VPP and layout
@@ -933,7 +946,7 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
   nd_bound **bd = tr->ws->bound;
   nd_strategy *st = &tr->rep;
   int sp, iv, irc, i, why, left = 0, nv = tr->nv;
-  double params[2];
+  double params[2], least;
   vpp_entry *vp = tr->vpps;
   for (iv = 0; iv < nv; iv++) vp[iv].state[0] = vp[iv].state[1] = TAIL_EMIT;
   if (!t->zok || nv < 1) return 0;
@@ -956,9 +969,21 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
       int memory = 1;  /* every pair pruned by memory */
       st->precision = (nd_recipe_id)t->rcv[irc];
       r.precision = (unsigned char)t->rcv[irc];
+      /* over the cut by time at every VPP: by the floor (its pairs' least), else by the
+         group's own spread; counted by time then, whatever the memory (the floor, which
+         knows no memory, prunes as the spread would) */
+      if (b && nd_bound_floor(b, &r, st, nv, tr->sv, &least) == 0
+          && over_at_every(&least, 1, tr->time_cut)) {
+        skip_by_time(vp, nv, sp);
+        continue;
+      }
       if (!b || nd_bound_spread(b, &r, st, nv, tr->sv, tr->st_t, params) != 0) {
         rs = -1;
         break;
+      }
+      if (over_at_every(tr->st_t, nv, tr->time_cut)) {
+        skip_by_time(vp, nv, sp);
+        continue;
       }
       if (++tr->mem_now == 0) {  /* each pair's memory bound of this recipe: as asked */
         memset(tr->mem_at, 0, sizeof tr->mem_at);  /* (wrapped: none is this one's) */

@@ -329,6 +329,7 @@ struct nd_bound {
     kind_price k[BOUND_KINDS];
   } dense;
   memo memo[2];                     /* the last stage sums, by sp */
+  struct floor_entry *floor;        /* FLOOR_ENTRIES (NULL: none yet, or no memory) */
 };
 
 static int same_kind (const nd_layer_kind *a, const nd_layer_kind *b) {
@@ -512,6 +513,7 @@ void nd_bound_free (nd_bound *b) {
   if (b->owns_cache) nd_bound_cache_free(b->cache);
   nd_price_cache_free(b->pc);
   free(b->prefix);
+  free(b->floor);
   free(b);
 }
 
@@ -996,33 +998,148 @@ static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, i
   return co->overlap_sm_share * t + (1.0 - co->overlap_sm_share) * (shown > 0.0 ? shown : 0.0) / v;
 }
 
-int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
-                     const int *vpp, double *time_s, double *params) {
-  const nd_costs *co = b->costs;
-  const group *g;
-  const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
-  int p = st->pp, i, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
-                                                                : ND_RECOMPUTE_COUNT;
-  double t = 0.0, pd = 0.0, pe = 0.0, cp = 0.0, core = 0.0;
-  if (st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES) return -1;
-  for (i = 0; i < nv; i++)
-    if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return -1;
-  g = group_of(b, st);
-  if (!g->ok) return -1;
+/*
+** The floor of a (tp, cp, mbs, sp), one bound's (a thread's, one recipe's): the least layer
+** time by mode (ND_RECOMPUTE_COUNT: a plan's least) of the (ep, etp) pairs nd_bound_spread
+** met there, and those pairs. The walk meets a node's group again at every PP and in every
+** recompute pass, and most nodes it meets are over the time cut by their floor already
+** (DeepSeek-V3 on 2,048 H800 with three recipes and HSDP: 90% of 166,000, in batches of
+** some 25 ep and etp at one (tp, pp, cp, mbs)), so nd_bound_floor prunes them without the
+** group's lookup, its prices copied and summed, or the memory bound of each pair. Entries
+** are found by their key's hash, one to a slot (a key met there replaces it: a floor
+** forgotten is only a lookup more); pairs past FLOOR_PAIRS are not kept (no floor for
+** them).
+*/
+#define FLOOR_ENTRIES 1024
+#define FLOOR_PAIRS 64
+typedef struct floor_entry {
+  int key[4];                          /* tp, cp, mbs, sp (tp 0: empty) */
+  int n;                               /* pairs kept */
+  int next;                            /* where the next pair looked for likely is: the walk
+                                          meets them in the order they were kept */
+  double t[ND_RECOMPUTE_COUNT + 1];    /* the least layer time of theirs, by mode */
+  unsigned pair[FLOOR_PAIRS];          /* ep << 16 | etp */
+} floor_entry;
+
+/* The layer time of every layer under mode (by_mode) of group g, CP's exchange with it
+   (count: every layer by kind). */
+static double layer_time (const nd_bound *b, const group *g, const int *count, int mode) {
+  double t = 0.0, cp = 0.0, core = 0.0;
+  int k;
   for (k = 0; k < b->nkinds; k++) {
     t += count[k] * by_mode(g->k[k].t, mode);
-    pd += count[k] * g->k[k].pd;
-    pe += count[k] * g->k[k].pe;
     cp += count[k] * g->k[k].cp;
     core += count[k] * g->k[k].core;
   }
-  t += cp_exposed(co, cp, core);
-  pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
-  /* the slowest stage's layers take the average at least; its parameters too */
+  return t + cp_exposed(b->costs, cp, core);
+}
+
+/* The slot of st's (tp, cp, mbs, sp) and its pair in *pair. */
+static floor_entry *floor_slot (const nd_bound *b, const nd_strategy *st, unsigned *pair) {
+  unsigned h = 2166136261u;
+  h = (h ^ (unsigned)st->tp) * 16777619u;
+  h = (h ^ (unsigned)st->cp) * 16777619u;
+  h = (h ^ (unsigned)st->mbs) * 16777619u;
+  h = (h ^ (st->sp ? 1u : 0u)) * 16777619u;
+  h ^= h >> 15;
+  *pair = (unsigned)st->ep << 16 | ((unsigned)st->etp & 0xffffu);
+  return &b->floor[h & (FLOOR_ENTRIES - 1)];
+}
+
+static int floor_holds (const floor_entry *f, const nd_strategy *st) {
+  return f->key[0] == st->tp && f->key[1] == st->cp && f->key[2] == st->mbs
+         && f->key[3] == (st->sp ? 1 : 0);
+}
+
+static int floor_has (floor_entry *f, unsigned pair) {
+  int i;
+  if (f->next < f->n && f->pair[f->next] == pair) { f->next++; return 1; }
+  for (i = 0; i < f->n; i++)
+    if (f->pair[i] == pair) { f->next = i + 1; return 1; }
+  return 0;
+}
+
+/* The layer time of group g under each mode (nd_bound_spread's sum) into st's floor. */
+static void floor_add (nd_bound *b, const nd_strategy *st, const group *g, const int *count) {
+  floor_entry *f;
+  unsigned pair;
+  int md;
+  if (!b->floor) {
+    b->floor = (floor_entry *)calloc(FLOOR_ENTRIES, sizeof *b->floor);
+    if (!b->floor) return;
+  }
+  f = floor_slot(b, st, &pair);
+  if (!floor_holds(f, st)) {
+    f->key[0] = st->tp; f->key[1] = st->cp; f->key[2] = st->mbs; f->key[3] = st->sp ? 1 : 0;
+    f->n = f->next = 0;
+    for (md = 0; md <= ND_RECOMPUTE_COUNT; md++) f->t[md] = HUGE_VAL;
+  }
+  if (f->n == FLOOR_PAIRS || floor_has(f, pair)) return;
+  for (md = 0; md <= ND_RECOMPUTE_COUNT; md++) {
+    double t = layer_time(b, g, count, md);
+    if (t < f->t[md]) f->t[md] = t;
+  }
+  f->pair[f->n++] = pair;
+}
+
+/* Whether nd_bound_spread bounds st at all (else it returns -1: the node is walked). */
+static int spread_applies (const nd_bound *b, const nd_strategy *st, int nv, const int *vpp) {
+  int i;
+  if (st->offload > 0.0 || st->pp < 1 || st->pp > ND_MAX_STAGES) return 0;
+  for (i = 0; i < nv; i++)
+    if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return 0;
+  return 1;
+}
+
+/* nd_bound_spread's time of each VPP, from layer time t. */
+static void spread_times (const nd_bound *b, const nd_strategy *st, double t, int nv,
+                          const int *vpp, double *time_s) {
+  int i, p = st->pp;
+  /* the slowest stage's layers take the average at least */
   for (i = 0; i < nv; i++)
     time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,
-                                                     vpp[i])) + co->step_overhead;
-  params[0] = pd / p;
+                                                     vpp[i])) + b->costs->step_overhead;
+}
+
+int nd_bound_floor (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
+                    const int *vpp, double *least_s) {
+  int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT, i;
+  unsigned pair;
+  floor_entry *f;
+  double least = HUGE_VAL;
+  if (!b->floor || st->offload > 0.0 || st->pp < 1 || st->pp > ND_MAX_STAGES) return -1;
+  f = floor_slot(b, st, &pair);
+  if (!floor_holds(f, st) || !floor_has(f, pair)) return -1;
+  for (i = 0; i < nv; i++) {  /* spread_applies, and spread_times' least over the VPPs */
+    nd_schedule sc = vpp[i] < 1 ? ND_SCHED_DUALPIPE : nd_schedule_of(b->schedule, vpp[i]);
+    double bubble;
+    if (sc == ND_SCHED_DUALPIPE) return -1;
+    bubble = bubble_of(sc, st->pp, vpp[i]);
+    if (bubble < least) least = bubble;
+  }
+  if (nv < 1) return -1;
+  *least_s = f->t[mode] / st->pp * ((double)st->mb + least) + b->costs->step_overhead;
+  return 0;
+}
+
+int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
+                     const int *vpp, double *time_s, double *params) {
+  const group *g;
+  const int *count = b->prefix + (size_t)b->total * b->nkinds;  /* every layer, by kind */
+  int p = st->pp, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
+                                                             : ND_RECOMPUTE_COUNT;
+  double pd = 0.0, pe = 0.0;
+  if (!spread_applies(b, st, nv, vpp)) return -1;
+  g = group_of(b, st);
+  if (!g->ok) return -1;
+  floor_add(b, st, g, count);
+  for (k = 0; k < b->nkinds; k++) {
+    pd += count[k] * g->k[k].pd;
+    pe += count[k] * g->k[k].pe;
+  }
+  pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
+  spread_times(b, st, layer_time(b, g, count, mode), nv, vpp, time_s);
+  params[0] = pd / p;  /* the slowest stage's parameters: the average at least */
   params[1] = pe / p;
   return 0;
 }

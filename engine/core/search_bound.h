@@ -65,6 +65,12 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
 */
 int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
                      const int *vpp, double *time_s, double *params);
+/* A lower bound on the least of nd_bound_spread's time_s of c's node (the same arguments),
+   *least_s, from what b's earlier calls found at st's (tp, cp, mbs, sp): the least layer
+   time of the (ep, etp) pairs met there, st's own among them. Returns 0, or -1 when that
+   is not known (or no bound applies): nd_bound_spread tells. */
+int nd_bound_floor (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
+                    const int *vpp, double *least_s);
 /* The memory bound of spread's candidates (params: what nd_bound_spread gave for st) at
    ZeRO zero over the shard group shard (0 when shard < 1: none). */
 double nd_bound_spread_memory (const nd_bound *b, const nd_strategy *st, const double *params,

@@ -110,7 +110,9 @@ typedef struct nd_search_counts {
                                        of outer degrees) every candidate of which would be
                                        pruned, at least one by the step-time bound; valid or
                                        not (their refusal labels are not counted) */
-  unsigned long long skipped_memory;  /* the same, every one pruned by the memory bound */
+  unsigned long long skipped_memory;  /* the same, every one pruned by the memory bound
+                                         (a sub-tree over the time cut at every VPP counts
+                                         by time, whatever its memory) */
 } nd_search_counts;
 
 /*

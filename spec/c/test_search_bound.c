@@ -10,6 +10,8 @@
 **    the step time for some strategy with CP > 1;
 **  - per-layer plans under a budget that forces recompute (one and two layer kinds): the
 **    time bound, with the recompute the budget forces, under the planner's step time;
+**  - nd_bound_floor on a MoE model: none for a pair not met, then under each pair's spread
+**    and the least of them;
 **  - bounds on a cache two threads share (nd_bound_cache, small enough that they evict each
 **    other's groups) are bit for bit those of a cache of one's own.
 */
@@ -274,6 +276,67 @@ static void shared_cache (const nd_model_spec *m, const nd_device *d, size_t fir
   free(runs);
 }
 
+/* ---- the floors: a (tp, cp, mbs, sp)'s least layer time over the (ep, etp) met ---- */
+
+/* The candidate of a MoE grid point (tp 2, sp, none), resolved into st; 0 if it resolves. */
+static int moe_point (const nd_model_spec *m, const nd_job *job, const nd_strategy *base,
+                      int pp, int ep, int etp, nd_candidate *c, nd_strategy *st) {
+  memset(c, 0, sizeof *c);
+  c->tp = 2; c->pp = pp; c->cp = 1; c->vpp = 1; c->ep = ep; c->etp = etp; c->mbs = 1;
+  c->sp = 1; c->recompute = ND_RECOMPUTE_NONE; c->precision = ND_RECIPE_BF16;
+  c->dp = (int)(job->devices / (2 * pp));
+  c->mb = (int)(job->global_batch / c->dp);
+  nd_candidate_strategy(c, base, (int)m->num_layers, st);
+  return nd_strategy_resolve(st, m, job, NULL, 0);
+}
+
+/* On a MoE model: no floor for a pair not met; once met, under its spread; at the PP that
+   met them, the least of their spreads (the spread's time is monotone in the layer time);
+   at another PP, known before any spread there (the floor does not depend on PP). */
+static void floors (const nd_device *d) {
+  nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
+  nd_job job = {64, 64, 0};
+  nd_costs costs;
+  nd_strategy base, st;
+  nd_candidate c;
+  nd_bound *b;
+  int pp, ep, etp, vpp = 1, met = 0, known = 0;
+  double least = HUGE_VAL, ts, tf, params[2];
+  if (!m) return;
+  fixture_llama8b(m);
+  m->num_experts = 8; m->top_k = 2; m->moe_ffn_size = 2048;
+  CHECK(nd_model_default_stack(m) == 0, "a MoE stack");
+  job.seq_len = 4096;
+  nd_costs_init(&costs);
+  nd_strategy_init(&base);
+  b = nd_bound_new(m, d, &job, &costs, &base, d->hbm_bytes, (size_t)1 << 20);
+  CHECK(b != NULL, "nd_bound_new (MoE)");
+  for (pp = 1; b && pp <= 2; pp++) {
+    for (ep = 1; ep <= 8; ep *= 2)
+      for (etp = 1; etp <= 2; etp++) {
+        if (moe_point(m, &job, &base, pp, ep, etp, &c, &st) != 0) continue;
+        if (pp == 1)
+          CHECK(nd_bound_floor(b, &c, &st, 1, &vpp, &tf) != 0, "ep %d etp %d: a floor before "
+                "its pair was met", ep, etp);
+        else if (nd_bound_floor(b, &c, &st, 1, &vpp, &tf) == 0)
+          known++;
+        if (nd_bound_spread(b, &c, &st, 1, &vpp, &ts, params) != 0) continue;
+        CHECK(nd_bound_floor(b, &c, &st, 1, &vpp, &tf) == 0 && tf <= ts, "pp %d ep %d etp %d: "
+              "floor %.9g over its spread %.9g", pp, ep, etp, tf, ts);
+        if (pp == 1) { met++; if (ts < least) least = ts; }
+      }
+    for (ep = 1; pp == 1 && ep <= 8; ep *= 2)
+      for (etp = 1; etp <= 2; etp++)
+        if (moe_point(m, &job, &base, pp, ep, etp, &c, &st) == 0
+            && nd_bound_floor(b, &c, &st, 1, &vpp, &tf) == 0)
+          CHECK(tf == least, "ep %d etp %d: floor %.9g, the least spread %.9g", ep, etp, tf,
+                least);
+  }
+  CHECK(met >= 4 && known >= 4, "%d pairs met at pp 1, %d of them floored at pp 2", met, known);
+  nd_bound_free(b);
+  free(m);
+}
+
 int main (void) {
   nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
   nd_device d;
@@ -317,6 +380,7 @@ int main (void) {
     plans(m, &d, 40e9);
     for (i = 0; i < 16; i++) m->layer[i].ffn_size = 0;
   }
+  floors(&d);
   shared_cache(m, &d, 4096, 4096, 0);      /* a few sets: groups replaced */
   shared_cache(m, &d, 1, (size_t)1 << 16, 1);  /* one set at first, grown by both threads */
   free(m);
