@@ -1106,6 +1106,30 @@ typedef struct run_sums {
   double dp_exposed, opt_time, flops_rec, flops_model;
 } run_sums;
 
+/* The head's forward and backward per micro-batch on the stage that holds it: its GEMM at
+   16 bits over the padded vocabulary (vocabulary-parallel over TP; the backward's two),
+   and the loss's element-wise passes over the logits. */
+static void head_times (const ctx *x, double *fwd, double *bwd) {
+  const nd_strategy *st = x->st;
+  double h = (double)x->m->hidden_size;
+  double loss = x->c->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
+  *fwd = gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp) + loss;
+  *bwd = 2.0 * gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp) + loss;
+}
+
+int nd_estimate_head (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                      nd_strategy *st, const nd_costs *costs, double *time_s) {
+  ctx x;
+  char err[8];
+  double fwd, bwd;
+  if (nd_strategy_resolve(st, m, job, err, sizeof err) != 0) return -1;
+  init_ctx(&x, m, dev, job, st, costs);
+  if (setup(&x, err, sizeof err) != 0) return -1;
+  head_times(&x, &fwd, &bwd);
+  *time_s = fwd + bwd;
+  return 0;
+}
+
 /*
 ** The model's ends on stage s (embedding side, final norm and head) added to its sums, and
 ** DualPipe's halving; the activations the ends keep per micro-batch in *extra_act. Returns
@@ -1125,11 +1149,11 @@ static int stage_ends (const ctx *x, const run_sums *r, int s, stage_sum *ss, do
     *extra_act += 8.0 * x->T + costs->dropout * x->T * h * x->r;  /* ids, embedding mask */
   }
   if (last_end) {  /* final norm, head (a copy when tied across stages) */
+    double fwd, bwd;
     ss->p_dense += (double)r->outer_last / st->tp + (p > 1 ? (double)r->tied_copy / st->tp : 0.0);
-    ss->fwd += gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp)
-             + costs->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
-    ss->bwd += 2.0 * gemm16_time(x, 2.0 * x->T * h * x->vocab / st->tp)
-             + costs->memory_ops * 4.0 * x->T * x->vocab / st->tp / x->hbm;
+    head_times(x, &fwd, &bwd);
+    ss->fwd += fwd;
+    ss->bwd += bwd;
   }
   if (dual) {  /* each direction carries half the micro-batches through one of the two
                   stages: per micro-batch, the work and the activations of their mean */

@@ -15,8 +15,11 @@
 **  forward's TP and EP traffic that shows (recompute_s[full] - forward_s), which the stage
 **  pays at least once more in its own forward, and what its backward's TP and EP traffic
 **  adds (backward_comm_s: the TP that shows, the exposed EP, as add_layers counts them per
-**  layer), and the CP exchange that shows (cp_exposed). The embedding and the head only
-**  add. So slow >= the largest stage sum S, and the step >= m*S + bubble + step_overhead,
+**  layer), and the CP exchange that shows (cp_exposed); the last stage's, the head's
+**  forward and backward too (nd_estimate_head: DeepSeek-V3's vocabulary of 129,280 costs
+**  the last stage about one and a half layers; with recipes and HSDP on 2,048 H800 the
+**  search priced 17,232 without it, 12,486 with it); the embedding only adds. So slow >=
+**  the largest stage sum S, and the step >= m*S + bubble + step_overhead,
 **  with the bubble as each schedule states it in slow:
 **  (p-1)*slow for 1F1B and GPipe, (p-1)*slow/v interleaved; zero-bubble's is counted 0.
 **  Resharded ZeRO-3 adds the DP time its gathers and reduce-scatters show every
@@ -329,6 +332,10 @@ struct nd_bound {
     kind_price k[BOUND_KINDS];
   } dense;
   memo memo[2];                     /* the last stage sums, by sp */
+  struct {                         /* the head's time at the last (tp, cp, mbs) asked */
+    int key[3], held;
+    double s;
+  } head;
   struct floor_entry *floor;        /* FLOOR_ENTRIES (NULL: none yet, or no memory) */
 };
 
@@ -527,6 +534,21 @@ static void load_degrees (nd_strategy *d, const nd_strategy *s) {
   d->recompute = ND_RECOMPUTE_NONE; d->layers = NULL;
   d->account = s->account; d->first_layers = s->first_layers; d->last_layers = s->last_layers;
   d->explicit_layout = ND_LAYOUT_RESOLVED;
+}
+
+/* The head's forward and backward per micro-batch at st's (tp, cp, mbs), the last
+   stage's (nd_estimate_head), 0 where the estimator gives none. */
+static double head_s (nd_bound *b, const nd_strategy *st) {
+  int key[3] = {st->tp, st->cp, st->mbs};
+  if (!b->head.held || memcmp(b->head.key, key, sizeof key) != 0) {
+    load_degrees(&b->st, st);
+    if (nd_estimate_head(b->m, b->dev, b->job, &b->st, b->costs, &b->head.s) != 0
+        || !(b->head.s > 0.0))
+      b->head.s = 0.0;
+    memcpy(b->head.key, key, sizeof key);
+    b->head.held = 1;
+  }
+  return b->head.s;
 }
 
 /* A kind's figures for the bounds, of its exact prices le. */
@@ -851,6 +873,7 @@ static int stage_sums (nd_bound *b, const group *g, const nd_candidate *c,
       pos = to;
     }
   mm->slow = 0.0;
+  stime[p - 1] += head_s(b, st);
   for (s = 0; s < p; s++) {
     double inflight = nd_inflight(st, s);
     stime[s] += cp_exposed(b->costs, mm->cp[s], mm->core[s]);
@@ -1000,7 +1023,7 @@ static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, i
 
 /*
 ** The floor of a (tp, cp, mbs, sp), one bound's (a thread's, one recipe's): the least layer
-** time by mode (ND_RECOMPUTE_COUNT: a plan's least) of the (ep, etp) pairs nd_bound_spread
+** time (with the head's, head_s) by mode (ND_RECOMPUTE_COUNT: a plan's least) of the (ep, etp) pairs nd_bound_spread
 ** met there, and those pairs. The walk meets a node's group again at every PP and in every
 ** recompute pass, and most nodes it meets are over the time cut by their floor already
 ** (DeepSeek-V3 on 2,048 H800 with three recipes and HSDP: 90% of 166,000, in batches of
@@ -1059,7 +1082,8 @@ static int floor_has (floor_entry *f, unsigned pair) {
   return 0;
 }
 
-/* The layer time of group g under each mode (nd_bound_spread's sum) into st's floor. */
+/* The layer and head time of group g under each mode (nd_bound_spread's sum) into st's
+   floor. */
 static void floor_add (nd_bound *b, const nd_strategy *st, const group *g, const int *count) {
   floor_entry *f;
   unsigned pair;
@@ -1076,7 +1100,7 @@ static void floor_add (nd_bound *b, const nd_strategy *st, const group *g, const
   }
   if (f->n == FLOOR_PAIRS || floor_has(f, pair)) return;
   for (md = 0; md <= ND_RECOMPUTE_COUNT; md++) {
-    double t = layer_time(b, g, count, md);
+    double t = layer_time(b, g, count, md) + head_s(b, st);
     if (t < f->t[md]) f->t[md] = t;
   }
   f->pair[f->n++] = pair;
@@ -1138,7 +1162,7 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
     pe += count[k] * g->k[k].pe;
   }
   pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
-  spread_times(b, st, layer_time(b, g, count, mode), nv, vpp, time_s);
+  spread_times(b, st, layer_time(b, g, count, mode) + head_s(b, st), nv, vpp, time_s);
   params[0] = pd / p;  /* the slowest stage's parameters: the average at least */
   params[1] = pe / p;
   return 0;

@@ -207,6 +207,11 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
                             nd_strategy *st, const nd_costs *costs, nd_price_cache *pc,
                             nd_estimate *out, char *err, size_t errlen);
 
+/* The head's forward and backward time per micro-batch under st (the last stage's, as
+   nd_estimate_run adds it) into *time_s: 0, or -1 (st does not resolve or set up). */
+int nd_estimate_head (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
+                      nd_strategy *st, const nd_costs *costs, double *time_s);
+
 /* n layers (layers[i] into out[i]) under one strategy, set up once (pc: as above). */
 int nd_estimate_layers (const nd_model_spec *m, const nd_device *dev, const nd_job *job,
                         nd_strategy *st, const nd_costs *costs, nd_price_cache *pc, int n,
