@@ -1023,25 +1023,27 @@ static double dp_lo (const nd_bound *b, const nd_strategy *st, const memo *mm, i
 
 /*
 ** The floor of a (tp, cp, mbs, sp), one bound's (a thread's, one recipe's): the least layer
-** time (with the head's, head_s) by mode (ND_RECOMPUTE_COUNT: a plan's least) of the (ep, etp) pairs nd_bound_spread
-** met there, and those pairs. The walk meets a node's group again at every PP and in every
-** recompute pass, and most nodes it meets are over the time cut by their floor already
-** (DeepSeek-V3 on 2,048 H800 with three recipes and HSDP: 90% of 166,000, in batches of
-** some 25 ep and etp at one (tp, pp, cp, mbs)), so nd_bound_floor prunes them without the
-** group's lookup, its prices copied and summed, or the memory bound of each pair. Entries
-** are found by their key's hash, one to a slot (a key met there replaces it: a floor
-** forgotten is only a lookup more); pairs past FLOOR_PAIRS are not kept (no floor for
-** them).
+** time (with the head's, head_s) by mode (ND_RECOMPUTE_COUNT: a plan's least) of the (ep,
+** etp) pairs nd_bound_spread met there, and those pairs. The walk meets a node's group
+** again at every PP and in every recompute pass, and most nodes it meets are over the time
+** cut by their floor already (DeepSeek-V3 on 2,048 H800 with three recipes and HSDP: 90%
+** of 166,000, in batches of some 25 ep and etp at one (tp, pp, cp, mbs)), so
+** nd_bound_floor prunes them without the group's lookup, its prices copied and summed, or
+** the memory bound of each pair. Entries are found by their key's hash, one to a slot (a
+** key met there replaces it: a floor forgotten is only a lookup more); pairs past
+** FLOOR_PAIRS, or of an ep from 1,024 or an etp from 64, are not kept (no floor for them).
+** That search met 608 keys of up to 62 pairs each.
 */
 #define FLOOR_ENTRIES 1024
 #define FLOOR_PAIRS 64
+#define FLOOR_NO_PAIR 0xffffu
 typedef struct floor_entry {
   int key[4];                          /* tp, cp, mbs, sp (tp 0: empty) */
-  int n;                               /* pairs kept */
-  int next;                            /* where the next pair looked for likely is: the walk
+  unsigned char n;                     /* pairs kept */
+  unsigned char next;                  /* where the next pair looked for likely is: the walk
                                           meets them in the order they were kept */
+  unsigned short pair[FLOOR_PAIRS];    /* ep << 6 | etp */
   double t[ND_RECOMPUTE_COUNT + 1];    /* the least layer time of theirs, by mode */
-  unsigned pair[FLOOR_PAIRS];          /* ep << 16 | etp */
 } floor_entry;
 
 /* The layer time of every layer under mode (by_mode) of group g, CP's exchange with it
@@ -1057,7 +1059,7 @@ static double layer_time (const nd_bound *b, const group *g, const int *count, i
   return t + cp_exposed(b->costs, cp, core);
 }
 
-/* The slot of st's (tp, cp, mbs, sp) and its pair in *pair. */
+/* The slot of st's (tp, cp, mbs, sp) and its pair in *pair (FLOOR_NO_PAIR: none kept). */
 static floor_entry *floor_slot (const nd_bound *b, const nd_strategy *st, unsigned *pair) {
   unsigned h = 2166136261u;
   h = (h ^ (unsigned)st->tp) * 16777619u;
@@ -1065,7 +1067,8 @@ static floor_entry *floor_slot (const nd_bound *b, const nd_strategy *st, unsign
   h = (h ^ (unsigned)st->mbs) * 16777619u;
   h = (h ^ (st->sp ? 1u : 0u)) * 16777619u;
   h ^= h >> 15;
-  *pair = (unsigned)st->ep << 16 | ((unsigned)st->etp & 0xffffu);
+  *pair = st->ep >= 1 && st->ep < 1024 && st->etp >= 1 && st->etp < 64
+          ? (unsigned)st->ep << 6 | (unsigned)st->etp : FLOOR_NO_PAIR;
   return &b->floor[h & (FLOOR_ENTRIES - 1)];
 }
 
@@ -1076,9 +1079,10 @@ static int floor_holds (const floor_entry *f, const nd_strategy *st) {
 
 static int floor_has (floor_entry *f, unsigned pair) {
   int i;
+  if (pair == FLOOR_NO_PAIR) return 0;
   if (f->next < f->n && f->pair[f->next] == pair) { f->next++; return 1; }
   for (i = 0; i < f->n; i++)
-    if (f->pair[i] == pair) { f->next = i + 1; return 1; }
+    if (f->pair[i] == pair) { f->next = (unsigned char)(i + 1); return 1; }
   return 0;
 }
 
@@ -1098,12 +1102,12 @@ static void floor_add (nd_bound *b, const nd_strategy *st, const group *g, const
     f->n = f->next = 0;
     for (md = 0; md <= ND_RECOMPUTE_COUNT; md++) f->t[md] = HUGE_VAL;
   }
-  if (f->n == FLOOR_PAIRS || floor_has(f, pair)) return;
+  if (f->n == FLOOR_PAIRS || pair == FLOOR_NO_PAIR || floor_has(f, pair)) return;
   for (md = 0; md <= ND_RECOMPUTE_COUNT; md++) {
     double t = layer_time(b, g, count, md) + head_s(b, st);
     if (t < f->t[md]) f->t[md] = t;
   }
-  f->pair[f->n++] = pair;
+  f->pair[f->n++] = (unsigned short)pair;
 }
 
 /* Whether nd_bound_spread bounds st at all (else it returns -1: the node is walked). */
