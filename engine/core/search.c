@@ -38,10 +38,14 @@
    in 3.5 MB (the most one cache keeps, MAX_GROUPS): 1,706 -> 1,268 M instructions for its
    search at -j 1 against 1 MiB. Three recipes' 54,000 groups would take 10.6 MB; in 8 MiB
    they are priced 66,714 times (walk: the later passes' TP order), in 12 MiB 55,215 times,
-   which took 3% off that search (-j 1 0.268 -> 0.260 s) for 5 MB more. Each starts at
-   BOUND_CACHE_FIRST_BYTES and grows as its groups fill it, so a search with few groups (a
-   dense model's few hundred) keeps little. */
-#define BOUND_CACHE_BYTES ((size_t)8 << 20)
+   which took 3% off that search (-j 1 0.268 -> 0.260 s) for 5 MB more. Since the floors
+   (nd_bound_floor) a node a floor prunes needs no group, and 4 MiB in all is enough: with
+   recipes and HSDP 2.31 -> 2.36 G instructions against 8 MiB, the clock the same (0.203
+   and 0.200 s), the search's peak resident memory 14.9 -> 12.2 MB at -j 1 and 17.4 ->
+   15.1 MB at -j 2; auto 936 M instructions either way (2 MiB: +3% and +1%, 11.1 MB). Each
+   starts at BOUND_CACHE_FIRST_BYTES and grows as its groups fill it, so a search with few
+   groups (a dense model's few hundred) keeps little. */
+#define BOUND_CACHE_BYTES ((size_t)4 << 20)
 #define BOUND_CACHE_FIRST_BYTES ((size_t)1 << 18)
 
 static const char *const dim_names[ND_DIM_COUNT] = {
