@@ -1,8 +1,10 @@
 /*
 ** test_search.c -- the search core without Lua: rows arrive in walk order whatever the
-** number of threads and the chunk size, the counts add up, and the stop flag and a
-** failing hook end the walk cleanly (run under ASan/UBSan by make test-sanitize).
+** number of threads and the chunk size, the counts add up, with a time cut too (the bounds
+** and each lane's floors pruning) the same at any -j, and the stop flag and a failing hook
+** end the walk cleanly (run under ASan/UBSan by make test-sanitize).
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +35,20 @@ static void h100_like (nd_device *d) {
   d->scale_out.bandwidth = 50e9;
 }
 
-/* What a caller sees: the rows in delivery order. */
-typedef struct seen { nd_search_row *rows; int n, cap; int fail_after; } seen;
+/* What a caller sees: the rows in delivery order; with_cut: the CUT_KEEP least step
+   times of the fitting ones, the time cut a ranking of CUT_KEEP rows would give. */
+#define CUT_KEEP 16
+typedef struct seen {
+  nd_search_row *rows;
+  int n, cap;
+  int fail_after;
+  double best[CUT_KEEP];
+  int nbest;
+} seen;
 
 static int collect (void *ud, nd_search_row *rows, int n) {
   seen *s = (seen *)ud;
-  int i;
+  int i, j;
   if (s->fail_after >= 0 && s->n >= s->fail_after) return -1;
   for (i = 0; i < n; i++) {
     if (s->n == s->cap) {
@@ -46,12 +56,25 @@ static int collect (void *ud, nd_search_row *rows, int n) {
       s->rows = (nd_search_row *)realloc(s->rows, (size_t)s->cap * sizeof *s->rows);
     }
     s->rows[s->n++] = rows[i];
+    if (rows[i].peak > 80e9) continue;  /* (h100_like's memory: the budget) */
+    if (s->nbest == CUT_KEEP && !(rows[i].step_time < s->best[CUT_KEEP - 1])) continue;
+    if (s->nbest < CUT_KEEP) s->nbest++;
+    for (j = s->nbest - 1; j > 0 && s->best[j - 1] > rows[i].step_time; j--)
+      s->best[j] = s->best[j - 1];
+    s->best[j] = rows[i].step_time;
   }
   return 0;
 }
 
+static void cut_of (void *ud, double *time_cut, double *over_cut) {
+  const seen *s = (const seen *)ud;
+  *time_cut = s->nbest == CUT_KEEP ? s->best[CUT_KEEP - 1] : HUGE_VAL;
+  *over_cut = -HUGE_VAL;  /* no misses kept: every bound over the budget prunes */
+}
+
 static int price_all = 0;  /* run(): price equivalent candidates too */
 static int lanes = 0;      /* run(): nd_search_params.lanes */
+static int with_cut = 0;   /* run(): the cuts of seen's CUT_KEEP best (cut_of) */
 
 static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk, seen *s,
                 nd_search_counts *counts, volatile sig_atomic_t *stop) {
@@ -72,13 +95,14 @@ static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk,
   hooks.deliver = collect;
   hooks.ud = s;
   hooks.price_equivalent = price_all;
+  if (with_cut) hooks.cuts = cut_of;
   return nd_search_run(&p, m, d, &job, &costs, &hooks, counts, err, sizeof err);
 }
 
 int main (void) {
   nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
   nd_device dev;
-  seen one = {NULL, 0, 0, -1}, many = {NULL, 0, 0, -1}, failing = {NULL, 0, 0, 10};
+  seen one = {NULL, 0, 0, -1, {0}, 0}, many = {NULL, 0, 0, -1, {0}, 0}, failing = {NULL, 0, 0, 10, {0}, 0};
   nd_search_counts c1, c4, cf, cs;
   volatile sig_atomic_t stop = 0;
   unsigned long long refused = 0;
@@ -103,7 +127,7 @@ int main (void) {
        order, and counts (lanes at -j 4, small windows; the pool at -j 3) */
     int mode, k;
     for (mode = 0; mode < 2; mode++) {
-      seen other = {NULL, 0, 0, -1};
+      seen other = {NULL, 0, 0, -1, {0}, 0};
       nd_search_counts co;
       lanes = mode == 0 ? 1 : -1;
       status = run(m, &dev, mode == 0 ? 4 : 3, 7, &other, &co, &stop);
@@ -120,12 +144,41 @@ int main (void) {
       free(other.rows);
     }
   }
+  { /* with a time cut, so that the bounds prune (the floors of each lane's own groups
+       among them): the same rows and counts on one thread, in lanes and in the pool */
+    seen cut1 = {NULL, 0, 0, -1, {0}, 0};
+    nd_search_counts cc1;
+    int mode, k;
+    with_cut = 1;
+    status = run(m, &dev, 1, 7, &cut1, &cc1, &stop);  /* (the cuts come by chunks: the same) */
+    CHECK(status == ND_SEARCH_OK && cc1.skipped_time > 0 && cc1.priced < c1.priced,
+          "status %d: with the cut %llu skipped by time, %llu priced (%llu without)", status,
+          cc1.skipped_time, cc1.priced, c1.priced);
+    for (mode = 0; mode < 2; mode++) {
+      seen other = {NULL, 0, 0, -1, {0}, 0};
+      nd_search_counts co;
+      lanes = mode == 0 ? 1 : -1;
+      status = run(m, &dev, mode == 0 ? 2 : 3, 7, &other, &co, &stop);
+      lanes = 0;
+      CHECK(status == ND_SEARCH_OK && other.n == cut1.n, "%s with the cut: status %d, %d rows "
+            "(%d on one thread)", mode == 0 ? "lanes" : "pool", status, other.n, cut1.n);
+      for (k = 0; k < cut1.n && k < other.n; k++)
+        CHECK(cut1.rows[k].index == other.rows[k].index
+              && cut1.rows[k].step_time == other.rows[k].step_time,
+              "%s with the cut: row %d differs", mode == 0 ? "lanes" : "pool", k);
+      CHECK(memcmp(&cc1, &co, sizeof cc1) == 0, "%s with the cut: counts differ from -j 1",
+            mode == 0 ? "lanes" : "pool");
+      free(other.rows);
+    }
+    with_cut = 0;
+    free(cut1.rows);
+  }
   for (r = 0; r < ND_REFUSE_MEMORY; r++) refused += c1.refused[r];
   CHECK(c1.tested == refused + c1.priced + c1.equivalent,
         "tested %llu != refused %llu + priced %llu + equivalent %llu", c1.tested, refused,
         c1.priced, c1.equivalent);
   { /* equivalent candidates: priced on request, each the same figures as one priced before */
-    seen all = {NULL, 0, 0, -1};
+    seen all = {NULL, 0, 0, -1, {0}, 0};
     nd_search_counts ca;
     int j, k, matched = 0;
     price_all = 1;
