@@ -18,77 +18,10 @@
 
 #include "ndplan/estimate.h"
 #include "ndplan/data_parallel.h"
+#include "estimate_ctx.h"
 
 /* nd_costs_init and nd_costs_validate iterate the cost descriptors, and the names of the time
    parts and groups are listed with them (fields.c). */
-
-/* One layer kind, priced for one device and one micro-batch. */
-typedef struct layer_cost {
-  int ready;
-  int passed;                      /* pass below is priced (a cached kind may lack it) */
-  double act[ND_RECOMPUTE_COUNT];  /* activation bytes held per micro-batch */
-  double gemm_s, core_s, mem_s;    /* forward: GEMMs, attention core, element-wise */
-  double cast_s;                   /* forward: casting the FP8 GEMMs' inputs */
-  double bwd_s;                    /* the backward's work: 2x the GEMMs, the attention
-                                      core's own backward, element-wise, FP8 casts */
-  double core_bwd_s;               /* of which the attention core */
-  double cast_bwd_s;               /* of which casting output gradients to FP8 */
-  double core_mem_s;               /* element-wise work selective recompute repeats */
-  double tp_s, cp_s, ep_s;         /* communication of one forward pass (before overlap) */
-  double flops_token;              /* model FLOPs of one forward per token, unsharded */
-  double core_flops_token;         /* of which the attention core */
-  double op_bytes[ND_OP_COUNT];    /* what each selective-recompute switch drops, bytes */
-  double op_time[ND_OP_COUNT];     /* and the forward work it repeats, seconds */
-  double op_flops[ND_OP_COUNT];    /* and those FLOPs per token (HFU) */
-  double p_dense, p_expert;        /* local parameters: dense (TP-sharded or replicated),
-                                      routed experts */
-  double q_dense, q_expert;        /* of which in linear layers (no norms, router) */
-  double gather_bytes;             /* largest ZeRO-3 gather of this layer's weights */
-  double launch;                   /* launch floors a pass pays: 1, or 0 for an identity
-                                      layer, which issues no kernels */
-  /* what one layer adds to its stage per micro-batch (pass_costs, from the above) */
-  struct {
-    double fwd, bwd;               /* its passes on the device (layer_pass) */
-    double tp_f, tp_b;             /* the TP traffic that shows in each (comm_shown) */
-    double ep;                     /* one exposed all-to-all pass */
-    double sel_act, sel_time, sel_flops;  /* selective with the strategy's switches */
-  } pass;
-} layer_cost;
-
-#define KIND_SLOTS ND_MAX_LAYER_KINDS  /* distinct layer kinds, numbered by first use */
-
-typedef struct ctx {
-  const nd_model_spec *m;
-  const nd_device *dev;
-  const nd_job *job;
-  const nd_strategy *st;
-  const nd_costs *c;
-  nd_fabric fabric;
-  nd_group g[ND_GROUP_COUNT];
-  nd_dp_groups dp_all;    /* the data-parallel groups over all of dp (ZeRO 0's all-reduce) */
-  nd_dp_groups dp_shard;  /* over HSDP's shard group (dp_all without HSDP) */
-  double peak;         /* FLOP/s at the recipe's GEMM precision (the linear layers) */
-  double peak16;       /* FLOP/s at 16 bits: attention core, LM head, router */
-  nd_precision gemm;   /* the peak slot of the linear layers' GEMMs */
-  double gemm_scale;   /* the recipe's kernel rate over gemm_fp8's (row-wise scaling,
-                          software block scales) */
-  double tp_gather;    /* bytes per element of the sequence-parallel all-gathers */
-  double cast_bytes;   /* HBM bytes per element cast for a GEMM: fp8_cast_bytes, the amax
-                          pass of current scaling, the block scales written (setup) */
-  int quant;           /* the recipe quantizes linear layers (FP8, FP4) */
-  nd_recipe_widths w;  /* its byte widths per quantized parameter */
-  double hbm;          /* achievable HBM bytes/s */
-  double T;            /* tokens per micro-batch on one rank: mbs * seq / cp */
-  double r;            /* 1/tp with sequence parallelism, else 1 */
-  double vocab;        /* padded vocabulary */
-  int q_first, q_end;  /* body layers [q_first, q_end) and every MTP layer run at the
-                          recipe's precision (nd_strategy_layer_quantized) */
-  const nd_kind_index *kinds;  /* the layers' kinds: the model's, else own */
-  int stages;          /* pricing stages: each kind's pass costs too (pass_costs) */
-  layer_cost *kind;    /* the kinds' prices: own_kind, or a cache entry's (use_cache) */
-  layer_cost own_kind[KIND_SLOTS];
-  nd_kind_index own;   /* numbered per call for a model without m->kinds */
-} ctx;
 
 /*
 ** What a collective of which `overlap` is hidden behind compute costs, as a share of its
@@ -185,16 +118,6 @@ static double dsa_keys (const ctx *x) {
   return s <= k ? s / 2.0 : k - k * k / (2.0 * s);
 }
 
-/*
-** Activation bytes of one layer by class: rep = whole-sequence tensors outside the TP
-** regions (split by tp only with SP); dev = bytes already counted per device; core = the
-** attention-core tensors that selective recompute drops.
-*/
-typedef struct act_parts {
-  double rep, dev, core;
-  double in_rep, in_dev;  /* of which the saved inputs of linear layers (elements, rep split
-                             as rep is): FP8 recipes keep them as FP8 (fp8_saved_bytes) */
-} act_parts;
 
 static void price_attention (ctx *x, int attn, layer_cost *lc, act_parts *a) {
   const nd_model_spec *m = x->m;
@@ -519,14 +442,17 @@ static layer_cost *price_kind (ctx *x, int layer) {
     return lc;
   }
   memset(lc, 0, sizeof *lc);
-  if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a, 0);
-  else if (k->attention == ND_ATTN_MAMBA1) price_mamba1(x, lc, &a);
-  else if (k->attention == ND_ATTN_HYBRID) {  /* attention, and the mixer on its input */
-    price_attention(x, ND_ATTN_FULL, lc, &a);
-    price_mamba(x, lc, &a, 1);
+  if (!nd_price_cache_recall_mixer(x, kind_slot(x, layer), lc, &a)) {
+    if (k->attention == ND_ATTN_MAMBA) price_mamba(x, lc, &a, 0);
+    else if (k->attention == ND_ATTN_MAMBA1) price_mamba1(x, lc, &a);
+    else if (k->attention == ND_ATTN_HYBRID) {  /* attention, and the mixer on its input */
+      price_attention(x, ND_ATTN_FULL, lc, &a);
+      price_mamba(x, lc, &a, 1);
+    }
+    else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
+    if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
+    nd_price_cache_keep_mixer(x, kind_slot(x, layer), lc, &a);
   }
-  else if (k->attention != ND_ATTN_NONE) price_attention(x, k->attention, lc, &a);
-  if (k->attention == ND_ATTN_MLA && m->index_topk > 0) price_dsa_indexer(x, lc, &a);
   if (k->mlp != ND_MLP_NONE) price_mlp(x, layer, k->mlp, lc, &a);
   if (m->norms_per_layer > 2 && !identity) {  /* Gemma's extra norms: droppable too */
     a.rep += (m->norms_per_layer - 2) * ab * T * h;
@@ -981,121 +907,6 @@ static int setup (ctx *x_, char *err, size_t errlen) {
   return 0;
 }
 
-/* ---- the price cache (nd_price_cache) ------------------------------------------------ */
-
-/* What a kind's price reads of the strategy (price_kind and setup's fields it uses): the
-   degrees of the layer's own groups (tp, cp, ep, etp; placed independently of dp and pp),
-   the tokens per rank (mbs), SP, the recipe and ZeRO's gather widths (nd_recipe_widths_of)
-   and the switches. dp, pp, vpp, the layout, the schedule and the recompute modes are
-   read only by the stage sums. */
-typedef struct price_key {
-  int tp, cp, mbs, ep, etp, sp, zero, precision, flash, tp_overlap, param_gather;
-  unsigned ops;
-} price_key;
-
-#define CACHE_WAYS 4  /* entries of a set, replaced least recently used first */
-
-typedef struct price_entry {
-  price_key key;
-  unsigned long long used;   /* the cache's clock at its last use; 0: empty */
-  layer_cost *kind;          /* its kinds' prices (count of them) */
-} price_entry;
-
-struct nd_price_cache {
-  const nd_model_spec *m;    /* what the entries were priced for */
-  const nd_device *dev;
-  const nd_job *job;
-  const nd_costs *costs;
-  int sets, count;           /* sets of CACHE_WAYS entries; kinds per entry */
-  unsigned long long clock;
-  price_entry *e;            /* sets x CACHE_WAYS */
-  layer_cost *prices;        /* sets x CACHE_WAYS x count */
-};
-
-nd_price_cache *nd_price_cache_new (int entries) {
-  nd_price_cache *pc = (nd_price_cache *)calloc(1, sizeof *pc);
-  int sets = 1;
-  if (!pc) return NULL;
-  while (sets * 2 * CACHE_WAYS <= entries) sets *= 2;
-  pc->sets = sets;
-  pc->e = (price_entry *)calloc((size_t)sets * CACHE_WAYS, sizeof *pc->e);
-  if (!pc->e) { free(pc); return NULL; }
-  return pc;
-}
-
-void nd_price_cache_free (nd_price_cache *pc) {
-  if (!pc) return;
-  free(pc->e);
-  free(pc->prices);
-  free(pc);
-}
-
-void nd_price_cache_clear (nd_price_cache *pc) {
-  if (!pc) return;
-  pc->m = NULL; pc->dev = NULL; pc->job = NULL; pc->costs = NULL;  /* bound again on use */
-}
-
-/* Empties the cache for another model, device, job or costs; 0, or -1 (no room). */
-/* Whether costs were validated by an earlier call with this cache: it binds to them only
-   after they passed, and their contents do not change while it is used (estimate.h). */
-static int costs_validated (const nd_price_cache *pc, const nd_costs *costs) {
-  return pc && pc->prices && pc->costs == costs;
-}
-
-static int cache_bind (nd_price_cache *pc, const ctx *x) {
-  int n = pc->sets * CACHE_WAYS, i, count = x->kinds->count;
-  if (count != pc->count || !pc->prices) {
-    free(pc->prices);
-    pc->prices = (layer_cost *)malloc((size_t)n * (size_t)count * sizeof *pc->prices);
-    pc->count = pc->prices ? count : 0;
-    if (!pc->prices) return -1;
-  }
-  for (i = 0; i < n; i++) {
-    pc->e[i].used = 0;
-    pc->e[i].kind = pc->prices + (size_t)i * count;
-  }
-  pc->m = x->m; pc->dev = x->dev; pc->job = x->job; pc->costs = x->c;
-  return 0;
-}
-
-/*
-** Points x's kind prices at the cache's entry for its strategy (x set up), a new entry
-** (empty) if none is there. Without a cache, or for a model whose kinds are numbered per
-** call, x keeps its own.
-*/
-static void use_cache (ctx *x, nd_price_cache *pc) {
-  const nd_strategy *st = x->st;
-  price_key k;
-  price_entry *set, *e;
-  unsigned h = 2166136261u;
-  const int *w;
-  int i, n;
-  if (!pc || x->kinds != &x->m->kinds || x->kinds->count <= 0) return;
-  if ((pc->m != x->m || pc->dev != x->dev || pc->job != x->job || pc->costs != x->c
-       || pc->count != x->kinds->count || !pc->prices) && cache_bind(pc, x) != 0)
-    return;
-  memset(&k, 0, sizeof k);
-  k.tp = st->tp; k.cp = st->cp; k.mbs = st->mbs; k.ep = st->ep; k.etp = st->etp;
-  k.sp = st->sp; k.zero = st->zero; k.precision = (int)st->precision;
-  k.flash = st->flash_attention; k.tp_overlap = st->tp_comm_overlap;
-  k.param_gather = st->param_gather; k.ops = st->selective_ops;
-  w = (const int *)&k;
-  n = (int)(sizeof k / sizeof *w);
-  for (i = 0; i < n; i++) h = (h ^ (unsigned)w[i]) * 16777619u;
-  set = pc->e + (size_t)(h & (unsigned)(pc->sets - 1)) * CACHE_WAYS;
-  e = set;
-  for (i = 0; i < CACHE_WAYS; i++) {
-    if (set[i].used && memcmp(&set[i].key, &k, sizeof k) == 0) { e = &set[i]; break; }
-    if (set[i].used < e->used) e = &set[i];  /* the least recently used (an empty one) */
-  }
-  if (i == CACHE_WAYS) {  /* not there: replace e */
-    e->key = k;
-    for (i = 0; i < pc->count; i++) e->kind[i].ready = 0;
-  }
-  e->used = ++pc->clock;
-  x->kind = e->kind;
-}
-
 /* What the stages of one run share and what they add up to (nd_estimate_run). */
 typedef struct run_sums {
   double pp_one;       /* one activation transfer between pipeline stages */
@@ -1385,11 +1196,11 @@ int nd_estimate_run_cached (const nd_model_spec *m, const nd_device *dev, const 
   stage_sum ss;
   int s, p, starts[ND_MAX_CHUNKS];
   double h = (double)m->hidden_size, ab = costs->activation_bytes;
-  if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (!nd_price_cache_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
-  use_cache(&x, pc);
+  nd_price_cache_use(&x, pc);
   x.stages = 1;
   memset(out, 0, sizeof *out - sizeof out->stage);
   p = st->pp;
@@ -1463,7 +1274,7 @@ static int estimate_layers (const nd_model_spec *m, const nd_device *dev, const 
                             size_t errlen) {
   ctx x;
   int i;
-  if (!costs_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
+  if (!nd_price_cache_validated(pc, costs) && nd_costs_validate(costs, err, errlen) != 0) return -1;
   if (nd_strategy_resolve(st, m, job, err, errlen) != 0) return -1;
   for (i = 0; i < n; i++)
     if (layers[i] < 0 || layers[i] >= m->num_layers + m->mtp_layers) {
@@ -1472,7 +1283,7 @@ static int estimate_layers (const nd_model_spec *m, const nd_device *dev, const 
     }
   init_ctx(&x, m, dev, job, st, costs);
   if (setup(&x, err, errlen) != 0) return -1;
-  use_cache(&x, pc);
+  nd_price_cache_use(&x, pc);
   for (i = 0; i < n; i++) layer_out(&x, layers[i], &out[i], sets);
   return 0;
 }
