@@ -857,8 +857,9 @@ static int check_sp (const walker *w, tree *t, const nd_candidate *c, int sp,
 ** shard group) is evaluated on it against the slot's cuts, each verdict kept in
 ** t->verdict[sp] (CAND_BOUND bits) for process_one, which still checks each candidate.
 ** When every one prunes, no candidate of the sub-tree could rank, fit or be a kept miss: it
-** is skipped unchecked, counted skipped by memory when every bound pruned by memory, else
-** by time (the bound of a candidate that would be refused is evaluated too: its prune costs
+** is skipped unchecked, counted skipped by time when the layout's stage sums are over the
+** time cut in every recipe (nd_bound_layout_time, before any pair is bounded), else by
+** memory when every bound pruned by memory, else by time (the bound of a candidate that would be refused is evaluated too: its prune costs
 ** nothing). Else (another refusal, no bound applies, a bound under the cuts) the
 ** candidates are processed (TAIL_VERDICTS: with the verdicts). Returns TAIL_*; *code: the
 ** refusal.
@@ -875,6 +876,18 @@ static int tail_sp (const walker *w, tree *tr, const nd_candidate *c, int sp, in
     *code = why;
     return nd_refusal_shared((nd_refusal)why, 0) ? TAIL_REFUSED : TAIL_EMIT;
   }
+  /* over the cut by time in every recipe before any pair's DP time or memory: skipped by
+     time, whatever the memory (as subtree counts a node) */
+  for (irc = 0, all = t->nrc > 0; irc < t->nrc && all; irc++) {
+    nd_bound *b = bd[t->rcv[irc]];
+    double least;
+    st->precision = (nd_recipe_id)t->rcv[irc];
+    r.precision = (unsigned char)t->rcv[irc];
+    all = b && nd_bound_layout_time(b, &r, st, &least) == 0
+          && least * (1.0 - 1e-9) > tr->time_cut;
+  }
+  if (all) return TAIL_SKIP_TIME;
+  all = 1;
   for (i = 0; i < t->n; i++)  /* base's group (0): as resolved for this dp */
     t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
   for (irc = 0; irc < t->nrc; irc++) {

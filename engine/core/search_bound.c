@@ -1269,6 +1269,38 @@ static int peak_stages (const nd_bound *b, const nd_strategy *st, memo *mm, int 
   return n;
 }
 
+/* The stage sums of c's layout (st resolved) in *mm, with its group in *g: 0, or -1 when
+   no bound applies. */
+static int layout_sums (nd_bound *b, const nd_candidate *c, const nd_strategy *st,
+                        const group **g, memo **mm) {
+  int p = st->pp, v = st->vpp;
+  int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
+  memo *m;
+  if (st->schedule == ND_SCHED_DUALPIPE || st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES
+      || (long long)p * v > ND_MAX_CHUNKS)
+    return -1;
+  *g = group_of(b, st);
+  if (!(*g)->ok) return -1;
+  m = *mm = &b->memo[st->sp ? 1 : 0];
+  if (memcmp(m->key, (*g)->key, sizeof m->key) != 0 || m->p != p || m->v != v
+      || m->mb != st->mb || m->layout != c->layout || m->mode != mode
+      || m->schedule != (int)st->schedule) {
+    m->key[0] = 0;
+    if (stage_sums(b, *g, c, st, mode, m) != 0) return -1;
+  }
+  return 0;
+}
+
+int nd_bound_layout_time (nd_bound *b, const nd_candidate *c, const nd_strategy *st,
+                          double *time_s) {
+  const group *g;
+  memo *mm;
+  if (layout_sums(b, c, st, &g, &mm) != 0) return -1;
+  *time_s = mm->slow * ((double)st->mb + bubble_of(st->schedule, st->pp, st->vpp))
+          + b->costs->step_overhead;
+  return 0;
+}
+
 int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int n,
                           const int *zero, const int *shard, double cut, double *time_s,
                           double *mem_b) {
@@ -1279,19 +1311,8 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   int p = st->pp, v = st->vpp, s, i;
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
   double bubble, frag = 1.0 + co->alloc_fragmentation;
-  if (st->schedule == ND_SCHED_DUALPIPE || st->offload > 0.0 || p < 1 || p > ND_MAX_STAGES
-      || (long long)p * v > ND_MAX_CHUNKS)
-    return -1;
   for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
-  g = group_of(b, st);
-  if (!g->ok) return -1;
-  mm = &b->memo[st->sp ? 1 : 0];
-  if (memcmp(mm->key, g->key, sizeof mm->key) != 0 || mm->p != p || mm->v != v
-      || mm->mb != st->mb || mm->layout != c->layout || mm->mode != mode
-      || mm->schedule != (int)st->schedule) {
-    mm->key[0] = 0;
-    if (stage_sums(b, g, c, st, mode, mm) != 0) return -1;
-  }
+  if (layout_sums(b, c, st, &g, &mm) != 0) return -1;
   bubble = bubble_of(st->schedule, p, v);
   seen.n = 0;
   for (i = 0; i < n; i++) {

@@ -55,6 +55,11 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
                           const int *zero, const int *shard, double cut, double *time_s,
                           double *mem_b);
 
+/* The part of nd_bound_eval_shards' time_s that every (ZeRO, shard group) of c's layout
+   shares (before the DP time and a plan's recompute): *time_s. 0, or -1 when no bound
+   applies. */
+int nd_bound_layout_time (nd_bound *b, const nd_candidate *c, const nd_strategy *st,
+                          double *time_s);
 /*
 ** Lower bounds shared by every candidate that differs from c (strategy st) only in VPP,
 ** the layout, ZeRO and the shard group: the heaviest stage holds the average of the
