@@ -2,7 +2,8 @@
 ** test_price_cache.c -- nd_price_cache (issue 18): estimates through a cache give the same
 ** bits as without one, over a walk of strategies that share and do not share the degrees a
 ** kind's price depends on (a cache too small for them, so entries are replaced), on two
-** models and two devices through one cache (each change empties it); nd_estimate_layers
+** models and two devices through one cache (each change empties it), and runs that differ
+** in ep and etp only (the kinds' mixers kept apart from them); nd_estimate_layers
 ** gives each layer what nd_estimate_layer gives it; refusals stay the same refusals.
 */
 #include <stdio.h>
@@ -116,6 +117,31 @@ int main (void) {
   }
   CHECK(priced > 300 && refused > 0, "%d priced, %d refused (both kinds of case walked)", priced,
         refused);
+  {  /* the mixers kept apart from ep and etp: runs of strategies that differ in those only
+        (each kind's mixer then recalled), the same bits as without the cache */
+    int tp, ep, etp, runs = 0;
+    for (tp = 2; tp <= 4; tp *= 2)
+      for (ep = 1; ep <= 8; ep *= 2)
+        for (etp = 1; etp <= 2; etp++) {
+          nd_strategy st, st2;
+          nd_job job = {32, 64, 2048};
+          int r1, r2;
+          nd_strategy_init(&st);
+          st.tp = tp; st.dp = 32 / tp; st.sp = 1; st.ep = ep; st.etp = etp;
+          st.precision = ep == 4 ? ND_RECIPE_FP8_DELAYED : ND_RECIPE_BF16;  /* (a key change) */
+          st2 = st;
+          r1 = nd_estimate_run(&models[1], &devs[0], &job, &st, &c, &plain, err1, sizeof err1);
+          r2 = nd_estimate_run_cached(&models[1], &devs[0], &job, &st2, &c, pc, &cached, err2,
+                                      sizeof err2);
+          CHECK(r1 == r2, "tp %d ep %d etp %d: %d without the cache, %d with it", tp, ep, etp,
+                r1, r2);
+          if (r1 != 0 || r2 != 0) continue;
+          runs++;
+          CHECK(same_estimate(&plain, &cached), "tp %d ep %d etp %d: the same bits through the "
+                "cache", tp, ep, etp);
+        }
+    CHECK(runs >= 10, "%d of the ep and etp runs priced", runs);
+  }
   nd_price_cache_free(pc);
   if (failures) fprintf(stderr, "test_price_cache: %d failure(s)\n", failures);
   return failures ? 1 : 0;
