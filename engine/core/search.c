@@ -859,10 +859,10 @@ static int check_sp (const walker *w, tree *t, const nd_candidate *c, int sp,
 ** When every one prunes, no candidate of the sub-tree could rank, fit or be a kept miss: it
 ** is skipped unchecked, counted skipped by time when the layout's stage sums are over the
 ** time cut in every recipe (nd_bound_layout_time, before any pair is bounded), else by
-** memory when every bound pruned by memory, else by time (the bound of a candidate that would be refused is evaluated too: its prune costs
-** nothing). Else (another refusal, no bound applies, a bound under the cuts) the
-** candidates are processed (TAIL_VERDICTS: with the verdicts). Returns TAIL_*; *code: the
-** refusal.
+** memory when every bound pruned by memory, else by time (the bound of a candidate that
+** would be refused is evaluated too: its prune costs nothing). Else (another refusal, no
+** bound applies, a bound under the cuts) the candidates are processed (TAIL_VERDICTS: with
+** the verdicts). Returns TAIL_*; *code: the refusal.
 */
 static int tail_sp (const walker *w, tree *tr, const nd_candidate *c, int sp, int *code) {
   tail_shape *t = &tr->shape;

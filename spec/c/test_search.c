@@ -102,7 +102,8 @@ static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk,
 int main (void) {
   nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
   nd_device dev;
-  seen one = {NULL, 0, 0, -1, {0}, 0}, many = {NULL, 0, 0, -1, {0}, 0}, failing = {NULL, 0, 0, 10, {0}, 0};
+  seen one = {NULL, 0, 0, -1, {0}, 0}, many = {NULL, 0, 0, -1, {0}, 0};
+  seen failing = {NULL, 0, 0, 10, {0}, 0};
   nd_search_counts c1, c4, cf, cs;
   volatile sig_atomic_t stop = 0;
   unsigned long long refused = 0;
