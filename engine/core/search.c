@@ -962,7 +962,7 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
   tail_shape *t = &tr->shape;
   nd_bound **bd = tr->ws->bound;
   nd_strategy *st = &tr->rep;
-  int sp, iv, irc, i, why, left = 0, nv = tr->nv;
+  int sp, iv, irc, i, why, left = 0, nv = tr->nv, groups;
   double params[2], least;
   vpp_entry *vp = tr->vpps;
   for (iv = 0; iv < nv; iv++) vp[iv].state[0] = vp[iv].state[1] = TAIL_EMIT;
@@ -979,7 +979,7 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
       else left = 1;
       continue;
     }
-    for (i = 0; i < t->n; i++) t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
+    groups = 0;  /* (each pair's shard group: filled when a memory bound needs them) */
     for (iv = 0; iv < nv; iv++) { tr->sv[iv] = vp[iv].vpp; vp[iv].state[sp] = TAIL_SKIP_MEMORY; }
     for (irc = 0; irc < t->nrc && rs == 0; irc++) {
       nd_bound *b = bd[t->rcv[irc]];
@@ -1001,6 +1001,10 @@ static int subtree (const walker *w, tree *tr, const nd_candidate *c) {
       if (over_at_every(tr->st_t, nv, tr->time_cut)) {
         skip_by_time(vp, nv, sp);
         continue;
+      }
+      if (!groups) {
+        for (i = 0; i < t->n; i++) t->tg[i] = t->hv[t->th[i]] != 0 ? t->hv[t->th[i]] : st->dp_shard;
+        groups = 1;
       }
       if (++tr->mem_now == 0) {  /* each pair's memory bound of this recipe: as asked */
         memset(tr->mem_at, 0, sizeof tr->mem_at);  /* (wrapped: none is this one's) */
