@@ -967,9 +967,12 @@ static int stage_ends (const ctx *x, const run_sums *r, int s, stage_sum *ss, do
     ss->bwd += bwd;
   }
   if (dual) {  /* each direction carries half the micro-batches through one of the two
-                  stages: per micro-batch, the work and the activations of their mean */
+                  stages: per micro-batch, the work and the activations of their mean; and
+                  as every layer is on two devices, the model's FLOPs per token are half
+                  the stage's layers' (summed over the stages, each layer once) */
     ss->fwd *= 0.5; ss->bwd *= 0.5; ss->rec *= 0.5; ss->tp *= 0.5; ss->ep *= 0.5; ss->cp *= 0.5;
     ss->core_s_total *= 0.5; ss->act *= 0.5; ss->act_off *= 0.5; *extra_act *= 0.5;
+    ss->flops_model *= 0.5; ss->flops_rec *= 0.5;
   }
   return last_end;
 }

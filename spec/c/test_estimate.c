@@ -116,6 +116,35 @@ int main (void) {
       }
   }
 
+  /* model FLOPs are the model's whatever the schedule: DualPipe holds every layer on two
+     devices, and counted each stage's layers (both of its chunks) once each, MFU 2x */
+  {
+    static nd_model_spec m;
+    static nd_device d;
+    static nd_strategy u;
+    static nd_estimate a, b;
+    nd_job job = {16, 128, 4096};
+    int mode;
+    fixture_llama8b(&m);
+    fixture_h100(&d);
+    for (mode = 0; mode < ND_RECOMPUTE_COUNT; mode++) {
+      nd_strategy_init(&u);
+      u.tp = 2; u.pp = 4; u.recompute = (nd_recompute)mode;
+      CHECK(nd_estimate_run(&m, &d, &job, &u, &c, &a, err, sizeof err) == 0, "1f1b: %s", err);
+      nd_strategy_init(&u);
+      u.tp = 2; u.pp = 4; u.recompute = (nd_recompute)mode; u.schedule = ND_SCHED_DUALPIPE;
+      CHECK(nd_estimate_run(&m, &d, &job, &u, &c, &b, err, sizeof err) == 0, "dualpipe: %s", err);
+      CHECK(fabs(b.model_flops / a.model_flops - 1.0) < 1e-12
+            && fabs(b.hardware_flops / a.hardware_flops - 1.0) < 1e-12,
+            "%s: model FLOPs %.6g under DualPipe, %.6g under 1F1B (hardware %.6g, %.6g)",
+            nd_recompute_name((nd_recompute)mode), b.model_flops, a.model_flops,
+            b.hardware_flops, a.hardware_flops);
+      CHECK(fabs(b.mfu * b.step_time / (a.mfu * a.step_time) - 1.0) < 1e-12,
+            "%s: MFU x step time differs between the schedules",
+            nd_recompute_name((nd_recompute)mode));
+    }
+  }
+
   /* the model states by hand (Llama-3.1-8B, Megatron's mixed precision: bf16 weights, fp32
      main grads, fp32 master and two Adam moments: 2 + 4 + 12 bytes a parameter), sharded by
      ZeRO stage k over DP 16: the optimizer from 1, the grads from 2, the weights at 3; and
