@@ -596,6 +596,8 @@ int nd_search_pinned_check (const nd_search_params *p, const nd_model_spec *m,
 #undef PIN
   c.precision = (unsigned char)p->base.precision;  /* each listed recipe: checked by the caller */
   if (c.vpp > 1 && pinned(&D[ND_DIM_PP]) == 0) c.vpp = 1;  /* the pp it needs is searched */
+  /* DualPipe pairs stages: the least pp it can run is 2, searched or listed, not 1 */
+  if (p->base.schedule == ND_SCHED_DUALPIPE && pinned(&D[ND_DIM_PP]) == 0) c.pp = 2;
   if (!D[ND_DIM_ZERO].is_auto && D[ND_DIM_ZERO].n == 1)
     c.zero = (unsigned char)D[ND_DIM_ZERO].v[0];
   c.sp = (unsigned char)(c.tp > 1 && in_set(&D[ND_DIM_SP], 1));

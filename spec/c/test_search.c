@@ -254,6 +254,18 @@ int main (void) {
     p.dim[ND_DIM_VPP].v[0] = 4;  /* 8 layers over pp 4: 2 chunks per stage at most */
     r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
     CHECK(r == ND_REFUSE_BOUNDS && strstr(err, "vpp"), "pp 4 vpp 4 on 8 layers: %d %s", r, err);
+    /* DualPipe with pp searched or listed: walked (its pp from 2); pinned to 1: refused */
+    nd_search_params_init(&p);
+    p.base.schedule = ND_SCHED_DUALPIPE;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == -1, "dualpipe with pp searched refused: %d %s", r, err);
+    p.dim[ND_DIM_PP].is_auto = 0; p.dim[ND_DIM_PP].n = 2;
+    p.dim[ND_DIM_PP].v[0] = 2; p.dim[ND_DIM_PP].v[1] = 4;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == -1, "dualpipe with pp 2,4 refused: %d %s", r, err);
+    p.dim[ND_DIM_PP].n = 1; p.dim[ND_DIM_PP].v[0] = 1;
+    r = nd_search_pinned_check(&p, m, &job, err, sizeof err);
+    CHECK(r == ND_REFUSE_SCHEDULE && strstr(err, "dualpipe"), "dualpipe at pp 1: %d %s", r, err);
   }
 
   free(one.rows);
