@@ -30,7 +30,8 @@
 **  12 s steps at ZeRO 2 with HSDP there); PP traffic and the optimizer add too, and are
 **  left out. The groups, what each ZeRO stage shards
 **  and the collectives are the estimator's own (ndplan/data_parallel.h).
-**  DualPipe (which hides the EP traffic and halves the stages' work) gets no bound.
+**  DualPipe (which hides the EP traffic and halves the stages' work) gets a bound of its
+**  own, its passes alone (dual_time), and no memory bound.
 **
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
 **  alloc_fragmentation) + the device's reserve. Its layers' parameters are at least those
@@ -131,6 +132,8 @@ typedef struct kind_price {
   float cp, core;                      /* CP traffic (forward and backward), attention core */
   float rate;                          /* the least seconds per micro-batch its recompute
                                           modes cost per byte they remove (inf: none) */
+  float fb;                            /* its forward and backward passes alone (no traffic,
+                                          no recompute): DualPipe's bound (dual_time) */
 } kind_price;
 
 /* A kind's figure (t or act) under mode, the least of the modes for a plan. */
@@ -577,6 +580,7 @@ static void kind_price_of (const nd_layer_estimate *le, kind_price *kp) {
   kp->cp = nd_float_down(3.0 * le->cp_comm_s);
   kp->core = nd_float_up(le->attn_core_s);
   kp->pd = nd_float_down(le->params - le->params_expert);
+  kp->fb = nd_float_down(le->forward_s + le->backward_s);
 }
 
 /*
@@ -1113,20 +1117,32 @@ static void floor_add (nd_bound *b, const nd_strategy *st, const group *g, const
 /* Whether nd_bound_spread bounds st at all (else it returns -1: the node is walked). */
 static int spread_applies (const nd_bound *b, const nd_strategy *st, int nv, const int *vpp) {
   int i;
+  (void)b;
   if (st->offload > 0.0 || st->pp < 1 || st->pp > ND_MAX_STAGES) return 0;
-  for (i = 0; i < nv; i++)
-    if (vpp[i] < 1 || nd_schedule_of(b->schedule, vpp[i]) == ND_SCHED_DUALPIPE) return 0;
+  for (i = 0; i < nv; i++) if (vpp[i] < 1) return 0;
   return 1;
 }
 
-/* nd_bound_spread's time of each VPP, from layer time t. */
-static void spread_times (const nd_bound *b, const nd_strategy *st, double t, int nv,
-                          const int *vpp, double *time_s) {
+/* nd_bound_spread's time of each VPP, from layer time t (DualPipe's: from dual_t, its
+   passes alone, the bubble left out). */
+static void spread_times (const nd_bound *b, const nd_strategy *st, double t, double dual_t,
+                          int nv, const int *vpp, double *time_s) {
   int i, p = st->pp;
   /* the slowest stage's layers take the average at least */
-  for (i = 0; i < nv; i++)
-    time_s[i] = t / p * ((double)st->mb + bubble_of(nd_schedule_of(b->schedule, vpp[i]), p,
-                                                     vpp[i])) + b->costs->step_overhead;
+  for (i = 0; i < nv; i++) {
+    nd_schedule sc = nd_schedule_of(b->schedule, vpp[i]);
+    time_s[i] = sc == ND_SCHED_DUALPIPE
+              ? dual_t / p * (double)st->mb + b->costs->step_overhead
+              : t / p * ((double)st->mb + bubble_of(sc, p, vpp[i])) + b->costs->step_overhead;
+  }
+}
+
+/* Every layer's forward and backward passes alone (kind_price.fb) of group g. */
+static double passes_time (const nd_bound *b, const group *g, const int *count) {
+  double t = 0.0;
+  int k;
+  for (k = 0; k < b->nkinds; k++) t += count[k] * g->k[k].fb;
+  return t;
 }
 
 int nd_bound_floor (nd_bound *b, const nd_candidate *c, const nd_strategy *st, int nv,
@@ -1166,7 +1182,8 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
     pe += count[k] * g->k[k].pe;
   }
   pd += (b->outer_first + b->outer_last + (p > 1 ? b->tied_copy : 0.0)) / st->tp;  /* ends */
-  spread_times(b, st, layer_time(b, g, count, mode) + head_s(b, st), nv, vpp, time_s);
+  spread_times(b, st, layer_time(b, g, count, mode) + head_s(b, st),
+               passes_time(b, g, count) + head_s(b, st), nv, vpp, time_s);
   params[0] = pd / p;  /* the slowest stage's parameters: the average at least */
   params[1] = pe / p;
   return 0;
@@ -1291,10 +1308,46 @@ static int layout_sums (nd_bound *b, const nd_candidate *c, const nd_strategy *s
   return 0;
 }
 
+/*
+** DualPipe's step at least (st resolved, vpp 1): device s holds chunks s and p-1-s, and
+** devices 0 and p-1 both ends of the model; each direction carries half the micro-batches,
+** so a device's pace is the mean of its two chunks' work (the estimator's stage_ends), and
+** that work is at least the chunks' forward and backward passes (kind_price.fb: the
+** traffic hidden or not, recompute and the slowdown the overlap costs only add), the head's
+** on devices 0 and p-1. The step is m x the slowest pace at least (its bubble, PP, DP and
+** optimizer parts only add). 0, or -1 when no bound applies.
+*/
+static int dual_time (nd_bound *b, const nd_strategy *st, double *time_s) {
+  const group *g;
+  int p = st->pp, K = b->nkinds, s, k, pos = 0;
+  double chunk[ND_MAX_STAGES], slow = 0.0, head;
+  if (st->offload > 0.0 || p < 2 || p % 2 != 0 || p > ND_MAX_STAGES || st->vpp != 1)
+    return -1;  /* (an odd p's middle device would hold one chunk: DualPipe refuses it) */
+  g = group_of(b, st);
+  if (!g->ok) return -1;
+  for (s = 0; s < p; s++) {
+    int n = st->stage_layers[s], to = pos + n;
+    const int *lo = b->prefix + (size_t)pos * K, *hi;
+    if (n < 0 || to > b->total) return -1;
+    hi = b->prefix + (size_t)to * K;
+    chunk[s] = 0.0;
+    for (k = 0; k < K; k++) chunk[s] += (double)(hi[k] - lo[k]) * g->k[k].fb;
+    pos = to;
+  }
+  head = head_s(b, st);
+  for (s = 0; s < p; s++) {
+    double pace = 0.5 * (chunk[s] + chunk[p - 1 - s] + (s == 0 || s == p - 1 ? head : 0.0));
+    if (pace > slow) slow = pace;
+  }
+  *time_s = slow * (double)st->mb + b->costs->step_overhead;
+  return 0;
+}
+
 int nd_bound_layout_time (nd_bound *b, const nd_candidate *c, const nd_strategy *st,
                           double *time_s) {
   const group *g;
   memo *mm;
+  if (st->schedule == ND_SCHED_DUALPIPE) return dual_time(b, st, time_s);
   if (layout_sums(b, c, st, &g, &mm) != 0) return -1;
   *time_s = mm->slow * ((double)st->mb + bubble_of(st->schedule, st->pp, st->vpp))
           + b->costs->step_overhead;
@@ -1312,6 +1365,12 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
   double bubble, frag = 1.0 + co->alloc_fragmentation;
   for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
+  if (st->schedule == ND_SCHED_DUALPIPE) {  /* the time alone; memory: none (0) */
+    double t;
+    if (dual_time(b, st, &t) != 0) return -1;
+    for (i = 0; i < n; i++) { time_s[i] = t; mem_b[i] = 0.0; }
+    return 0;
+  }
   if (layout_sums(b, c, st, &g, &mm) != 0) return -1;
   bubble = bubble_of(st->schedule, p, v);
   seen.n = 0;
