@@ -31,7 +31,7 @@
 **  left out. The groups, what each ZeRO stage shards
 **  and the collectives are the estimator's own (ndplan/data_parallel.h).
 **  DualPipe (which hides the EP traffic and halves the stages' work) gets a bound of its
-**  own, its passes alone (dual_time), and no memory bound.
+**  own: its passes alone, each device's two chunks' parameters (dual_time).
 **
 **  Memory. A stage's peak is (weights + grads + optimizer + activations + buffers) x (1 +
 **  alloc_fragmentation) + the device's reserve. Its layers' parameters are at least those
@@ -1315,12 +1315,15 @@ static int layout_sums (nd_bound *b, const nd_candidate *c, const nd_strategy *s
 ** that work is at least the chunks' forward and backward passes (kind_price.fb: the
 ** traffic hidden or not, recompute and the slowdown the overlap costs only add), the head's
 ** on devices 0 and p-1. The step is m x the slowest pace at least (its bubble, PP, DP and
-** optimizer parts only add). 0, or -1 when no bound applies.
+** optimizer parts only add). Each device's parameters, both chunks' and on devices 0 and
+** p-1 both ends', into pd[s] and pe[s] (pd NULL: not asked). 0, or -1 when no bound
+** applies.
 */
-static int dual_time (nd_bound *b, const nd_strategy *st, double *time_s) {
+static int dual_time (nd_bound *b, const nd_strategy *st, double *time_s, double *pd,
+                      double *pe) {
   const group *g;
   int p = st->pp, K = b->nkinds, s, k, pos = 0;
-  double chunk[ND_MAX_STAGES], slow = 0.0, head;
+  double chunk[ND_MAX_STAGES], cd[ND_MAX_STAGES], ce[ND_MAX_STAGES], slow = 0.0, head;
   if (st->offload > 0.0 || p < 2 || p % 2 != 0 || p > ND_MAX_STAGES || st->vpp != 1)
     return -1;  /* (an odd p's middle device would hold one chunk: DualPipe refuses it) */
   g = group_of(b, st);
@@ -1330,14 +1333,25 @@ static int dual_time (nd_bound *b, const nd_strategy *st, double *time_s) {
     const int *lo = b->prefix + (size_t)pos * K, *hi;
     if (n < 0 || to > b->total) return -1;
     hi = b->prefix + (size_t)to * K;
-    chunk[s] = 0.0;
-    for (k = 0; k < K; k++) chunk[s] += (double)(hi[k] - lo[k]) * g->k[k].fb;
+    chunk[s] = cd[s] = ce[s] = 0.0;
+    for (k = 0; k < K; k++) {
+      double cnt = (double)(hi[k] - lo[k]);
+      chunk[s] += cnt * g->k[k].fb;
+      cd[s] += cnt * g->k[k].pd;
+      ce[s] += cnt * g->k[k].pe;
+    }
     pos = to;
   }
   head = head_s(b, st);
   for (s = 0; s < p; s++) {
-    double pace = 0.5 * (chunk[s] + chunk[p - 1 - s] + (s == 0 || s == p - 1 ? head : 0.0));
+    int ends = s == 0 || s == p - 1;
+    double pace = 0.5 * (chunk[s] + chunk[p - 1 - s] + (ends ? head : 0.0));
     if (pace > slow) slow = pace;
+    if (pd) {  /* (the embedding's, the head's and its tied copy, vocabulary-parallel) */
+      pd[s] = cd[s] + cd[p - 1 - s]
+            + (ends ? (b->outer_first + b->outer_last + b->tied_copy) / st->tp : 0.0);
+      pe[s] = ce[s] + ce[p - 1 - s];
+    }
   }
   *time_s = slow * (double)st->mb + b->costs->step_overhead;
   return 0;
@@ -1347,7 +1361,7 @@ int nd_bound_layout_time (nd_bound *b, const nd_candidate *c, const nd_strategy 
                           double *time_s) {
   const group *g;
   memo *mm;
-  if (st->schedule == ND_SCHED_DUALPIPE) return dual_time(b, st, time_s);
+  if (st->schedule == ND_SCHED_DUALPIPE) return dual_time(b, st, time_s, NULL, NULL);
   if (layout_sums(b, c, st, &g, &mm) != 0) return -1;
   *time_s = mm->slow * ((double)st->mb + bubble_of(st->schedule, st->pp, st->vpp))
           + b->costs->step_overhead;
@@ -1365,10 +1379,17 @@ int nd_bound_eval_shards (nd_bound *b, const nd_candidate *c, const nd_strategy 
   int mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute : ND_RECOMPUTE_COUNT;
   double bubble, frag = 1.0 + co->alloc_fragmentation;
   for (i = 0; i < n; i++) if (shard[i] < 1) return -1;
-  if (st->schedule == ND_SCHED_DUALPIPE) {  /* the time alone; memory: none (0) */
-    double t;
-    if (dual_time(b, st, &t) != 0) return -1;
-    for (i = 0; i < n; i++) { time_s[i] = t; mem_b[i] = 0.0; }
+  if (st->schedule == ND_SCHED_DUALPIPE) {  /* the time; memory: the parameters' alone */
+    double t, pd[ND_MAX_STAGES], pe[ND_MAX_STAGES];
+    if (dual_time(b, st, &t, pd, pe) != 0) return -1;
+    for (i = 0; i < n; i++) {
+      double kd, ke, most = 0.0;
+      param_bytes(b, st, zero[i], shard[i], &kd, &ke);
+      for (s = 0; s < p; s++)
+        if (kd * pd[s] + ke * pe[s] > most) most = kd * pd[s] + ke * pe[s];
+      time_s[i] = t;
+      mem_b[i] = most * frag + b->dev->reserve_bytes;
+    }
     return 0;
   }
   if (layout_sums(b, c, st, &g, &mm) != 0) return -1;
