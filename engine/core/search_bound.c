@@ -1115,9 +1115,8 @@ static void floor_add (nd_bound *b, const nd_strategy *st, const group *g, const
 }
 
 /* Whether nd_bound_spread bounds st at all (else it returns -1: the node is walked). */
-static int spread_applies (const nd_bound *b, const nd_strategy *st, int nv, const int *vpp) {
+static int spread_applies (const nd_strategy *st, int nv, const int *vpp) {
   int i;
-  (void)b;
   if (st->offload > 0.0 || st->pp < 1 || st->pp > ND_MAX_STAGES) return 0;
   for (i = 0; i < nv; i++) if (vpp[i] < 1) return 0;
   return 1;
@@ -1151,17 +1150,17 @@ int nd_bound_floor (nd_bound *b, const nd_candidate *c, const nd_strategy *st, i
   unsigned pair;
   floor_entry *f;
   double least = HUGE_VAL;
-  if (!b->floor || st->offload > 0.0 || st->pp < 1 || st->pp > ND_MAX_STAGES) return -1;
+  if (!b->floor || nv < 1 || st->offload > 0.0 || st->pp < 1 || st->pp > ND_MAX_STAGES)
+    return -1;
   f = floor_slot(b, st, &pair);
   if (!floor_holds(f, st) || !floor_has(f, pair)) return -1;
-  for (i = 0; i < nv; i++) {  /* spread_applies, and spread_times' least over the VPPs */
+  for (i = 0; i < nv; i++) {  /* spread_times' least over the VPPs, DualPipe's aside */
     nd_schedule sc = vpp[i] < 1 ? ND_SCHED_DUALPIPE : nd_schedule_of(b->schedule, vpp[i]);
     double bubble;
     if (sc == ND_SCHED_DUALPIPE) return -1;
     bubble = bubble_of(sc, st->pp, vpp[i]);
     if (bubble < least) least = bubble;
   }
-  if (nv < 1) return -1;
   *least_s = f->t[mode] / st->pp * ((double)st->mb + least) + b->costs->step_overhead;
   return 0;
 }
@@ -1173,7 +1172,7 @@ int nd_bound_spread (nd_bound *b, const nd_candidate *c, const nd_strategy *st, 
   int p = st->pp, k, mode = c->recompute < ND_RECOMPUTE_COUNT ? c->recompute
                                                              : ND_RECOMPUTE_COUNT;
   double pd = 0.0, pe = 0.0;
-  if (!spread_applies(b, st, nv, vpp)) return -1;
+  if (!spread_applies(st, nv, vpp)) return -1;
   g = group_of(b, st);
   if (!g->ok) return -1;
   floor_add(b, st, g, count);

@@ -99,6 +99,30 @@ static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk,
   return nd_search_run(&p, m, d, &job, &costs, &hooks, counts, err, sizeof err);
 }
 
+/* The walk in lanes (lane_jobs threads) and in the pool (3), chunks of 7: the rows of ref,
+   in walk order, and its counts (what: the case, in a failure). */
+static void same_off_one_thread (const nd_model_spec *m, const nd_device *dev, const seen *ref,
+                                 const nd_search_counts *refc, int lane_jobs, const char *what,
+                                 volatile sig_atomic_t *stop) {
+  int mode, k, status;
+  for (mode = 0; mode < 2; mode++) {
+    const char *how = mode == 0 ? "lanes" : "pool";
+    seen other = {NULL, 0, 0, -1, {0}, 0};
+    nd_search_counts co;
+    lanes = mode == 0 ? 1 : -1;
+    status = run(m, dev, mode == 0 ? lane_jobs : 3, 7, &other, &co, stop);
+    lanes = 0;
+    CHECK(status == ND_SEARCH_OK, "%s%s: status %d", how, what, status);
+    CHECK(other.n == ref->n, "%s%s: %d rows, %d on one thread", how, what, other.n, ref->n);
+    for (k = 0; k < ref->n && k < other.n; k++)
+      CHECK(ref->rows[k].index == other.rows[k].index
+            && ref->rows[k].step_time == other.rows[k].step_time,
+            "%s%s: row %d differs", how, what, k);
+    CHECK(memcmp(refc, &co, sizeof co) == 0, "%s%s: counts differ from -j 1", how, what);
+    free(other.rows);
+  }
+}
+
 int main (void) {
   nd_model_spec *m = (nd_model_spec *)malloc(sizeof *m);
   nd_device dev;
@@ -124,53 +148,19 @@ int main (void) {
     if (i > 0) CHECK(one.rows[i - 1].index < one.rows[i].index, "row %d out of walk order", i);
   }
   CHECK(memcmp(&c1, &c4, sizeof c1) == 0, "counts differ between -j 1 and -j 4");
-  { /* the threads in lanes and in the pool, whatever the processors: the same rows, in walk
-       order, and counts (lanes at -j 4, small windows; the pool at -j 3) */
-    int mode, k;
-    for (mode = 0; mode < 2; mode++) {
-      seen other = {NULL, 0, 0, -1, {0}, 0};
-      nd_search_counts co;
-      lanes = mode == 0 ? 1 : -1;
-      status = run(m, &dev, mode == 0 ? 4 : 3, 7, &other, &co, &stop);
-      lanes = 0;
-      CHECK(status == ND_SEARCH_OK, "%s: status %d", mode == 0 ? "lanes" : "pool", status);
-      CHECK(other.n == one.n, "%s: %d rows, %d on one thread", mode == 0 ? "lanes" : "pool",
-            other.n, one.n);
-      for (k = 0; k < one.n && k < other.n; k++)
-        CHECK(one.rows[k].index == other.rows[k].index
-              && one.rows[k].step_time == other.rows[k].step_time,
-              "%s: row %d differs", mode == 0 ? "lanes" : "pool", k);
-      CHECK(memcmp(&c1, &co, sizeof c1) == 0, "%s: counts differ from -j 1",
-            mode == 0 ? "lanes" : "pool");
-      free(other.rows);
-    }
-  }
+  /* the threads in lanes and in the pool, whatever the processors: the same rows, in walk
+     order, and counts (lanes at -j 4, small windows; the pool at -j 3) */
+  same_off_one_thread(m, &dev, &one, &c1, 4, "", &stop);
   { /* with a time cut, so that the bounds prune (the floors of each lane's own groups
        among them): the same rows and counts on one thread, in lanes and in the pool */
     seen cut1 = {NULL, 0, 0, -1, {0}, 0};
     nd_search_counts cc1;
-    int mode, k;
     with_cut = 1;
     status = run(m, &dev, 1, 7, &cut1, &cc1, &stop);  /* (the cuts come by chunks: the same) */
     CHECK(status == ND_SEARCH_OK && cc1.skipped_time > 0 && cc1.priced < c1.priced,
           "status %d: with the cut %llu skipped by time, %llu priced (%llu without)", status,
           cc1.skipped_time, cc1.priced, c1.priced);
-    for (mode = 0; mode < 2; mode++) {
-      seen other = {NULL, 0, 0, -1, {0}, 0};
-      nd_search_counts co;
-      lanes = mode == 0 ? 1 : -1;
-      status = run(m, &dev, mode == 0 ? 2 : 3, 7, &other, &co, &stop);
-      lanes = 0;
-      CHECK(status == ND_SEARCH_OK && other.n == cut1.n, "%s with the cut: status %d, %d rows "
-            "(%d on one thread)", mode == 0 ? "lanes" : "pool", status, other.n, cut1.n);
-      for (k = 0; k < cut1.n && k < other.n; k++)
-        CHECK(cut1.rows[k].index == other.rows[k].index
-              && cut1.rows[k].step_time == other.rows[k].step_time,
-              "%s with the cut: row %d differs", mode == 0 ? "lanes" : "pool", k);
-      CHECK(memcmp(&cc1, &co, sizeof cc1) == 0, "%s with the cut: counts differ from -j 1",
-            mode == 0 ? "lanes" : "pool");
-      free(other.rows);
-    }
+    same_off_one_thread(m, &dev, &cut1, &cc1, 2, " with the cut", &stop);
     with_cut = 0;
     free(cut1.rows);
   }
