@@ -201,23 +201,32 @@ static int pruned (const walker *w, nd_bound *b, const nd_strategy *st, const nd
 enum { TWIN_OFF = 0, TWIN_RECORD, TWIN_DONE, TWIN_USE };
 
 /* Records that the none candidate at walk index `index` fits the planner's budget (with a
-   relative margin of 1e-9: the planner's linear model rounds differently). */
+   relative margin of 1e-9: the planner's linear model rounds differently). Rows come in
+   walk order; one that did not would end the shortcut rather than mislead fit_at. */
 static void record_fit (walker *w, const nd_search_row *r) {
   double budget = w->p->budget > 0 ? w->p->budget : w->dev->hbm_bytes;
   unsigned long long i = r->index - w->none_start;
   if (!(r->peak <= budget * (1.0 - 1e-9))) return;
-  if (i / 8 >= w->fits_cap) {
-    unsigned long long cap = w->fits_cap ? w->fits_cap : 4096;
-    unsigned char *f;
-    while (i / 8 >= cap) cap *= 2;
-    f = (unsigned char *)realloc(w->fits, (size_t)cap);
+  if (w->nfits > 0 && i <= w->fits[w->nfits - 1]) { w->twin = TWIN_OFF; w->fits_lost = 1; return; }
+  if (w->nfits == w->fits_cap) {
+    unsigned long long cap = w->fits_cap ? 2 * w->fits_cap : 1024;
+    unsigned long long *f = (unsigned long long *)realloc(w->fits, (size_t)cap * sizeof *f);
     if (!f) { w->twin = TWIN_OFF; w->fits_lost = 1; return; }  /* no shortcut: every plan
                                                                  is priced */
-    memset(f + w->fits_cap, 0, (size_t)(cap - w->fits_cap));
     w->fits = f;
     w->fits_cap = cap;
   }
-  w->fits[i / 8] |= (unsigned char)(1u << (i % 8));
+  w->fits[w->nfits++] = i;
+}
+
+/* Whether place i of the none pass is among its fits (a binary search). */
+static int fit_at (const walker *w, unsigned long long i) {
+  unsigned long long lo = 0, hi = w->nfits;
+  while (lo < hi) {
+    unsigned long long mid = lo + (hi - lo) / 2;
+    if (w->fits[mid] < i) lo = mid + 1; else hi = mid;
+  }
+  return lo < w->nfits && w->fits[lo] == i;
 }
 
 /*
@@ -241,7 +250,7 @@ static int twin_fit (const walker *w, unsigned long long index) {
     if (w->pl_start[mid] <= index) lo = mid; else hi = mid;
   }
   i = index - w->pl_start[lo] + w->pl_twin[lo];
-  return i < w->none_len && i / 8 < w->fits_cap && (w->fits[i / 8] >> (i % 8) & 1u);
+  return i < w->none_len && fit_at(w, i);
 }
 
 /* Whether a strategy (a per-layer plan, or its whole-model mode) recomputes nothing. */
@@ -728,7 +737,7 @@ static void begin_segment (walker *w, int rec, int tp_index) {
     if (w->ln && w != w->ln->lane[0]) {  /* a lane's: the fits the caller kept, complete */
       const walker *caller = w->ln->lane[0];
       w->fits = caller->fits;
-      w->fits_cap = caller->fits_cap;
+      w->nfits = caller->nfits;
       if (caller->fits_lost) w->twin = TWIN_OFF;
     }
     if (w->twin == TWIN_DONE) w->twin = TWIN_USE;

@@ -225,8 +225,11 @@ typedef struct walker {
   double cut_time[CUT_LAG], cut_over[CUT_LAG];  /* after delivered chunk k: [k % CUT_LAG] */
   /* the none pass's fits, for the per-layer pass of an automatic recompute (twin_fit()) */
   int twin;                            /* TWIN_* */
-  unsigned char *fits;                 /* bit i: the i-th none candidate fits with margin */
-  unsigned long long fits_cap;         /* bytes of fits */
+  unsigned long long *fits;            /* the none candidates that fit with margin: their
+                                          places in the pass, ascending (rows come in walk
+                                          order), a few thousand where a bit per place took
+                                          1 MiB (DeepSeek-V3 on 2,048 H800, auto) */
+  unsigned long long nfits, fits_cap;  /* entries in fits, and room */
   unsigned long long none_start, none_len;  /* tested indices of the none pass */
   unsigned long long none_tp[LOOP_MAX];     /* where each TP starts in it, from none_start */
   /* the per-layer pass's TP segments (the walk after the first pass: TP by TP): segment k
