@@ -15,6 +15,13 @@
 ** (delivered by then at any -j), so each node meets the cuts it would in the pool, and the
 ** calling thread delivers each window's parts together, their rows merged in walk order:
 ** the rows a caller sees, the cuts and every count are the pool's, at any -j.
+**
+** A split by group is fixed, and the threads' speeds are not: on a shared host one
+** processor ran 60% slower than the other for seconds (DeepSeek-V3 on 2,048 H800, auto:
+** 0.087 s against 0.054 of node walking in one search, 0.084 and 0.084 in the next, the
+** same nodes), and the faster lane waited for it. A lane that would wait steals a part
+** (steal): alternating runs of five, -j 2 medians 0.103 -> 0.098 s (auto) and 0.255 ->
+** 0.233 s (three recipes and HSDP).
 */
 #define _GNU_SOURCE  /* pthreads */
 #include <stdatomic.h>
@@ -78,11 +85,19 @@ static void halt (lanes *ln, int why) {
   pthread_mutex_unlock(&ln->mu);
 }
 
-/* Whether window k is finished by every lane. */
+/* Lane l's part of window k: its slot and its mark. */
+static slot *part_slot (lanes *ln, int l, unsigned long long k) {
+  return &ln->ring[l * CUT_LAG + k % CUT_LAG];
+}
+static part_mark *part_of (lanes *ln, int l, unsigned long long k) {
+  return &ln->mark[l * CUT_LAG + k % CUT_LAG];
+}
+
+/* Whether every part of window k is walked. */
 static int window_done (lanes *ln, unsigned long long k) {
   int l;
   for (l = 0; l < ln->n; l++)
-    if (nd_pool_count(&ln->done[l]) <= k) return 0;
+    if (atomic_load(&part_of(ln, l, k)->finished) <= k) return 0;
   return 1;
 }
 
@@ -92,8 +107,11 @@ static void deliver_ready (walker *w) {
   int l;
   while (w->status == ND_SEARCH_OK && window_done(ln, w->delivered)) {
     unsigned long long k = w->delivered++;
-    for (l = 0; l < ln->n; l++) ln->parts[l] = &ln->ring[l * CUT_LAG + k % CUT_LAG];
+    for (l = 0; l < ln->n; l++) ln->parts[l] = part_slot(ln, l, k);
     nd_walk_deliver_window(w, ln->parts, ln->n, ln->stage);
+    /* its parts open for window k + CUT_LAG, before any lane may begin that window */
+    for (l = 0; l < ln->n; l++)
+      atomic_store(&part_of(ln, l, k)->claim, (k + CUT_LAG) * 4 + PART_OPEN);
     atomic_store(&ln->delivered.v, w->delivered);  /* after the cuts: the lanes read them */
     if (atomic_load(&ln->idle) > 0) {
       pthread_mutex_lock(&ln->mu);
@@ -102,6 +120,66 @@ static void deliver_ready (walker *w) {
     }
   }
   if (w->status != ND_SEARCH_OK) halt(ln, w->status);
+}
+
+/* w's part of a window finished (walked by w, its lane's or stolen): marked, and the
+   caller told (or delivering, when w is the caller's). */
+static void part_finished (walker *w, part_mark *pm, unsigned long long k) {
+  lanes *ln = w->ln;
+  atomic_store(&pm->finished, k + 1);
+  if (w->lane == 0) deliver_ready(w);
+  else if (atomic_load(&ln->waiting)) {
+    pthread_mutex_lock(&ln->mu);
+    pthread_cond_signal(&ln->done_cv);
+    pthread_mutex_unlock(&ln->mu);
+  }
+}
+
+/*
+** A lane that would wait (CUT_LAG windows ahead of a part not yet walked, or at its walk's
+** end) walks another lane's part of a window it walked past, kept its nodes of (seen) and
+** the other has not begun: the latest such window first, whose part its owner would reach
+** last. A lane begins its part by marking it its own (begin_window), a thief by marking it
+** stolen: one compare-and-swap each, so each part is walked once, with the window's cuts,
+** into the owner's slot (the rows and counts are those its owner would have made: which
+** thread walks a node changes neither). The thief prices the part's groups in its own
+** bound caches. Returns 1 when it walked one, 0 when none was left, -1 when the walk stops.
+*/
+static int steal (walker *w) {
+  lanes *ln = w->ln;
+  unsigned long long lo = nd_pool_count(&ln->delivered), k;
+  const walker *caller = ln->lane[0];
+  if (w->win_n != 0 || halted(ln)) return 0;  /* (w->seen of w->win not begun) */
+  if (w->win > CUT_LAG && lo < w->win - CUT_LAG) lo = w->win - CUT_LAG;
+  for (k = w->win; k-- > lo;) {
+    int b = (int)(k % CUT_LAG), o, i, why;
+    if (w->nseen[b] < 0) continue;  /* (not all kept) */
+    for (o = 0; o < ln->n; o++) {
+      part_mark *pm = part_of(ln, o, k);
+      unsigned long long open = k * 4 + PART_OPEN;
+      slot *s;
+      if (o == w->lane || atomic_load(&pm->claim) != open
+          || !atomic_compare_exchange_strong(&pm->claim, &open, k * 4 + PART_STOLEN))
+        continue;
+      s = part_slot(ln, o, k);
+      nd_pool_slot_empty(w, s);
+      s->time_cut = k >= CUT_LAG ? caller->cut_time[(k - CUT_LAG) % CUT_LAG] : caller->first_time_cut;
+      s->over_cut = k >= CUT_LAG ? caller->cut_over[(k - CUT_LAG) % CUT_LAG] : caller->first_over_cut;
+      for (why = i = 0; i < w->nseen[b] && why == 0; i++) {
+        const seen_node *e = &w->seen[b][i];
+        if (e->lane == o && nd_walk_node(w, s, w->inline_scratch, &e->c, e->index, e->flag) != 0)
+          why = w->p->stop && *w->p->stop ? ND_SEARCH_STOPPED : ND_SEARCH_NO_MEMORY;
+      }
+      part_finished(w, pm, k);
+      if (why != 0) {  /* Ctrl-C, or no memory for a row: as nd_lanes_node */
+        if (w->status == ND_SEARCH_OK) w->status = why;
+        halt(ln, why);
+        return -1;
+      }
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* The caller: windows delivered up to `upto` (its own finished). 0, or -1 when the walk
@@ -117,6 +195,10 @@ static int caller_wait (walker *w, unsigned long long upto) {
       w->status = why;
       return -1;
     }
+    if ((why = steal(w)) != 0) {
+      if (why < 0) return -1;
+      continue;
+    }
     for (looks = 0; looks < LANE_LOOKS && !window_done(ln, w->delivered) && !halted(ln); looks++)
       nd_pool_pause();
     if (looks < LANE_LOOKS) continue;
@@ -131,9 +213,14 @@ static int caller_wait (walker *w, unsigned long long upto) {
 /* A lane thread: windows delivered up to `upto`. 0, or -1 when the walk stops. */
 static int lane_wait (walker *w, unsigned long long upto) {
   lanes *ln = w->ln;
-  int looks;
+  int looks, stole;
   for (looks = 0; looks < LANE_LOOKS && !halted(ln); looks++) {
     if (nd_pool_count(&ln->delivered) >= upto) return 0;
+    if ((stole = steal(w)) != 0) {
+      if (stole < 0) return -1;
+      looks = 0;
+      continue;
+    }
     nd_pool_pause();
   }
   pthread_mutex_lock(&ln->mu);
@@ -155,14 +242,21 @@ static int wait_delivered (walker *w, unsigned long long upto) {
 static int begin_window (walker *w) {
   lanes *ln = w->ln;
   unsigned long long k = w->win;
-  slot *s = &ln->ring[w->lane * CUT_LAG + k % CUT_LAG];
+  slot *s = part_slot(ln, w->lane, k);
   const walker *caller = ln->lane[0];
   int why = atomic_load(&ln->halt);
   if (why != 0 || atomic_load(&ln->quit)) {  /* stopped by another thread */
     w->status = w->lane == 0 && why != 0 ? why : ND_SEARCH_STOPPED;
     return -1;
   }
+  unsigned long long open = k * 4 + PART_OPEN;
   if (k >= CUT_LAG && wait_delivered(w, k - CUT_LAG + 1) != 0) return -1;
+  w->nseen[k % CUT_LAG] = 0;  /* (window k - CUT_LAG's, delivered: no one steals it now) */
+  w->win_slot = NULL;
+  if ((w->lane > 0 && w->p->lanes == ND_LANES_LEAVE)  /* left to a thief (tests) */
+      || !atomic_compare_exchange_strong(&part_of(ln, w->lane, k)->claim, &open,
+                                         k * 4 + PART_OWNED))
+    return 0;  /* stolen: its nodes are walked past */
   nd_pool_slot_empty(w, s);
   s->time_cut = k >= CUT_LAG ? caller->cut_time[(k - CUT_LAG) % CUT_LAG] : caller->first_time_cut;
   s->over_cut = k >= CUT_LAG ? caller->cut_over[(k - CUT_LAG) % CUT_LAG] : caller->first_over_cut;
@@ -173,25 +267,43 @@ static int begin_window (walker *w) {
 /* w's part of its window finished: published (the caller told, or delivering). */
 static void end_window (walker *w) {
   lanes *ln = w->ln;
-  w->win++;
+  unsigned long long k = w->win++;
   w->win_n = 0;
-  atomic_store(&ln->done[w->lane].v, w->win);
-  if (w->lane == 0) deliver_ready(w);
-  else if (atomic_load(&ln->waiting)) {
-    pthread_mutex_lock(&ln->mu);
-    pthread_cond_signal(&ln->done_cv);
-    pthread_mutex_unlock(&ln->mu);
+  if (w->win_slot) part_finished(w, part_of(ln, w->lane, k), k);  /* (stolen: the thief's) */
+  w->win_slot = NULL;
+}
+
+/* Another lane's node, kept for a steal (no memory: that window is not stolen from). */
+static void keep_seen (walker *w, const nd_candidate *c, unsigned long long index, int flag,
+                       int lane) {
+  int b = (int)(w->win % CUT_LAG);
+  seen_node *e;
+  if (w->nseen[b] < 0) return;
+  if (w->nseen[b] == w->seen_cap[b]) {
+    int cap = w->seen_cap[b] ? 2 * w->seen_cap[b] : 64;
+    seen_node *grown = (seen_node *)realloc(w->seen[b], (size_t)cap * sizeof *grown);
+    if (!grown) { w->nseen[b] = -1; return; }
+    w->seen[b] = grown;
+    w->seen_cap[b] = cap;
   }
+  e = &w->seen[b][w->nseen[b]++];
+  e->c = *c;
+  e->index = index;
+  e->flag = (unsigned char)flag;
+  e->lane = (unsigned char)lane;
 }
 
 void nd_lanes_node (walker *w, const nd_candidate *c, unsigned long long index, int flag) {
   lanes *ln = w->ln;
+  int lane;
   if (w->win_n == 0) {
     if (begin_window(w) != 0) return;
     w->win_first = index;
   }
-  if (lane_of(c, ln->n) == w->lane
-      && nd_walk_node(w, w->win_slot, w->inline_scratch, c, index, flag) != 0) {
+  lane = lane_of(c, ln->n);
+  if (lane != w->lane) keep_seen(w, c, index, flag, lane);
+  else if (w->win_slot
+           && nd_walk_node(w, w->win_slot, w->inline_scratch, c, index, flag) != 0) {
     /* Ctrl-C, or no memory for a row: this part still delivered (it says which) */
     int why = w->p->stop && *w->p->stop ? ND_SEARCH_STOPPED : ND_SEARCH_NO_MEMORY;
     end_window(w);
@@ -228,12 +340,25 @@ static walker *lane_walker (const walker *w, int lane) {
   memset(&me->own_counts, 0, sizeof me->own_counts);
   me->counts = &me->own_counts;
   memset(me->bound_cache, 0, sizeof me->bound_cache);
+  memset(me->seen, 0, sizeof me->seen);
+  memset(me->nseen, 0, sizeof me->nseen);
+  memset(me->seen_cap, 0, sizeof me->seen_cap);
   me->inline_scratch = NULL;
   me->threads = 0;  /* its rows its own (nd_pool_row takes no lock) */
   me->slots = NULL;
   me->spare = NULL;
   me->lane = lane;
   return me;
+}
+
+/* A walker's kept nodes of other lanes, freed. */
+static void free_seen (walker *w) {
+  int b;
+  for (b = 0; b < CUT_LAG; b++) {
+    free(w->seen[b]);
+    w->seen[b] = NULL;
+    w->nseen[b] = w->seen_cap[b] = 0;
+  }
 }
 
 static void free_lanes (walker *w) {
@@ -243,15 +368,17 @@ static void free_lanes (walker *w) {
   for (l = 1; ln->lane && l < ln->n; l++)
     if (ln->lane[l]) {
       nd_pool_free_rows(ln->lane[l]->spare);
+      free_seen(ln->lane[l]);
       free(ln->lane[l]);
     }
+  free_seen(w);
   nd_pool_free_rows(w->spare);  /* (the caller's: the pool is not open to free them) */
   w->spare = NULL;
   for (i = 0; ln->ring && i < ln->n * CUT_LAG; i++) nd_pool_free_rows(ln->ring[i].rows);
   free(ln->ring);
   free(ln->lane);
   free(ln->parts);
-  free(ln->done);
+  free(ln->mark);
   free(ln->stage);
   free(ln->tids);
   free(ln);
@@ -279,15 +406,17 @@ int nd_lanes_open (walker *w) {
   ln->ring = (slot *)calloc((size_t)n * CUT_LAG, sizeof *ln->ring);
   ln->lane = (walker **)calloc((size_t)n, sizeof *ln->lane);
   ln->parts = (slot **)calloc((size_t)n, sizeof *ln->parts);
-  ln->done = (pool_counter *)calloc((size_t)n, sizeof *ln->done);
+  ln->mark = (part_mark *)calloc((size_t)n * CUT_LAG, sizeof *ln->mark);
   ln->stage = (row_block *)malloc(sizeof *ln->stage);
   ln->tids = (pthread_t *)calloc((size_t)n, sizeof *ln->tids);
-  if (!ln->ring || !ln->lane || !ln->parts || !ln->done || !ln->stage || !ln->tids) {
+  if (!ln->ring || !ln->lane || !ln->parts || !ln->mark || !ln->stage || !ln->tids) {
     free_lanes(w);
     return ND_SEARCH_NO_MEMORY;
   }
-  for (i = 0; i < n * CUT_LAG; i++) {
+  for (i = 0; i < n * CUT_LAG; i++) {  /* part i % CUT_LAG of each lane: window i % CUT_LAG's */
     slot *s = &ln->ring[i];
+    atomic_init(&ln->mark[i].claim, (unsigned long long)(i % CUT_LAG) * 4 + PART_OPEN);
+    atomic_init(&ln->mark[i].finished, 0ull);
     if (!(s->rows = s->last = (row_block *)malloc(sizeof *s->rows))) {
       free_lanes(w);
       return ND_SEARCH_NO_MEMORY;

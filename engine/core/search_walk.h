@@ -176,16 +176,35 @@ typedef struct tree {
 ** caches). The nodes form windows as the pool's chunks would (the same rule, counted by
 ** every thread); a window's parts, one per lane, are delivered together by the calling
 ** thread, their rows merged in walk order, so the rows, the cuts and every count are the
-** pool's at any -j. What the threads share: a count per lane of the windows it finished,
-** the windows delivered, the cuts, and the none pass's fits.
+** pool's at any -j. What the threads share: a mark per part (who walks it, and whether it
+** is walked), the windows delivered, the cuts, and the none pass's fits. A lane that would
+** wait for the others walks a part of theirs it walked past and no one began (steal).
 */
+/* Who walks a lane's part of a window (search_lanes.c): its own lane, or a lane that ran
+   CUT_LAG windows ahead and would wait (steal); and whether it is walked. One line each:
+   the caller reads them while the lanes write. */
+typedef struct part_mark {
+  _Atomic unsigned long long claim;    /* window * 4 + PART_* */
+  _Atomic unsigned long long finished; /* window + 1 once its nodes are walked */
+  char pad[64 - 2 * sizeof(unsigned long long)];
+} part_mark;
+enum { PART_OPEN = 0, PART_OWNED = 1, PART_STOLEN = 2 };
+
+/* A node of another lane's part, kept by a lane that walked past it (a stolen part is
+   walked from these). */
+typedef struct seen_node {
+  nd_candidate c;
+  unsigned long long index;
+  unsigned char flag, lane;
+} seen_node;
+
 typedef struct lanes {
   int n;                               /* the lanes: the -j threads (lane 0 the caller's) */
   struct walker **lane;                /* each lane's walker (lane[0]: the caller's own) */
   slot *ring;                          /* lane l's part of window k: ring[l*CUT_LAG + k%CUT_LAG] */
   slot **parts;                        /* one window's parts, for its delivery */
   row_block *stage;                    /* a window's rows merged, a block at a time */
-  pool_counter *done;                  /* windows each lane finished (its thread alone writes) */
+  part_mark *mark;                     /* each ring slot's: ring's order */
   pool_counter delivered;              /* windows delivered (the caller alone writes) */
   _Atomic int halt;                    /* why a thread stopped the walk (ND_SEARCH_*; 0: none) */
   _Atomic int quit;                    /* the caller is done: every thread stops */
@@ -245,7 +264,9 @@ typedef struct walker {
   unsigned long long win;              /* windows it began and finished */
   int win_n;                           /* nodes in its current window (0: none begun) */
   unsigned long long win_first;        /* the walk index of the window's first node */
-  slot *win_slot;                      /* its part of the current window */
+  slot *win_slot;                      /* its part of the current window (NULL: stolen) */
+  seen_node *seen[CUT_LAG];            /* the other lanes' nodes of window k (k % CUT_LAG), */
+  int nseen[CUT_LAG], seen_cap[CUT_LAG];  /* for the last CUT_LAG windows (-1: not all kept) */
   nd_search_counts own_counts;         /* a lane thread's walk indices (counts: these) */
   pthread_mutex_t mu;                  /* the pool's sleep and the spare rows' (pool:
                                           initialised) */

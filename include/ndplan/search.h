@@ -154,11 +154,15 @@ typedef struct nd_search_params {
   int lanes;                  /* how they share the walk: 0 in lanes for a model that
                                  routes experts when each thread has a processor, else the
                                  pool; 1 in lanes wherever they apply; -1 the pool (the
-                                 same rows and counts either way) */
+                                 same rows and counts either way); ND_LANES_LEAVE (tests)
+                                 in lanes, the threads but the caller's leaving each part
+                                 of theirs to be stolen */
   int chunk;                  /* candidates per chunk (0: a default) */
   volatile sig_atomic_t *stop;/* set non-zero (e.g. by SIGINT) to stop within a chunk */
   int exhaustive;             /* non-zero: price every valid candidate (no bound prunes) */
 } nd_search_params;
+
+#define ND_LANES_LEAVE 2
 
 enum { ND_SEARCH_OK = 0, ND_SEARCH_STOPPED = 1, ND_SEARCH_HOOK_ERROR = 2,
        ND_SEARCH_NO_MEMORY = 3, ND_SEARCH_BAD_INPUT = 4 };

@@ -99,18 +99,20 @@ static int run (const nd_model_spec *m, const nd_device *d, int jobs, int chunk,
   return nd_search_run(&p, m, d, &job, &costs, &hooks, counts, err, sizeof err);
 }
 
-/* The walk in lanes (lane_jobs threads) and in the pool (3), chunks of 7: the rows of ref,
-   in walk order, and its counts (what: the case, in a failure). */
+/* The walk in lanes (lane_jobs threads), in the pool (3), and in lanes whose threads but
+   the caller's leave their parts to be stolen (ND_LANES_LEAVE: each is walked by a lane
+   that walked past it, from the nodes it kept, or the walk would never end), chunks of 7:
+   the rows of ref, in walk order, and its counts (what: the case, in a failure). */
 static void same_off_one_thread (const nd_model_spec *m, const nd_device *dev, const seen *ref,
                                  const nd_search_counts *refc, int lane_jobs, const char *what,
                                  volatile sig_atomic_t *stop) {
   int mode, k, status;
-  for (mode = 0; mode < 2; mode++) {
-    const char *how = mode == 0 ? "lanes" : "pool";
+  for (mode = 0; mode < 3; mode++) {
+    const char *how = mode == 0 ? "lanes" : mode == 1 ? "pool" : "lanes, every part stolen";
     seen other = {NULL, 0, 0, -1, {0}, 0};
     nd_search_counts co;
-    lanes = mode == 0 ? 1 : -1;
-    status = run(m, dev, mode == 0 ? lane_jobs : 3, 7, &other, &co, stop);
+    lanes = mode == 0 ? 1 : mode == 1 ? -1 : ND_LANES_LEAVE;
+    status = run(m, dev, mode == 1 ? 3 : lane_jobs, 7, &other, &co, stop);
     lanes = 0;
     CHECK(status == ND_SEARCH_OK, "%s%s: status %d", how, what, status);
     CHECK(other.n == ref->n, "%s%s: %d rows, %d on one thread", how, what, other.n, ref->n);
