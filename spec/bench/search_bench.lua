@@ -11,6 +11,7 @@
 -- and how long a cache line takes to another processor and back, what threads pay and
 -- processes do not for each datum they hand over (spec/bench/pingpong.c).
 local repeats = 3
+local PAIRS = 9  -- -j 1 and -j 2 runs taken in turn, for each -j 2 case's speed-up
 local with_exhaustive = arg and arg[1] == "exhaustive"
 local alone_case = arg and arg[1] == "alone" and tonumber(arg[2])
 
@@ -131,21 +132,36 @@ for k, c in ipairs(cases) do
   if c[4] == 1 then one_thread[key] = k
   elseif one_thread[key] then
     -- the speed-up of -j 1 and -j 2 runs taken in turn, the best of each: on a shared host
-    -- the two best-of-3 figures above can be seconds apart and their ratio the host's drift
+    -- the two best-of-3 figures above can be seconds apart and their ratio the host's drift;
+    -- and the median of each pair's ratio (a pair is a few tenths of a second: the drift
+    -- within it is small), with the processor time each took (os.clock: every thread's)
     local c1, t1, tj = cases[one_thread[key]], nil, nil
-    for _ = 1, repeats + 2 do
-      t1 = math.min(t1 or math.huge, (run(c1, false, 1)))
-      tj = math.min(tj or math.huge, (run(c, false, 1)))
+    local ratios, cpu1, cpuj = {}, 0, 0
+    for _ = 1, PAIRS do
+      local k0 = os.clock()
+      local a = run(c1, false, 1)
+      local k1 = os.clock()
+      local b = run(c, false, 1)
+      cpu1, cpuj = cpu1 + (k1 - k0), cpuj + (os.clock() - k1)
+      t1, tj = math.min(t1 or math.huge, a), math.min(tj or math.huge, b)
+      ratios[#ratios + 1] = a / b
     end
+    table.sort(ratios)
     local alone, pair = side_by_side(one_thread[key])
     local ns = round_trip_ns()
-    print(string.format("search  %-37s %-20s -j %d is %.2fx -j 1, in turn (floor 1.8x)%s%s", c[1],
-                        label(c), c[4], t1 / tj,
-                        alone and string.format("; two -j 1 searches at once take %.3f s "
-                          .. "each against %.3f s alone: this machine runs two at %.2fx one",
-                          pair, alone, 2 * alone / pair) or "",
-                        ns and string.format("; a cache line goes to the other processor "
-                          .. "and back in %d ns", ns) or ""))
+    print(string.format("search  %-37s %-20s -j %d is %.2fx -j 1, in turn (floor 1.8x); the median"
+                        .. " of %d pairs %.2fx (quartiles %.2f-%.2f), with %.2fx the processor"
+                        .. " time", c[1], label(c), c[4], t1 / tj, PAIRS,
+                        ratios[(PAIRS + 1) // 2], ratios[(PAIRS + 3) // 4],
+                        ratios[PAIRS - (PAIRS - 1) // 4], cpuj / cpu1))
+    if alone or ns then
+      print(string.format("search  %-37s %-20s -j %d beside it%s%s", c[1], label(c), c[4],
+                          alone and string.format(": two -j 1 searches at once take %.3f s "
+                            .. "each against %.3f s alone (this machine runs two at %.2fx one)",
+                            pair, alone, 2 * alone / pair) or "",
+                          ns and string.format("; a cache line goes to the other processor "
+                            .. "and back in %d ns", ns) or ""))
+    end
   end
   if with_exhaustive then
     local te, ie = run(c, true, 1)
